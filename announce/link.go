@@ -1,0 +1,597 @@
+package announce
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/ndp"
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
+	"golang.org/x/net/ipv6"
+
+	"github.com/vipctl/vip/internal/wire"
+)
+
+// Responder answers who-has requests (ARP requests, neighbor solicitations)
+// for the addresses it holds on one interface. The packet-socket Link is one
+// implementation; an in-kernel XDP responder can be another.
+type Responder interface {
+	// Hold starts answering for addr.
+	Hold(addr netip.Addr) error
+	// Drop stops answering for addr. Dropping an address not held is a no-op.
+	Drop(addr netip.Addr) error
+	// Answered returns how many requests for addr were answered while held.
+	Answered(addr netip.Addr) uint64
+	Close() error
+}
+
+// Announcer sends gratuitous advertisements on one interface.
+type Announcer interface {
+	// Announce sends one round for addr: the kinds in frames that fit its
+	// family. It returns the number of frames sent.
+	Announce(addr netip.Addr, frames Frames) (int, error)
+}
+
+// A Port is one interface as the engine uses it: it answers, announces, and
+// says which interface it is.
+type Port interface {
+	Responder
+	Announcer
+	Name() string
+	Index() int
+	MAC() net.HardwareAddr
+}
+
+// FrameConn is the part of a packet socket a Link uses. *packet.Conn
+// satisfies it; tests use an in-memory one.
+type FrameConn interface {
+	ReadFrom(b []byte) (int, net.Addr, error)
+	WriteTo(b []byte, addr net.Addr) (int, error)
+	Close() error
+}
+
+// GroupJoiner joins and leaves IPv6 multicast groups on one interface.
+// Joining through the IP stack (not just the NIC filter) also sends the MLD
+// report that MLD-snooping switches need before they forward a group's
+// traffic to us. *ndp.Conn satisfies it.
+type GroupJoiner interface {
+	JoinGroup(group netip.Addr) error
+	LeaveGroup(group netip.Addr) error
+	Close() error
+}
+
+// LinkConfig holds what a Link needs besides the interface.
+type LinkConfig struct {
+	// ARP and IPv6 are the packet sockets for ARP and for IPv6 frames.
+	ARP, IPv6 FrameConn
+	// Groups opens the group joiner the first time an IPv6 address is
+	// held, so that an interface with IPv6 disabled can still hold IPv4.
+	Groups func() (GroupJoiner, error)
+	// Assigned reports whether the kernel has addr on this interface and
+	// so answers for it itself; the Link then stays silent for addr rather
+	// than doubling every answer. Nil means never.
+	Assigned func(addr netip.Addr) bool
+	Log      *slog.Logger
+}
+
+// LinkStats counts what a Link saw and did.
+type LinkStats struct {
+	ARPRequests   uint64 // ARP requests read
+	Solicitations uint64 // neighbor solicitations read
+	Answered      uint64 // replies and solicited advertisements sent
+	Malformed     uint64 // frames that did not parse or failed validation
+	SendErrors    uint64 // frames the socket refused
+}
+
+// Link answers ARP requests and neighbor solicitations for the addresses it
+// holds on one interface, and sends their gratuitous rounds, all through
+// packet sockets. Reading whole frames lets it answer on an interface without
+// an address of its own and see unicast solicitations the kernel drops.
+type Link struct {
+	ifi    *net.Interface
+	mac    net.HardwareAddr
+	arpc   FrameConn
+	ip6c   FrameConn
+	cfg    LinkConfig
+	log    *slog.Logger
+	held   atomic.Pointer[map[netip.Addr]*held]
+	wg     sync.WaitGroup
+	closed atomic.Bool
+
+	mu        sync.Mutex // serialises Hold, Drop and Close
+	groups    GroupJoiner
+	groupRefs map[netip.Addr]int
+
+	arpRequests, solicitations, answered, malformed, sendErrors atomic.Uint64
+}
+
+type held struct {
+	answered atomic.Uint64
+	// silent is set when the kernel answers for the address itself.
+	silent bool
+}
+
+// OpenLink opens packet sockets on ifi and starts answering for the
+// addresses that are then held. It needs CAP_NET_RAW.
+func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
+	arpFilter, err := bpf.Assemble(arpRequestFilter())
+	if err != nil {
+		return nil, fmt.Errorf("assemble ARP filter: %w", err)
+	}
+	nsFilter, err := bpf.Assemble(solicitationFilter())
+	if err != nil {
+		return nil, fmt.Errorf("assemble solicitation filter: %w", err)
+	}
+	arpc, err := packet.Listen(ifi, packet.Raw, wire.EtherTypeARP, &packet.Config{Filter: arpFilter})
+	if err != nil {
+		return nil, fmt.Errorf("open ARP socket on %s: %w", ifi.Name, err)
+	}
+	ip6c, err := packet.Listen(ifi, packet.Raw, wire.EtherTypeIPv6, &packet.Config{Filter: nsFilter})
+	if err != nil {
+		arpc.Close()
+		return nil, fmt.Errorf("open IPv6 socket on %s: %w", ifi.Name, err)
+	}
+	return NewLink(ifi, LinkConfig{
+		ARP:  arpc,
+		IPv6: ip6c,
+		Groups: func() (GroupJoiner, error) {
+			c, _, err := ndp.Listen(ifi, ndp.Unspecified)
+			if err != nil {
+				return nil, fmt.Errorf("open ICMPv6 socket on %s to join multicast groups: %w", ifi.Name, err)
+			}
+			// The socket is only for group membership: the packet socket
+			// reads the solicitations, so let nothing queue here.
+			var f ipv6.ICMPFilter
+			f.SetAll(true)
+			if err := c.SetICMPFilter(&f); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("filter ICMPv6 socket on %s: %w", ifi.Name, err)
+			}
+			return c, nil
+		},
+		Assigned: func(addr netip.Addr) bool { return assigned(ifi, addr) },
+		Log:      log,
+	}), nil
+}
+
+// assigned reports whether addr is configured on ifi.
+func assigned(ifi *net.Interface, addr netip.Addr) bool {
+	addrs, err := ifi.Addrs()
+	if err != nil {
+		return false
+	}
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// NewLink returns a Link on ifi that reads and writes through the conns in
+// cfg, and starts its readers. Close stops them.
+func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	l := &Link{
+		ifi:       ifi,
+		mac:       ifi.HardwareAddr,
+		arpc:      cfg.ARP,
+		ip6c:      cfg.IPv6,
+		cfg:       cfg,
+		log:       cfg.Log.With("interface", ifi.Name),
+		groupRefs: make(map[netip.Addr]int),
+	}
+	empty := map[netip.Addr]*held{}
+	l.held.Store(&empty)
+	l.wg.Add(2)
+	go l.readLoop(l.arpc, l.handleARP)
+	go l.readLoop(l.ip6c, l.handleNDP)
+	return l
+}
+
+// Name returns the interface name.
+func (l *Link) Name() string { return l.ifi.Name }
+
+// Index returns the interface index.
+func (l *Link) Index() int { return l.ifi.Index }
+
+// MAC returns the hardware address answers carry.
+func (l *Link) MAC() net.HardwareAddr { return l.mac }
+
+// Hold starts answering for addr. For an IPv6 address it joins the
+// address's solicited-node group first.
+func (l *Link) Hold(addr netip.Addr) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed.Load() {
+		return net.ErrClosed
+	}
+	cur := *l.held.Load()
+	if _, ok := cur[addr]; ok {
+		return nil
+	}
+	if addr.Is6() {
+		if err := l.joinLocked(addr); err != nil {
+			return err
+		}
+	}
+	h := &held{}
+	if l.cfg.Assigned != nil && l.cfg.Assigned(addr) {
+		h.silent = true
+		l.log.Info("address is assigned to the interface: the kernel answers for it, vip only announces it", "addr", addr)
+	}
+	next := make(map[netip.Addr]*held, len(cur)+1)
+	for k, v := range cur {
+		next[k] = v
+	}
+	next[addr] = h
+	l.held.Store(&next)
+	return nil
+}
+
+// Drop stops answering for addr and leaves its group when no other held
+// address shares it.
+func (l *Link) Drop(addr netip.Addr) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cur := *l.held.Load()
+	if _, ok := cur[addr]; !ok {
+		return nil
+	}
+	next := make(map[netip.Addr]*held, len(cur))
+	for k, v := range cur {
+		if k != addr {
+			next[k] = v
+		}
+	}
+	l.held.Store(&next)
+	if addr.Is6() {
+		return l.leaveLocked(addr)
+	}
+	return nil
+}
+
+func (l *Link) joinLocked(addr netip.Addr) error {
+	g, err := ndp.SolicitedNodeMulticast(addr)
+	if err != nil {
+		return fmt.Errorf("solicited-node group of %s: %w", addr, err)
+	}
+	if l.groupRefs[g] > 0 {
+		l.groupRefs[g]++
+		return nil
+	}
+	if l.groups == nil {
+		j, err := l.cfg.Groups()
+		if err != nil {
+			return err
+		}
+		l.groups = j
+	}
+	if err := l.groups.JoinGroup(g); err != nil {
+		return fmt.Errorf("join %s on %s: %w", g, l.ifi.Name, err)
+	}
+	l.groupRefs[g] = 1
+	return nil
+}
+
+func (l *Link) leaveLocked(addr netip.Addr) error {
+	g, err := ndp.SolicitedNodeMulticast(addr)
+	if err != nil {
+		return fmt.Errorf("solicited-node group of %s: %w", addr, err)
+	}
+	switch l.groupRefs[g] {
+	case 0:
+		return nil
+	case 1:
+		delete(l.groupRefs, g)
+		if err := l.groups.LeaveGroup(g); err != nil {
+			return fmt.Errorf("leave %s on %s: %w", g, l.ifi.Name, err)
+		}
+	default:
+		l.groupRefs[g]--
+	}
+	return nil
+}
+
+// Groups returns the solicited-node groups joined and how many held
+// addresses share each.
+func (l *Link) Groups() map[netip.Addr]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make(map[netip.Addr]int, len(l.groupRefs))
+	for g, n := range l.groupRefs {
+		out[g] = n
+	}
+	return out
+}
+
+// Answered returns how many requests for addr were answered while held.
+func (l *Link) Answered(addr netip.Addr) uint64 {
+	if h, ok := (*l.held.Load())[addr]; ok {
+		return h.answered.Load()
+	}
+	return 0
+}
+
+// Stats returns the Link's counters.
+func (l *Link) Stats() LinkStats {
+	return LinkStats{
+		ARPRequests:   l.arpRequests.Load(),
+		Solicitations: l.solicitations.Load(),
+		Answered:      l.answered.Load(),
+		Malformed:     l.malformed.Load(),
+		SendErrors:    l.sendErrors.Load(),
+	}
+}
+
+// Close stops answering, leaves every group and closes the sockets.
+func (l *Link) Close() error {
+	l.mu.Lock()
+	if l.closed.Swap(true) {
+		l.mu.Unlock()
+		return nil
+	}
+	empty := map[netip.Addr]*held{}
+	l.held.Store(&empty)
+	var errs []error
+	if l.groups != nil {
+		errs = append(errs, l.groups.Close()) // closing leaves every group
+	}
+	l.groupRefs = map[netip.Addr]int{}
+	l.mu.Unlock()
+	errs = append(errs, l.arpc.Close(), l.ip6c.Close())
+	l.wg.Wait()
+	return errors.Join(errs...)
+}
+
+func (l *Link) readLoop(c FrameConn, handle func([]byte)) {
+	defer l.wg.Done()
+	buf := make([]byte, 1<<16)
+	for {
+		n, _, err := c.ReadFrom(buf)
+		if err != nil {
+			if l.closed.Load() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
+				return
+			}
+			l.log.Error("read failed: no longer answering on this interface", "err", err)
+			return
+		}
+		handle(buf[:n])
+	}
+}
+
+func (l *Link) lookup(addr netip.Addr) *held {
+	h := (*l.held.Load())[addr]
+	if h == nil || h.silent {
+		return nil
+	}
+	return h
+}
+
+func (l *Link) handleARP(frame []byte) {
+	f, err := wire.ParseARP(frame)
+	if err != nil {
+		l.malformed.Add(1)
+		return
+	}
+	p := &f.Packet
+	if p.Operation != arp.OperationRequest {
+		return
+	}
+	l.arpRequests.Add(1)
+	if sameMAC(p.SenderHardwareAddr, l.mac) || sameMAC(f.EthSrc, l.mac) {
+		return // our own announcement
+	}
+	h := l.lookup(p.TargetIP)
+	if h == nil {
+		return
+	}
+	dst := p.SenderHardwareAddr
+	if !usableUnicast(dst) {
+		dst = f.EthSrc
+	}
+	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
+	// learn the address is taken from any packet with it as sender IP.
+	reply, err := wire.ARPFrame(dst, l.mac, arp.OperationReply, l.mac, p.TargetIP, p.SenderHardwareAddr, p.SenderIP)
+	if err != nil {
+		l.malformed.Add(1)
+		return
+	}
+	l.send(reply, dst, h)
+}
+
+func (l *Link) handleNDP(frame []byte) {
+	f, err := wire.ParseNDP(frame)
+	if err != nil {
+		if !errors.Is(err, wire.ErrNotNDP) {
+			l.malformed.Add(1)
+		}
+		return
+	}
+	ns, ok := f.Message.(*ndp.NeighborSolicitation)
+	if !ok {
+		return
+	}
+	l.solicitations.Add(1)
+	if sameMAC(f.EthSrc, l.mac) {
+		return
+	}
+	target := ns.TargetAddress
+	sll := wire.SourceLinkLayer(ns.Options)
+	dad := f.Src.IsUnspecified()
+	// RFC 4861 section 7.1.1: a DAD solicitation goes to a solicited-node
+	// group and carries no source link-layer address.
+	if target.IsMulticast() || (dad && (sll != nil || !isSolicitedNode(f.Dst))) {
+		l.malformed.Add(1)
+		return
+	}
+	h := l.lookup(target)
+	if h == nil {
+		return
+	}
+	var (
+		dstMAC    net.HardwareAddr
+		dstIP     netip.Addr
+		solicited bool
+	)
+	if dad {
+		// Defend the address: tell everyone, as the prober cannot be
+		// reached by unicast.
+		dstMAC, dstIP = wire.MulticastMAC(wire.AllNodes), wire.AllNodes
+	} else {
+		dstIP, solicited = f.Src, true
+		dstMAC = sll
+		if !usableUnicast(dstMAC) {
+			dstMAC = f.EthSrc
+		}
+	}
+	na, err := wire.NeighborAdvertisement(dstMAC, l.mac, target, dstIP, solicited)
+	if err != nil {
+		l.malformed.Add(1)
+		return
+	}
+	l.send(na, dstMAC, h)
+}
+
+func (l *Link) send(frame []byte, dst net.HardwareAddr, h *held) {
+	if _, err := l.write(l.connFor(frame), frame, dst); err != nil {
+		if l.sendErrors.Add(1) == 1 {
+			l.log.Warn("sending an answer failed", "err", err)
+		}
+		return
+	}
+	h.answered.Add(1)
+	l.answered.Add(1)
+}
+
+func (l *Link) connFor(frame []byte) FrameConn {
+	if len(frame) > 13 && frame[12] == 0x08 && frame[13] == 0x06 {
+		return l.arpc
+	}
+	return l.ip6c
+}
+
+func (l *Link) write(c FrameConn, frame []byte, dst net.HardwareAddr) (int, error) {
+	return c.WriteTo(frame, &packet.Addr{HardwareAddr: dst})
+}
+
+// Announce sends one gratuitous round for addr.
+func (l *Link) Announce(addr netip.Addr, frames Frames) (int, error) {
+	var out [][]byte
+	var dsts []net.HardwareAddr
+	add := func(b []byte, dst net.HardwareAddr, err error) error {
+		if err != nil {
+			return err
+		}
+		out = append(out, b)
+		dsts = append(dsts, dst)
+		return nil
+	}
+	var err error
+	if addr.Is4() {
+		if frames&FrameARPRequest != 0 {
+			b, e := wire.ARPAnnouncement(l.mac, addr)
+			err = errors.Join(err, add(b, wire.Broadcast, e))
+		}
+		if frames&FrameARPReply != 0 {
+			b, e := wire.ARPGratuitousReply(l.mac, addr)
+			err = errors.Join(err, add(b, wire.Broadcast, e))
+		}
+	} else {
+		for _, k := range []struct {
+			f     Frames
+			group netip.Addr
+		}{{FrameNA, wire.AllNodes}, {FrameNARouters, wire.AllRouters}} {
+			if frames&k.f == 0 {
+				continue
+			}
+			mac := wire.MulticastMAC(k.group)
+			b, e := wire.NeighborAdvertisement(mac, l.mac, addr, k.group, false)
+			err = errors.Join(err, add(b, mac, e))
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("build gratuitous frames for %s: %w", addr, err)
+	}
+	sent := 0
+	for i, b := range out {
+		if _, e := l.write(l.connFor(b), b, dsts[i]); e != nil {
+			err = errors.Join(err, e)
+			continue
+		}
+		sent++
+	}
+	if err != nil {
+		return sent, fmt.Errorf("announce %s on %s: %w", addr, l.ifi.Name, err)
+	}
+	return sent, nil
+}
+
+func sameMAC(a, b net.HardwareAddr) bool {
+	return len(a) == len(b) && string(a) == string(b)
+}
+
+// usableUnicast reports whether mac can be the destination of an answer.
+func usableUnicast(mac net.HardwareAddr) bool {
+	if len(mac) != 6 || mac[0]&1 != 0 {
+		return false
+	}
+	for _, b := range mac {
+		if b != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+func isSolicitedNode(a netip.Addr) bool {
+	b := a.As16()
+	return a.Is6() && b[0] == 0xff && b[1] == 0x02 && b[11] == 0x01 && b[12] == 0xff &&
+		b[2]|b[3]|b[4]|b[5]|b[6]|b[7]|b[8]|b[9]|b[10] == 0
+}
+
+// arpRequestFilter accepts Ethernet/IPv4 ARP requests only, so that replies
+// and other hardware types never wake the reader.
+func arpRequestFilter() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 12, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.EtherTypeARP, SkipTrue: 9},
+		bpf.LoadAbsolute{Off: 14, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 1, SkipTrue: 7}, // Ethernet
+		bpf.LoadAbsolute{Off: 16, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x0800, SkipTrue: 5}, // IPv4
+		bpf.LoadAbsolute{Off: 18, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x0604, SkipTrue: 3}, // lengths 6 and 4
+		bpf.LoadAbsolute{Off: 20, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(arp.OperationRequest), SkipTrue: 1},
+		bpf.RetConstant{Val: 0xffff},
+		bpf.RetConstant{Val: 0},
+	}
+}
+
+// solicitationFilter accepts IPv6 frames carrying an ICMPv6 neighbor
+// solicitation directly after the IPv6 header (NDP messages carry no
+// extension headers), so ordinary IPv6 traffic never wakes the reader.
+func solicitationFilter() []bpf.Instruction {
+	return []bpf.Instruction{
+		bpf.LoadAbsolute{Off: 12, Size: 2},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.EtherTypeIPv6, SkipTrue: 5},
+		bpf.LoadAbsolute{Off: 20, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 58, SkipTrue: 3}, // ICMPv6
+		bpf.LoadAbsolute{Off: wire.ICMPv6Offset, Size: 1},
+		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.TypeNeighborSolicitation, SkipTrue: 1},
+		bpf.RetConstant{Val: 0xffff},
+		bpf.RetConstant{Val: 0},
+	}
+}

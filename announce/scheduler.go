@@ -1,0 +1,370 @@
+package announce
+
+import (
+	"container/heap"
+	"context"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"golang.org/x/time/rate"
+)
+
+// Defaults of the gratuitous burst, after MetalLB's layer-2 mode: rounds
+// 1.1 s apart, just above Linux's 1 s neighbour locktime so that no round is
+// ignored, for 5 s from the latest claim or refresh.
+const (
+	DefaultWindow   = 5 * time.Second
+	DefaultInterval = 1100 * time.Millisecond
+	// DefaultRate is the default cap on gratuitous frames per second, all
+	// addresses together: enough for 10,000 IPv4 addresses with two frames
+	// a round every 1.1 s, and still a trickle next to line rate.
+	DefaultRate = 20000
+)
+
+// Key names one address on one interface: the unit the scheduler announces.
+type Key struct {
+	Ifindex int
+	Addr    netip.Addr
+}
+
+func (k Key) String() string { return fmt.Sprintf("%s@%d", k.Addr, k.Ifindex) }
+
+// A RoundSender sends one round of gratuitous advertisements for a key and
+// says how many frames went out. The scheduler calls it from a single
+// goroutine, never concurrently.
+type RoundSender interface {
+	SendRound(ctx context.Context, k Key) (frames int, err error)
+}
+
+// SchedulerConfig sets the burst and the pace of a Scheduler.
+type SchedulerConfig struct {
+	// Window is how long rounds go on after the latest Arm of a key. A
+	// window shorter than Interval sends a single round.
+	Window time.Duration
+	// Interval is the time between two rounds of one key.
+	Interval time.Duration
+	// Rate caps the frames per second sent for all keys together.
+	Rate float64
+	// Clock is the time source; nil means the real clock.
+	Clock clockwork.Clock
+	// OnEvent, if set, is called from the sender goroutine for every burst
+	// event. It must not block and must not call back into the Scheduler.
+	OnEvent func(BurstEvent)
+}
+
+// BurstKind says what happened to a key's burst.
+type BurstKind int
+
+// The kinds of BurstEvent.
+const (
+	BurstStart    BurstKind = iota // a window opened: the first round is due now
+	BurstExtended                  // a running window was re-armed
+	BurstRound                     // a round was sent (Err set if it failed)
+	BurstEnd                       // the window closed, or the key was cancelled
+)
+
+func (k BurstKind) String() string {
+	switch k {
+	case BurstStart:
+		return "start"
+	case BurstExtended:
+		return "extended"
+	case BurstRound:
+		return "round"
+	case BurstEnd:
+		return "end"
+	}
+	return fmt.Sprintf("BurstKind(%d)", int(k))
+}
+
+// BurstEvent reports progress of one key's burst.
+type BurstEvent struct {
+	Kind BurstKind
+	Key  Key
+	// At is when the event happened; for a round, when it was sent.
+	At time.Time
+	// WindowEnd is when the window closes (start, extended, round).
+	WindowEnd time.Time
+	// Round counts the rounds of this burst so far, this one included.
+	Round int
+	// Frames counts the frames of this round (round) or of the burst (end).
+	Frames int
+	// Late is how long after its due time a round went out.
+	Late time.Duration
+	// Cancelled is set on an end caused by Cancel rather than the window.
+	Cancelled bool
+	Err       error
+}
+
+// BurstState describes a key's burst as Scheduler.State reports it.
+type BurstState struct {
+	Active    bool
+	WindowEnd time.Time
+	NextRound time.Time
+	Rounds    int
+	Frames    int
+}
+
+// Scheduler sends the gratuitous advertisements of every claimed address
+// from one goroutine (Run), so each address has exactly one sender and the
+// total rate stays under the configured cap however many addresses are held.
+//
+// Each Arm of a key (a claim or a refresh) opens or extends that key's window
+// to Window from now. A new window sends its first round at once, then one
+// round every Interval while the window lasts. Re-arming a running window
+// only moves its end, so rounds never come closer than Interval, which keeps
+// them above the neighbour locktime of the hosts that hear them.
+type Scheduler struct {
+	cfg     SchedulerConfig
+	clock   clockwork.Clock
+	sender  RoundSender
+	limiter *rate.Limiter
+
+	mu      sync.Mutex
+	entries map[Key]*entry
+	queue   dueQueue
+	wake    chan struct{}
+
+	// onPark, set only by tests, is called each time Run parks with nothing
+	// to do before wait has passed (negative: until woken).
+	onPark func(wait time.Duration)
+}
+
+type entry struct {
+	key    Key
+	cost   int
+	due    time.Time
+	end    time.Time
+	rounds int
+	frames int
+	// live is closed after the first round of the current window.
+	live  chan struct{}
+	index int // in the queue; -1 while the entry is being sent
+}
+
+// NewScheduler returns a Scheduler that sends rounds through s. Zero fields
+// of cfg take the defaults.
+func NewScheduler(cfg SchedulerConfig, s RoundSender) *Scheduler {
+	if cfg.Window <= 0 {
+		cfg.Window = DefaultWindow
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.Rate <= 0 {
+		cfg.Rate = DefaultRate
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
+	// A bucket of 20 ms worth of frames lets a round go out whole without
+	// ever letting a line-rate burst through.
+	burst := max(int(cfg.Rate/50), maxRoundCost)
+	return &Scheduler{
+		cfg:     cfg,
+		clock:   cfg.Clock,
+		sender:  s,
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), burst),
+		entries: make(map[Key]*entry),
+		wake:    make(chan struct{}, 1),
+	}
+}
+
+// maxRoundCost bounds the frames one round may count against the rate.
+const maxRoundCost = 8
+
+// Config returns the scheduler's configuration with defaults filled in.
+func (s *Scheduler) Config() SchedulerConfig { return s.cfg }
+
+// Arm opens a window for k, or extends its running window, to Window from
+// now. cost is the number of frames one round of k sends, charged against
+// the rate cap. The returned channel is closed once k's first round of a new
+// window has been sent, or at once when a window was already running.
+func (s *Scheduler) Arm(k Key, cost int) <-chan struct{} {
+	cost = min(max(cost, 1), maxRoundCost)
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.entries[k]; ok {
+		e.end = now.Add(s.cfg.Window)
+		e.cost = cost
+		s.emit(BurstEvent{Kind: BurstExtended, Key: k, At: now, WindowEnd: e.end, Round: e.rounds})
+		return e.live
+	}
+	e := &entry{key: k, cost: cost, due: now, end: now.Add(s.cfg.Window), live: make(chan struct{})}
+	s.entries[k] = e
+	heap.Push(&s.queue, e)
+	s.emit(BurstEvent{Kind: BurstStart, Key: k, At: now, WindowEnd: e.end})
+	s.poke()
+	return e.live
+}
+
+// Cancel ends k's window at once, if one is running.
+func (s *Scheduler) Cancel(k Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[k]
+	if !ok {
+		return
+	}
+	s.finish(e, true)
+	s.poke()
+}
+
+// State reports k's burst.
+func (s *Scheduler) State(k Key) BurstState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[k]
+	if !ok {
+		return BurstState{}
+	}
+	return BurstState{Active: true, WindowEnd: e.end, NextRound: e.due, Rounds: e.rounds, Frames: e.frames}
+}
+
+// Run sends rounds until ctx is done. Exactly one Run may be active.
+func (s *Scheduler) Run(ctx context.Context) error {
+	for {
+		wait, e := s.next()
+		if e != nil {
+			s.send(ctx, e)
+			continue
+		}
+		if err := s.sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// next returns the entry to send now, having taken it off the queue and its
+// frames out of the rate budget, or how long to wait before looking again
+// (negative: until woken).
+func (s *Scheduler) next() (time.Duration, *entry) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.queue) == 0 {
+		return -1, nil
+	}
+	e := s.queue[0]
+	now := s.clock.Now()
+	if d := e.due.Sub(now); d > 0 {
+		return d, nil
+	}
+	if tokens := s.limiter.TokensAt(now); tokens < float64(e.cost) {
+		d := time.Duration((float64(e.cost) - tokens) / s.cfg.Rate * float64(time.Second))
+		return max(d, time.Microsecond), nil
+	}
+	s.limiter.AllowN(now, e.cost)
+	heap.Pop(&s.queue)
+	return 0, e
+}
+
+func (s *Scheduler) send(ctx context.Context, e *entry) {
+	frames, err := s.sender.SendRound(ctx, e.key)
+	now := s.clock.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.entries[e.key] != e {
+		return // cancelled while sending
+	}
+	e.rounds++
+	e.frames += frames
+	s.emit(BurstEvent{Kind: BurstRound, Key: e.key, At: now, WindowEnd: e.end, Round: e.rounds, Frames: frames, Late: now.Sub(e.due), Err: err})
+	if e.rounds == 1 {
+		close(e.live)
+	}
+	next := now.Add(s.cfg.Interval)
+	if next.After(e.end) {
+		s.finish(e, false)
+		return
+	}
+	e.due = next
+	heap.Push(&s.queue, e)
+}
+
+// finish removes e; s.mu must be held.
+func (s *Scheduler) finish(e *entry, cancelled bool) {
+	delete(s.entries, e.key)
+	if e.index >= 0 {
+		heap.Remove(&s.queue, e.index)
+	}
+	select {
+	case <-e.live:
+	default:
+		close(e.live)
+	}
+	s.emit(BurstEvent{Kind: BurstEnd, Key: e.key, At: s.clock.Now(), Round: e.rounds, Frames: e.frames, Cancelled: cancelled})
+}
+
+func (s *Scheduler) emit(ev BurstEvent) {
+	if s.cfg.OnEvent != nil {
+		s.cfg.OnEvent(ev)
+	}
+}
+
+func (s *Scheduler) poke() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Scheduler) sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-s.wake:
+		return nil // woken while busy: look again before parking
+	default:
+	}
+	if d < 0 {
+		if s.onPark != nil {
+			s.onPark(d)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.wake:
+			return nil
+		}
+	}
+	t := s.clock.NewTimer(d)
+	defer t.Stop()
+	if s.onPark != nil {
+		s.onPark(d)
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.wake:
+	case <-t.Chan():
+	}
+	return nil
+}
+
+// dueQueue is a min-heap of entries by due time.
+type dueQueue []*entry
+
+func (q dueQueue) Len() int { return len(q) }
+func (q dueQueue) Less(i, j int) bool {
+	return q[i].due.Before(q[j].due)
+}
+func (q dueQueue) Swap(i, j int) {
+	q[i], q[j] = q[j], q[i]
+	q[i].index = i
+	q[j].index = j
+}
+func (q *dueQueue) Push(x any) {
+	e := x.(*entry)
+	e.index = len(*q)
+	*q = append(*q, e)
+}
+func (q *dueQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	old[len(old)-1] = nil
+	e.index = -1
+	*q = old[:len(old)-1]
+	return e
+}

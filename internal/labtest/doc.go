@@ -1,0 +1,13 @@
+// Package labtest runs tests against a lab: a layer-2 segment of network
+// namespaces built by package lab.
+//
+// New builds a lab for one test and removes it when the test ends. Start runs
+// a program (vip, arping, ndisc6) inside a host and collects its output line
+// by line; Capture runs tcpdump inside a host and decodes what it saw with
+// gopacket. Eventually polls a condition against a deadline, so tests wait for
+// what they expect instead of sleeping.
+//
+// Tests that need a lab skip themselves when not run as root or when a tool is
+// missing, saying why; with CI=true in the environment they fail instead, so a
+// CI machine that cannot run them does not pass quietly.
+package labtest

@@ -1,0 +1,106 @@
+package labtest
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/lab"
+)
+
+// upTimeout bounds how long New waits for a lab to come up.
+const upTimeout = 10 * time.Second
+
+// pollInterval is how often Eventually checks its condition.
+const pollInterval = 20 * time.Millisecond
+
+// labCount numbers the labs of this process, so that each gets its own prefix.
+var labCount atomic.Uint64
+
+// New builds a lab with the given hosts for the test and removes it when the
+// test and its subtests end. It skips the test (or fails it under CI=true)
+// when not run as root or when iproute2 is missing.
+func New(t testing.TB, hosts ...lab.HostConfig) *lab.Lab {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		unavailable(t, "needs root to create network namespaces; run as root, e.g. sudo go test ./...")
+	}
+	RequireTool(t, "ip")
+	RequireTool(t, "bridge")
+	RequireTool(t, "sysctl")
+
+	prefix := Prefix()
+	// The prefix holds this process's pid, so a namespace that already has it
+	// was left by a dead process that once had the same pid; it is no other
+	// live test's.
+	if err := lab.Clean(prefix); err != nil {
+		t.Fatalf("clean leftovers of an earlier run: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), upTimeout)
+	defer cancel()
+	l, err := lab.Up(ctx, lab.Config{Prefix: prefix, Hosts: hosts})
+	if err != nil {
+		t.Fatalf("lab up: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := l.Down(); err != nil {
+			t.Errorf("lab down: %v", err)
+		}
+	})
+	return l
+}
+
+// Prefix returns a lab prefix that no other lab, in this process or another,
+// is using: "vt", this process's pid and a counter, in base 36. It stays short
+// because it starts every namespace name.
+func Prefix() string {
+	n := labCount.Add(1)
+	return "vt" + strconv.FormatInt(int64(os.Getpid()), 36) + "x" + strconv.FormatUint(n, 36)
+}
+
+// RequireTool returns the path of the program name, and skips the test (or
+// fails it under CI=true) when the program is not installed.
+func RequireTool(t testing.TB, name string) string {
+	t.Helper()
+	path, err := exec.LookPath(name)
+	if err != nil {
+		unavailable(t, fmt.Sprintf("needs %s, which is not installed or not in PATH; install it to run this test", name))
+	}
+	return path
+}
+
+// unavailable ends a test that cannot run here: a skip on a developer's
+// machine, a failure in CI, where every test is expected to run.
+func unavailable(t testing.TB, why string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" {
+		t.Fatal(why + " (CI=true, so this fails instead of skipping)")
+	}
+	t.Skip(why)
+}
+
+// Eventually calls cond every 20ms until it reports ok, and fails the test if
+// that has not happened within timeout, quoting the last reason cond gave.
+// cond runs on the test's goroutine, so it may itself fail the test.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, why string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		ok, why := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %v: %s", timeout, why)
+			return
+		}
+		<-tick.C
+	}
+}

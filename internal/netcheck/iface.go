@@ -1,0 +1,220 @@
+package netcheck
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Link is what validation needs to know of an interface.
+type Link struct {
+	Name     string
+	Index    int
+	MAC      net.HardwareAddr
+	Up       bool // administratively up
+	Carrier  bool // operationally up, or a kind that does not report it
+	Loopback bool
+	NoARP    bool
+	// IPv6Disabled is set when the interface has IPv6 turned off.
+	IPv6Disabled bool
+	// Prefixes are the interface's own addresses with their prefix length.
+	Prefixes []netip.Prefix
+}
+
+// Route is a connected (on-link, gateway-less) route.
+type Route struct {
+	Dst       netip.Prefix
+	LinkIndex int
+}
+
+// System answers questions about the host's interfaces and routes. Netlink
+// is the real one; tests use a fake.
+type System interface {
+	// Link returns the named interface, or an error satisfying
+	// errors.Is(err, ErrNoInterface).
+	Link(name string) (Link, error)
+	// LinkByIndex returns the interface with index i.
+	LinkByIndex(i int) (Link, error)
+	// ConnectedRoutes lists the on-link routes of the main table.
+	ConnectedRoutes() ([]Route, error)
+}
+
+// ErrNoInterface is returned for an interface that does not exist.
+var ErrNoInterface = errors.New("no such interface")
+
+// CheckInterface returns the named interface when vip can claim addresses
+// on it: it exists, is up with a carrier, is not loopback, has an Ethernet
+// address and does ARP.
+func CheckInterface(sys System, name string) (Link, error) {
+	if name == "" {
+		return Link{}, invalidf("empty interface name: pass -i with an interface such as eth0")
+	}
+	l, err := sys.Link(name)
+	if errors.Is(err, ErrNoInterface) {
+		return Link{}, invalidf("interface %q does not exist: list the interfaces with \"ip link\"", name)
+	}
+	if err != nil {
+		return Link{}, fmt.Errorf("look up interface %s: %w", name, err)
+	}
+	switch {
+	case l.Loopback:
+		return Link{}, invalidf("interface %s is a loopback interface: pick the interface on the segment where the address should live", name)
+	case len(l.MAC) != 6:
+		return Link{}, invalidf("interface %s has no Ethernet address, so nobody can resolve an address to it: pick an Ethernet interface", name)
+	case l.NoARP:
+		return Link{}, invalidf("interface %s has ARP turned off (NOARP): turn it on with \"ip link set %s arp on\" or pick another interface", name, name)
+	case !l.Up:
+		return Link{}, invalidf("interface %s is down: bring it up with \"ip link set %s up\"", name, name)
+	case !l.Carrier:
+		return Link{}, invalidf("interface %s has no carrier (its link is down): check the cable or its peer, then try again", name)
+	}
+	return l, nil
+}
+
+// CheckAddrOnLink refuses addresses that cannot be claimed on l: the
+// broadcast address of one of its IPv4 subnets, or an IPv6 address where
+// IPv6 is turned off.
+func CheckAddrOnLink(a netip.Addr, l Link) error {
+	if a.Is6() && l.IPv6Disabled {
+		return invalidf("IPv6 is turned off on %s: turn it on with \"sysctl net.ipv6.conf.%s.disable_ipv6=0\" or claim an IPv4 address", l.Name, l.Name)
+	}
+	if a.Is4() {
+		for _, p := range l.Prefixes {
+			if p.Addr().Is4() && p.Bits() <= 30 && p.Contains(a) && a == lastAddr(p) {
+				return invalidf("%s is the broadcast address of %s on %s and cannot be claimed", a, p.Masked(), l.Name)
+			}
+		}
+	}
+	return nil
+}
+
+func lastAddr(p netip.Prefix) netip.Addr {
+	b := p.Masked().Addr().As4()
+	host := uint32(1)<<(32-p.Bits()) - 1
+	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3]) | host
+	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+}
+
+// PickInterface finds the one interface that has a on a connected route.
+// It fails, asking for -i, when none does or when several do: a guess could
+// claim the address on the wrong segment.
+func PickInterface(sys System, a netip.Addr) (string, error) {
+	routes, err := sys.ConnectedRoutes()
+	if err != nil {
+		return "", fmt.Errorf("list routes to find the interface for %s: %w", a, err)
+	}
+	var names []string
+	seen := map[int]bool{}
+	for _, r := range routes {
+		if !r.Dst.Contains(a) || seen[r.LinkIndex] {
+			continue
+		}
+		seen[r.LinkIndex] = true
+		l, err := sys.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			continue
+		}
+		if l.Loopback {
+			continue
+		}
+		names = append(names, l.Name)
+	}
+	slices.Sort(names)
+	switch len(names) {
+	case 0:
+		return "", invalidf("no interface has %s on a connected route: pass -i IFACE to say where to claim it", a)
+	case 1:
+		return names[0], nil
+	}
+	return "", invalidf("%s is on-link on %s: pass -i to choose one", a, strings.Join(names, " and "))
+}
+
+// Netlink is the System of the running host, read through rtnetlink.
+type Netlink struct{}
+
+// Link implements System.
+func (Netlink) Link(name string) (Link, error) {
+	nl, err := netlink.LinkByName(name)
+	if err != nil {
+		var nf netlink.LinkNotFoundError
+		if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
+			return Link{}, fmt.Errorf("%s: %w", name, ErrNoInterface)
+		}
+		return Link{}, err
+	}
+	return fromNetlink(nl)
+}
+
+// LinkByIndex implements System.
+func (Netlink) LinkByIndex(i int) (Link, error) {
+	nl, err := netlink.LinkByIndex(i)
+	if err != nil {
+		return Link{}, err
+	}
+	return fromNetlink(nl)
+}
+
+// ConnectedRoutes implements System.
+func (Netlink) ConnectedRoutes() ([]Route, error) {
+	rs, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return nil, err
+	}
+	var out []Route
+	for _, r := range rs {
+		if r.Dst == nil || r.Gw != nil || len(r.MultiPath) > 0 || r.Type != unix.RTN_UNICAST {
+			continue
+		}
+		p, ok := prefixOf(r.Dst)
+		if !ok {
+			continue
+		}
+		out = append(out, Route{Dst: p, LinkIndex: r.LinkIndex})
+	}
+	return out, nil
+}
+
+func fromNetlink(nl netlink.Link) (Link, error) {
+	at := nl.Attrs()
+	l := Link{
+		Name:     at.Name,
+		Index:    at.Index,
+		MAC:      at.HardwareAddr,
+		Up:       at.Flags&net.FlagUp != 0,
+		Loopback: at.Flags&net.FlagLoopback != 0,
+		NoARP:    at.RawFlags&unix.IFF_NOARP != 0,
+		Carrier:  at.OperState == netlink.OperUp || at.OperState == netlink.OperUnknown,
+	}
+	if v, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + at.Name + "/disable_ipv6"); err != nil || strings.TrimSpace(string(v)) != "0" {
+		l.IPv6Disabled = true
+	}
+	addrs, err := netlink.AddrList(nl, netlink.FAMILY_ALL)
+	if err != nil {
+		return Link{}, fmt.Errorf("list addresses of %s: %w", at.Name, err)
+	}
+	for _, a := range addrs {
+		if p, ok := prefixOf(a.IPNet); ok {
+			l.Prefixes = append(l.Prefixes, p)
+		}
+	}
+	return l, nil
+}
+
+func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
+	if n == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(n.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := n.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
+}
