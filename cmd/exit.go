@@ -1,0 +1,57 @@
+package cmd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+// ExitCode is what vip exits with; scripts rely on these values.
+type ExitCode int
+
+// The exit codes, one table in the README.
+const (
+	ExitOK          ExitCode = 0 // success
+	ExitFailure     ExitCode = 1 // the operation failed
+	ExitBadInput    ExitCode = 2 // bad flags, addresses or interfaces
+	ExitConflict    ExitCode = 3 // a competing claimer is present
+	ExitUnreachable ExitCode = 4 // the agent is unreachable
+)
+
+// inputError marks an error in what the user typed: exit 2.
+type inputError struct{ err error }
+
+func (e *inputError) Error() string { return e.err.Error() }
+func (e *inputError) Unwrap() error { return e.err }
+
+func badInput(format string, args ...any) error {
+	return &inputError{err: fmt.Errorf(format, args...)}
+}
+
+// permissionError says which privilege is missing and how to grant it.
+type permissionError struct{ err error }
+
+func (e *permissionError) Error() string {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "$(command -v vip)"
+	}
+	return fmt.Sprintf("%v: vip needs root or the CAP_NET_RAW capability to send and read ARP and NDP; run it with sudo, or grant it once with \"sudo setcap cap_net_raw+ep %s\"", e.err, exe)
+}
+func (e *permissionError) Unwrap() error { return e.err }
+
+// exitCode maps err to the exit code and wraps it for display.
+func exitCode(err error) (ExitCode, error) {
+	var in *inputError
+	switch {
+	case err == nil:
+		return ExitOK, nil
+	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
+		return ExitBadInput, err
+	case errors.Is(err, os.ErrPermission):
+		return ExitFailure, &permissionError{err: err}
+	}
+	return ExitFailure, err
+}

@@ -1,0 +1,97 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+// IO is where a command reads and writes.
+type IO struct {
+	In     io.Reader
+	Out    io.Writer
+	ErrOut io.Writer
+}
+
+// StdIO returns the process's standard streams.
+func StdIO() IO { return IO{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr} }
+
+// deps are what commands share: streams, the view of the host's network,
+// and the global flags.
+type deps struct {
+	io  IO
+	sys netcheck.System
+	// ctx is the parent of every command's context; tests cancel it.
+	ctx context.Context
+
+	logFormat string
+	logLevel  string
+}
+
+// logger builds the slog logger the global flags ask for, writing to the
+// error stream so that standard output stays for results.
+func (d *deps) logger() (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(d.logLevel)); err != nil {
+		return nil, badInput("--log-level %q is not a level: use debug, info, warn or error", d.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch strings.ToLower(d.logFormat) {
+	case "text":
+		return slog.New(slog.NewTextHandler(d.io.ErrOut, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(d.io.ErrOut, opts)), nil
+	}
+	return nil, badInput("--log-format %q is not a format: use text or json", d.logFormat)
+}
+
+// newRootCmd returns the vip command with every subcommand.
+func newRootCmd(d *deps) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "vip",
+		Short: "Steer virtual IPs by hand on a layer-2 network",
+		Long: `vip makes this host the owner of virtual IP addresses on a layer-2 segment:
+it answers ARP requests and IPv6 neighbor solicitations for them with the
+interface's MAC address, and sends bursts of gratuitous advertisements so that
+switches and neighbours learn the new owner at once.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(d.io.In)
+	root.SetOut(d.io.Out)
+	root.SetErr(d.io.ErrOut)
+	root.PersistentFlags().StringVar(&d.logFormat, "log-format", "text", "log format: text or json")
+	root.PersistentFlags().StringVar(&d.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &inputError{err: fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
+	})
+	root.AddCommand(newClaimCmd(d, nil))
+	return root
+}
+
+// Main runs vip with args and returns its exit code.
+func Main(args []string, streams IO) ExitCode {
+	return run(context.Background(), args, streams, netcheck.Netlink{})
+}
+
+func run(ctx context.Context, args []string, streams IO, sys netcheck.System) ExitCode {
+	d := &deps{io: streams, sys: sys, ctx: ctx}
+	root := newRootCmd(d)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
+		err = &inputError{err: fmt.Errorf("%w\nRun 'vip --help' for usage", err)}
+	}
+	code, shown := exitCode(err)
+	if shown != nil {
+		fmt.Fprintf(streams.ErrOut, "vip: %v\n", shown)
+	}
+	return code
+}
