@@ -61,9 +61,11 @@ func newRootCmd(d *deps) *cobra.Command {
 it answers ARP requests and IPv6 neighbor solicitations for them with the
 interface's MAC address, and sends bursts of gratuitous advertisements so that
 switches and neighbours learn the new owner at once.`,
+		Version:       versionString(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetVersionTemplate("vip {{.Version}}\n")
 	root.SetIn(d.io.In)
 	root.SetOut(d.io.Out)
 	root.SetErr(d.io.ErrOut)
@@ -94,4 +96,10 @@ func run(ctx context.Context, args []string, streams IO, sys netcheck.System) Ex
 		fmt.Fprintf(streams.ErrOut, "vip: %v\n", shown)
 	}
 	return code
+}
+
+// Command returns vip's root command, for the tools that generate shell
+// completions and man pages from it.
+func Command() *cobra.Command {
+	return newRootCmd(&deps{io: StdIO(), sys: netcheck.Netlink{}, ctx: context.Background()})
 }

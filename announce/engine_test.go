@@ -1,0 +1,290 @@
+package announce
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// fakePort is a Port that records what the engine asks of it.
+type fakePort struct {
+	name    string
+	index   int
+	holdErr error
+
+	mu        sync.Mutex
+	held      map[netip.Addr]bool
+	announced []netip.Addr
+	closed    bool
+}
+
+func (p *fakePort) Hold(a netip.Addr) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.holdErr != nil {
+		return p.holdErr
+	}
+	p.held[a] = true
+	return nil
+}
+
+func (p *fakePort) Drop(a netip.Addr) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.held, a)
+	return nil
+}
+
+func (p *fakePort) Answered(netip.Addr) uint64 { return 7 }
+
+func (p *fakePort) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	return nil
+}
+
+func (p *fakePort) Announce(a netip.Addr, f Frames) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.announced = append(p.announced, a)
+	return f.PerRound(a.Is4()), nil
+}
+
+func (p *fakePort) Name() string          { return p.name }
+func (p *fakePort) Index() int            { return p.index }
+func (p *fakePort) MAC() net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, byte(p.index)} }
+
+func (p *fakePort) isHeld(a netip.Addr) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.held[a]
+}
+
+func (p *fakePort) rounds() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.announced)
+}
+
+func (p *fakePort) isClosed() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.closed
+}
+
+type engineHarness struct {
+	e     *Engine
+	fc    *clockwork.FakeClock
+	book  *MemBook
+	ports map[string]*fakePort
+	opens []string
+	stop  func()
+}
+
+func newEngineHarness(t *testing.T, openErr map[string]error) *engineHarness {
+	t.Helper()
+	h := &engineHarness{fc: clockwork.NewFakeClockAt(t0), book: NewMemBook(), ports: map[string]*fakePort{}}
+	var mu sync.Mutex
+	index := map[string]int{"eth0": 2, "eth1": 3}
+	h.e = NewEngine(EngineConfig{
+		Burst: SchedulerConfig{Clock: h.fc},
+		Book:  h.book,
+		Open: func(name string) (Port, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			h.opens = append(h.opens, name)
+			if err := openErr[name]; err != nil {
+				return nil, err
+			}
+			p := &fakePort{name: name, index: index[name], held: map[netip.Addr]bool{}}
+			h.ports[name] = p
+			return p, nil
+		},
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.e.Run(ctx) }()
+	h.stop = func() {
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("engine Run: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("engine did not stop")
+		}
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			h.stop()
+		}
+	})
+	return h
+}
+
+func (h *engineHarness) claim(t *testing.T, reqs ...Request) ([]Status, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return h.e.Claim(ctx, reqs)
+}
+
+var (
+	a4 = netip.MustParseAddr("192.0.2.10")
+	b4 = netip.MustParseAddr("192.0.2.11")
+	a6 = netip.MustParseAddr("2001:db8::10")
+)
+
+func TestEngineClaimIsLiveAndRecorded(t *testing.T) {
+	h := newEngineHarness(t, nil)
+	st, err := h.claim(t, Request{a4, "eth0"}, Request{a6, "eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st) != 2 || st[0].Addr != a4 || st[1].Addr != a6 {
+		t.Fatalf("got status %+v, want a4 and a6", st)
+	}
+	for _, s := range st {
+		if s.State != StateAnnouncing || s.Interface != "eth0" || s.MAC != "02:00:00:00:00:02" || s.GratuitousFrames == 0 {
+			t.Errorf("got %+v, want announcing on eth0 with our MAC and the first round counted", s)
+		}
+	}
+	p := h.ports["eth0"]
+	if !p.isHeld(a4) || !p.isHeld(a6) {
+		t.Error("want both addresses held by the port")
+	}
+	if got := slices.Compact(h.opens); len(got) != 1 {
+		t.Errorf("got opens %v, want eth0 opened once for both addresses", h.opens)
+	}
+	claims, _ := h.book.List(context.Background())
+	if len(claims) != 2 || !claims[0].ClaimedAt.Equal(t0) {
+		t.Errorf("got book %+v, want both claims recorded at %v", claims, t0)
+	}
+	// Run's end releases everything and closes the port.
+	h.stop()
+	if p.isHeld(a4) || p.isHeld(a6) || !p.isClosed() {
+		t.Error("after Run ends: want nothing held and the port closed")
+	}
+	if claims, _ := h.book.List(context.Background()); len(claims) != 0 {
+		t.Errorf("after Run ends: got book %+v, want empty", claims)
+	}
+}
+
+func TestEngineClaimIsAllOrNothing(t *testing.T) {
+	t.Run("an interface fails to open", func(t *testing.T) {
+		h := newEngineHarness(t, map[string]error{"eth1": errors.New("boom")})
+		_, err := h.claim(t, Request{a4, "eth0"}, Request{b4, "eth1"})
+		if err == nil {
+			t.Fatal("want an error")
+		}
+		if p := h.ports["eth0"]; p.isHeld(a4) || !p.isClosed() {
+			t.Error("eth0: want a4 not held and the port closed again")
+		}
+		if st := h.e.Status(); len(st) != 0 {
+			t.Errorf("got status %+v, want nothing held", st)
+		}
+	})
+	t.Run("a hold fails", func(t *testing.T) {
+		h := newEngineHarness(t, nil)
+		if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+		h.ports["eth0"].holdErr = errors.New("no group")
+		if _, err := h.claim(t, Request{b4, "eth0"}, Request{a6, "eth0"}); err == nil {
+			t.Fatal("want an error")
+		}
+		st := h.e.Status()
+		if len(st) != 1 || st[0].Addr != a4 {
+			t.Errorf("got status %+v, want only the earlier claim of a4", st)
+		}
+		if claims, _ := h.book.List(context.Background()); len(claims) != 1 {
+			t.Errorf("got book %+v, want only a4", claims)
+		}
+	})
+	t.Run("an address held on another interface", func(t *testing.T) {
+		h := newEngineHarness(t, nil)
+		if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
+			t.Fatal(err)
+		}
+		_, err := h.claim(t, Request{b4, "eth1"}, Request{a4, "eth1"})
+		if !errors.Is(err, ErrHeldElsewhere) {
+			t.Fatalf("got %v, want ErrHeldElsewhere", err)
+		}
+		if len(h.e.Status()) != 1 {
+			t.Error("want b4 not claimed")
+		}
+	})
+	t.Run("the same address twice", func(t *testing.T) {
+		h := newEngineHarness(t, nil)
+		if _, err := h.claim(t, Request{a4, "eth0"}, Request{a4, "eth0"}); err == nil {
+			t.Fatal("want an error")
+		}
+	})
+}
+
+func TestEngineReclaimIsRefresh(t *testing.T) {
+	h := newEngineHarness(t, nil)
+	if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	// Let the window run out: the sender parks on its next round's timer,
+	// the clock jumps a minute, the late round goes and the window closes.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.fc.BlockUntilContext(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.fc.Advance(time.Minute)
+	k := Key{Ifindex: 2, Addr: a4}
+	for h.e.sched.State(k).Active {
+		if ctx.Err() != nil {
+			t.Fatal("the window never closed")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	before := h.ports["eth0"].rounds()
+	st, err := h.claim(t, Request{a4, "eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st[0]; !got.ClaimedAt.Equal(t0) || !got.RefreshedAt.Equal(t0.Add(time.Minute)) || got.State != StateAnnouncing {
+		t.Errorf("got %+v, want claimed at t0, refreshed a minute later, announcing again", got)
+	}
+	if n := h.ports["eth0"].rounds(); n != before+1 {
+		t.Errorf("got %d rounds, want %d: a re-claim after the window sends a round at once", n, before+1)
+	}
+}
+
+func TestEngineRefreshAndRelease(t *testing.T) {
+	h := newEngineHarness(t, nil)
+	if _, err := h.claim(t, Request{a4, "eth0"}, Request{a6, "eth1"}); err != nil {
+		t.Fatal(err)
+	}
+	notHeld, err := h.e.Refresh(context.Background(), []netip.Addr{a4, b4})
+	if err != nil || len(notHeld) != 1 || notHeld[0] != b4 {
+		t.Errorf("refresh: got not held %v, err %v; want [b4]", notHeld, err)
+	}
+	released, notHeld, err := h.e.Release(context.Background(), []netip.Addr{a6, b4})
+	if err != nil || !slices.Equal(released, []netip.Addr{a6}) || !slices.Equal(notHeld, []netip.Addr{b4}) {
+		t.Errorf("release: got released %v, not held %v, err %v", released, notHeld, err)
+	}
+	if p := h.ports["eth1"]; p.isHeld(a6) || !p.isClosed() {
+		t.Error("eth1: want a6 dropped and the port closed (no claim left on it)")
+	}
+	if p := h.ports["eth0"]; !p.isHeld(a4) || p.isClosed() {
+		t.Error("eth0: want a4 still held")
+	}
+	st := h.e.Status()
+	if len(st) != 1 || st[0].Addr != a4 || st[0].Answered != 7 {
+		t.Errorf("got status %+v, want a4 alone with its answer count", st)
+	}
+}
