@@ -140,7 +140,11 @@ func TestClaimAnswersNDP(t *testing.T) {
 	ctx := ctxFor(t, 60*time.Second)
 
 	// No -i: b's connected route 2001:db8::/64 is on eth0.
-	claim(t, b, vip6.String())
+	vip := claim(t, b, vip6.String())
+	group := "ff02::1:ff00:10" // solicited-node group of 2001:db8::10
+	if out := mustRun(t, b, "ip", "-6", "maddr", "show", "dev", "eth0"); !strings.Contains(out, group) {
+		t.Errorf("b's multicast groups while %s is held: want %s in\n%s", vip6, group, out)
+	}
 
 	out, err := client.Run(ctx, "ndisc6", "-n", "-r", "3", "-w", "1000", vip6.String(), "eth0")
 	if err != nil {
@@ -191,6 +195,13 @@ func TestClaimAnswersNDP(t *testing.T) {
 		out, _ := client.Run(ctx, "ip", "-6", "addr", "show", "dev", "eth0")
 		return strings.Contains(out, "dadfailed"), "client's addresses: " + out
 	})
+
+	if code := vip.Stop(t); code != 0 {
+		t.Fatalf("vip after SIGTERM: got exit %d, want 0:\n%s", code, vip.Output())
+	}
+	if out := mustRun(t, b, "ip", "-6", "maddr", "show", "dev", "eth0"); strings.Contains(out, group) {
+		t.Errorf("b's multicast groups after release: want %s gone from\n%s", group, out)
+	}
 }
 
 func mustRun(t *testing.T, h *lab.Host, name string, args ...string) string {
@@ -436,5 +447,71 @@ func TestFailover(t *testing.T) {
 			got := neighMAC(t, client, addr)
 			return got == mac(b, "eth0"), fmt.Sprintf("client's entry for %s: got %q, want b's %s", addr, got, mac(b, "eth0"))
 		})
+	}
+}
+
+// TestClaimRefusesBadInput runs vip against real interfaces in a lab host:
+// each refusal is exit 2 with a sentence naming the fix, and a refused claim
+// sends nothing, not even for the addresses that were fine.
+func TestClaimRefusesBadInput(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24"), Links: 4},
+		lab.HostConfig{Name: "watch"},
+	)
+	b := l.Host("b")
+	mustRun(t, b, "ip", "link", "set", "eth1", "down")
+	mustRun(t, b, "ip", "link", "set", "eth2", "arp", "off")
+	mustRun(t, b, "sysctl", "-qw", "net.ipv6.conf.eth3.disable_ipv6=1")
+	capture := labtest.Capture(t, l.Host("watch"), "eth0", "arp or icmp6")
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no such interface", []string{"192.0.2.10", "-i", "eth9"}, `"eth9" does not exist`},
+		{"interface down", []string{"192.0.2.10", "-i", "eth1"}, "ip link set eth1 up"},
+		{"NOARP", []string{"192.0.2.10", "-i", "eth2"}, "arp on"},
+		{"loopback", []string{"192.0.2.10", "-i", "lo"}, "loopback interface"},
+		{"IPv6 off, beside a good IPv4 address", []string{"192.0.2.10", "2001:db8::10", "-i", "eth3"}, "IPv6 is turned off on eth3"},
+		{"subnet broadcast", []string{"192.0.2.255"}, "broadcast address of 192.0.2.0/24"},
+		{"same address twice", []string{"2001:db8::10", "2001:DB8:0::10", "-i", "eth0"}, "same address"},
+		{"multicast", []string{"224.0.0.1", "-i", "eth0"}, "multicast"},
+		{"unknown frame kind", []string{"192.0.2.10", "-i", "eth0", "--frames", "garp"}, `unknown frame kind "garp"`},
+		{"no ARP kind for an IPv4 address", []string{"192.0.2.10", "-i", "eth0", "--frames", "na"}, "add arp-request or arp-reply"},
+		{"bad duration", []string{"192.0.2.10", "-i", "eth0", "--window", "soon"}, "--window"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := labtest.Start(t, b, vipBin, append([]string{"claim", "--foreground"}, tt.args...)...)
+			code := p.Wait(t, 10*time.Second)
+			out := p.Output()
+			if code != 2 || !strings.Contains(out, tt.want) {
+				t.Errorf("vip claim %v: got exit %d, output %q; want exit 2 and %q", tt.args, code, out, tt.want)
+			}
+			if n := strings.Count(strings.TrimSpace(out), "\n"); n > 1 {
+				t.Errorf("vip claim %v: got %d lines, want one sentence (and a usage hint for flag errors):\n%s", tt.args, n+1, out)
+			}
+		})
+	}
+	for _, pk := range capture.Packets(t) {
+		if gratuitousFor(pk, vip4) || gratuitousFor(pk, vip6) {
+			t.Errorf("a refused claim sent %v", pk)
+		}
+	}
+}
+
+// TestClaimWithoutPrivileges runs vip as nobody: exit 1 and a message that
+// names root and CAP_NET_RAW.
+func TestClaimWithoutPrivileges(t *testing.T) {
+	t.Parallel()
+	labtest.RequireTool(t, "setpriv")
+	l := labtest.New(t, lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")})
+	p := labtest.Start(t, l.Host("b"), "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+		vipBin, "claim", vip4.String(), "-i", "eth0", "--foreground")
+	code := p.Wait(t, 10*time.Second)
+	if out := p.Output(); code != 1 || !strings.Contains(out, "root") || !strings.Contains(out, "CAP_NET_RAW") || !strings.Contains(out, "setcap") {
+		t.Errorf("vip claim as nobody: got exit %d, output %q; want exit 1 naming root, CAP_NET_RAW and setcap", code, out)
 	}
 }
