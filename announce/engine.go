@@ -133,18 +133,18 @@ func (e *Engine) Config() EngineConfig { return e.cfg }
 // Run sends gratuitous rounds (and periodic refreshes) until ctx is done,
 // then releases every claim and returns.
 func (e *Engine) Run(ctx context.Context) error {
-	sctx, stop := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = e.sched.Run(sctx) // ends only when stopped
-	}()
 	var tick <-chan time.Time
 	if e.cfg.RefreshEvery > 0 {
 		t := e.clock.NewTicker(e.cfg.RefreshEvery)
 		defer t.Stop()
 		tick = t.Chan()
 	}
+	sctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = e.sched.Run(sctx) // ends only when stopped
+	}()
 loop:
 	for {
 		select {

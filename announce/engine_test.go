@@ -90,13 +90,18 @@ type engineHarness struct {
 }
 
 func newEngineHarness(t *testing.T, openErr map[string]error) *engineHarness {
+	return newEngineHarnessWith(t, openErr, 0)
+}
+
+func newEngineHarnessWith(t *testing.T, openErr map[string]error, refreshEvery time.Duration) *engineHarness {
 	t.Helper()
 	h := &engineHarness{fc: clockwork.NewFakeClockAt(t0), book: NewMemBook(), ports: map[string]*fakePort{}}
 	var mu sync.Mutex
 	index := map[string]int{"eth0": 2, "eth1": 3}
 	h.e = NewEngine(EngineConfig{
-		Burst: SchedulerConfig{Clock: h.fc},
-		Book:  h.book,
+		Burst:        SchedulerConfig{Clock: h.fc},
+		Book:         h.book,
+		RefreshEvery: refreshEvery,
 		Open: func(name string) (Port, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -286,5 +291,29 @@ func TestEngineRefreshAndRelease(t *testing.T) {
 	st := h.e.Status()
 	if len(st) != 1 || st[0].Addr != a4 || st[0].Answered != 7 {
 		t.Errorf("got status %+v, want a4 alone with its answer count", st)
+	}
+}
+
+func TestEnginePeriodicRefresh(t *testing.T) {
+	h := newEngineHarnessWith(t, nil, 10*time.Second)
+	if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	h.fc.Advance(10 * time.Second)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := h.e.Status()
+		if len(st) == 1 && st[0].RefreshedAt.Equal(t0.Add(10*time.Second)) && st[0].State == StateAnnouncing &&
+			st[0].WindowEnd.Equal(t0.Add(15*time.Second)) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got status %+v, want refreshed at 10 s with a window to 15 s", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	claims, _ := h.book.List(context.Background())
+	if !claims[0].RefreshedAt.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("got book %+v, want the refresh recorded", claims)
 	}
 }

@@ -1,0 +1,194 @@
+package cmd
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+// fakeSys is a host with eth0 (192.0.2.2/24, 2001:db8::2/64) and eth1
+// (198.51.100.2/24, IPv6 off).
+type fakeSys struct{}
+
+var fakeLinks = []netcheck.Link{
+	{Name: "eth0", Index: 2, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Up: true, Carrier: true,
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/24"), netip.MustParsePrefix("2001:db8::2/64")}},
+	{Name: "eth1", Index: 3, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, Up: true, Carrier: true, IPv6Disabled: true,
+		Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.2/24")}},
+}
+
+func (fakeSys) Link(name string) (netcheck.Link, error) {
+	for _, l := range fakeLinks {
+		if l.Name == name {
+			return l, nil
+		}
+	}
+	return netcheck.Link{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
+}
+
+func (fakeSys) LinkByIndex(i int) (netcheck.Link, error) {
+	for _, l := range fakeLinks {
+		if l.Index == i {
+			return l, nil
+		}
+	}
+	return netcheck.Link{}, errors.New("no such index")
+}
+
+func (fakeSys) ConnectedRoutes() ([]netcheck.Route, error) {
+	return []netcheck.Route{
+		{Dst: netip.MustParsePrefix("192.0.2.0/24"), LinkIndex: 2},
+		{Dst: netip.MustParsePrefix("2001:db8::/64"), LinkIndex: 2},
+		{Dst: netip.MustParsePrefix("198.51.100.0/24"), LinkIndex: 3},
+	}, nil
+}
+
+// runVip runs vip with args against the fake host and returns the exit code
+// and both streams.
+func runVip(t *testing.T, args ...string) (ExitCode, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := run(context.Background(), args, IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, fakeSys{})
+	return code, out.String(), errOut.String()
+}
+
+func TestClaimFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want claimOptions
+	}{
+		{"defaults", []string{"192.0.2.10"}, claimOptions{
+			Addrs: []string{"192.0.2.10"}, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
+			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate}},
+		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
+			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s"}, claimOptions{
+			Addrs: []string{"192.0.2.10", "2001:db8::10"}, Interface: "eth0", Foreground: true, Window: 2 * time.Second,
+			Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100, RefreshEvery: 30 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got *claimOptions
+			c := newClaimCmd(&deps{}, func(_ context.Context, o *claimOptions) error { got = o; return nil })
+			c.SetArgs(tt.args)
+			if err := c.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(*got) != fmt.Sprint(tt.want) {
+				t.Errorf("got %+v, want %+v", *got, tt.want)
+			}
+		})
+	}
+}
+
+func TestClaimPlan(t *testing.T) {
+	base := func(addrs ...string) claimOptions {
+		return claimOptions{Addrs: addrs, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
+			Frames: announce.DefaultFrames.String(), Rate: announce.DefaultRate}
+	}
+	with := func(o claimOptions, f func(*claimOptions)) claimOptions { f(&o); return o }
+	tests := []struct {
+		name    string
+		opts    claimOptions
+		want    []announce.Request
+		wantErr string
+	}{
+		{"picks the on-link interface per address", base("192.0.2.10", "198.51.100.10", "2001:db8::10"), []announce.Request{
+			{Addr: netip.MustParseAddr("192.0.2.10"), Interface: "eth0"},
+			{Addr: netip.MustParseAddr("198.51.100.10"), Interface: "eth1"},
+			{Addr: netip.MustParseAddr("2001:db8::10"), Interface: "eth0"}}, ""},
+		{"-i overrides the route", with(base("203.0.113.10"), func(o *claimOptions) { o.Interface = "eth1" }),
+			[]announce.Request{{Addr: netip.MustParseAddr("203.0.113.10"), Interface: "eth1"}}, ""},
+		{"no route and no -i", base("203.0.113.10"), nil, "pass -i"},
+		{"IPv6 where it is off", with(base("2001:db8::10"), func(o *claimOptions) { o.Interface = "eth1" }), nil, "IPv6 is turned off on eth1"},
+		{"negative window", with(base("192.0.2.10"), func(o *claimOptions) { o.Window = -time.Second }), nil, "--window -1s is negative"},
+		{"interval too short", with(base("192.0.2.10"), func(o *claimOptions) { o.Interval = time.Millisecond }), nil, "--interval 1ms is too short"},
+		{"rate zero", with(base("192.0.2.10"), func(o *claimOptions) { o.Rate = 0 }), nil, "--rate 0 must be positive"},
+		{"refresh too often", with(base("192.0.2.10"), func(o *claimOptions) { o.RefreshEvery = time.Millisecond }), nil, "--refresh-every 1ms is too short"},
+		{"no NA kind for IPv6", with(base("2001:db8::10"), func(o *claimOptions) { o.Frames = "arp-request" }), nil, "add na or na-routers"},
+		{"bad frame kind", with(base("192.0.2.10"), func(o *claimOptions) { o.Frames = "arp" }), nil, `unknown frame kind "arp"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := tt.opts.plan(fakeSys{})
+			if tt.wantErr != "" {
+				code, _ := exitCode(err)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || code != ExitBadInput {
+					t.Fatalf("got %v (exit %d), want a bad-input error containing %q", err, code, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(p.requests) != fmt.Sprint(tt.want) {
+				t.Errorf("got requests %v, want %v", p.requests, tt.want)
+			}
+		})
+	}
+}
+
+func TestClaimPlanWindowZeroIsOneRound(t *testing.T) {
+	o := claimOptions{Addrs: []string{"192.0.2.10"}, Interval: time.Second, Frames: "arp-request", Rate: 1}
+	p, err := o.plan(fakeSys{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.cfg.Burst.Window; w <= 0 || w >= o.Interval {
+		t.Errorf("got window %v, want a positive window shorter than the interval", w)
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	tests := []struct {
+		name     string
+		args     []string
+		want     ExitCode
+		wantText string
+	}{
+		{"no address", []string{"claim", "--foreground"}, ExitBadInput, "needs at least one address"},
+		{"bad address", []string{"claim", "192.0.2.300", "--foreground"}, ExitBadInput, "is not an IP address"},
+		{"no foreground", []string{"claim", "192.0.2.10"}, ExitBadInput, "pass --foreground"},
+		{"unknown flag", []string{"claim", "192.0.2.10", "--nope"}, ExitBadInput, "vip claim --help"},
+		{"unknown command", []string{"steal"}, ExitBadInput, `unknown command "steal"`},
+		{"bad log level", []string{"claim", "192.0.2.10", "--foreground", "--log-level", "loud"}, ExitBadInput, "--log-level"},
+		{"bad log format", []string{"claim", "192.0.2.10", "--foreground", "--log-format", "xml"}, ExitBadInput, "--log-format"},
+		{"help", []string{"claim", "--help"}, ExitOK, ""},
+		{"version", []string{"--version"}, ExitOK, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, _, errOut := runVip(t, tt.args...)
+			if code != tt.want || !strings.Contains(errOut, tt.wantText) {
+				t.Errorf("vip %v: got exit %d, stderr %q; want exit %d and %q", tt.args, code, errOut, tt.want, tt.wantText)
+			}
+			if tt.want != ExitOK && !strings.HasPrefix(errOut, "vip: ") {
+				t.Errorf("stderr %q: want it to start with \"vip: \"", errOut)
+			}
+		})
+	}
+}
+
+func TestPermissionErrorNamesTheFix(t *testing.T) {
+	err := fmt.Errorf("claim 192.0.2.10 on eth0: open ARP socket on eth0: %w", os.NewSyscallError("socket", syscall.EPERM))
+	code, shown := exitCode(err)
+	if code != ExitFailure {
+		t.Errorf("got exit %d, want %d", code, ExitFailure)
+	}
+	for _, want := range []string{"open ARP socket on eth0", "root", "CAP_NET_RAW", "setcap cap_net_raw+ep"} {
+		if !strings.Contains(shown.Error(), want) {
+			t.Errorf("got %q, want it to contain %q", shown, want)
+		}
+	}
+}
