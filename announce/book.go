@@ -8,6 +8,22 @@ import (
 	"time"
 )
 
+// ClaimOptions are the per-claim settings: how its bursts go, and whether
+// vip also adds the address to the interface.
+type ClaimOptions struct {
+	// Window and Interval shape each gratuitous burst; zero takes the
+	// engine's defaults.
+	Window   time.Duration `json:"window,omitempty"`
+	Interval time.Duration `json:"interval,omitempty"`
+	// Frames are the gratuitous frame kinds; zero takes the engine's.
+	Frames Frames `json:"frames,omitempty"`
+	// RefreshEvery, when positive, re-arms the window on that period.
+	RefreshEvery time.Duration `json:"refresh_every,omitempty"`
+	// Assign asks for the address to be added to the interface too, so
+	// local services receive its traffic.
+	Assign bool `json:"assign,omitempty"`
+}
+
 // Claim is the record of one held address: what the book keeps.
 type Claim struct {
 	Addr      netip.Addr `json:"addr"`
@@ -16,7 +32,12 @@ type Claim struct {
 	ClaimedAt time.Time `json:"claimed_at"`
 	// RefreshedAt is the latest claim or refresh, from which the current
 	// gratuitous window is counted.
-	RefreshedAt time.Time `json:"refreshed_at"`
+	RefreshedAt time.Time    `json:"refreshed_at"`
+	Options     ClaimOptions `json:"options"`
+	// AddedAddress is set when vip added Addr to the interface itself (for
+	// Assign) and so must remove it at release; never for an address that
+	// was there before.
+	AddedAddress bool `json:"added_address,omitempty"`
 }
 
 // A Book keeps the record of which addresses this host holds. The engine
@@ -24,12 +45,15 @@ type Claim struct {
 // that persists (a state file) can re-adopt claims after a crash, and one
 // backed by a lease in a coordination store can refuse a claim that another
 // host holds, by returning an error from Put.
+//
+// Put and Delete take batches, so that claiming 10,000 addresses costs one
+// write of a persistent book, not 10,000.
 type Book interface {
-	// Put records a new claim or the refresh of a held one.
-	Put(ctx context.Context, c Claim) error
-	// Delete forgets the claim of addr. Deleting an unknown address is not
-	// an error.
-	Delete(ctx context.Context, addr netip.Addr) error
+	// Put records new claims or the refresh of held ones.
+	Put(ctx context.Context, claims ...Claim) error
+	// Delete forgets the claims of addrs. Deleting an unknown address is
+	// not an error.
+	Delete(ctx context.Context, addrs ...netip.Addr) error
 	// List returns every recorded claim.
 	List(ctx context.Context) ([]Claim, error)
 }
@@ -43,19 +67,23 @@ type MemBook struct {
 // NewMemBook returns an empty MemBook.
 func NewMemBook() *MemBook { return &MemBook{claims: make(map[netip.Addr]Claim)} }
 
-// Put records c.
-func (b *MemBook) Put(_ context.Context, c Claim) error {
+// Put records claims.
+func (b *MemBook) Put(_ context.Context, claims ...Claim) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.claims[c.Addr] = c
+	for _, c := range claims {
+		b.claims[c.Addr] = c
+	}
 	return nil
 }
 
-// Delete forgets addr.
-func (b *MemBook) Delete(_ context.Context, addr netip.Addr) error {
+// Delete forgets addrs.
+func (b *MemBook) Delete(_ context.Context, addrs ...netip.Addr) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.claims, addr)
+	for _, a := range addrs {
+		delete(b.claims, a)
+	}
 	return nil
 }
 

@@ -14,20 +14,29 @@ import (
 	"github.com/jonboulle/clockwork"
 )
 
+// Assigner adds a claimed address to its interface and removes it again.
+// Add reports added=false when the address was already there, in which case
+// vip must never remove it.
+type Assigner interface {
+	Add(ifname string, a netip.Addr) (added bool, err error)
+	Remove(ifname string, a netip.Addr) error
+}
+
 // EngineConfig configures an Engine. Zero fields take the defaults.
 type EngineConfig struct {
-	// Burst sets the gratuitous window, interval and rate cap.
+	// Burst sets the default gratuitous window and interval, and the rate
+	// cap for all claims together.
 	Burst SchedulerConfig
-	// Frames are the gratuitous frame kinds each round sends.
+	// Frames are the default gratuitous frame kinds.
 	Frames Frames
-	// RefreshEvery, when positive, re-arms every claim's window on that
-	// period, for switches whose tables age out faster than hosts' caches.
-	RefreshEvery time.Duration
 	// Open opens a Port on the named interface. Nil means OpenInterface.
 	Open func(ifname string) (Port, error)
 	// Book keeps the record of claims. Nil means a MemBook.
 	Book Book
-	Log  *slog.Logger
+	// Assigner adds and removes addresses for claims with Assign. Nil
+	// refuses such claims.
+	Assigner Assigner
+	Log      *slog.Logger
 }
 
 // Request asks for one address on one interface.
@@ -40,6 +49,7 @@ type Request struct {
 const (
 	StateAnnouncing = "announcing" // a gratuitous window is running
 	StateHolding    = "holding"    // answering; no window running
+	StateWaiting    = "waiting"    // its interface is down or gone
 )
 
 // Status describes one held address.
@@ -56,34 +66,55 @@ type Status struct {
 	GratuitousFrames uint64 `json:"gratuitous_frames"`
 }
 
+// InterfaceChange is what the engine is told when an interface changes.
+type InterfaceChange struct {
+	Name    string
+	Index   int
+	MAC     net.HardwareAddr
+	Up      bool
+	Deleted bool
+}
+
 // Engine holds claims: for each it has the interface's Port answer requests
-// and the one Scheduler send the gratuitous rounds. It is safe for
-// concurrent use; Run must be running for claims to go live.
+// and the one Scheduler send the gratuitous rounds. It follows interface
+// changes it is told about: a claim waits while its interface is down or
+// gone, and its burst re-arms when the interface comes back or changes MAC.
+// It is safe for concurrent use; Run must be running for claims to go live.
 type Engine struct {
 	cfg   EngineConfig
 	clock clockwork.Clock
 	sched *Scheduler
 	log   *slog.Logger
+	hub   *hub
 
 	mu     sync.Mutex
 	ports  map[string]*portRef
-	claims map[netip.Addr]*held4Engine
+	claims map[netip.Addr]*claimState
+	// answeredBefore keeps the answers counted by ports since closed.
+	answeredBefore map[netip.Addr]uint64
 
 	// sentMu guards sent. It is a leaf lock: burst events, which arrive
-	// with the scheduler's lock held, only ever take this one.
+	// with the scheduler's lock held, only ever take this one (and the
+	// hub's).
 	sentMu sync.Mutex
-	sent   map[Key]uint64
+	sent   map[netip.Addr]uint64
 }
 
 type portRef struct {
 	Port
 	refs int
+	up   bool
 }
 
-type held4Engine struct {
-	claim Claim
-	port  *portRef
+type claimState struct {
+	claim   Claim
+	port    *portRef // nil while the interface is gone
+	refresh clockwork.Timer
 }
+
+func (c *claimState) key() Key { return Key{Ifindex: c.port.Index(), Addr: c.claim.Addr} }
+
+func (c *claimState) live() bool { return c.port != nil && c.port.up }
 
 // NewEngine returns an Engine with cfg.
 func NewEngine(cfg EngineConfig) *Engine {
@@ -104,12 +135,14 @@ func NewEngine(cfg EngineConfig) *Engine {
 		cfg.Open = func(name string) (Port, error) { return OpenInterface(name, log) }
 	}
 	e := &Engine{
-		cfg:    cfg,
-		clock:  cfg.Burst.Clock,
-		log:    cfg.Log,
-		ports:  make(map[string]*portRef),
-		claims: make(map[netip.Addr]*held4Engine),
-		sent:   make(map[Key]uint64),
+		cfg:            cfg,
+		clock:          cfg.Burst.Clock,
+		log:            cfg.Log,
+		hub:            newHub(),
+		ports:          make(map[string]*portRef),
+		claims:         make(map[netip.Addr]*claimState),
+		answeredBefore: make(map[netip.Addr]uint64),
+		sent:           make(map[netip.Addr]uint64),
 	}
 	burst := cfg.Burst
 	burst.OnEvent = e.onBurst
@@ -130,37 +163,38 @@ func OpenInterface(name string, log *slog.Logger) (Port, error) {
 // Config returns the engine's configuration with defaults filled in.
 func (e *Engine) Config() EngineConfig { return e.cfg }
 
-// Run sends gratuitous rounds (and periodic refreshes) until ctx is done,
-// then releases every claim and returns.
-func (e *Engine) Run(ctx context.Context) error {
-	var tick <-chan time.Time
-	if e.cfg.RefreshEvery > 0 {
-		t := e.clock.NewTicker(e.cfg.RefreshEvery)
-		defer t.Stop()
-		tick = t.Chan()
+// Subscribe returns a channel of every event from now on, buffered for n,
+// and a function that ends the subscription.
+func (e *Engine) Subscribe(n int) (<-chan Event, func()) { return e.hub.subscribe(n) }
+
+// Subscribers returns how many subscriptions are open.
+func (e *Engine) Subscribers() int { return e.hub.count() }
+
+func (e *Engine) publish(ev Event) {
+	if ev.Time.IsZero() {
+		ev.Time = e.clock.Now()
 	}
+	e.hub.publish(ev)
+}
+
+// Run sends gratuitous rounds until ctx is done, then releases every claim
+// and returns.
+func (e *Engine) Run(ctx context.Context) error {
 	sctx, stop := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		_ = e.sched.Run(sctx) // ends only when stopped
 	}()
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case <-tick:
-			e.Refresh(ctx, e.held())
-		}
-	}
-	_, _, err := e.Release(context.WithoutCancel(ctx), e.held())
+	<-ctx.Done()
+	_, _, err := e.Release(context.WithoutCancel(ctx), e.Held())
 	stop()
 	<-done
 	return err
 }
 
-func (e *Engine) held() []netip.Addr {
+// Held returns the held addresses in order.
+func (e *Engine) Held() []netip.Addr {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	out := make([]netip.Addr, 0, len(e.claims))
@@ -175,13 +209,38 @@ func (e *Engine) held() []netip.Addr {
 // interface.
 var ErrHeldElsewhere = errors.New("already held on another interface")
 
+// ErrNoAssigner is returned for a claim with Assign when the engine has no
+// Assigner.
+var ErrNoAssigner = errors.New("adding addresses to interfaces is not available here")
+
 // Claim makes this host the owner of each requested address: it answers
 // for it from now on and a gratuitous window opens (or, for an address
-// already held, re-opens from now: a refresh). Either every request takes
-// effect or none does. Claim returns once each address's first round has
-// been sent.
-func (e *Engine) Claim(ctx context.Context, reqs []Request) ([]Status, error) {
-	lives, err := e.claim(ctx, reqs)
+// already held, re-opens from now: a refresh, which also takes the new
+// options). Either every request takes effect or none does. Claim returns
+// once each address's first round has been sent.
+func (e *Engine) Claim(ctx context.Context, reqs []Request, opts ClaimOptions) ([]Status, error) {
+	now := e.clock.Now()
+	items := make([]Claim, len(reqs))
+	for i, r := range reqs {
+		items[i] = Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now, Options: opts}
+	}
+	return e.take(ctx, items, false)
+}
+
+// Adopt takes over claims recorded by an earlier run (after a crash): each
+// keeps its options, its ClaimedAt and whether vip added its address, and
+// gets a fresh burst. A claim whose interface is gone waits for it.
+func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
+	now := e.clock.Now()
+	items := slices.Clone(claims)
+	for i := range items {
+		items[i].RefreshedAt = now
+	}
+	return e.take(ctx, items, true)
+}
+
+func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status, error) {
+	lives, err := e.claim(ctx, items, adopt)
 	if err != nil {
 		return nil, err
 	}
@@ -192,176 +251,344 @@ func (e *Engine) Claim(ctx context.Context, reqs []Request) ([]Status, error) {
 			return nil, fmt.Errorf("wait for the first gratuitous round: %w", ctx.Err())
 		}
 	}
-	addrs := make([]netip.Addr, len(reqs))
-	for i, r := range reqs {
-		addrs[i] = r.Addr
+	addrs := make([]netip.Addr, len(items))
+	for i, c := range items {
+		addrs[i] = c.Addr
 	}
 	return e.Status(addrs...), nil
 }
 
-func (e *Engine) claim(ctx context.Context, reqs []Request) ([]<-chan struct{}, error) {
+func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan struct{}, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	seen := make(map[netip.Addr]bool, len(reqs))
-	for _, r := range reqs {
-		if seen[r.Addr] {
-			return nil, fmt.Errorf("claim %s: address given twice", r.Addr)
+	seen := make(map[netip.Addr]bool, len(items))
+	for _, c := range items {
+		if seen[c.Addr] {
+			return nil, fmt.Errorf("claim %s: address given twice", c.Addr)
 		}
-		seen[r.Addr] = true
-		if h, ok := e.claims[r.Addr]; ok && h.claim.Interface != r.Interface {
-			return nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", r.Addr, r.Interface, ErrHeldElsewhere, h.claim.Interface)
+		seen[c.Addr] = true
+		if h, ok := e.claims[c.Addr]; ok && h.claim.Interface != c.Interface {
+			return nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, h.claim.Interface)
+		}
+		if c.Options.Assign && e.cfg.Assigner == nil {
+			return nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
 		}
 	}
 
 	// Everything below is undone if any step fails.
 	var (
-		opened []string
-		added  []netip.Addr
+		opened   []string
+		assigned []Claim
+		fresh    []*claimState
+		holding  = map[*portRef]bool{} // ports whose batch Hold succeeded
 	)
 	undo := func() {
-		for _, a := range added {
-			h := e.claims[a]
-			_ = h.port.Drop(a)
-			_ = e.cfg.Book.Delete(ctx, a)
-			h.port.refs--
-			delete(e.claims, a)
+		for _, cs := range fresh {
+			if cs.port != nil && holding[cs.port] {
+				_ = cs.port.Drop(cs.claim.Addr)
+				cs.port.refs--
+			}
+		}
+		for _, c := range assigned {
+			_ = e.cfg.Assigner.Remove(c.Interface, c.Addr)
 		}
 		for _, name := range opened {
-			if p := e.ports[name]; p.refs == 0 {
+			if p := e.ports[name]; p != nil && p.refs == 0 {
 				_ = p.Close()
 				delete(e.ports, name)
 			}
 		}
 	}
-	for _, r := range reqs {
-		if _, ok := e.ports[r.Interface]; ok {
+
+	var (
+		refreshed    []*claimState
+		refreshedOpt []ClaimOptions
+	)
+	byPort := map[*portRef][]netip.Addr{}
+	for _, c := range items {
+		if cs, ok := e.claims[c.Addr]; ok {
+			refreshed = append(refreshed, cs)
+			refreshedOpt = append(refreshedOpt, c.Options)
 			continue
 		}
-		p, err := e.cfg.Open(r.Interface)
+		p, err := e.portLocked(c.Interface, adopt, &opened)
 		if err != nil {
 			undo()
-			return nil, fmt.Errorf("claim %s on %s: %w", r.Addr, r.Interface, err)
+			return nil, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err)
 		}
-		e.ports[r.Interface] = &portRef{Port: p}
-		opened = append(opened, r.Interface)
+		if c.Options.Assign && p != nil {
+			added, err := e.cfg.Assigner.Add(c.Interface, c.Addr)
+			if err != nil {
+				undo()
+				return nil, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err)
+			}
+			if added {
+				assigned = append(assigned, c)
+			} else if !c.AddedAddress {
+				e.log.Info("address was already on the interface: vip will leave it there at release", "addr", c.Addr, "interface", c.Interface)
+			}
+			c.AddedAddress = c.AddedAddress || added
+		}
+		cs := &claimState{claim: c, port: p}
+		fresh = append(fresh, cs)
+		if p != nil {
+			byPort[p] = append(byPort[p], c.Addr)
+		}
+	}
+	for p, addrs := range byPort {
+		if err := p.Hold(addrs...); err != nil {
+			undo()
+			return nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
+		}
+		p.refs += len(addrs)
+		holding[p] = true
 	}
 
 	now := e.clock.Now()
-	var refreshed []netip.Addr
-	for _, r := range reqs {
-		if _, ok := e.claims[r.Addr]; ok {
-			refreshed = append(refreshed, r.Addr)
-			continue
-		}
-		p := e.ports[r.Interface]
-		c := Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now}
-		if err := e.cfg.Book.Put(ctx, c); err != nil {
-			undo()
-			return nil, fmt.Errorf("claim %s on %s: record the claim: %w", r.Addr, r.Interface, err)
-		}
-		if err := p.Hold(r.Addr); err != nil {
-			_ = e.cfg.Book.Delete(ctx, r.Addr)
-			undo()
-			return nil, fmt.Errorf("claim %s on %s: %w", r.Addr, r.Interface, err)
-		}
-		p.refs++
-		e.claims[r.Addr] = &held4Engine{claim: c, port: p}
-		added = append(added, r.Addr)
+	records := make([]Claim, 0, len(fresh)+len(refreshed))
+	for _, cs := range fresh {
+		records = append(records, cs.claim)
 	}
-	for _, a := range refreshed {
-		if err := e.refreshLocked(ctx, a, now); err != nil {
-			undo()
-			return nil, err
+	for i, cs := range refreshed {
+		c := cs.claim
+		c.RefreshedAt = now
+		if !adopt {
+			// A re-claim takes the new burst options; whether the
+			// address is assigned stays as it was.
+			c.Options = refreshedOpt[i]
+			c.Options.Assign = cs.claim.Options.Assign
 		}
+		records = append(records, c)
+	}
+	if err := e.cfg.Book.Put(ctx, records...); err != nil {
+		undo()
+		return nil, fmt.Errorf("record the claims: %w", err)
 	}
 
-	lives := make([]<-chan struct{}, 0, len(reqs))
-	for _, a := range added {
-		h := e.claims[a]
-		e.log.Info("claim", "addr", a, "interface", h.claim.Interface, "mac", h.port.MAC().String(),
-			"window", e.cfg.Burst.Window, "interval", e.cfg.Burst.Interval, "frames", e.cfg.Frames.String())
-		lives = append(lives, e.arm(h))
+	lives := make([]<-chan struct{}, 0, len(items))
+	for i, cs := range fresh {
+		cs.claim = records[i]
+		e.claims[cs.claim.Addr] = cs
+		e.armRefreshLocked(cs)
+		mac := ""
+		if cs.port != nil {
+			mac = cs.port.MAC().String()
+		}
+		msg := "claimed"
+		if adopt {
+			msg = "adopted from an earlier run"
+		}
+		e.log.Info("claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
+			"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
+		e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
+		if cs.live() {
+			lives = append(lives, e.arm(cs))
+		} else {
+			e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		}
 	}
-	for _, a := range refreshed {
-		lives = append(lives, e.arm(e.claims[a]))
+	for i, cs := range refreshed {
+		cs.claim = records[len(fresh)+i]
+		e.armRefreshLocked(cs)
+		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface})
+		if cs.live() {
+			lives = append(lives, e.arm(cs))
+		}
+	}
+	for _, name := range opened {
+		e.attachWaitingLocked(name)
 	}
 	return lives, nil
 }
 
-func (e *Engine) arm(h *held4Engine) <-chan struct{} {
-	k := Key{Ifindex: h.port.Index(), Addr: h.claim.Addr}
-	return e.sched.Arm(k, e.cfg.Frames.PerRound(k.Addr.Is4()))
+// portLocked returns the open port of an interface, opening it if needed.
+// While adopting, an interface that cannot be opened is not an error: the
+// claim waits for it (nil port).
+func (e *Engine) portLocked(name string, adopt bool, opened *[]string) (*portRef, error) {
+	if p, ok := e.ports[name]; ok {
+		return p, nil
+	}
+	p, err := e.cfg.Open(name)
+	if err != nil {
+		if adopt {
+			e.log.Warn("interface not available: the adopted claim waits for it", "interface", name, "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	ref := &portRef{Port: p, up: true}
+	e.ports[name] = ref
+	*opened = append(*opened, name)
+	return ref, nil
 }
 
-func (e *Engine) refreshLocked(ctx context.Context, a netip.Addr, now time.Time) error {
-	h := e.claims[a]
-	c := h.claim
-	c.RefreshedAt = now
-	if err := e.cfg.Book.Put(ctx, c); err != nil {
-		return fmt.Errorf("refresh %s: record the refresh: %w", a, err)
+func (e *Engine) window(cs *claimState) time.Duration {
+	if w := cs.claim.Options.Window; w > 0 {
+		return w
 	}
-	h.claim = c
-	e.log.Info("refresh", "addr", a, "interface", c.Interface)
-	return nil
+	return e.cfg.Burst.Window
+}
+
+func (e *Engine) interval(cs *claimState) time.Duration {
+	if i := cs.claim.Options.Interval; i > 0 {
+		return i
+	}
+	return e.cfg.Burst.Interval
+}
+
+func (e *Engine) frames(cs *claimState) Frames {
+	if f := cs.claim.Options.Frames; f != 0 {
+		return f
+	}
+	return e.cfg.Frames
+}
+
+// arm opens or extends the claim's window; its port must be up.
+func (e *Engine) arm(cs *claimState) <-chan struct{} {
+	return e.sched.Arm(cs.key(), Burst{
+		Window:   e.window(cs),
+		Interval: e.interval(cs),
+		Cost:     e.frames(cs).PerRound(cs.claim.Addr.Is4()),
+	})
+}
+
+// armRefreshLocked (re)starts the claim's periodic refresh, if it has one.
+func (e *Engine) armRefreshLocked(cs *claimState) {
+	if cs.refresh != nil {
+		cs.refresh.Stop()
+		cs.refresh = nil
+	}
+	every := cs.claim.Options.RefreshEvery
+	if every <= 0 {
+		return
+	}
+	addr := cs.claim.Addr
+	cs.refresh = e.clock.AfterFunc(every, func() {
+		_, _, _ = e.Refresh(context.Background(), []netip.Addr{addr})
+	})
 }
 
 // Refresh re-opens the gratuitous window of each held address from now. It
-// returns the addresses that are not held, which it leaves alone.
-func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (notHeld []netip.Addr, err error) {
+// returns the refreshed addresses and those not held, which it leaves alone.
+func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	now := e.clock.Now()
-	var errs []error
+	var records []Claim
+	var states []*claimState
 	for _, a := range addrs {
-		if _, ok := e.claims[a]; !ok {
-			notHeld = append(notHeld, a)
-			continue
-		}
-		if err := e.refreshLocked(ctx, a, now); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		e.arm(e.claims[a])
-	}
-	return notHeld, errors.Join(errs...)
-}
-
-// Release stops answering for each address at once and ends its window. It
-// returns the released addresses and those that were not held.
-func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	var errs []error
-	for _, a := range addrs {
-		h, ok := e.claims[a]
+		cs, ok := e.claims[a]
 		if !ok {
 			notHeld = append(notHeld, a)
 			continue
 		}
-		k := Key{Ifindex: h.port.Index(), Addr: a}
-		e.sched.Cancel(k)
-		if err := h.port.Drop(a); err != nil {
-			errs = append(errs, fmt.Errorf("release %s on %s: %w", a, h.claim.Interface, err))
+		c := cs.claim
+		c.RefreshedAt = now
+		records = append(records, c)
+		states = append(states, cs)
+	}
+	if len(records) == 0 {
+		return nil, notHeld, nil
+	}
+	if err := e.cfg.Book.Put(ctx, records...); err != nil {
+		return nil, notHeld, fmt.Errorf("record the refresh: %w", err)
+	}
+	for i, cs := range states {
+		cs.claim = records[i]
+		e.armRefreshLocked(cs)
+		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface, State: e.stateLocked(cs)})
+		if cs.live() {
+			e.arm(cs)
 		}
-		answered := h.port.Answered(a)
-		if err := e.cfg.Book.Delete(ctx, a); err != nil {
-			errs = append(errs, fmt.Errorf("release %s: forget the claim: %w", a, err))
+		refreshed = append(refreshed, cs.claim.Addr)
+	}
+	return refreshed, notHeld, nil
+}
+
+// Release stops answering for each address at once, ends its window and
+// removes the address from its interface if vip added it. It returns the
+// released addresses and those that were not held.
+func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var errs []error
+	byPort := map[*portRef][]netip.Addr{}
+	var gone []*claimState
+	for _, a := range addrs {
+		cs, ok := e.claims[a]
+		if !ok {
+			notHeld = append(notHeld, a)
+			continue
 		}
-		delete(e.claims, a)
-		e.sentMu.Lock()
-		frames := e.sent[k]
-		delete(e.sent, k)
-		e.sentMu.Unlock()
-		e.log.Info("release", "addr", a, "interface", h.claim.Interface, "answered", answered, "gratuitous_frames", frames)
-		released = append(released, a)
-		if h.port.refs--; h.port.refs == 0 {
-			if err := h.port.Close(); err != nil {
-				errs = append(errs, fmt.Errorf("close %s: %w", h.claim.Interface, err))
+		if cs.port != nil {
+			e.sched.Cancel(cs.key())
+			byPort[cs.port] = append(byPort[cs.port], a)
+		}
+		if cs.refresh != nil {
+			cs.refresh.Stop()
+		}
+		gone = append(gone, cs)
+	}
+	for p, as := range byPort {
+		if err := p.Drop(as...); err != nil {
+			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
+		}
+	}
+	for _, cs := range gone {
+		c := cs.claim
+		if c.AddedAddress {
+			if err := e.cfg.Assigner.Remove(c.Interface, c.Addr); err != nil {
+				errs = append(errs, fmt.Errorf("release %s: remove it from %s: %w", c.Addr, c.Interface, err))
 			}
-			delete(e.ports, h.claim.Interface)
+		}
+	}
+	for _, cs := range gone {
+		released = append(released, cs.claim.Addr)
+	}
+	if err := e.cfg.Book.Delete(ctx, released...); err != nil {
+		errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
+	}
+	for _, cs := range gone {
+		a := cs.claim.Addr
+		answered := e.answeredLocked(cs)
+		delete(e.claims, a)
+		delete(e.answeredBefore, a)
+		e.sentMu.Lock()
+		frames := e.sent[a]
+		delete(e.sent, a)
+		e.sentMu.Unlock()
+		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered, "gratuitous_frames", frames)
+		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered, frames)})
+		if p := cs.port; p != nil {
+			if p.refs--; p.refs == 0 {
+				if err := p.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("close %s: %w", p.Name(), err))
+				}
+				delete(e.ports, p.Name())
+			}
 		}
 	}
 	return released, notHeld, errors.Join(errs...)
+}
+
+func (e *Engine) answeredLocked(cs *claimState) uint64 {
+	n := e.answeredBefore[cs.claim.Addr]
+	if cs.port != nil {
+		n += cs.port.Answered(cs.claim.Addr)
+	}
+	return n
+}
+
+func (e *Engine) stateLocked(cs *claimState) string {
+	if !cs.live() {
+		return StateWaiting
+	}
+	if e.sched.State(cs.key()).Active {
+		return StateAnnouncing
+	}
+	return StateHolding
 }
 
 // Status reports the given addresses that are held, or every claim when
@@ -376,17 +603,22 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 	}
 	out := make([]Status, 0, len(addrs))
 	for _, a := range addrs {
-		h, ok := e.claims[a]
+		cs, ok := e.claims[a]
 		if !ok {
 			continue
 		}
-		k := Key{Ifindex: h.port.Index(), Addr: a}
-		st := Status{Claim: h.claim, MAC: h.port.MAC().String(), State: StateHolding, Answered: h.port.Answered(a)}
-		if b := e.sched.State(k); b.Active {
-			st.State, st.WindowEnd = StateAnnouncing, b.WindowEnd
+		st := Status{Claim: cs.claim, State: StateWaiting, Answered: e.answeredLocked(cs)}
+		if cs.port != nil {
+			st.MAC = cs.port.MAC().String()
+		}
+		if cs.live() {
+			st.State = StateHolding
+			if b := e.sched.State(cs.key()); b.Active {
+				st.State, st.WindowEnd = StateAnnouncing, b.WindowEnd
+			}
 		}
 		e.sentMu.Lock()
-		st.GratuitousFrames = e.sent[k]
+		st.GratuitousFrames = e.sent[a]
 		e.sentMu.Unlock()
 		out = append(out, st)
 	}
@@ -394,27 +626,196 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 	return out
 }
 
+// InterfaceChanged tells the engine that an interface changed. Claims on an
+// interface that goes down or away wait; when it comes back up, or changes
+// MAC address, their bursts re-arm so the segment learns where they are.
+func (e *Engine) InterfaceChanged(c InterfaceChange) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var claims []*claimState
+	for _, cs := range e.claims {
+		if cs.claim.Interface == c.Name {
+			claims = append(claims, cs)
+		}
+	}
+	if len(claims) == 0 {
+		return
+	}
+	slices.SortFunc(claims, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
+	p := e.ports[c.Name]
+	event := func(msg string) {
+		e.log.Info("interface change", "interface", c.Name, "change", msg, "claims", len(claims))
+		e.publish(Event{Kind: EventInterface, Interface: c.Name, MAC: c.MAC.String(), Message: msg})
+	}
+	switch {
+	case c.Deleted:
+		if p != nil {
+			e.closePortLocked(p, claims)
+		}
+		event("deleted: its claims wait for an interface of that name")
+	case p != nil && (p.Index() != c.Index || (len(c.MAC) > 0 && !sameMAC(p.MAC(), c.MAC))):
+		e.closePortLocked(p, claims)
+		event("changed (new MAC address or new interface): claims re-armed with the new MAC")
+		e.reopenLocked(c, claims)
+	case p == nil:
+		event("returned")
+		e.reopenLocked(c, claims)
+	case p.up != c.Up:
+		p.up = c.Up
+		if c.Up {
+			event("up: bursts re-armed")
+			e.reassignLocked(claims)
+			for _, cs := range claims {
+				if cs.port == p {
+					e.arm(cs)
+				}
+			}
+		} else {
+			event("down: claims wait for it")
+			for _, cs := range claims {
+				if cs.port == p {
+					e.sched.Cancel(cs.key())
+				}
+			}
+		}
+	}
+	e.attachWaitingLocked(c.Name)
+}
+
+// attachWaitingLocked puts claims that wait on an interface (adopted while
+// it could not be opened) on its port once the port is open.
+func (e *Engine) attachWaitingLocked(name string) {
+	p := e.ports[name]
+	if p == nil {
+		return
+	}
+	var waiting []*claimState
+	var addrs []netip.Addr
+	for _, cs := range e.claims {
+		if cs.claim.Interface == name && cs.port == nil {
+			waiting = append(waiting, cs)
+			addrs = append(addrs, cs.claim.Addr)
+		}
+	}
+	if len(waiting) == 0 {
+		return
+	}
+	if err := p.Hold(addrs...); err != nil {
+		e.log.Warn("cannot answer for waiting claims", "interface", name, "err", err)
+		return
+	}
+	p.refs += len(waiting)
+	for _, cs := range waiting {
+		cs.port = p
+		if p.up {
+			e.arm(cs)
+		}
+	}
+}
+
+// closePortLocked ends the bursts of claims on p and closes it; the claims
+// keep their answer counts and wait.
+func (e *Engine) closePortLocked(p *portRef, claims []*claimState) {
+	for _, cs := range claims {
+		if cs.port != p {
+			continue
+		}
+		e.sched.Cancel(cs.key())
+		e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
+		cs.port = nil
+	}
+	if err := p.Close(); err != nil {
+		e.log.Warn("close interface", "interface", p.Name(), "err", err)
+	}
+	delete(e.ports, p.Name())
+}
+
+// reopenLocked opens the interface again for waiting claims and, if it is
+// up, re-arms their bursts.
+func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
+	p, err := e.cfg.Open(c.Name)
+	if err != nil {
+		e.log.Warn("interface is back but cannot be opened: its claims keep waiting", "interface", c.Name, "err", err)
+		return
+	}
+	addrs := make([]netip.Addr, len(claims))
+	for i, cs := range claims {
+		addrs[i] = cs.claim.Addr
+	}
+	if err := p.Hold(addrs...); err != nil {
+		_ = p.Close()
+		e.log.Warn("interface is back but vip cannot answer on it: its claims keep waiting", "interface", c.Name, "err", err)
+		return
+	}
+	ref := &portRef{Port: p, refs: len(claims), up: c.Up}
+	e.ports[c.Name] = ref
+	if c.Up {
+		e.reassignLocked(claims)
+	}
+	for _, cs := range claims {
+		cs.port = ref
+		if c.Up {
+			e.arm(cs)
+		}
+	}
+}
+
+// reassignLocked puts back the addresses of assigned claims: the kernel
+// drops IPv6 addresses when a link goes down, and every address when its
+// interface is deleted.
+func (e *Engine) reassignLocked(claims []*claimState) {
+	if e.cfg.Assigner == nil {
+		return
+	}
+	var changed []Claim
+	for _, cs := range claims {
+		if !cs.claim.Options.Assign {
+			continue
+		}
+		added, err := e.cfg.Assigner.Add(cs.claim.Interface, cs.claim.Addr)
+		if err != nil {
+			e.log.Warn("cannot add the address back to its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "err", err)
+			continue
+		}
+		if added && !cs.claim.AddedAddress {
+			cs.claim.AddedAddress = true
+			changed = append(changed, cs.claim)
+		}
+		if added {
+			e.log.Info("added the address back to its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		}
+	}
+	if len(changed) > 0 {
+		if err := e.cfg.Book.Put(context.Background(), changed...); err != nil {
+			e.log.Warn("record re-added addresses", "err", err)
+		}
+	}
+}
+
 // SendRound sends one gratuitous round for k through its interface's Port;
 // the Scheduler calls it.
 func (e *Engine) SendRound(_ context.Context, k Key) (int, error) {
 	e.mu.Lock()
-	h, ok := e.claims[k.Addr]
-	e.mu.Unlock()
-	if !ok || h.port.Index() != k.Ifindex {
-		return 0, nil // released while the round was due
+	cs, ok := e.claims[k.Addr]
+	if !ok || cs.port == nil || cs.port.Index() != k.Ifindex {
+		e.mu.Unlock()
+		return 0, nil // released or moved while the round was due
 	}
-	return h.port.Announce(k.Addr, e.cfg.Frames)
+	p, frames := cs.port, e.frames(cs)
+	e.mu.Unlock()
+	return p.Announce(k.Addr, frames)
 }
 
 func (e *Engine) onBurst(ev BurstEvent) {
 	switch ev.Kind {
 	case BurstStart:
 		e.log.Info("burst start", "addr", ev.Key.Addr, "window_end", ev.WindowEnd.Format(time.RFC3339Nano))
+		e.publish(Event{Time: ev.At, Kind: EventBurstStart, Addr: ev.Key.Addr})
 	case BurstExtended:
 		e.log.Debug("burst extended", "addr", ev.Key.Addr, "window_end", ev.WindowEnd.Format(time.RFC3339Nano))
 	case BurstRound:
 		e.sentMu.Lock()
-		e.sent[ev.Key] += uint64(ev.Frames)
+		e.sent[ev.Key.Addr] += uint64(ev.Frames)
 		e.sentMu.Unlock()
 		if ev.Err != nil {
 			e.log.Warn("gratuitous round failed", "addr", ev.Key.Addr, "round", ev.Round, "frames", ev.Frames, "err", ev.Err)
@@ -423,5 +824,6 @@ func (e *Engine) onBurst(ev BurstEvent) {
 		}
 	case BurstEnd:
 		e.log.Info("burst end", "addr", ev.Key.Addr, "rounds", ev.Round, "frames", ev.Frames, "cancelled", ev.Cancelled)
+		e.publish(Event{Time: ev.At, Kind: EventBurstEnd, Addr: ev.Key.Addr, Rounds: ev.Round, Frames: ev.Frames})
 	}
 }

@@ -25,20 +25,24 @@ type fakePort struct {
 	closed    bool
 }
 
-func (p *fakePort) Hold(a netip.Addr) error {
+func (p *fakePort) Hold(addrs ...netip.Addr) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.holdErr != nil {
 		return p.holdErr
 	}
-	p.held[a] = true
+	for _, a := range addrs {
+		p.held[a] = true
+	}
 	return nil
 }
 
-func (p *fakePort) Drop(a netip.Addr) error {
+func (p *fakePort) Drop(addrs ...netip.Addr) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.held, a)
+	for _, a := range addrs {
+		delete(p.held, a)
+	}
 	return nil
 }
 
@@ -90,18 +94,13 @@ type engineHarness struct {
 }
 
 func newEngineHarness(t *testing.T, openErr map[string]error) *engineHarness {
-	return newEngineHarnessWith(t, openErr, 0)
-}
-
-func newEngineHarnessWith(t *testing.T, openErr map[string]error, refreshEvery time.Duration) *engineHarness {
 	t.Helper()
 	h := &engineHarness{fc: clockwork.NewFakeClockAt(t0), book: NewMemBook(), ports: map[string]*fakePort{}}
 	var mu sync.Mutex
 	index := map[string]int{"eth0": 2, "eth1": 3}
 	h.e = NewEngine(EngineConfig{
-		Burst:        SchedulerConfig{Clock: h.fc},
-		Book:         h.book,
-		RefreshEvery: refreshEvery,
+		Burst: SchedulerConfig{Clock: h.fc},
+		Book:  h.book,
 		Open: func(name string) (Port, error) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -138,9 +137,14 @@ func newEngineHarnessWith(t *testing.T, openErr map[string]error, refreshEvery t
 
 func (h *engineHarness) claim(t *testing.T, reqs ...Request) ([]Status, error) {
 	t.Helper()
+	return h.claimWith(t, ClaimOptions{}, reqs...)
+}
+
+func (h *engineHarness) claimWith(t *testing.T, opts ClaimOptions, reqs ...Request) ([]Status, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return h.e.Claim(ctx, reqs)
+	return h.e.Claim(ctx, reqs, opts)
 }
 
 var (
@@ -274,7 +278,7 @@ func TestEngineRefreshAndRelease(t *testing.T) {
 	if _, err := h.claim(t, Request{a4, "eth0"}, Request{a6, "eth1"}); err != nil {
 		t.Fatal(err)
 	}
-	notHeld, err := h.e.Refresh(context.Background(), []netip.Addr{a4, b4})
+	_, notHeld, err := h.e.Refresh(context.Background(), []netip.Addr{a4, b4})
 	if err != nil || len(notHeld) != 1 || notHeld[0] != b4 {
 		t.Errorf("refresh: got not held %v, err %v; want [b4]", notHeld, err)
 	}
@@ -295,8 +299,8 @@ func TestEngineRefreshAndRelease(t *testing.T) {
 }
 
 func TestEnginePeriodicRefresh(t *testing.T) {
-	h := newEngineHarnessWith(t, nil, 10*time.Second)
-	if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
+	h := newEngineHarness(t, nil)
+	if _, err := h.claimWith(t, ClaimOptions{RefreshEvery: 10 * time.Second}, Request{a4, "eth0"}); err != nil {
 		t.Fatal(err)
 	}
 	h.fc.Advance(10 * time.Second)

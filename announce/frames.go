@@ -103,3 +103,16 @@ func (f Frames) PerRound(is4 bool) int {
 	}
 	return n
 }
+
+// MarshalText writes f as its comma-separated names.
+func (f Frames) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+// UnmarshalText parses f with ParseFrames.
+func (f *Frames) UnmarshalText(b []byte) error {
+	v, err := ParseFrames(string(b))
+	if err != nil {
+		return err
+	}
+	*f = v
+	return nil
+}

@@ -9,6 +9,8 @@ import (
 	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
@@ -23,10 +25,11 @@ import (
 // for the addresses it holds on one interface. The packet-socket Link is one
 // implementation; an in-kernel XDP responder can be another.
 type Responder interface {
-	// Hold starts answering for addr.
-	Hold(addr netip.Addr) error
-	// Drop stops answering for addr. Dropping an address not held is a no-op.
-	Drop(addr netip.Addr) error
+	// Hold starts answering for addrs, all or none.
+	Hold(addrs ...netip.Addr) error
+	// Drop stops answering for addrs. Dropping an address not held is a
+	// no-op.
+	Drop(addrs ...netip.Addr) error
 	// Answered returns how many requests for addr were answered while held.
 	Answered(addr netip.Addr) uint64
 	Close() error
@@ -73,6 +76,7 @@ type LinkConfig struct {
 	ARP, IPv6 FrameConn
 	// Groups opens the group joiner the first time an IPv6 address is
 	// held, so that an interface with IPv6 disabled can still hold IPv4.
+	// Nil refuses IPv6 addresses.
 	Groups func() (GroupJoiner, error)
 	// Assigned reports whether the kernel has addr on this interface and
 	// so answers for it itself; the Link then stays silent for addr rather
@@ -88,6 +92,7 @@ type LinkStats struct {
 	Answered      uint64 // replies and solicited advertisements sent
 	Malformed     uint64 // frames that did not parse or failed validation
 	SendErrors    uint64 // frames the socket refused
+	ReadErrors    uint64 // failed reads (a link going down counts one)
 }
 
 // Link answers ARP requests and neighbor solicitations for the addresses it
@@ -109,7 +114,9 @@ type Link struct {
 	groups    GroupJoiner
 	groupRefs map[netip.Addr]int
 
-	arpRequests, solicitations, answered, malformed, sendErrors atomic.Uint64
+	arpRequests, solicitations, answered, malformed, sendErrors, readErrors atomic.Uint64
+	// done is closed by Close, to end the readers' back-off waits.
+	done chan struct{}
 }
 
 type held struct {
@@ -191,6 +198,7 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 		cfg:       cfg,
 		log:       cfg.Log.With("interface", ifi.Name),
 		groupRefs: make(map[netip.Addr]int),
+		done:      make(chan struct{}),
 	}
 	empty := map[netip.Addr]*held{}
 	l.held.Store(&empty)
@@ -209,57 +217,69 @@ func (l *Link) Index() int { return l.ifi.Index }
 // MAC returns the hardware address answers carry.
 func (l *Link) MAC() net.HardwareAddr { return l.mac }
 
-// Hold starts answering for addr. For an IPv6 address it joins the
-// address's solicited-node group first.
-func (l *Link) Hold(addr netip.Addr) error {
+// Hold starts answering for addrs, all or none. For an IPv6 address it
+// joins the address's solicited-node group first.
+func (l *Link) Hold(addrs ...netip.Addr) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed.Load() {
 		return net.ErrClosed
 	}
 	cur := *l.held.Load()
-	if _, ok := cur[addr]; ok {
-		return nil
-	}
-	if addr.Is6() {
-		if err := l.joinLocked(addr); err != nil {
-			return err
-		}
-	}
-	h := &held{}
-	if l.cfg.Assigned != nil && l.cfg.Assigned(addr) {
-		h.silent = true
-		l.log.Info("address is assigned to the interface: the kernel answers for it, vip only announces it", "addr", addr)
-	}
-	next := make(map[netip.Addr]*held, len(cur)+1)
+	var joined []netip.Addr
+	next := make(map[netip.Addr]*held, len(cur)+len(addrs))
 	for k, v := range cur {
 		next[k] = v
 	}
-	next[addr] = h
+	for _, a := range addrs {
+		if _, ok := next[a]; ok {
+			continue
+		}
+		if a.Is6() {
+			if err := l.joinLocked(a); err != nil {
+				for _, j := range joined {
+					_ = l.leaveLocked(j)
+				}
+				return err
+			}
+			joined = append(joined, a)
+		}
+		h := &held{}
+		if l.cfg.Assigned != nil && l.cfg.Assigned(a) {
+			h.silent = true
+			l.log.Info("address is assigned to the interface: the kernel answers for it, vip only announces it", "addr", a)
+		}
+		next[a] = h
+	}
 	l.held.Store(&next)
 	return nil
 }
 
-// Drop stops answering for addr and leaves its group when no other held
-// address shares it.
-func (l *Link) Drop(addr netip.Addr) error {
+// Drop stops answering for addrs and leaves each group that no other held
+// address shares.
+func (l *Link) Drop(addrs ...netip.Addr) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	cur := *l.held.Load()
-	if _, ok := cur[addr]; !ok {
-		return nil
-	}
 	next := make(map[netip.Addr]*held, len(cur))
 	for k, v := range cur {
-		if k != addr {
-			next[k] = v
+		next[k] = v
+	}
+	var gone []netip.Addr
+	for _, a := range addrs {
+		if _, ok := next[a]; ok {
+			delete(next, a)
+			gone = append(gone, a)
 		}
 	}
 	l.held.Store(&next)
-	if addr.Is6() {
-		return l.leaveLocked(addr)
+	var errs []error
+	for _, a := range gone {
+		if a.Is6() {
+			errs = append(errs, l.leaveLocked(a))
+		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func (l *Link) joinLocked(addr netip.Addr) error {
@@ -272,6 +292,9 @@ func (l *Link) joinLocked(addr netip.Addr) error {
 		return nil
 	}
 	if l.groups == nil {
+		if l.cfg.Groups == nil {
+			return fmt.Errorf("hold %s on %s: this link cannot join IPv6 multicast groups", addr, l.ifi.Name)
+		}
 		j, err := l.cfg.Groups()
 		if err != nil {
 			return err
@@ -332,6 +355,7 @@ func (l *Link) Stats() LinkStats {
 		Answered:      l.answered.Load(),
 		Malformed:     l.malformed.Load(),
 		SendErrors:    l.sendErrors.Load(),
+		ReadErrors:    l.readErrors.Load(),
 	}
 }
 
@@ -344,6 +368,7 @@ func (l *Link) Close() error {
 	}
 	empty := map[netip.Addr]*held{}
 	l.held.Store(&empty)
+	close(l.done)
 	var errs []error
 	if l.groups != nil {
 		errs = append(errs, l.groups.Close()) // closing leaves every group
@@ -364,8 +389,19 @@ func (l *Link) readLoop(c FrameConn, handle func([]byte)) {
 			if l.closed.Load() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return
 			}
-			l.log.Error("read failed: no longer answering on this interface", "err", err)
-			return
+			l.readErrors.Add(1)
+			if errors.Is(err, syscall.ENETDOWN) {
+				// The kernel reports a link going down once on each
+				// packet socket, then delivers again when it comes up.
+				continue
+			}
+			l.log.Warn("read failed: retrying", "err", err)
+			select {
+			case <-time.After(100 * time.Millisecond): // no busy loop on a broken socket
+			case <-l.done:
+				return
+			}
+			continue
 		}
 		handle(buf[:n])
 	}
@@ -438,6 +474,11 @@ func (l *Link) handleNDP(frame []byte) {
 	}
 	h := l.lookup(target)
 	if h == nil {
+		return
+	}
+	// Only a solicitation sent to the target's own group, or straight to
+	// the target (NUD), asks about it.
+	if group, err := ndp.SolicitedNodeMulticast(target); err != nil || (f.Dst != group && f.Dst != target) {
 		return
 	}
 	var (

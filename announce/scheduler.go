@@ -135,7 +135,7 @@ type Scheduler struct {
 
 type entry struct {
 	key    Key
-	cost   int
+	burst  Burst
 	due    time.Time
 	end    time.Time
 	rounds int
@@ -179,22 +179,36 @@ const maxRoundCost = 8
 // Config returns the scheduler's configuration with defaults filled in.
 func (s *Scheduler) Config() SchedulerConfig { return s.cfg }
 
-// Arm opens a window for k, or extends its running window, to Window from
-// now. cost is the number of frames one round of k sends, charged against
-// the rate cap. The returned channel is closed once k's first round of a new
-// window has been sent, or at once when a window was already running.
-func (s *Scheduler) Arm(k Key, cost int) <-chan struct{} {
-	cost = min(max(cost, 1), maxRoundCost)
+// Burst shapes one key's gratuitous burst.
+type Burst struct {
+	// Window and Interval override the scheduler's when positive.
+	Window, Interval time.Duration
+	// Cost is the number of frames one round sends, charged against the
+	// rate cap.
+	Cost int
+}
+
+// Arm opens a window for k, or extends its running window, to the burst's
+// window from now. The returned channel is closed once k's first round of a
+// new window has been sent, or at once when a window was already running.
+func (s *Scheduler) Arm(k Key, b Burst) <-chan struct{} {
+	b.Cost = min(max(b.Cost, 1), maxRoundCost)
+	if b.Window <= 0 {
+		b.Window = s.cfg.Window
+	}
+	if b.Interval <= 0 {
+		b.Interval = s.cfg.Interval
+	}
 	now := s.clock.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e, ok := s.entries[k]; ok {
-		e.end = now.Add(s.cfg.Window)
-		e.cost = cost
+		e.end = now.Add(b.Window)
+		e.burst = b
 		s.emit(BurstEvent{Kind: BurstExtended, Key: k, At: now, WindowEnd: e.end, Round: e.rounds})
 		return e.live
 	}
-	e := &entry{key: k, cost: cost, due: now, end: now.Add(s.cfg.Window), live: make(chan struct{})}
+	e := &entry{key: k, burst: b, due: now, end: now.Add(b.Window), live: make(chan struct{})}
 	s.entries[k] = e
 	heap.Push(&s.queue, e)
 	s.emit(BurstEvent{Kind: BurstStart, Key: k, At: now, WindowEnd: e.end})
@@ -253,11 +267,11 @@ func (s *Scheduler) next() (time.Duration, *entry) {
 	if d := e.due.Sub(now); d > 0 {
 		return d, nil
 	}
-	if tokens := s.limiter.TokensAt(now); tokens < float64(e.cost) {
-		d := time.Duration((float64(e.cost) - tokens) / s.cfg.Rate * float64(time.Second))
+	if tokens := s.limiter.TokensAt(now); tokens < float64(e.burst.Cost) {
+		d := time.Duration((float64(e.burst.Cost) - tokens) / s.cfg.Rate * float64(time.Second))
 		return max(d, time.Microsecond), nil
 	}
-	s.limiter.AllowN(now, e.cost)
+	s.limiter.AllowN(now, e.burst.Cost)
 	heap.Pop(&s.queue)
 	return 0, e
 }
@@ -276,7 +290,7 @@ func (s *Scheduler) send(ctx context.Context, e *entry) {
 	if e.rounds == 1 {
 		close(e.live)
 	}
-	next := now.Add(s.cfg.Interval)
+	next := now.Add(e.burst.Interval)
 	if next.After(e.end) {
 		s.finish(e, false)
 		return

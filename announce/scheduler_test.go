@@ -140,7 +140,7 @@ func (h *harness) do(f func()) {
 
 func (h *harness) arm(k Key, cost int) <-chan struct{} {
 	var live <-chan struct{}
-	h.do(func() { live = h.s.Arm(k, cost) })
+	h.do(func() { live = h.s.Arm(k, Burst{Cost: cost}) })
 	return live
 }
 
@@ -249,7 +249,7 @@ func TestSchedulerRearmExtendsFromLatestCall(t *testing.T) {
 	h := newHarness(t, SchedulerConfig{}, 2)
 	waitLive(t, h.arm(k1, 2))
 	h.advance(3400 * time.Millisecond) // rounds at 0, 1.1, 2.2, 3.3
-	live := h.s.Arm(k1, 2)             // refresh at 3.4 s: window now ends at 8.4 s
+	live := h.s.Arm(k1, Burst{Cost: 2}) // refresh at 3.4 s: window now ends at 8.4 s
 	select {
 	case <-live:
 	default:
@@ -360,11 +360,24 @@ func TestSchedulerPacesFrames(t *testing.T) {
 func TestSchedulerCancelledBeforeFirstRoundUnblocksLive(t *testing.T) {
 	fc := clockwork.NewFakeClockAt(t0)
 	s := NewScheduler(SchedulerConfig{Clock: fc}, &recorder{clock: fc})
-	live := s.Arm(k1, 2) // Run is not running: no round can go out
+	live := s.Arm(k1, Burst{Cost: 2}) // Run is not running: no round can go out
 	s.Cancel(k1)
 	select {
 	case <-live:
 	default:
 		t.Fatal("cancel before the first round: want the live channel closed so waiters do not hang")
+	}
+}
+
+func TestSchedulerPerKeyBurst(t *testing.T) {
+	h := newHarness(t, SchedulerConfig{}, 1)
+	h.do(func() { h.s.Arm(k1, Burst{Window: 2 * time.Second, Interval: 500 * time.Millisecond, Cost: 1}) })
+	h.do(func() { h.s.Arm(k2, Burst{Cost: 1}) })
+	h.advance(8 * time.Second)
+	if got, want := h.rec.times(k1), ms(0, 500, 1000, 1500, 2000); !equalDurations(got, want) {
+		t.Errorf("key with its own burst: got rounds at %v, want %v", got, want)
+	}
+	if got, want := h.rec.times(k2), ms(0, 1100, 2200, 3300, 4400); !equalDurations(got, want) {
+		t.Errorf("key with the defaults: got rounds at %v, want %v", got, want)
 	}
 }

@@ -1,9 +1,15 @@
 package cmd
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -11,28 +17,35 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/assign"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
 // claimOptions are the flags and arguments of vip claim.
 type claimOptions struct {
 	Addrs        []string
+	File         string
 	Interface    string
 	Foreground   bool
+	NoAutostart  bool
+	JSON         bool
 	Window       time.Duration
 	Interval     time.Duration
 	Frames       string
 	Rate         float64
 	RefreshEvery time.Duration
+	Assign       bool
+	// windowSet tells an explicit --window 0 (a single round) from the
+	// default.
+	windowSet bool
 }
-
-// minInterval keeps a mistyped --interval from flooding the segment.
-const minInterval = 10 * time.Millisecond
 
 func newClaimCmd(d *deps, runF func(context.Context, *claimOptions) error) *cobra.Command {
 	o := &claimOptions{}
 	c := &cobra.Command{
-		Use:   "claim ADDR... [-i IFACE] --foreground",
+		Use:   "claim ADDR... [-i IFACE] [-f FILE]",
 		Short: "Make this host the owner of IPv4 or IPv6 addresses on a segment",
 		Long: `Claim makes this host the owner of each ADDR on the segment of IFACE: it
 answers ARP requests and neighbor solicitations for ADDR with the interface's
@@ -44,22 +57,32 @@ The burst sends its first round at once, then one round every --interval for
 --window counted from the latest claim or refresh. Each IPv4 round is an ARP
 announcement (request form) and a gratuitous ARP reply; each IPv6 round an
 unsolicited neighbor advertisement to all nodes with the override flag.
+Claiming an address already held is a refresh: it re-arms the window.
+
+The claim is held by the vip agent, so it outlives this command: claim returns
+once every address is live (answering, first gratuitous round sent) and prints
+one line per address. When no agent answers on the socket, claim starts one in
+the background (it exits once it holds nothing), unless --no-autostart.
+
+With --foreground, vip holds the addresses in this process instead, until
+SIGINT or SIGTERM, then stops answering and exits 0.
 
 Without -i, vip picks the interface whose connected route holds ADDR, and
-fails when none or several do.
-
-With --foreground, vip holds the addresses until it gets SIGINT or SIGTERM,
-then stops answering and exits 0.`,
-		Example: `  sudo vip claim 192.0.2.10 -i eth0 --foreground
-  sudo vip claim 192.0.2.10 2001:db8::10 --foreground --log-format json`,
+fails when none or several do.`,
+		Example: `  sudo vip claim 192.0.2.10 -i eth0
+  sudo vip claim 192.0.2.10 2001:db8::10 --assign
+  sudo vip claim -f vips.txt -i eth0
+  sudo vip claim 192.0.2.10 -i eth0 --foreground --log-format json`,
 		Args: func(_ *cobra.Command, args []string) error {
-			if len(args) == 0 {
-				return badInput("claim needs at least one address, like: vip claim 192.0.2.10 -i eth0 --foreground")
+			if len(args) == 0 && o.File == "" {
+				return badInput("claim needs at least one address, like: vip claim 192.0.2.10 -i eth0")
 			}
 			return nil
 		},
+		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Addrs = args
+			o.windowSet = c.Flags().Changed("window")
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -68,87 +91,113 @@ then stops answering and exits 0.`,
 	}
 	f := c.Flags()
 	f.StringVarP(&o.Interface, "interface", "i", "", "interface to claim on (default: the one whose connected route holds ADDR)")
-	f.BoolVar(&o.Foreground, "foreground", false, "hold the addresses in this process until SIGINT or SIGTERM")
+	f.StringVarP(&o.File, "file", "f", "", "read addresses from FILE, one or more a line, # for comments (- for standard input)")
+	f.BoolVar(&o.Foreground, "foreground", false, "hold the addresses in this process until SIGINT or SIGTERM, without the agent")
+	f.BoolVar(&o.NoAutostart, "no-autostart", false, "fail (exit 4) rather than start an agent when none answers")
+	f.BoolVar(&o.JSON, "json", false, "print the claims as JSON")
 	f.DurationVar(&o.Window, "window", announce.DefaultWindow, "how long gratuitous rounds go on after the latest claim or refresh (0: a single round)")
 	f.DurationVar(&o.Interval, "interval", announce.DefaultInterval, "time between two gratuitous rounds of an address (above Linux's 1 s neighbour locktime)")
 	f.StringVar(&o.Frames, "frames", announce.DefaultFrames.String(), "gratuitous frame kinds per round: arp-request, arp-reply, na, na-routers")
-	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together")
-	f.DurationVar(&o.RefreshEvery, "refresh-every", 0, "re-arm every window on this period, for switches that forget faster than hosts (0: off)")
+	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together (--foreground, or an agent claim starts)")
+	f.DurationVar(&o.RefreshEvery, "refresh-every", 0, "re-arm the window on this period, for switches that forget faster than hosts (0: off)")
+	f.BoolVar(&o.Assign, "assign", false, "also add the address to the interface (/32 or /128) so local services receive its traffic; removed at release")
+	_ = c.RegisterFlagCompletionFunc("frames", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+		return announce.FrameNames(), cobra.ShellCompDirectiveNoFileComp
+	})
 	return c
 }
 
-// claimPlan is a validated claim: what the engine is asked to do.
-type claimPlan struct {
-	requests []announce.Request
-	cfg      announce.EngineConfig
+// request builds the API request the flags describe, reading -f if given.
+func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
+	addrs := append([]string(nil), o.Addrs...)
+	if o.File != "" {
+		more, err := readAddrFile(o.File, stdin)
+		if err != nil {
+			return api.ClaimRequest{}, err
+		}
+		addrs = append(addrs, more...)
+	}
+	if o.Rate <= 0 {
+		return api.ClaimRequest{}, badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
+	}
+	r := api.ClaimRequest{
+		Addrs:        addrs,
+		Interface:    o.Interface,
+		Interval:     api.Duration(o.Interval),
+		Frames:       o.Frames,
+		RefreshEvery: api.Duration(o.RefreshEvery),
+		Assign:       o.Assign,
+	}
+	if o.windowSet || o.Window != announce.DefaultWindow {
+		w := api.Duration(o.Window)
+		r.Window = &w
+	}
+	return r, nil
 }
 
-// plan validates o against the host's interfaces without changing anything.
-func (o *claimOptions) plan(sys netcheck.System) (claimPlan, error) {
-	var p claimPlan
-	addrs, err := netcheck.ParseAddrs(o.Addrs)
-	if err != nil {
-		return p, err
-	}
-	frames, err := announce.ParseFrames(o.Frames)
-	if err != nil {
-		return p, badInput("--frames: %v", err)
-	}
-	switch {
-	case o.Window < 0:
-		return p, badInput("--window %v is negative: give a duration such as 5s, or 0 for a single round", o.Window)
-	case o.Interval < minInterval:
-		return p, badInput("--interval %v is too short: give at least %v (the default %v stays above Linux's 1 s neighbour locktime)", o.Interval, minInterval, announce.DefaultInterval)
-	case o.Rate <= 0:
-		return p, badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
-	case o.RefreshEvery < 0:
-		return p, badInput("--refresh-every %v is negative: give a period such as 30s, or 0 to turn it off", o.RefreshEvery)
-	case o.RefreshEvery > 0 && o.RefreshEvery < time.Second:
-		return p, badInput("--refresh-every %v is too short: give at least 1s", o.RefreshEvery)
-	}
-	links := map[string]netcheck.Link{}
-	for _, a := range addrs {
-		if a.Is4() && !frames.IPv4() {
-			return p, badInput("--frames %s has no ARP kind, so %s would never be announced: add arp-request or arp-reply", frames, a)
+// readAddrFile reads whitespace-separated addresses, ignoring # comments.
+func readAddrFile(name string, stdin io.Reader) ([]string, error) {
+	var r io.Reader = stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, badInput("read addresses: %v", err)
 		}
-		if a.Is6() && !frames.IPv6() {
-			return p, badInput("--frames %s has no NA kind, so %s would never be announced: add na or na-routers", frames, a)
-		}
-		name := o.Interface
-		if name == "" {
-			if name, err = netcheck.PickInterface(sys, a); err != nil {
-				return p, err
-			}
-		}
-		l, ok := links[name]
-		if !ok {
-			if l, err = netcheck.CheckInterface(sys, name); err != nil {
-				return p, err
-			}
-			links[name] = l
-		}
-		if err := netcheck.CheckAddrOnLink(a, l); err != nil {
-			return p, err
-		}
-		p.requests = append(p.requests, announce.Request{Addr: a, Interface: name})
+		defer f.Close()
+		r = f
 	}
-	window := o.Window
-	if window == 0 {
-		window = time.Nanosecond // shorter than any interval: one round
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line, _, _ := strings.Cut(sc.Text(), "#")
+		out = append(out, strings.Fields(line)...)
 	}
-	p.cfg = announce.EngineConfig{
-		Burst:        announce.SchedulerConfig{Window: window, Interval: o.Interval, Rate: o.Rate},
-		Frames:       frames,
-		RefreshEvery: o.RefreshEvery,
+	if err := sc.Err(); err != nil {
+		return nil, badInput("read addresses from %s: %v", name, err)
 	}
-	return p, nil
+	if len(out) == 0 {
+		return nil, badInput("%s holds no address: write one or more a line", name)
+	}
+	return out, nil
 }
 
 func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
-	if !o.Foreground {
-		return badInput("pass --foreground: claims that outlive the command need the vip agent, which this version does not have yet")
+	req, err := o.request(d.io.In)
+	if err != nil {
+		return err
 	}
-	p, err := o.plan(d.sys)
+	// Syntax first, here, so a typo never starts an agent.
+	if _, err := netcheck.ParseAddrs(req.Addrs); err != nil {
+		return err
+	}
+	if o.Foreground {
+		return claimForeground(ctx, d, o, req)
+	}
+	resp, err := claimViaAgent(ctx, d, o, req)
+	if err != nil {
+		return err
+	}
+	return printClaims(d, o.JSON, resp.Claims)
+}
+
+func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) (api.ClaimResponse, error) {
+	c := d.client()
+	resp, err := c.Claim(ctx, req)
+	if !errors.Is(err, api.ErrUnreachable) {
+		return resp, err
+	}
+	if o.NoAutostart {
+		return resp, err
+	}
+	if err := d.startAgent(ctx, o.Rate); err != nil {
+		return resp, err
+	}
+	return c.Claim(ctx, req)
+}
+
+func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) error {
+	plan, err := req.Validate(d.sys)
 	if err != nil {
 		return err
 	}
@@ -156,32 +205,47 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	if err != nil {
 		return err
 	}
-	p.cfg.Log = log
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return holdForeground(ctx, d, p)
-}
-
-// holdForeground runs an engine for the plan until ctx ends, then releases
-// every claim.
-func holdForeground(ctx context.Context, d *deps, p claimPlan) error {
-	eng := announce.NewEngine(p.cfg)
-	runCtx, cancel := context.WithCancel(ctx)
+	cfg := announce.EngineConfig{Burst: announce.SchedulerConfig{Rate: o.Rate}, Log: log}
+	if o.Assign {
+		a, err := assign.New(nil)
+		if err != nil {
+			return fmt.Errorf("open netlink to add addresses: %w", err)
+		}
+		cfg.Assigner = a
+	}
+	eng := announce.NewEngine(cfg)
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- eng.Run(runCtx) }()
 	stopEngine := func() error {
 		cancel()
 		return <-done
 	}
-	st, err := eng.Claim(ctx, p.requests)
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	waitWatch := agent.FollowInterfaces(watchCtx, eng, log)
+	defer func() {
+		stopWatch()
+		waitWatch()
+	}()
+	st, err := eng.Claim(ctx, plan.Requests, plan.Options)
 	if err != nil {
-		stopEngine()
+		_ = stopEngine()
 		if ctx.Err() != nil {
 			return nil // interrupted before the claim went live: nothing is held
 		}
 		return err
 	}
-	printClaims(d, st)
+	now := time.Now()
+	claims := make([]api.Claim, len(st))
+	for i, s := range st {
+		claims[i] = api.ClaimFromStatus(s, now, eng.Config())
+	}
+	if err := printClaims(d, o.JSON, claims); err != nil {
+		_ = stopEngine()
+		return err
+	}
 	<-ctx.Done()
 	if err := stopEngine(); err != nil {
 		return fmt.Errorf("release on exit: %w", err)
@@ -189,10 +253,19 @@ func holdForeground(ctx context.Context, d *deps, p claimPlan) error {
 	return nil
 }
 
-func printClaims(d *deps, st []announce.Status) {
-	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
-	for _, s := range st {
-		fmt.Fprintf(w, "claimed\t%s\ton %s\tas %s\n", s.Addr, s.Interface, s.MAC)
+func printClaims(d *deps, asJSON bool, claims []api.Claim) error {
+	if asJSON {
+		enc := json.NewEncoder(d.io.Out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(api.ClaimResponse{Claims: claims})
 	}
-	w.Flush()
+	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
+	for _, c := range claims {
+		verb := "claimed"
+		if !c.RefreshedAt.Equal(c.ClaimedAt) {
+			verb = "refreshed"
+		}
+		fmt.Fprintf(w, "%s\t%s\ton %s\tas %s\n", verb, c.Addr, c.Interface, c.MAC)
+	}
+	return w.Flush()
 }

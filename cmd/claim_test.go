@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -73,9 +74,11 @@ func TestClaimFlags(t *testing.T) {
 			Addrs: []string{"192.0.2.10"}, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
 			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate}},
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
-			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s"}, claimOptions{
-			Addrs: []string{"192.0.2.10", "2001:db8::10"}, Interface: "eth0", Foreground: true, Window: 2 * time.Second,
-			Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100, RefreshEvery: 30 * time.Second}},
+			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
+			"--assign", "--json", "--no-autostart", "-f", "vips.txt"}, claimOptions{
+			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
+			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
+			RefreshEvery: 30 * time.Second, Assign: true, windowSet: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -92,7 +95,7 @@ func TestClaimFlags(t *testing.T) {
 	}
 }
 
-func TestClaimPlan(t *testing.T) {
+func TestClaimValidate(t *testing.T) {
 	base := func(addrs ...string) claimOptions {
 		return claimOptions{Addrs: addrs, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
 			Frames: announce.DefaultFrames.String(), Rate: announce.DefaultRate}
@@ -112,16 +115,20 @@ func TestClaimPlan(t *testing.T) {
 			[]announce.Request{{Addr: netip.MustParseAddr("203.0.113.10"), Interface: "eth1"}}, ""},
 		{"no route and no -i", base("203.0.113.10"), nil, "pass -i"},
 		{"IPv6 where it is off", with(base("2001:db8::10"), func(o *claimOptions) { o.Interface = "eth1" }), nil, "IPv6 is turned off on eth1"},
-		{"negative window", with(base("192.0.2.10"), func(o *claimOptions) { o.Window = -time.Second }), nil, "--window -1s is negative"},
-		{"interval too short", with(base("192.0.2.10"), func(o *claimOptions) { o.Interval = time.Millisecond }), nil, "--interval 1ms is too short"},
+		{"negative window", with(base("192.0.2.10"), func(o *claimOptions) { o.Window = -time.Second }), nil, "window -1s is negative"},
+		{"interval too short", with(base("192.0.2.10"), func(o *claimOptions) { o.Interval = time.Millisecond }), nil, "interval 1ms is too short"},
 		{"rate zero", with(base("192.0.2.10"), func(o *claimOptions) { o.Rate = 0 }), nil, "--rate 0 must be positive"},
-		{"refresh too often", with(base("192.0.2.10"), func(o *claimOptions) { o.RefreshEvery = time.Millisecond }), nil, "--refresh-every 1ms is too short"},
+		{"refresh too often", with(base("192.0.2.10"), func(o *claimOptions) { o.RefreshEvery = time.Millisecond }), nil, "refresh-every 1ms is too short"},
 		{"no NA kind for IPv6", with(base("2001:db8::10"), func(o *claimOptions) { o.Frames = "arp-request" }), nil, "add na or na-routers"},
 		{"bad frame kind", with(base("192.0.2.10"), func(o *claimOptions) { o.Frames = "arp" }), nil, `unknown frame kind "arp"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, err := tt.opts.plan(fakeSys{})
+			req, err := tt.opts.request(strings.NewReader(""))
+			var p api.Plan
+			if err == nil {
+				p, err = req.Validate(fakeSys{})
+			}
 			if tt.wantErr != "" {
 				code, _ := exitCode(err)
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || code != ExitBadInput {
@@ -132,21 +139,40 @@ func TestClaimPlan(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if fmt.Sprint(p.requests) != fmt.Sprint(tt.want) {
-				t.Errorf("got requests %v, want %v", p.requests, tt.want)
+			if fmt.Sprint(p.Requests) != fmt.Sprint(tt.want) {
+				t.Errorf("got requests %v, want %v", p.Requests, tt.want)
 			}
 		})
 	}
 }
 
-func TestClaimPlanWindowZeroIsOneRound(t *testing.T) {
-	o := claimOptions{Addrs: []string{"192.0.2.10"}, Interval: time.Second, Frames: "arp-request", Rate: 1}
-	p, err := o.plan(fakeSys{})
+func TestClaimWindowZeroIsOneRound(t *testing.T) {
+	o := claimOptions{Addrs: []string{"192.0.2.10"}, Interval: time.Second, Frames: "arp-request", Rate: 1, windowSet: true}
+	req, err := o.request(strings.NewReader(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := p.cfg.Burst.Window; w <= 0 || w >= o.Interval {
+	p, err := req.Validate(fakeSys{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := p.Options.Window; w <= 0 || w >= o.Interval {
 		t.Errorf("got window %v, want a positive window shorter than the interval", w)
+	}
+}
+
+func TestClaimReadsAddressFile(t *testing.T) {
+	o := claimOptions{Addrs: []string{"192.0.2.10"}, File: "-", Rate: 1}
+	req, err := o.request(strings.NewReader("# maintenance VIPs\n192.0.2.11 192.0.2.12\n\n2001:db8::10  # v6\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"192.0.2.10", "192.0.2.11", "192.0.2.12", "2001:db8::10"}; fmt.Sprint(req.Addrs) != fmt.Sprint(want) {
+		t.Errorf("got %v, want %v", req.Addrs, want)
+	}
+	o.File = "-"
+	if _, err := o.request(strings.NewReader("# nothing\n")); err == nil {
+		t.Error("an empty file: want an error")
 	}
 }
 
@@ -159,7 +185,12 @@ func TestExitCodes(t *testing.T) {
 	}{
 		{"no address", []string{"claim", "--foreground"}, ExitBadInput, "needs at least one address"},
 		{"bad address", []string{"claim", "192.0.2.300", "--foreground"}, ExitBadInput, "is not an IP address"},
-		{"no foreground", []string{"claim", "192.0.2.10"}, ExitBadInput, "pass --foreground"},
+		{"no agent and no autostart", []string{"claim", "192.0.2.10", "--no-autostart", "--socket", "/nonexistent/vip.sock"}, ExitUnreachable, "no vip agent answers"},
+		{"status without an agent", []string{"status", "--socket", "/nonexistent/vip.sock"}, ExitUnreachable, "sudo vip agent"},
+		{"release without an agent is idempotent", []string{"release", "192.0.2.10", "--socket", "/nonexistent/vip.sock"}, ExitOK, "nothing is held"},
+		{"release --strict without an agent", []string{"release", "192.0.2.10", "--strict", "--socket", "/nonexistent/vip.sock"}, ExitFailure, "not held"},
+		{"release needs an address", []string{"release"}, ExitBadInput, "--all"},
+		{"release garbage", []string{"release", "nope"}, ExitBadInput, "not an IP address"},
 		{"unknown flag", []string{"claim", "192.0.2.10", "--nope"}, ExitBadInput, "vip claim --help"},
 		{"unknown command", []string{"steal"}, ExitBadInput, `unknown command "steal"`},
 		{"bad log level", []string{"claim", "192.0.2.10", "--foreground", "--log-level", "loud"}, ExitBadInput, "--log-level"},

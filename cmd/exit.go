@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -44,12 +45,24 @@ func (e *permissionError) Unwrap() error { return e.err }
 
 // exitCode maps err to the exit code and wraps it for display.
 func exitCode(err error) (ExitCode, error) {
-	var in *inputError
+	var (
+		in     *inputError
+		remote *api.RemoteError
+	)
 	switch {
 	case err == nil:
 		return ExitOK, nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
+	case errors.As(err, &remote):
+		if remote.Code == api.CodeBadInput || remote.Code == api.CodeTooLarge {
+			return ExitBadInput, err
+		}
+		return ExitFailure, err
+	case errors.Is(err, api.ErrUnreachable):
+		return ExitUnreachable, fmt.Errorf("%w: start one with \"sudo vip agent\", or let vip claim start one (without --no-autostart)", err)
+	case errors.Is(err, api.ErrSocketDenied):
+		return ExitUnreachable, fmt.Errorf("%w: run vip with sudo, or have the agent started with --group and join that group", err)
 	case errors.Is(err, os.ErrPermission):
 		return ExitFailure, &permissionError{err: err}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -33,7 +34,11 @@ type deps struct {
 
 	logFormat string
 	logLevel  string
+	socket    string
 }
+
+// client returns a client of the agent on the --socket.
+func (d *deps) client() *api.Client { return api.NewClient(d.socket) }
 
 // logger builds the slog logger the global flags ask for, writing to the
 // error stream so that standard output stays for results.
@@ -71,10 +76,22 @@ switches and neighbours learn the new owner at once.`,
 	root.SetErr(d.io.ErrOut)
 	root.PersistentFlags().StringVar(&d.logFormat, "log-format", "text", "log format: text or json")
 	root.PersistentFlags().StringVar(&d.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	defSocket := os.Getenv(api.SocketEnv)
+	if defSocket == "" {
+		defSocket = api.DefaultSocket
+	}
+	root.PersistentFlags().StringVar(&d.socket, "socket", defSocket, "the agent's unix socket (env "+api.SocketEnv+")")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return &inputError{err: fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
 	})
-	root.AddCommand(newClaimCmd(d, nil))
+	root.AddCommand(
+		newClaimCmd(d, nil),
+		newReleaseCmd(d),
+		newRefreshCmd(d),
+		newStatusCmd(d),
+		newEventsCmd(d),
+		newAgentCmd(d),
+	)
 	return root
 }
 

@@ -54,26 +54,26 @@ var ErrNoInterface = errors.New("no such interface")
 // address and does ARP.
 func CheckInterface(sys System, name string) (Link, error) {
 	if name == "" {
-		return Link{}, invalidf("empty interface name: pass -i with an interface such as eth0")
+		return Link{}, Invalidf("empty interface name: pass -i with an interface such as eth0")
 	}
 	l, err := sys.Link(name)
 	if errors.Is(err, ErrNoInterface) {
-		return Link{}, invalidf("interface %q does not exist: list the interfaces with \"ip link\"", name)
+		return Link{}, Invalidf("interface %q does not exist: list the interfaces with \"ip link\"", name)
 	}
 	if err != nil {
 		return Link{}, fmt.Errorf("look up interface %s: %w", name, err)
 	}
 	switch {
 	case l.Loopback:
-		return Link{}, invalidf("interface %s is a loopback interface: pick the interface on the segment where the address should live", name)
+		return Link{}, Invalidf("interface %s is a loopback interface: pick the interface on the segment where the address should live", name)
 	case len(l.MAC) != 6:
-		return Link{}, invalidf("interface %s has no Ethernet address, so nobody can resolve an address to it: pick an Ethernet interface", name)
+		return Link{}, Invalidf("interface %s has no Ethernet address, so nobody can resolve an address to it: pick an Ethernet interface", name)
 	case l.NoARP:
-		return Link{}, invalidf("interface %s has ARP turned off (NOARP): turn it on with \"ip link set %s arp on\" or pick another interface", name, name)
+		return Link{}, Invalidf("interface %s has ARP turned off (NOARP): turn it on with \"ip link set %s arp on\" or pick another interface", name, name)
 	case !l.Up:
-		return Link{}, invalidf("interface %s is down: bring it up with \"ip link set %s up\"", name, name)
+		return Link{}, Invalidf("interface %s is down: bring it up with \"ip link set %s up\"", name, name)
 	case !l.Carrier:
-		return Link{}, invalidf("interface %s has no carrier (its link is down): check the cable or its peer, then try again", name)
+		return Link{}, Invalidf("interface %s has no carrier (its link is down): check the cable or its peer, then try again", name)
 	}
 	return l, nil
 }
@@ -83,12 +83,18 @@ func CheckInterface(sys System, name string) (Link, error) {
 // IPv6 is turned off.
 func CheckAddrOnLink(a netip.Addr, l Link) error {
 	if a.Is6() && l.IPv6Disabled {
-		return invalidf("IPv6 is turned off on %s: turn it on with \"sysctl net.ipv6.conf.%s.disable_ipv6=0\" or claim an IPv4 address", l.Name, l.Name)
+		return Invalidf("IPv6 is turned off on %s: turn it on with \"sysctl net.ipv6.conf.%s.disable_ipv6=0\" or claim an IPv4 address", l.Name, l.Name)
 	}
 	if a.Is4() {
 		for _, p := range l.Prefixes {
-			if p.Addr().Is4() && p.Bits() <= 30 && p.Contains(a) && a == lastAddr(p) {
-				return invalidf("%s is the broadcast address of %s on %s and cannot be claimed", a, p.Masked(), l.Name)
+			if !p.Addr().Is4() || p.Bits() > 30 || !p.Contains(a) {
+				continue
+			}
+			switch a {
+			case lastAddr(p):
+				return Invalidf("%s is the broadcast address of %s on %s and cannot be claimed", a, p.Masked(), l.Name)
+			case p.Masked().Addr():
+				return Invalidf("%s is the network address of %s on %s, which some hosts treat as broadcast: claim a host address", a, p.Masked(), l.Name)
 			}
 		}
 	}
@@ -106,34 +112,62 @@ func lastAddr(p netip.Prefix) netip.Addr {
 // It fails, asking for -i, when none does or when several do: a guess could
 // claim the address on the wrong segment.
 func PickInterface(sys System, a netip.Addr) (string, error) {
+	p, err := NewPicker(sys)
+	if err != nil {
+		return "", fmt.Errorf("find the interface for %s: %w", a, err)
+	}
+	return p.Pick(a)
+}
+
+// Picker picks interfaces for many addresses from one reading of the routes.
+type Picker struct {
+	sys    System
+	routes []Route
+	names  map[int]string // interface names by index; "" for loopback
+}
+
+// NewPicker reads the connected routes once.
+func NewPicker(sys System) (*Picker, error) {
 	routes, err := sys.ConnectedRoutes()
 	if err != nil {
-		return "", fmt.Errorf("list routes to find the interface for %s: %w", a, err)
+		return nil, fmt.Errorf("list routes to find interfaces: %w", err)
 	}
+	return &Picker{sys: sys, routes: routes, names: map[int]string{}}, nil
+}
+
+// Pick works as PickInterface.
+func (p *Picker) Pick(a netip.Addr) (string, error) {
 	var names []string
 	seen := map[int]bool{}
-	for _, r := range routes {
+	for _, r := range p.routes {
 		if !r.Dst.Contains(a) || seen[r.LinkIndex] {
 			continue
 		}
 		seen[r.LinkIndex] = true
-		l, err := sys.LinkByIndex(r.LinkIndex)
-		if err != nil {
-			continue
+		name, ok := p.names[r.LinkIndex]
+		if !ok {
+			l, err := p.sys.LinkByIndex(r.LinkIndex)
+			if err != nil {
+				// Skipping it could leave one confident, wrong answer.
+				return "", fmt.Errorf("find the interface for %s: look up interface %d: %w", a, r.LinkIndex, err)
+			}
+			if !l.Loopback {
+				name = l.Name
+			}
+			p.names[r.LinkIndex] = name
 		}
-		if l.Loopback {
-			continue
+		if name != "" {
+			names = append(names, name)
 		}
-		names = append(names, l.Name)
 	}
 	slices.Sort(names)
 	switch len(names) {
 	case 0:
-		return "", invalidf("no interface has %s on a connected route: pass -i IFACE to say where to claim it", a)
+		return "", Invalidf("no interface has %s on a connected route: pass -i IFACE to say where to claim it", a)
 	case 1:
 		return names[0], nil
 	}
-	return "", invalidf("%s is on-link on %s: pass -i to choose one", a, strings.Join(names, " and "))
+	return "", Invalidf("%s is on-link on %s and %s: pass -i to choose one", a, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
 }
 
 // Netlink is the System of the running host, read through rtnetlink.

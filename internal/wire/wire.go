@@ -57,6 +57,9 @@ var (
 	ErrHopLimit    = errors.New("hop limit is not 255")
 	ErrChecksum    = errors.New("bad ICMPv6 checksum")
 	ErrBadICMPCode = errors.New("ICMPv6 code is not 0")
+	// ErrBadMessage is a neighbor solicitation or advertisement that passed
+	// the IP and ICMP checks but whose body does not parse.
+	ErrBadMessage = errors.New("malformed NDP message")
 )
 
 // MulticastMAC returns the Ethernet address that IPv6 multicast group g maps
@@ -169,7 +172,7 @@ func ParseNDP(frame []byte) (NDPFrameInfo, error) {
 	}
 	m, err := ndp.ParseMessage(icmp)
 	if err != nil {
-		return info, fmt.Errorf("%w: %v", ErrNotNDP, err)
+		return info, fmt.Errorf("%w: %v", ErrBadMessage, err)
 	}
 	info.Message = m
 	return info, nil

@@ -598,11 +598,11 @@ func TestParseNDPRejects(t *testing.T) {
 		{"hop-by-hop header first", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen+6] = 0 }), wire.ErrNotNDP},
 		{"echo request", spec(func(s *ndpSpec) { s.typ, s.body = 128, []byte{0, 1, 0, 1} }), wire.ErrNotNDP},
 		{"router advertisement", spec(func(s *ndpSpec) { s.typ, s.body = 134, make([]byte, 12) }), wire.ErrNotNDP},
-		{"solicitation too short for a target", spec(func(s *ndpSpec) { s.body = make([]byte, 12) }), wire.ErrNotNDP},
+		{"solicitation too short for a target", spec(func(s *ndpSpec) { s.body = make([]byte, 12) }), wire.ErrBadMessage},
 		{"option of length 0", spec(func(s *ndpSpec) {
 			s.body = append(append(make([]byte, 4), vip6.AsSlice()...), 1, 0, 0, 0, 0, 0, 0, 0)
-		}), wire.ErrNotNDP},
-		{"IPv4-mapped target", spec(func(s *ndpSpec) { s.target = netip.AddrFrom16(vip4.As16()) }), wire.ErrNotNDP},
+		}), wire.ErrBadMessage},
+		{"IPv4-mapped target", spec(func(s *ndpSpec) { s.target = netip.AddrFrom16(vip4.As16()) }), wire.ErrBadMessage},
 		{"payload length one more than the frame", mutate(ns, setPayloadLen(uint16(len(ns)-wire.ICMPv6Offset+1))), wire.ErrTruncated},
 		{"payload length 65535", mutate(ns, setPayloadLen(0xffff)), wire.ErrTruncated},
 		{"payload length 0", mutate(ns, setPayloadLen(0)), wire.ErrTruncated},

@@ -1,0 +1,217 @@
+package announce
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeAssigner records the addresses it added and removed; have lists the
+// addresses the interfaces already had.
+type fakeAssigner struct {
+	mu      sync.Mutex
+	have    map[netip.Addr]bool
+	added   []netip.Addr
+	removed []netip.Addr
+	addErr  error
+}
+
+func (f *fakeAssigner) Add(_ string, a netip.Addr) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.addErr != nil {
+		return false, f.addErr
+	}
+	if f.have[a] {
+		return false, nil
+	}
+	f.have[a] = true
+	f.added = append(f.added, a)
+	return true, nil
+}
+
+func (f *fakeAssigner) Remove(_ string, a netip.Addr) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.have, a)
+	f.removed = append(f.removed, a)
+	return nil
+}
+
+func (f *fakeAssigner) removedList() []netip.Addr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]netip.Addr(nil), f.removed...)
+}
+
+func newAssignHarness(t *testing.T, have ...netip.Addr) (*engineHarness, *fakeAssigner) {
+	t.Helper()
+	fa := &fakeAssigner{have: map[netip.Addr]bool{}}
+	for _, a := range have {
+		fa.have[a] = true
+	}
+	h := newEngineHarness(t, nil)
+	h.e.cfg.Assigner = fa
+	return h, fa
+}
+
+func TestEngineAssign(t *testing.T) {
+	h, fa := newAssignHarness(t, b4) // b4 was on the interface before vip
+	st, err := h.claimWith(t, ClaimOptions{Assign: true}, Request{a4, "eth0"}, Request{b4, "eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st[0].AddedAddress || st[1].AddedAddress {
+		t.Errorf("got added %v and %v, want a4 added by vip and b4 not", st[0].AddedAddress, st[1].AddedAddress)
+	}
+	if _, _, err := h.e.Release(context.Background(), []netip.Addr{a4, b4}); err != nil {
+		t.Fatal(err)
+	}
+	if got := fa.removedList(); len(got) != 1 || got[0] != a4 {
+		t.Errorf("got removed %v, want only a4: never remove an address vip did not add", got)
+	}
+}
+
+func TestEngineAssignRollsBack(t *testing.T) {
+	h, fa := newAssignHarness(t)
+	// The hold fails after the address was added: it must be removed again.
+	if _, err := h.claim(t, Request{b4, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	h.ports["eth0"].holdErr = errors.New("no")
+	if _, err := h.claimWith(t, ClaimOptions{Assign: true}, Request{a4, "eth0"}); err == nil {
+		t.Fatal("want an error")
+	}
+	if got := fa.removedList(); len(got) != 1 || got[0] != a4 {
+		t.Errorf("got removed %v, want a4 removed by the rollback", got)
+	}
+	if len(h.e.Status()) != 1 {
+		t.Error("want only b4 held")
+	}
+}
+
+func TestEngineAssignNeedsAnAssigner(t *testing.T) {
+	h := newEngineHarness(t, nil)
+	if _, err := h.claimWith(t, ClaimOptions{Assign: true}, Request{a4, "eth0"}); !errors.Is(err, ErrNoAssigner) {
+		t.Errorf("got %v, want ErrNoAssigner", err)
+	}
+}
+
+func stateOf(t *testing.T, e *Engine, a netip.Addr) string {
+	t.Helper()
+	st := e.Status(a)
+	if len(st) != 1 {
+		t.Fatalf("%s is not held", a)
+	}
+	return st[0].State
+}
+
+func TestEngineFollowsInterface(t *testing.T) {
+	h := newEngineHarness(t, nil)
+	events, cancel := h.e.Subscribe(100)
+	defer cancel()
+	if _, err := h.claim(t, Request{a4, "eth0"}, Request{a6, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	eth0 := h.ports["eth0"]
+	rounds := eth0.rounds()
+
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: false})
+	if s := stateOf(t, h.e, a4); s != StateWaiting {
+		t.Errorf("link down: got state %s, want %s", s, StateWaiting)
+	}
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true})
+	if s := stateOf(t, h.e, a4); s != StateAnnouncing {
+		t.Errorf("link up: got state %s, want %s (burst re-armed)", s, StateAnnouncing)
+	}
+	waitFor(t, func() bool { return eth0.rounds() >= rounds+2 }, "a new first round for both addresses after link up")
+
+	// A new MAC: the port is reopened and the burst re-armed.
+	newMAC := net.HardwareAddr{2, 0, 0, 0, 0, 0x99}
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: newMAC, Up: true})
+	if !eth0.isClosed() {
+		t.Error("MAC change: want the old port closed")
+	}
+	if p := h.ports["eth0"]; p == eth0 || !p.isHeld(a4) || !p.isHeld(a6) {
+		t.Error("MAC change: want a new port holding both addresses")
+	}
+
+	// Deleted: the claims wait; an interface of the same name brings them back.
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Deleted: true})
+	if s := stateOf(t, h.e, a6); s != StateWaiting {
+		t.Errorf("deleted: got state %s, want %s", s, StateWaiting)
+	}
+	if !h.ports["eth0"].isClosed() {
+		t.Error("deleted: want the port closed")
+	}
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 9, MAC: newMAC, Up: true})
+	if s := stateOf(t, h.e, a6); s != StateAnnouncing {
+		t.Errorf("returned: got state %s, want %s", s, StateAnnouncing)
+	}
+	var kinds []EventKind
+	for len(events) > 0 {
+		kinds = append(kinds, (<-events).Kind)
+	}
+	var ifaceEvents int
+	for _, k := range kinds {
+		if k == EventInterface {
+			ifaceEvents++
+		}
+	}
+	if ifaceEvents != 5 {
+		t.Errorf("got events %v, want 5 interface events (down, up, MAC, deleted, returned)", kinds)
+	}
+}
+
+func TestEngineAdopt(t *testing.T) {
+	h := newEngineHarness(t, map[string]error{"eth1": errors.New("gone")})
+	h.e.cfg.Assigner = &fakeAssigner{have: map[netip.Addr]bool{a4: true}}
+	old := t0.Add(-time.Hour)
+	st, err := h.e.Adopt(context.Background(), []Claim{
+		{Addr: a4, Interface: "eth0", ClaimedAt: old, RefreshedAt: old, Options: ClaimOptions{Assign: true}, AddedAddress: true},
+		{Addr: a6, Interface: "eth1", ClaimedAt: old, RefreshedAt: old},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st[0].ClaimedAt.Equal(old) || !st[0].RefreshedAt.Equal(t0) || !st[0].AddedAddress || st[0].State != StateAnnouncing {
+		t.Errorf("adopted a4: got %+v, want its old ClaimedAt, a fresh burst and AddedAddress kept (vip added it before the crash)", st[0])
+	}
+	if st[1].State != StateWaiting {
+		t.Errorf("adopted a6 on a missing interface: got %s, want %s", st[1].State, StateWaiting)
+	}
+}
+
+func TestEventsLostAreCounted(t *testing.T) {
+	h := newHub()
+	ch, cancel := h.subscribe(2)
+	defer cancel()
+	for range 5 {
+		h.publish(Event{Kind: EventClaim})
+	}
+	<-ch
+	<-ch
+	h.publish(Event{Kind: EventRelease})
+	if ev := <-ch; ev.Kind != EventLost || ev.Count != 3 {
+		t.Errorf("got %+v, want a lost event counting 3", ev)
+	}
+	h.publish(Event{Kind: EventRelease})
+	if ev := <-ch; ev.Kind != EventRelease {
+		t.Errorf("got %+v, want the release event after the lost marker", ev)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -1,0 +1,149 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/agent"
+	"github.com/vipctl/vip/internal/api"
+)
+
+type agentOptions struct {
+	Group       string
+	Clean       bool
+	Autostarted bool
+	Rate        float64
+	LogFile     string
+}
+
+func newAgentCmd(d *deps) *cobra.Command {
+	o := &agentOptions{}
+	c := &cobra.Command{
+		Use:   "agent",
+		Short: "Hold claims for the other commands, serving them on a unix socket",
+		Long: `Agent holds the claims that vip claim, refresh and release manage, serves
+them an HTTP API with JSON on a unix socket (--socket, default ` + api.DefaultSocket + `),
+and follows interface changes: a claim waits while its interface is down or
+gone, and its burst re-arms when the interface returns or changes MAC.
+
+The agent records its claims in a state file beside the socket. After a crash
+a new agent re-adopts them with a fresh burst; with --clean it only removes
+what the crashed agent left (addresses it added, the state file) and exits.
+
+SIGINT or SIGTERM releases every claim and removes the addresses the agent
+added. The socket is for root alone unless --group opens it to one group.`,
+		Example: `  sudo vip agent
+  sudo vip agent --socket /run/vip/test.sock --group vip`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return runAgent(c.Context(), d, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.Group, "group", "", "let members of GROUP use the agent besides root")
+	f.BoolVar(&o.Clean, "clean", false, "remove what a crashed agent left behind and exit, without re-adopting its claims")
+	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together")
+	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
+	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
+	_ = f.MarkHidden("autostarted")
+	return c
+}
+
+func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
+	if o.Rate <= 0 {
+		return badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
+	}
+	if o.LogFile != "" {
+		f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return fmt.Errorf("open the log file: %w", err)
+		}
+		defer f.Close()
+		d.io.ErrOut = f
+	}
+	log, err := d.logger()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	return agent.Run(ctx, agent.Config{
+		Socket:      d.socket,
+		Group:       o.Group,
+		Clean:       o.Clean,
+		Autostarted: o.Autostarted,
+		Rate:        o.Rate,
+		Version:     versionString(),
+		Sys:         d.sys,
+		Log:         log,
+	})
+}
+
+// agentStartTimeout bounds how long claim waits for an agent it started.
+const agentStartTimeout = 10 * time.Second
+
+// startAgent starts an agent in the background, in its own session with
+// its logs in a file beside the socket, and waits until it answers.
+func (d *deps) startAgent(ctx context.Context, rate float64) error {
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find the vip binary to start an agent: %w", err)
+	}
+	paths := agent.PathsFor(d.socket)
+	if err := os.MkdirAll(dirOf(paths.Log), 0o755); err != nil {
+		return fmt.Errorf("start an agent: %w", err)
+	}
+	args := []string{"agent", "--autostarted", "--socket", d.socket, "--log-file", paths.Log,
+		"--log-format", d.logFormat, "--log-level", d.logLevel, "--rate", fmt.Sprint(rate)}
+	cmd := exec.Command(exe, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start an agent: %w", err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	deadline := time.NewTimer(agentStartTimeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	c := d.client()
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Status(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, api.ErrUnreachable) {
+			return fmt.Errorf("the agent started on %s does not answer: %w", d.socket, err)
+		}
+		select {
+		case err := <-exited:
+			return fmt.Errorf("the agent started on %s exited (%v): see %s", d.socket, err, paths.Log)
+		case <-deadline.C:
+			return fmt.Errorf("the agent started on %s did not answer within %v: see %s", d.socket, agentStartTimeout, paths.Log)
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+func dirOf(path string) string {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i] == '/' {
+			return path[:i]
+		}
+	}
+	return "."
+}

@@ -1,0 +1,262 @@
+package cmd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/internal/api"
+)
+
+// errNotHeld makes release --strict and refresh fail: exit 1.
+var errNotHeld = errors.New("not held")
+
+type addrsOptions struct {
+	All    bool
+	Strict bool
+	JSON   bool
+}
+
+func (o *addrsOptions) request(args []string) (api.AddrsRequest, error) {
+	switch {
+	case o.All && len(args) > 0:
+		return api.AddrsRequest{}, badInput("give addresses or --all, not both")
+	case !o.All && len(args) == 0:
+		return api.AddrsRequest{}, badInput("name at least one address, or --all")
+	}
+	r := api.AddrsRequest{Addrs: args, All: o.All}
+	if _, err := api.ParseAddrsRequest(r); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+func newReleaseCmd(d *deps) *cobra.Command {
+	o := &addrsOptions{}
+	c := &cobra.Command{
+		Use:   "release ADDR... | --all",
+		Short: "Give addresses up: stop answering for them at once",
+		Long: `Release stops answering for each address at once, ends its gratuitous window,
+leaves its multicast group and removes the address from the interface if
+--assign added it.
+
+Releasing an address that is not held is not an error (exit 0, with a note),
+so scripts can run it twice; --strict makes it exit 1 instead.`,
+		Example: `  sudo vip release 192.0.2.10
+  sudo vip release --all`,
+		ValidArgsFunction: heldCompletion(d),
+		RunE: func(c *cobra.Command, args []string) error {
+			req, err := o.request(args)
+			if err != nil {
+				return err
+			}
+			resp, err := d.client().Release(c.Context(), req)
+			if errors.Is(err, api.ErrUnreachable) {
+				// No agent: nothing is held.
+				resp, err = api.ReleaseResponse{Released: []string{}, NotHeld: req.Addrs}, nil
+				fmt.Fprintf(d.io.ErrOut, "vip: no agent answers on %s, so nothing is held\n", d.socket)
+			}
+			if err != nil {
+				return err
+			}
+			if o.JSON {
+				if err := writeJSON(d, resp); err != nil {
+					return err
+				}
+			} else {
+				for _, a := range resp.Released {
+					fmt.Fprintf(d.io.Out, "released %s\n", a)
+				}
+				for _, a := range resp.NotHeld {
+					fmt.Fprintf(d.io.ErrOut, "vip: %s was not held\n", a)
+				}
+			}
+			if o.Strict && len(resp.NotHeld) > 0 {
+				return fmt.Errorf("%d address(es) %w", len(resp.NotHeld), errNotHeld)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&o.All, "all", false, "release every held address")
+	c.Flags().BoolVar(&o.Strict, "strict", false, "exit 1 when an address was not held")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	return c
+}
+
+func newRefreshCmd(d *deps) *cobra.Command {
+	o := &addrsOptions{}
+	c := &cobra.Command{
+		Use:   "refresh ADDR... | --all",
+		Short: "Re-arm the gratuitous burst of held addresses",
+		Long: `Refresh re-opens the gratuitous window of each held address from now, as
+claiming it again would: the way to re-assert ownership after a split brain or
+when a slow node rejoins. An address that is not held makes it exit 1.`,
+		Example:           `  sudo vip refresh --all`,
+		ValidArgsFunction: heldCompletion(d),
+		RunE: func(c *cobra.Command, args []string) error {
+			req, err := o.request(args)
+			if err != nil {
+				return err
+			}
+			resp, err := d.client().Refresh(c.Context(), req)
+			if err != nil {
+				return err
+			}
+			if o.JSON {
+				if err := writeJSON(d, resp); err != nil {
+					return err
+				}
+			} else {
+				for _, a := range resp.Refreshed {
+					fmt.Fprintf(d.io.Out, "refreshed %s\n", a)
+				}
+			}
+			if len(resp.NotHeld) > 0 {
+				return fmt.Errorf("%v %w: claim it first", resp.NotHeld, errNotHeld)
+			}
+			return nil
+		},
+	}
+	c.Flags().BoolVar(&o.All, "all", false, "refresh every held address")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
+	return c
+}
+
+func newStatusCmd(d *deps) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "status",
+		Short: "Show every claim the agent holds",
+		Long: `Status lists every claim: address, interface, MAC, state (announcing while
+a gratuitous window runs, holding, waiting while its interface is down or
+gone), time since the last claim or refresh, window remaining, requests
+answered and gratuitous frames sent.`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(c *cobra.Command, _ []string) error {
+			st, err := d.client().Status(c.Context())
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return writeJSON(d, st)
+			}
+			return printStatus(d, st, time.Now())
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return c
+}
+
+func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
+	if len(st.Claims) == 0 {
+		fmt.Fprintf(d.io.Out, "no claims (agent pid %d on %s)\n", st.Agent.PID, st.Agent.Socket)
+		return nil
+	}
+	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ADDRESS\tINTERFACE\tMAC\tSTATE\tREFRESHED\tWINDOW\tANSWERED\tGRATUITOUS")
+	for _, c := range st.Claims {
+		window := "-"
+		if c.WindowRemaining > 0 {
+			window = time.Duration(c.WindowRemaining).Round(100 * time.Millisecond).String()
+		}
+		mac := c.MAC
+		if mac == "" {
+			mac = "-"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s ago\t%s\t%d\t%d\n", c.Addr, c.Interface, mac, c.State,
+			now.Sub(c.RefreshedAt).Round(time.Second), window, c.Answered, c.GratuitousFrames)
+	}
+	return w.Flush()
+}
+
+func newEventsCmd(d *deps) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:   "events",
+		Short: "Follow the agent's events: claims, refreshes, releases, bursts, interfaces",
+		Long: `Events prints the agent's events as they happen, one a line, until
+interrupted: claim, refresh, release, burst-start, burst-end, interface and
+conflict. With --json each line is a JSON object.`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(c *cobra.Command, _ []string) error {
+			ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			s, err := d.client().Events(ctx)
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			enc := json.NewEncoder(d.io.Out)
+			for {
+				ev, err := s.Next()
+				if err != nil {
+					if ctx.Err() != nil {
+						return nil
+					}
+					return fmt.Errorf("the agent ended the event stream: %w", err)
+				}
+				if asJSON {
+					if err := enc.Encode(ev); err != nil {
+						return err
+					}
+					continue
+				}
+				fmt.Fprintln(d.io.Out, formatEvent(ev))
+			}
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON object")
+	return c
+}
+
+func formatEvent(ev api.Event) string {
+	s := ev.Time.Format("15:04:05.000") + " " + string(ev.Kind)
+	if ev.Addr.IsValid() {
+		s += " " + ev.Addr.String()
+	}
+	if ev.Interface != "" {
+		s += " on " + ev.Interface
+	}
+	if ev.MAC != "" {
+		s += " mac " + ev.MAC
+	}
+	if ev.Rounds > 0 {
+		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
+	}
+	if ev.Message != "" {
+		s += ": " + ev.Message
+	}
+	return s
+}
+
+func writeJSON(d *deps, v any) error {
+	enc := json.NewEncoder(d.io.Out)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// heldCompletion completes the addresses the agent holds.
+func heldCompletion(d *deps) func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
+	return func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
+		ctx, cancel := context.WithTimeout(c.Context(), time.Second)
+		defer cancel()
+		st, err := d.client().Status(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		out := make([]string, len(st.Claims))
+		for i, cl := range st.Claims {
+			out[i] = cl.Addr + "\t" + cl.Interface
+		}
+		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}

@@ -1,0 +1,196 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/assign"
+	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/internal/state"
+)
+
+// Config configures an agent.
+type Config struct {
+	Socket string
+	// Group, if set, may use the agent besides root.
+	Group string
+	// Clean removes what a crashed agent left (addresses it added, its
+	// state file) and exits instead of re-adopting its claims.
+	Clean bool
+	// Autostarted agents exit once they hold nothing and no client is
+	// attached.
+	Autostarted bool
+	// Rate caps gratuitous frames per second; zero takes the default.
+	Rate    float64
+	Version string
+	Sys     netcheck.System
+	Log     *slog.Logger
+	// Ready, if set, is called once the socket accepts requests.
+	Ready func()
+}
+
+// idleGrace is how long an autostarted agent that holds nothing waits for
+// a client before it exits.
+const idleGrace = 2 * time.Second
+
+// firstClientGrace is how long an autostarted agent waits for the client
+// that started it.
+const firstClientGrace = 15 * time.Second
+
+// Run is the agent: it takes the socket's lock, re-adopts the claims of an
+// agent that crashed, serves the API and follows interface changes until ctx
+// is done, then releases every claim, removing the addresses it added.
+func Run(ctx context.Context, cfg Config) error {
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	paths := PathsFor(cfg.Socket)
+	lock, err := acquireLock(paths.Lock)
+	if err != nil {
+		return err
+	}
+	defer lock.release()
+
+	book, err := state.Open(paths.State, log)
+	if err != nil {
+		return fmt.Errorf("open the state file: %w", err)
+	}
+	assigner, err := assign.New(nil)
+	if err != nil {
+		return fmt.Errorf("open netlink to manage addresses: %w", err)
+	}
+	recorded, err := book.List(ctx)
+	if err != nil {
+		return fmt.Errorf("read the state file: %w", err)
+	}
+	if cfg.Clean {
+		return clean(ctx, book, assigner, recorded, log)
+	}
+
+	eng := announce.NewEngine(announce.EngineConfig{
+		Burst:    announce.SchedulerConfig{Rate: cfg.Rate},
+		Book:     book,
+		Assigner: assigner,
+		Log:      log,
+	})
+	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
+	engDone := make(chan error, 1)
+	go func() { engDone <- eng.Run(engCtx) }()
+	defer func() {
+		stopEngine()
+		if err := <-engDone; err != nil {
+			log.Error("release at exit", "err", err)
+		}
+		if len(eng.Held()) == 0 {
+			_ = book.Remove()
+		}
+	}()
+
+	if len(recorded) > 0 {
+		log.Info("re-adopting the claims of an earlier agent", "claims", len(recorded), "state_file", paths.State)
+		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		_, err := eng.Adopt(actx, recorded)
+		cancel()
+		if err != nil {
+			log.Error("re-adopt claims", "err", err)
+		}
+	}
+
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	waitWatch := FollowInterfaces(watchCtx, eng, log)
+	defer func() {
+		stopWatch()
+		waitWatch()
+	}()
+
+	allow := SelfAllow()
+	if cfg.Group != "" {
+		gid, err := lookupGroup(cfg.Group)
+		if err != nil {
+			return err
+		}
+		allow = GroupAllow(gid)
+	}
+	ln, err := listen(paths.Socket, cfg.Group)
+	if err != nil {
+		return err
+	}
+	srv := NewServer(ServerConfig{
+		Engine: eng,
+		Sys:    cfg.Sys,
+		Allow:  allow,
+		Log:    log,
+		Info: api.Agent{
+			PID: os.Getpid(), Version: cfg.Version, Started: time.Now(), Socket: paths.Socket,
+			StateFile: paths.State, Autostarted: cfg.Autostarted,
+		},
+	})
+	serveCtx, stopServe := context.WithCancel(ctx)
+	defer stopServe()
+	if cfg.Autostarted {
+		go exitWhenIdle(serveCtx, stopServe, srv, eng, log)
+	}
+	log.Info("agent listening", "socket", paths.Socket, "state_file", paths.State, "pid", os.Getpid())
+	if cfg.Ready != nil {
+		cfg.Ready()
+	}
+	err = srv.Serve(serveCtx, ln)
+	log.Info("agent stopping: releasing every claim")
+	return err
+}
+
+// exitWhenIdle stops an autostarted agent once it holds nothing, no request
+// or event stream is under way, and that stays so for idleGrace.
+func exitWhenIdle(ctx context.Context, stop func(), srv *Server, eng *announce.Engine, log *slog.Logger) {
+	start := time.Now()
+	t := time.NewTicker(idleGrace / 4)
+	defer t.Stop()
+	var idleSince time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			busy, served := srv.Busy()
+			idle := !busy && len(eng.Held()) == 0 && (served || now.Sub(start) > firstClientGrace)
+			switch {
+			case !idle:
+				idleSince = time.Time{}
+			case idleSince.IsZero():
+				idleSince = now
+			case now.Sub(idleSince) >= idleGrace:
+				log.Info("autostarted agent holds nothing and has no client: exiting")
+				stop()
+				return
+			}
+		}
+	}
+}
+
+// clean removes the addresses a crashed agent added and forgets its claims.
+func clean(ctx context.Context, book *state.File, assigner assign.Assigner, recorded []announce.Claim, log *slog.Logger) error {
+	var errs []error
+	for _, c := range recorded {
+		if c.AddedAddress {
+			if err := assigner.Remove(c.Interface, c.Addr); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			log.Info("removed an address a crashed agent had added", "addr", c.Addr, "interface", c.Interface)
+		}
+	}
+	if len(errs) == 0 {
+		if err := book.Remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	log.Info("clean finished", "claims_forgotten", len(recorded))
+	return errors.Join(errs...)
+}

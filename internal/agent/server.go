@@ -1,0 +1,329 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+// Engine is what the server needs of the claim engine.
+type Engine interface {
+	Claim(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
+	Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error)
+	Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error)
+	Status(addrs ...netip.Addr) []announce.Status
+	Held() []netip.Addr
+	Subscribe(n int) (<-chan announce.Event, func())
+	Config() announce.EngineConfig
+}
+
+// Peer is the identity of a client, from SO_PEERCRED.
+type Peer struct {
+	PID, UID, GID int
+}
+
+type peerKey struct{}
+
+// PeerFrom returns the peer a request came from, if known.
+func PeerFrom(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
+}
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	Engine Engine
+	Sys    netcheck.System
+	Info   api.Agent
+	// Allow decides whether a peer may use the agent; nil allows root only.
+	Allow func(Peer) error
+	Log   *slog.Logger
+}
+
+// Server serves the agent's HTTP API.
+type Server struct {
+	cfg      ServerConfig
+	inflight atomic.Int64
+	served   atomic.Int64
+	events   atomic.Int64
+}
+
+// NewServer returns a Server for cfg.
+func NewServer(cfg ServerConfig) *Server {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Allow == nil {
+		cfg.Allow = RootOnly
+	}
+	return &Server{cfg: cfg}
+}
+
+// RootOnly allows root alone.
+func RootOnly(p Peer) error {
+	if p.UID == 0 {
+		return nil
+	}
+	return fmt.Errorf("uid %d may not use the vip agent: run vip as root (sudo), or start the agent with --group GROUP and add the user to that group", p.UID)
+}
+
+// Busy reports whether a request or an event stream is under way, and
+// whether any request was ever served.
+func (s *Server) Busy() (busy, servedAny bool) {
+	return s.inflight.Load() > 0 || s.events.Load() > 0, s.served.Load() > 0
+}
+
+// Handler returns the API's handler. Requests must carry a Peer in their
+// context (Serve puts it there) or they are refused.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/claims", s.claims)
+	mux.HandleFunc("POST /v1/refresh", s.refresh)
+	mux.HandleFunc("POST /v1/release", s.release)
+	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/events", s.streamEvents)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s: see the API in the README", r.Method, r.URL.Path))
+	})
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.inflight.Add(1)
+		defer func() {
+			s.inflight.Add(-1)
+			s.served.Add(1)
+		}()
+		p, ok := PeerFrom(r.Context())
+		if !ok {
+			writeError(w, http.StatusForbidden, api.CodeForbidden, "the agent cannot tell who is asking, so it refuses")
+			return
+		}
+		if err := s.cfg.Allow(p); err != nil {
+			s.cfg.Log.Warn("refused a client", "pid", p.PID, "uid", p.UID, "gid", p.GID)
+			writeError(w, http.StatusForbidden, api.CodeForbidden, err.Error())
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// Serve answers on ln until ctx is done, then shuts down: requests under way
+// get a short grace, event streams end.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		IdleTimeout:       60 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if p, err := peerOf(c); err == nil {
+				return context.WithValue(ctx, peerKey{}, p)
+			}
+			return ctx
+		},
+		ErrorLog: slog.NewLogLogger(s.cfg.Log.Handler(), slog.LevelDebug),
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		hs.Close()
+	}
+	<-errc
+	return nil
+}
+
+func peerOf(c net.Conn) (Peer, error) {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return Peer{}, errors.New("not a unix socket")
+	}
+	raw, err := uc.SyscallConn()
+	if err != nil {
+		return Peer{}, err
+	}
+	var cred *unix.Ucred
+	var credErr error
+	if err := raw.Control(func(fd uintptr) {
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+	}); err != nil {
+		return Peer{}, err
+	}
+	if credErr != nil {
+		return Peer{}, credErr
+	}
+	return Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid)}, nil
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(api.Error{Error: msg, Code: code})
+}
+
+// decode reads a JSON request body of at most api.MaxRequestBytes, refusing
+// unknown fields and trailing data.
+func decode(w http.ResponseWriter, r *http.Request, v any) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, api.MaxRequestBytes)
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil && dec.More() {
+		err = errors.New("more than one JSON value in the body")
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, api.CodeTooLarge, fmt.Sprintf("the request is over %d bytes: send fewer addresses per request", api.MaxRequestBytes))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, fmt.Sprintf("the request is not valid JSON for this endpoint: %v", err))
+		return false
+	}
+	return true
+}
+
+// fail answers an engine or validation error with the right status.
+func (s *Server) fail(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, netcheck.ErrInvalid), errors.Is(err, announce.ErrNoAssigner):
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
+	case errors.Is(err, announce.ErrHeldElsewhere):
+		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
+	case errors.Is(err, context.Canceled):
+		writeError(w, http.StatusServiceUnavailable, api.CodeShutdown, "the agent is shutting down: try again")
+	default:
+		s.cfg.Log.Error("request failed", "err", err)
+		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+	}
+}
+
+func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
+	var req api.ClaimRequest
+	if !decode(w, r, &req) {
+		return
+	}
+	plan, err := req.Validate(s.cfg.Sys)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	st, err := s.cfg.Engine.Claim(r.Context(), plan.Requests, plan.Options)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, api.ClaimResponse{Claims: s.claimList(st)})
+}
+
+func (s *Server) claimList(st []announce.Status) []api.Claim {
+	now := time.Now()
+	cfg := s.cfg.Engine.Config()
+	out := make([]api.Claim, len(st))
+	for i, c := range st {
+		out[i] = api.ClaimFromStatus(c, now, cfg)
+	}
+	return out
+}
+
+func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, bool) {
+	var req api.AddrsRequest
+	if !decode(w, r, &req) {
+		return nil, false
+	}
+	addrs, err := api.ParseAddrsRequest(req)
+	if err != nil {
+		s.fail(w, err)
+		return nil, false
+	}
+	if req.All {
+		addrs = s.cfg.Engine.Held()
+	}
+	return addrs, true
+}
+
+func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
+	addrs, ok := s.addrs(w, r)
+	if !ok {
+		return
+	}
+	refreshed, notHeld, err := s.cfg.Engine.Refresh(r.Context(), addrs)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, api.RefreshResponse{Refreshed: api.Strings(refreshed), NotHeld: api.Strings(notHeld)})
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	addrs, ok := s.addrs(w, r)
+	if !ok {
+		return
+	}
+	released, notHeld, err := s.cfg.Engine.Release(r.Context(), addrs)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, api.ReleaseResponse{Released: api.Strings(released), NotHeld: api.Strings(notHeld)})
+}
+
+func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, api.StatusResponse{Agent: s.cfg.Info, Claims: s.claimList(s.cfg.Engine.Status())})
+}
+
+func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
+	s.events.Add(1)
+	defer s.events.Add(-1)
+	rc := http.NewResponseController(w)
+	// The stream outlives the server's read timeout, which would otherwise
+	// cancel the request.
+	_ = rc.SetReadDeadline(time.Time{})
+	events, cancel := s.cfg.Engine.Subscribe(1024)
+	defer cancel()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(http.StatusOK)
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	enc := json.NewEncoder(w)
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			// A client that stops reading must not hold a goroutine forever.
+			_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
+			if enc.Encode(ev) != nil || rc.Flush() != nil {
+				return
+			}
+		}
+	}
+}

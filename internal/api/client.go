@@ -1,0 +1,176 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"syscall"
+)
+
+// ErrUnreachable is returned when no agent answers on the socket.
+var ErrUnreachable = errors.New("no vip agent answers")
+
+// ErrSocketDenied is returned when the socket exists but this user may not
+// connect to it.
+var ErrSocketDenied = errors.New("the vip agent's socket is not open to this user")
+
+// RemoteError is an error response from the agent.
+type RemoteError struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Client talks to an agent over its unix socket.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// NewClient returns a client of the agent listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		DisableCompression: true,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// Socket returns the socket path the client dials.
+func (c *Client) Socket() string { return c.socket }
+
+// unreachable tells a dial failure (no agent) from other errors.
+func (c *Client) wrap(err error) error {
+	var op *net.OpError
+	if errors.As(err, &op) && op.Op == "dial" {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return fmt.Errorf("%w on %s", ErrUnreachable, c.socket)
+		}
+		if errors.Is(err, os.ErrPermission) {
+			return fmt.Errorf("%w (%s)", ErrSocketDenied, c.socket)
+		}
+	}
+	return fmt.Errorf("talk to the vip agent on %s: %w", c.socket, err)
+}
+
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://vip"+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return c.wrap(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return decodeError(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("read the agent's answer: %w", err)
+	}
+	return nil
+}
+
+func decodeError(resp *http.Response) error {
+	var e Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if json.Unmarshal(b, &e) != nil || e.Error == "" {
+		e = Error{Error: fmt.Sprintf("the agent answered %s", resp.Status), Code: CodeInternal}
+	}
+	return &RemoteError{Status: resp.StatusCode, Code: e.Code, Message: e.Error}
+}
+
+// Claim sends a claim and returns once every address is live.
+func (c *Client) Claim(ctx context.Context, r ClaimRequest) (ClaimResponse, error) {
+	var out ClaimResponse
+	return out, c.do(ctx, http.MethodPost, "/v1/claims", r, &out)
+}
+
+// Refresh re-arms the windows of held addresses.
+func (c *Client) Refresh(ctx context.Context, r AddrsRequest) (RefreshResponse, error) {
+	var out RefreshResponse
+	return out, c.do(ctx, http.MethodPost, "/v1/refresh", r, &out)
+}
+
+// Release gives addresses up.
+func (c *Client) Release(ctx context.Context, r AddrsRequest) (ReleaseResponse, error) {
+	var out ReleaseResponse
+	return out, c.do(ctx, http.MethodPost, "/v1/release", r, &out)
+}
+
+// Status describes the agent and its claims.
+func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
+	var out StatusResponse
+	return out, c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
+}
+
+// EventStream reads the agent's events.
+type EventStream struct {
+	body io.ReadCloser
+	sc   *bufio.Scanner
+}
+
+// Events opens the agent's event stream; cancel ctx or Close to end it.
+func (c *Client) Events(ctx context.Context) (*EventStream, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://vip/v1/events", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return nil, c.wrap(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	return &EventStream{body: resp.Body, sc: sc}, nil
+}
+
+// Next returns the next event; io.EOF when the agent ended the stream.
+func (s *EventStream) Next() (Event, error) {
+	for s.sc.Scan() {
+		line := bytes.TrimSpace(s.sc.Bytes())
+		if len(line) == 0 {
+			continue
+		}
+		var ev Event
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return Event{}, fmt.Errorf("read an event: %w", err)
+		}
+		return ev, nil
+	}
+	if err := s.sc.Err(); err != nil {
+		return Event{}, err
+	}
+	return Event{}, io.EOF
+}
+
+// Close ends the stream.
+func (s *EventStream) Close() error { return s.body.Close() }
