@@ -248,7 +248,7 @@ func TestSchedulerBurst(t *testing.T) {
 func TestSchedulerRearmExtendsFromLatestCall(t *testing.T) {
 	h := newHarness(t, SchedulerConfig{}, 2)
 	waitLive(t, h.arm(k1, 2))
-	h.advance(3400 * time.Millisecond) // rounds at 0, 1.1, 2.2, 3.3
+	h.advance(3400 * time.Millisecond)  // rounds at 0, 1.1, 2.2, 3.3
 	live := h.s.Arm(k1, Burst{Cost: 2}) // refresh at 3.4 s: window now ends at 8.4 s
 	select {
 	case <-live:

@@ -17,9 +17,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
-	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
