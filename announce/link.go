@@ -17,6 +17,7 @@ import (
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/wire"
 )
@@ -78,10 +79,10 @@ type LinkConfig struct {
 	// held, so that an interface with IPv6 disabled can still hold IPv4.
 	// Nil refuses IPv6 addresses.
 	Groups func() (GroupJoiner, error)
-	// Assigned reports whether the kernel has addr on this interface and
-	// so answers for it itself; the Link then stays silent for addr rather
-	// than doubling every answer. Nil means never.
-	Assigned func(addr netip.Addr) bool
+	// Assigned returns the addresses the kernel has on this interface and
+	// so answers for itself; the Link stays silent for those rather than
+	// doubling every answer. It is read once a Hold. Nil means none.
+	Assigned func() map[netip.Addr]bool
 	Log      *slog.Logger
 }
 
@@ -111,8 +112,15 @@ type Link struct {
 	closed atomic.Bool
 
 	mu        sync.Mutex // serialises Hold, Drop and Close
-	groups    GroupJoiner
+	joiners   []*joiner
 	groupRefs map[netip.Addr]int
+	groupAt   map[netip.Addr]*joiner
+	// pending groups wait for the background joiner; meanwhile the
+	// interface receives all multicast.
+	pending    map[netip.Addr]bool
+	joining    bool
+	joinFailed bool
+	allMulti   bool
 
 	arpRequests, solicitations, answered, malformed, sendErrors, readErrors atomic.Uint64
 	// done is closed by Close, to end the readers' back-off waits.
@@ -140,11 +148,12 @@ func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open ARP socket on %s: %w", ifi.Name, err)
 	}
-	ip6c, err := packet.Listen(ifi, packet.Raw, wire.EtherTypeIPv6, &packet.Config{Filter: nsFilter})
+	pc6, err := packet.Listen(ifi, packet.Raw, wire.EtherTypeIPv6, &packet.Config{Filter: nsFilter})
 	if err != nil {
 		arpc.Close()
 		return nil, fmt.Errorf("open IPv6 socket on %s: %w", ifi.Name, err)
 	}
+	ip6c := &allMultiConn{Conn: pc6, ifindex: ifi.Index}
 	return NewLink(ifi, LinkConfig{
 		ARP:  arpc,
 		IPv6: ip6c,
@@ -163,25 +172,26 @@ func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
 			}
 			return c, nil
 		},
-		Assigned: func(addr netip.Addr) bool { return assigned(ifi, addr) },
+		Assigned: func() map[netip.Addr]bool { return assigned(ifi) },
 		Log:      log,
 	}), nil
 }
 
-// assigned reports whether addr is configured on ifi.
-func assigned(ifi *net.Interface, addr netip.Addr) bool {
+// assigned returns the addresses configured on ifi.
+func assigned(ifi *net.Interface) map[netip.Addr]bool {
+	out := map[netip.Addr]bool{}
 	addrs, err := ifi.Addrs()
 	if err != nil {
-		return false
+		return out
 	}
 	for _, a := range addrs {
 		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok && ip.Unmap() == addr {
-				return true
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out[ip.Unmap()] = true
 			}
 		}
 	}
-	return false
+	return out
 }
 
 // NewLink returns a Link on ifi that reads and writes through the conns in
@@ -198,6 +208,8 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 		cfg:       cfg,
 		log:       cfg.Log.With("interface", ifi.Name),
 		groupRefs: make(map[netip.Addr]int),
+		groupAt:   make(map[netip.Addr]*joiner),
+		pending:   make(map[netip.Addr]bool),
 		done:      make(chan struct{}),
 	}
 	empty := map[netip.Addr]*held{}
@@ -226,32 +238,80 @@ func (l *Link) Hold(addrs ...netip.Addr) error {
 		return net.ErrClosed
 	}
 	cur := *l.held.Load()
-	var joined []netip.Addr
+	var kernel map[netip.Addr]bool
+	if l.cfg.Assigned != nil {
+		kernel = l.cfg.Assigned()
+	}
 	next := make(map[netip.Addr]*held, len(cur)+len(addrs))
 	for k, v := range cur {
 		next[k] = v
 	}
+	var fresh []netip.Addr
 	for _, a := range addrs {
 		if _, ok := next[a]; ok {
 			continue
 		}
-		if a.Is6() {
-			if err := l.joinLocked(a); err != nil {
-				for _, j := range joined {
-					_ = l.leaveLocked(j)
-				}
-				return err
-			}
-			joined = append(joined, a)
-		}
-		h := &held{}
-		if l.cfg.Assigned != nil && l.cfg.Assigned(a) {
-			h.silent = true
+		h := &held{silent: kernel[a]}
+		if h.silent {
 			l.log.Info("address is assigned to the interface: the kernel answers for it, vip only announces it", "addr", a)
 		}
 		next[a] = h
+		fresh = append(fresh, a)
+	}
+	if err := l.joinAllLocked(fresh); err != nil {
+		return err
 	}
 	l.held.Store(&next)
+	return nil
+}
+
+// syncJoins is the most new groups a Hold joins before it returns. Each
+// join costs the kernel about 0.1 ms (and a report on the wire), so a larger
+// batch turns on all-multicast reception at once, which lets every
+// solicitation in, and joins its groups in the background.
+const syncJoins = 64
+
+// joinAllLocked joins the groups of the IPv6 addresses among addrs: all of
+// them or, on error, none.
+func (l *Link) joinAllLocked(addrs []netip.Addr) error {
+	var newGroups []netip.Addr
+	seen := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		if !a.Is6() {
+			continue
+		}
+		g, err := ndp.SolicitedNodeMulticast(a)
+		if err != nil {
+			return fmt.Errorf("solicited-node group of %s: %w", a, err)
+		}
+		if l.groupRefs[g] == 0 && !seen[g] {
+			seen[g] = true
+			newGroups = append(newGroups, g)
+		}
+	}
+	async := len(newGroups) > syncJoins || len(l.pending) > 0
+	if async {
+		if err := l.setAllMultiLocked(true); err != nil {
+			l.log.Warn("cannot receive all multicast: joining the groups before answering", "err", err)
+			async = false
+		}
+	}
+	var done []netip.Addr
+	for _, a := range addrs {
+		if !a.Is6() {
+			continue
+		}
+		if err := l.joinLocked(a, async); err != nil {
+			for _, j := range done {
+				_ = l.leaveLocked(j)
+			}
+			return err
+		}
+		done = append(done, a)
+	}
+	if async {
+		l.startJoinerLocked()
+	}
 	return nil
 }
 
@@ -282,7 +342,18 @@ func (l *Link) Drop(addrs ...netip.Addr) error {
 	return errors.Join(errs...)
 }
 
-func (l *Link) joinLocked(addr netip.Addr) error {
+// groupsPerSocket bounds the groups one ICMPv6 socket joins: the kernel
+// charges each membership to the socket's option memory (net.core.optmem_max,
+// 128 KiB here, room for about 2,000), so 10,000 IPv6 claims need several.
+const groupsPerSocket = 1000
+
+// joiner is one group socket and how many groups it has joined.
+type joiner struct {
+	GroupJoiner
+	n int
+}
+
+func (l *Link) joinLocked(addr netip.Addr, async bool) error {
 	g, err := ndp.SolicitedNodeMulticast(addr)
 	if err != nil {
 		return fmt.Errorf("solicited-node group of %s: %w", addr, err)
@@ -291,20 +362,112 @@ func (l *Link) joinLocked(addr netip.Addr) error {
 		l.groupRefs[g]++
 		return nil
 	}
-	if l.groups == nil {
-		if l.cfg.Groups == nil {
-			return fmt.Errorf("hold %s on %s: this link cannot join IPv6 multicast groups", addr, l.ifi.Name)
+	if async {
+		l.groupRefs[g] = 1
+		l.pending[g] = true
+		return nil
+	}
+	if err := l.joinGroupLocked(g); err != nil {
+		return err
+	}
+	l.groupRefs[g] = 1
+	return nil
+}
+
+// joinGroupLocked joins g on a socket with room for it.
+func (l *Link) joinGroupLocked(g netip.Addr) error {
+	var j *joiner
+	for _, c := range l.joiners {
+		if c.n < groupsPerSocket {
+			j = c
+			break
 		}
-		j, err := l.cfg.Groups()
+	}
+	if j == nil {
+		if l.cfg.Groups == nil {
+			return fmt.Errorf("join %s on %s: this link cannot join IPv6 multicast groups", g, l.ifi.Name)
+		}
+		gj, err := l.cfg.Groups()
 		if err != nil {
 			return err
 		}
-		l.groups = j
+		j = &joiner{GroupJoiner: gj}
+		l.joiners = append(l.joiners, j)
 	}
-	if err := l.groups.JoinGroup(g); err != nil {
+	if err := j.JoinGroup(g); err != nil {
 		return fmt.Errorf("join %s on %s: %w", g, l.ifi.Name, err)
 	}
-	l.groupRefs[g] = 1
+	j.n++
+	l.groupAt[g] = j
+	return nil
+}
+
+// startJoinerLocked starts the background joiner unless it runs.
+func (l *Link) startJoinerLocked() {
+	if l.joining {
+		return
+	}
+	l.joining = true
+	l.wg.Add(1)
+	go l.joinPending()
+}
+
+// joinPending joins the pending groups one at a time, letting Hold and Drop
+// in between, then turns all-multicast reception off again unless a join
+// failed.
+func (l *Link) joinPending() {
+	defer l.wg.Done()
+	for {
+		l.mu.Lock()
+		if l.closed.Load() {
+			l.joining = false
+			l.mu.Unlock()
+			return
+		}
+		var g netip.Addr
+		for p := range l.pending {
+			g = p
+			break
+		}
+		if !g.IsValid() {
+			if !l.joinFailed {
+				if err := l.setAllMultiLocked(false); err != nil {
+					l.log.Warn("cannot turn all-multicast reception off", "err", err)
+				}
+			}
+			l.joining = false
+			l.mu.Unlock()
+			return
+		}
+		delete(l.pending, g)
+		if err := l.joinGroupLocked(g); err != nil {
+			// All-multicast reception stays on, so the group's
+			// solicitations still arrive.
+			l.joinFailed = true
+			l.log.Warn("joining a solicited-node group failed: receiving all multicast instead", "group", g, "err", err)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// AllMultiConn is a FrameConn that can make its interface receive every
+// multicast frame.
+type AllMultiConn interface {
+	SetAllMulti(on bool) error
+}
+
+func (l *Link) setAllMultiLocked(on bool) error {
+	if l.allMulti == on {
+		return nil
+	}
+	c, ok := l.ip6c.(AllMultiConn)
+	if !ok {
+		return errors.New("the IPv6 socket cannot receive all multicast")
+	}
+	if err := c.SetAllMulti(on); err != nil {
+		return err
+	}
+	l.allMulti = on
 	return nil
 }
 
@@ -318,7 +481,17 @@ func (l *Link) leaveLocked(addr netip.Addr) error {
 		return nil
 	case 1:
 		delete(l.groupRefs, g)
-		if err := l.groups.LeaveGroup(g); err != nil {
+		if l.pending[g] {
+			delete(l.pending, g) // never joined
+			return nil
+		}
+		j := l.groupAt[g]
+		delete(l.groupAt, g)
+		if j == nil {
+			return nil // its join failed
+		}
+		j.n--
+		if err := j.LeaveGroup(g); err != nil {
 			return fmt.Errorf("leave %s on %s: %w", g, l.ifi.Name, err)
 		}
 	default:
@@ -370,10 +543,13 @@ func (l *Link) Close() error {
 	l.held.Store(&empty)
 	close(l.done)
 	var errs []error
-	if l.groups != nil {
-		errs = append(errs, l.groups.Close()) // closing leaves every group
+	for _, j := range l.joiners {
+		errs = append(errs, j.Close()) // closing leaves every group
 	}
+	l.joiners = nil
 	l.groupRefs = map[netip.Addr]int{}
+	l.groupAt = map[netip.Addr]*joiner{}
+	l.pending = map[netip.Addr]bool{}
 	l.mu.Unlock()
 	errs = append(errs, l.arpc.Close(), l.ip6c.Close())
 	l.wg.Wait()
@@ -577,6 +753,34 @@ func (l *Link) Announce(addr netip.Addr, frames Frames) (int, error) {
 		return sent, fmt.Errorf("announce %s on %s: %w", addr, l.ifi.Name, err)
 	}
 	return sent, nil
+}
+
+// allMultiConn is a packet socket that can turn on all-multicast reception
+// for as long as it asks (the kernel counts such requests per socket and
+// drops them when the socket closes).
+type allMultiConn struct {
+	*packet.Conn
+	ifindex int
+}
+
+// SetAllMulti implements AllMultiConn.
+func (c *allMultiConn) SetAllMulti(on bool) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	opt := unix.PACKET_DROP_MEMBERSHIP
+	if on {
+		opt = unix.PACKET_ADD_MEMBERSHIP
+	}
+	var serr error
+	err = raw.Control(func(fd uintptr) {
+		serr = unix.SetsockoptPacketMreq(int(fd), unix.SOL_PACKET, opt, &unix.PacketMreq{Ifindex: int32(c.ifindex), Type: unix.PACKET_MR_ALLMULTI})
+	})
+	if err != nil {
+		return err
+	}
+	return serr
 }
 
 func sameMAC(a, b net.HardwareAddr) bool {

@@ -3,6 +3,7 @@ package announce
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -66,10 +67,10 @@ func newLinkRig(t *testing.T, hold ...netip.Addr) *linkRig {
 		ARP:    r.arp,
 		IPv6:   r.ip6,
 		Groups: r.groups.open,
-		Assigned: func(a netip.Addr) bool {
+		Assigned: func() map[netip.Addr]bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
-			return r.assigned[a]
+			return maps.Clone(r.assigned)
 		},
 	})
 	t.Cleanup(func() { closeLink(t, r.link) })
@@ -968,5 +969,133 @@ func TestFilters(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+func TestLinkShardsGroupsAcrossSockets(t *testing.T) {
+	var opened int
+	var mu sync.Mutex
+	l := NewLink(&net.Interface{Index: 7, Name: "test0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 7}}, LinkConfig{
+		ARP:  newFakeConn(),
+		IPv6: newFakeConn(),
+		Groups: func() (GroupJoiner, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			opened++
+			return &countingJoiner{}, nil
+		},
+	})
+	defer l.Close()
+	addrs := make([]netip.Addr, groupsPerSocket+10)
+	for i := range addrs {
+		addrs[i] = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 13: byte(i >> 16), 14: byte(i >> 8), 15: byte(i)})
+	}
+	if err := l.Hold(addrs...); err != nil {
+		t.Fatal(err)
+	}
+	if opened != 2 || len(l.Groups()) != len(addrs) {
+		t.Errorf("got %d sockets for %d groups, want 2 sockets (at most %d groups each)", opened, len(l.Groups()), groupsPerSocket)
+	}
+}
+
+// countingJoiner accepts every join.
+type countingJoiner struct{}
+
+func (*countingJoiner) JoinGroup(netip.Addr) error  { return nil }
+func (*countingJoiner) LeaveGroup(netip.Addr) error { return nil }
+func (*countingJoiner) Close() error                { return nil }
+
+// allMultiFake is a fake IPv6 socket that records all-multicast requests.
+type allMultiFake struct {
+	*fakeConn
+	mu      sync.Mutex
+	on      bool
+	changes int
+}
+
+func (c *allMultiFake) SetAllMulti(on bool) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.on = on
+	c.changes++
+	return nil
+}
+
+func (c *allMultiFake) state() (bool, int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.on, c.changes
+}
+
+// recordingJoiner counts the groups joined.
+type recordingJoiner struct {
+	mu     sync.Mutex
+	joined map[netip.Addr]bool
+}
+
+func (j *recordingJoiner) JoinGroup(g netip.Addr) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.joined[g] = true
+	return nil
+}
+
+func (j *recordingJoiner) LeaveGroup(g netip.Addr) error {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	delete(j.joined, g)
+	return nil
+}
+
+func (j *recordingJoiner) Close() error { return nil }
+
+func (j *recordingJoiner) count() int {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return len(j.joined)
+}
+
+func TestLinkLargeHoldJoinsInTheBackground(t *testing.T) {
+	ip6 := &allMultiFake{fakeConn: newFakeConn()}
+	j := &recordingJoiner{joined: map[netip.Addr]bool{}}
+	l := NewLink(&net.Interface{Index: 7, Name: "test0", HardwareAddr: net.HardwareAddr{2, 0, 0, 0, 0, 7}}, LinkConfig{
+		ARP:    newFakeConn(),
+		IPv6:   ip6,
+		Groups: func() (GroupJoiner, error) { return j, nil },
+	})
+	defer l.Close()
+	addrs := make([]netip.Addr, syncJoins*3)
+	for i := range addrs {
+		addrs[i] = netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})
+	}
+	if err := l.Hold(addrs...); err != nil {
+		t.Fatal(err)
+	}
+	if on, _ := ip6.state(); !on && j.count() < len(addrs) {
+		t.Fatal("a large hold returned with groups still to join and all-multicast reception off: solicitations would be lost")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		on, changes := ip6.state()
+		if j.count() == len(addrs) && !on && changes == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("got %d of %d groups joined, all-multicast %v after %d changes; want every group joined and all-multicast off again", j.count(), len(addrs), on, changes)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Drop(addrs...); err != nil {
+		t.Fatal(err)
+	}
+	if n := j.count(); n != 0 {
+		t.Errorf("after Drop: %d groups still joined, want 0", n)
+	}
+	// A small hold joins before it returns, without all-multicast.
+	if err := l.Hold(addrs[:2]...); err != nil {
+		t.Fatal(err)
+	}
+	if _, changes := ip6.state(); j.count() != 2 || changes != 2 {
+		t.Errorf("small hold: got %d groups joined and %d all-multicast changes, want 2 joined at once and no change", j.count(), changes)
 	}
 }

@@ -19,9 +19,10 @@ const (
 	DefaultWindow   = 5 * time.Second
 	DefaultInterval = 1100 * time.Millisecond
 	// DefaultRate is the default cap on gratuitous frames per second, all
-	// addresses together: enough for 10,000 IPv4 addresses with two frames
-	// a round every 1.1 s, and still a trickle next to line rate.
-	DefaultRate = 20000
+	// addresses together: the first rounds of 10,000 IPv4 claims (two
+	// frames each) go out within 0.4 s, and the steady 18,000 frames/s of
+	// their bursts fit, while staying a few percent of a gigabit link.
+	DefaultRate = 50000
 )
 
 // Key names one address on one interface: the unit the scheduler announces.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
@@ -23,6 +24,7 @@ type agentOptions struct {
 	Autostarted bool
 	Rate        float64
 	LogFile     string
+	CPUProfile  string
 }
 
 func newAgentCmd(d *deps) *cobra.Command {
@@ -56,6 +58,8 @@ added. The socket is for root alone unless --group opens it to one group.`,
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
+	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
+	_ = f.MarkHidden("cpuprofile")
 	return c
 }
 
@@ -74,6 +78,17 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	log, err := d.logger()
 	if err != nil {
 		return err
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return fmt.Errorf("create the CPU profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("start the CPU profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -7,7 +7,7 @@ set -euo pipefail
 declare -A pkg_for=(
   [ip]=iproute2 [bridge]=iproute2 [sysctl]=procps
   [arping]=iputils-arping [ping]=iputils-ping [ndisc6]=ndisc6 [tcpdump]=tcpdump
-  [setpriv]=util-linux
+  [setpriv]=util-linux [socat]=socat
 )
 missing=()
 for tool in "${!pkg_for[@]}"; do

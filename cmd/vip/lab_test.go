@@ -252,8 +252,8 @@ type round struct {
 	frames []gopacket.Packet
 }
 
-// rounds groups the gratuitous frames for addr into rounds: frames less
-// than 200 ms apart belong to one round.
+// rounds groups the gratuitous frames for addr into rounds: a round's
+// frames go out back to back, so frames less than 30 ms apart belong to one.
 func rounds(pkts []gopacket.Packet, addr netip.Addr) []round {
 	var out []round
 	for _, pk := range pkts {
@@ -261,7 +261,7 @@ func rounds(pkts []gopacket.Packet, addr netip.Addr) []round {
 			continue
 		}
 		ts := pk.Metadata().Timestamp
-		if n := len(out); n > 0 && ts.Sub(out[n-1].at) < 200*time.Millisecond {
+		if n := len(out); n > 0 && ts.Sub(out[n-1].at) < 30*time.Millisecond {
 			out[n-1].frames = append(out[n-1].frames, pk)
 			continue
 		}

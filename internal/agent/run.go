@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"time"
 
@@ -187,7 +188,13 @@ func clean(ctx context.Context, book *state.File, assigner assign.Assigner, reco
 		}
 	}
 	if len(errs) == 0 {
-		if err := book.Remove(); err != nil {
+		addrs := make([]netip.Addr, len(recorded))
+		for i, c := range recorded {
+			addrs[i] = c.Addr
+		}
+		if err := book.Delete(ctx, addrs...); err != nil {
+			errs = append(errs, err)
+		} else if err := book.Remove(); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -230,3 +230,6 @@ func (b *lineBuffer) String() string {
 	s.Write(b.partial)
 	return s.String()
 }
+
+// Pid returns the program's process id.
+func (p *Proc) Pid() int { return p.cmd.Process.Pid }
