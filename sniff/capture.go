@@ -1,0 +1,191 @@
+package sniff
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+)
+
+// ErrNoLibpcap is returned by Open, OpenFile and Filter in a build without
+// cgo, which has no libpcap to capture with or compile filters.
+var ErrNoLibpcap = errors.New("built without libpcap (cgo); capturing needs a build with CGO_ENABLED=1")
+
+// DefaultSnapLen is the number of bytes kept of each frame unless Options
+// say otherwise: enough for any neighbor discovery message with its options
+// and extension headers; longer ones are counted as undecodable.
+const DefaultSnapLen = 2048
+
+// pollInterval is the longest a read waits for a frame before Run looks at
+// its context again; it also bounds how long Close waits for a read.
+const pollInterval = 100 * time.Millisecond
+
+// statsInterval is how often Run asks the source for the kernel's drop
+// count.
+const statsInterval = time.Second
+
+// Options configure Open and OpenFile. The zero value is usable.
+type Options struct {
+	// Filter is a libpcap expression (pcap-filter(7)) ANDed with
+	// BaseFilter, e.g. "ether host 00:00:5e:00:53:01". Empty adds nothing.
+	Filter string
+	// SnapLen is how many bytes of each frame to capture; zero means
+	// DefaultSnapLen.
+	SnapLen int
+	// Promiscuous puts the interface in promiscuous mode, so that the
+	// capture also sees solicitations to groups this host did not join
+	// and unicast between other hosts. Without it a capture sees
+	// broadcast ARP, its own traffic and the groups joined (vip joins
+	// those of the addresses it holds).
+	Promiscuous bool
+	// BufferSize is the kernel buffer in bytes; zero keeps libpcap's
+	// default (2 MiB).
+	BufferSize int
+	// Clock paces the refresh of Stats.Dropped; nil means the real clock.
+	Clock clockwork.Clock
+}
+
+// Source yields captured Ethernet frames. Open and OpenFile make one on
+// libpcap; tests and other capture mechanisms (AF_XDP, a packet socket)
+// provide their own.
+type Source interface {
+	// ReadFrame returns the next frame and its capture time. The frame is
+	// valid until the next call. It returns an error wrapping
+	// os.ErrDeadlineExceeded when no frame came within a short wait (a
+	// tenth of a second or so), so that the reader can look at its
+	// context, and io.EOF when no frame will come again.
+	ReadFrame() (frame []byte, ts time.Time, err error)
+	// Dropped returns how many frames the kernel dropped for this source
+	// since it opened, for lack of buffer space.
+	Dropped() (uint64, error)
+	// Close releases the source. A ReadFrame running at the time returns
+	// soon after, with io.EOF.
+	Close() error
+}
+
+// Observer receives each decoded observation from a Capture. Table and
+// Detector are Observers.
+type Observer interface {
+	Observe(Observation)
+}
+
+// ObserverFunc lets an ordinary function be an Observer.
+type ObserverFunc func(Observation)
+
+// Observe calls f(o).
+func (f ObserverFunc) Observe(o Observation) { f(o) }
+
+// Stats are a capture's counters.
+type Stats struct {
+	// Received counts the frames read, whether they decoded or not.
+	Received uint64 `json:"received"`
+	// Dropped counts the frames the kernel dropped because the capture
+	// did not read fast enough, as of the last refresh (about once a
+	// second while Run runs, and when it returns).
+	Dropped uint64 `json:"dropped"`
+	// Ignored counts frames that are not neighbour traffic (ErrNotNeighbor),
+	// which a user's filter or a file may let through.
+	Ignored uint64 `json:"ignored"`
+	// Undecodable counts truncated, malformed and invalid neighbour
+	// frames.
+	Undecodable uint64 `json:"undecodable"`
+}
+
+// Capture reads frames from a Source, decodes them and hands the
+// observations to its observers. Stats and Close may be called from any
+// goroutine, also while Run runs.
+type Capture struct {
+	src     Source
+	name    string
+	clock   clockwork.Clock
+	running atomic.Bool
+
+	received, dropped, ignored, undecodable atomic.Uint64
+}
+
+// NewCapture returns a Capture reading from src. name says what src is
+// (an interface, a file) in errors; clock paces the refresh of the kernel's
+// drop count and may be nil for the real clock.
+func NewCapture(name string, src Source, clock clockwork.Clock) *Capture {
+	if clock == nil {
+		clock = clockwork.NewRealClock()
+	}
+	return &Capture{src: src, name: name, clock: clock}
+}
+
+// Run reads, decodes and observes frames until ctx is done, the source ends
+// or Close is called, and then returns nil; or until reading fails, and then
+// returns why. Each observation goes to every observer in turn, on Run's
+// goroutine. Only one Run may run at a time.
+func (c *Capture) Run(ctx context.Context, observers ...Observer) error {
+	if !c.running.CompareAndSwap(false, true) {
+		return fmt.Errorf("capture on %s is already running", c.name)
+	}
+	defer c.running.Store(false)
+	defer c.refreshDropped()
+	c.refreshDropped()
+	done := ctx.Done()
+	nextStats := c.clock.Now().Add(statsInterval)
+	for {
+		select {
+		case <-done:
+			return nil
+		default:
+		}
+		frame, ts, err := c.src.ReadFrame()
+		if now := c.clock.Now(); !now.Before(nextStats) {
+			c.refreshDropped()
+			nextStats = now.Add(statsInterval)
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			continue
+		case errors.Is(err, io.EOF):
+			return nil
+		default:
+			return fmt.Errorf("capture on %s: %w", c.name, err)
+		}
+		c.received.Add(1)
+		o, err := Decode(frame, ts)
+		if err != nil {
+			if errors.Is(err, ErrNotNeighbor) {
+				c.ignored.Add(1)
+			} else {
+				c.undecodable.Add(1)
+			}
+			continue
+		}
+		for _, ob := range observers {
+			ob.Observe(o)
+		}
+	}
+}
+
+func (c *Capture) refreshDropped() {
+	// A source that cannot say (a file) keeps the count at zero.
+	if n, err := c.src.Dropped(); err == nil {
+		c.dropped.Store(n)
+	}
+}
+
+// Stats returns the capture's counters.
+func (c *Capture) Stats() Stats {
+	return Stats{
+		Received:    c.received.Load(),
+		Dropped:     c.dropped.Load(),
+		Ignored:     c.ignored.Load(),
+		Undecodable: c.undecodable.Load(),
+	}
+}
+
+// Close stops the capture and releases its source. A Run in progress
+// returns nil once its current read ends, within about a fifth of a second.
+func (c *Capture) Close() error {
+	return c.src.Close()
+}

@@ -1,0 +1,259 @@
+//go:build cgo
+
+package sniff_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/sniff"
+)
+
+// openIn opens a capture on iface inside lab host h's network namespace.
+//
+// A packet socket belongs to the namespace it was made in, whichever thread
+// reads it later, so only the open has to happen inside. It runs on a
+// goroutine locked to its OS thread, which enters h's namespace and never
+// leaves it: the goroutine ends still locked, and the Go runtime then ends
+// the thread rather than hand it to another goroutine. Nothing else in the
+// test process ever runs in the lab's namespace by accident, and the capture
+// itself is the real Open, observed in-process.
+func openIn(t *testing.T, h *lab.Host, iface string, opts sniff.Options) *sniff.Capture {
+	t.Helper()
+	type result struct {
+		c   *sniff.Capture
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // and never unlocked; see above
+		f, err := os.Open(filepath.Join("/run/netns", h.Netns))
+		if err != nil {
+			ch <- result{err: err}
+			return
+		}
+		defer f.Close()
+		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
+			ch <- result{err: fmt.Errorf("enter namespace %s: %w", h.Netns, err)}
+			return
+		}
+		c, err := sniff.Open(iface, opts)
+		ch <- result{c, err}
+	}()
+	r := <-ch
+	if r.err != nil {
+		t.Fatalf("capture on %s of %s: %v", iface, h.Name, r.err)
+	}
+	t.Cleanup(func() { r.c.Close() })
+	return r.c
+}
+
+// runCapture runs c with the observers until the test ends.
+func runCapture(t *testing.T, c *sniff.Capture, obs ...sniff.Observer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, obs...) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("capture: %v", err)
+		}
+	})
+}
+
+// runPeer runs a peer program on h to its end and fails the test unless it
+// exits with status want (arping exits 1 and ndisc6 2 when nobody answers).
+func runPeer(t *testing.T, h *lab.Host, want int, name string, args ...string) {
+	t.Helper()
+	labtest.RequireTool(t, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := h.Command(ctx, name, args...).CombinedOutput()
+	code := 0
+	if err != nil {
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) {
+			t.Fatalf("%s %v on %s: %v\n%s", name, args, h.Name, err, out)
+		}
+		code = exit.ExitCode()
+	}
+	if code != want {
+		t.Fatalf("%s %v on %s: got exit status %d, want %d:\n%s", name, args, h.Name, code, want, out)
+	}
+}
+
+// TestLabCapture runs a capture on a lab host and checks what it makes of
+// real peers' traffic: iputils arping's requests counted one for one, a
+// gratuitous ARP for a held address from another host reported as a
+// conflict within a second, and ndisc6's solicitation decoded.
+func TestLabCapture(t *testing.T) {
+	l := labtest.New(t,
+		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24"), IPv6: netip.MustParsePrefix("2001:db8::1/64")},
+		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24"), IPv6: netip.MustParsePrefix("2001:db8::3/64")},
+		lab.HostConfig{Name: "rogue", IPv4: netip.MustParsePrefix("192.0.2.4/24")},
+	)
+	mon, client, rogue := l.Host("mon"), l.Host("client"), l.Host("rogue")
+	monMAC, _ := sniff.MACFrom(mon.Links[0].MAC)
+	clientMAC, _ := sniff.MACFrom(client.Links[0].MAC)
+	rogueMAC, _ := sniff.MACFrom(rogue.Links[0].MAC)
+
+	table, err := sniff.NewTable(sniff.TableConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// reported is a conflict and when the detector reported it.
+	type reported struct {
+		sniff.Conflict
+		at time.Time
+	}
+	conflicts := make(chan reported, 16)
+	det, err := sniff.NewDetector(sniff.DetectorConfig{OnEvent: func(ev sniff.Event) {
+		if c, ok := ev.(sniff.Conflict); ok {
+			select {
+			case conflicts <- reported{c, time.Now()}:
+			default:
+			}
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := netip.MustParseAddr("192.0.2.10")
+	if err := det.Hold(held, mon.Links[0].MAC); err != nil {
+		t.Fatal(err)
+	}
+	var seen collect
+	capture := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
+	runCapture(t, capture, table, det, &seen)
+
+	t.Run("arping requests counted", func(t *testing.T) {
+		target := netip.MustParseAddr("192.0.2.20") // nobody has it
+		runPeer(t, client, 1, "arping", "-c", "5", "-I", "eth0", target.String())
+		labtest.Eventually(t, time.Second, func() (bool, string) {
+			e, _ := table.Get(target)
+			return e.Requests == 5, fmt.Sprintf("%d requests for %s", e.Requests, target)
+		})
+		// Nothing more comes: each request was counted once.
+		time.Sleep(300 * time.Millisecond)
+		e, _ := table.Get(target)
+		wantAsker := sniff.Asker{MAC: clientMAC, Addr: netip.MustParseAddr("192.0.2.3")}
+		if e.Requests != 5 || e.LastAsker != wantAsker || len(e.Askers) != 1 || e.Askers[0].Requests != 5 || len(e.Answerers) != 0 {
+			t.Errorf("entry for %s: got %+v, want 5 requests, all from %v, no answer", target, e, wantAsker)
+		}
+		if e.Rate <= 0 {
+			t.Errorf("rate for %s: got %v, want above 0", target, e.Rate)
+		}
+	})
+
+	t.Run("rogue announcement is a conflict", func(t *testing.T) {
+		// A stale owner: it still has the address, and announces it
+		// (arping -U sends from the address, so it must be assigned).
+		runPeer(t, rogue, 0, "ip", "addr", "add", held.String()+"/32", "dev", "eth0")
+		runPeer(t, rogue, 0, "arping", "-U", "-c", "2", "-I", "eth0", held.String())
+		select {
+		case c := <-conflicts:
+			if c.Addr != held || c.MAC != rogueMAC || c.Kind != sniff.KindAnnouncement || c.Count != 1 {
+				t.Errorf("conflict: got %+v, want %s claimed by the rogue's %s with one announcement", c.Conflict, held, rogueMAC)
+			}
+			// First is the kernel's capture time of the rogue's frame.
+			d := c.at.Sub(c.First)
+			if d > time.Second {
+				t.Errorf("conflict reported %v after the frame was captured, want within 1s", d)
+			}
+			t.Logf("conflict reported %v after the frame was captured", d)
+		case <-time.After(2 * time.Second):
+			t.Fatalf("no conflict reported for %s; conflicts %+v", held, det.Conflicts())
+		}
+		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+			cs := det.Conflicts()
+			return len(cs) == 1 && cs[0].Count == 2, fmt.Sprintf("conflicts %+v, want the rogue's two frames", cs)
+		})
+
+		// Our own announcement of the address is no conflict.
+		runPeer(t, mon, 0, "ip", "addr", "add", held.String()+"/32", "dev", "eth0")
+		runPeer(t, mon, 0, "arping", "-U", "-c", "1", "-I", "eth0", held.String())
+		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+			e, _ := table.Get(held)
+			has := slices.ContainsFunc(e.Answerers, func(a sniff.Answerer) bool { return a.MAC == monMAC })
+			return has, fmt.Sprintf("answerers for %s: %+v", held, e.Answerers)
+		})
+		if cs := det.Conflicts(); len(cs) != 1 || cs[0].MAC != rogueMAC || cs[0].Count != 2 {
+			t.Errorf("after our own announcement: got conflicts %+v, want only the rogue's 2 frames", cs)
+		}
+	})
+
+	t.Run("ndisc6 solicitations decoded", func(t *testing.T) {
+		nobody := netip.MustParseAddr("2001:db8::30")
+		runPeer(t, client, 2, "ndisc6", "-1", "-r", "1", "-w", "300", nobody.String(), "eth0")
+		// mon's kernel answers this one with an advertisement.
+		monAddr := netip.MustParseAddr("2001:db8::1")
+		runPeer(t, client, 0, "ndisc6", "-1", "-r", "1", "-w", "1000", monAddr.String(), "eth0")
+		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+			seen.mu.Lock()
+			defer seen.mu.Unlock()
+			var ns, na bool
+			for _, o := range seen.obs {
+				if o.Kind == sniff.KindSolicitation && o.Target == nobody && o.SenderMAC == clientMAC && o.LinkLayerOption {
+					ns = true
+				}
+				if o.Kind == sniff.KindAdvertisement && o.Target == monAddr && o.TargetMAC == monMAC && o.Solicited {
+					na = true
+				}
+			}
+			return ns && na, fmt.Sprintf("solicitation for %s seen %v, solicited advertisement of %s seen %v", nobody, ns, monAddr, na)
+		})
+		e, _ := table.Get(nobody)
+		if e.Requests != 1 || e.LastAsker.MAC != clientMAC {
+			t.Errorf("entry for %s: got %+v, want 1 request from %s", nobody, e, clientMAC)
+		}
+	})
+
+	// Only neighbour traffic passed the kernel filter (the MLD reports of
+	// the lab's start did not), all of it decoded, none dropped.
+	st := capture.Stats()
+	if st.Received == 0 || st.Ignored != 0 || st.Undecodable != 0 || st.Dropped != 0 {
+		t.Errorf("capture stats: got %+v, want frames received and none ignored, undecodable or dropped", st)
+	}
+}
+
+// TestLabCloseWhileRunning closes a live capture under its Run, as an
+// agent does when a claim ends: Run returns at once with nil, and nothing
+// reads the closed handle.
+func TestLabCloseWhileRunning(t *testing.T) {
+	l := labtest.New(t, lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24")})
+	c := openIn(t, l.Host("mon"), "eth0", sniff.Options{})
+	done := make(chan error, 1)
+	go func() { done <- c.Run(context.Background()) }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	if err := c.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run after Close: got %v, want nil", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Run still running 2s after Close")
+	}
+	t.Logf("Run returned %v after Close", time.Since(start))
+	if err := c.Close(); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	_ = c.Stats()
+}

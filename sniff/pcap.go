@@ -1,0 +1,205 @@
+//go:build cgo
+
+package sniff
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/gopacket/layers"
+	"github.com/google/gopacket/pcap"
+)
+
+// maxKernelInsns is the longest classic BPF program Linux accepts
+// (BPF_MAXINSNS).
+const maxKernelInsns = 4096
+
+// Open starts capturing on the Ethernet interface iface with libpcap, in
+// immediate mode (each frame is handed over as it arrives) and with
+// Filter(opts.Filter) attached in the kernel. It needs CAP_NET_RAW; without
+// it the error wraps os.ErrPermission. The caller runs the capture with Run
+// and closes it with Close.
+func Open(iface string, opts Options) (*Capture, error) {
+	expr, err := Filter(opts.Filter)
+	if err != nil {
+		return nil, err
+	}
+	snaplen := opts.SnapLen
+	if snaplen == 0 {
+		snaplen = DefaultSnapLen
+	}
+	in, err := pcap.NewInactiveHandle(iface)
+	if err != nil {
+		return nil, fmt.Errorf("capture on %s: %w", iface, err)
+	}
+	defer in.CleanUp()
+	for _, set := range []func() error{
+		func() error { return in.SetSnapLen(snaplen) },
+		func() error { return in.SetPromisc(opts.Promiscuous) },
+		func() error { return in.SetTimeout(pollInterval) },
+		func() error { return in.SetImmediateMode(true) },
+		func() error {
+			if opts.BufferSize == 0 {
+				return nil
+			}
+			return in.SetBufferSize(opts.BufferSize)
+		},
+	} {
+		if err := set(); err != nil {
+			return nil, fmt.Errorf("capture on %s: %w", iface, err)
+		}
+	}
+	h, err := in.Activate()
+	if err != nil {
+		if strings.Contains(strings.ToLower(err.Error()), "permission") {
+			return nil, fmt.Errorf("capture on %s: %w (%v); run as root or give vip CAP_NET_RAW", iface, os.ErrPermission, err)
+		}
+		return nil, fmt.Errorf("capture on %s: %w", iface, err)
+	}
+	if lt := h.LinkType(); lt != layers.LinkTypeEthernet {
+		h.Close()
+		return nil, fmt.Errorf("capture on %s: link type %v, want Ethernet", iface, lt)
+	}
+	if err := h.SetBPFFilter(expr); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("capture on %s: attach filter: %w", iface, err)
+	}
+	return NewCapture(iface, &pcapSource{h: h}, opts.Clock), nil
+}
+
+// OpenFile reads a capture file (pcap or pcapng) as a Capture, applying
+// Filter(opts.Filter) as Open does; opts.SnapLen and the interface options
+// do not apply. Run returns once the file is read.
+func OpenFile(path string, opts Options) (*Capture, error) {
+	expr, err := Filter(opts.Filter)
+	if err != nil {
+		return nil, err
+	}
+	h, err := pcap.OpenOffline(path)
+	if err != nil {
+		return nil, fmt.Errorf("read capture %s: %w", path, err)
+	}
+	if lt := h.LinkType(); lt != layers.LinkTypeEthernet {
+		h.Close()
+		return nil, fmt.Errorf("read capture %s: link type %v, want Ethernet", path, lt)
+	}
+	if err := h.SetBPFFilter(expr); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("read capture %s: filter: %w", path, err)
+	}
+	return NewCapture(path, &pcapSource{h: h}, opts.Clock), nil
+}
+
+// Filter returns the capture filter for a user's libpcap expression: the
+// BaseFilter, and the user's expression if not empty. It fails, saying why,
+// when the expression does not compile, or compiles to a program the kernel
+// cannot run (libpcap would then filter in user space, and every frame on
+// the interface would reach the process).
+func Filter(user string) (string, error) {
+	expr := BaseFilter()
+	if strings.TrimSpace(user) == "" {
+		return expr, nil
+	}
+	if _, err := compile(user); err != nil {
+		return "", fmt.Errorf("capture filter %q does not compile: %v; see pcap-filter(7)", user, err)
+	}
+	expr = "(" + expr + ") and (" + user + ")"
+	prog, err := compile(expr)
+	if err != nil {
+		return "", fmt.Errorf("capture filter %q does not combine with the base filter: %v", user, err)
+	}
+	if !kernelSafe(prog) {
+		return "", fmt.Errorf("capture filter %q cannot run in the kernel (it compiles to a loop, as protochain does, or is too long); write it without that", user)
+	}
+	return expr, nil
+}
+
+func compile(expr string) ([]pcap.BPFInstruction, error) {
+	return pcap.CompileBPFFilter(layers.LinkTypeEthernet, DefaultSnapLen, expr)
+}
+
+// kernelSafe reports whether Linux's classic BPF checker would accept prog
+// as far as its shape goes: no more than BPF_MAXINSNS instructions, and no
+// jump backwards or past the end. Conditional jumps only go forwards by
+// encoding; an unconditional one (BPF_JMP|BPF_JA) goes pc+1+k, which libpcap
+// makes wrap around to jump back.
+func kernelSafe(prog []pcap.BPFInstruction) bool {
+	const jmpJA = 0x05 // BPF_JMP | BPF_JA
+	if len(prog) == 0 || len(prog) > maxKernelInsns {
+		return false
+	}
+	for pc, ins := range prog {
+		if ins.Code == jmpJA && uint64(ins.K) >= uint64(len(prog)-pc-1) {
+			return false
+		}
+	}
+	return true
+}
+
+// pcapSource is a Source on a libpcap handle.
+//
+// libpcap hands out frames in its own ring buffer, which pcap_close unmaps,
+// and crashes on a closed handle. So a read copies the frame into buf under
+// mu, and Close takes mu before closing: a frame handed to Run is Go memory,
+// and no call reaches a closed handle.
+type pcapSource struct {
+	mu      sync.Mutex
+	h       *pcap.Handle
+	buf     []byte
+	closed  bool
+	dropped uint64 // the kernel's count as Close found it
+}
+
+func (s *pcapSource) ReadFrame() ([]byte, time.Time, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, time.Time{}, io.EOF
+	}
+	data, ci, err := s.h.ZeroCopyReadPacketData()
+	switch {
+	case err == nil:
+		s.buf = append(s.buf[:0], data...)
+		return s.buf, ci.Timestamp, nil
+	case err == pcap.NextErrorTimeoutExpired:
+		return nil, time.Time{}, os.ErrDeadlineExceeded
+	case errors.Is(err, io.EOF):
+		return nil, time.Time{}, io.EOF
+	default:
+		return nil, time.Time{}, err
+	}
+}
+
+func (s *pcapSource) Dropped() (uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return s.dropped, nil
+	}
+	return s.droppedLocked()
+}
+
+func (s *pcapSource) droppedLocked() (uint64, error) {
+	st, err := s.h.Stats()
+	if err != nil {
+		return 0, err
+	}
+	return uint64(st.PacketsDropped), nil
+}
+
+func (s *pcapSource) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		// Keep the last count, so that Stats after Close still has it.
+		s.dropped, _ = s.droppedLocked()
+		s.closed = true
+		s.h.Close()
+	}
+	return nil
+}
