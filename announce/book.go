@@ -22,6 +22,12 @@ type ClaimOptions struct {
 	// Assign asks for the address to be added to the interface too, so
 	// local services receive its traffic.
 	Assign bool `json:"assign,omitempty"`
+	// ProbeEvery is the period of the probes that find silent competing
+	// claimers: zero takes DefaultProbeEvery, negative turns them off.
+	ProbeEvery time.Duration `json:"probe_every,omitempty"`
+	// OnConflict says what to do when another MAC answers for the
+	// address; empty means PolicyDefend.
+	OnConflict ConflictPolicy `json:"on_conflict,omitempty"`
 }
 
 // Claim is the record of one held address: what the book keeps.

@@ -64,6 +64,8 @@ type Status struct {
 	Answered uint64 `json:"answered"`
 	// GratuitousFrames counts gratuitous frames sent for the address.
 	GratuitousFrames uint64 `json:"gratuitous_frames"`
+	// Claimers are the other MACs seen answering for the address.
+	Claimers []Claimer `json:"claimers,omitempty"`
 }
 
 // InterfaceChange is what the engine is told when an interface changes.
@@ -110,9 +112,21 @@ type claimState struct {
 	claim   Claim
 	port    *portRef // nil while the interface is gone
 	refresh clockwork.Timer
+	probe   clockwork.Timer
+	// claimers are the other MACs seen answering for the address, by MAC.
+	claimers   map[string]*Claimer
+	lastDefend time.Time
+}
+
+func newClaimState(c Claim, p *portRef) *claimState {
+	return &claimState{claim: c, port: p, claimers: map[string]*Claimer{}}
 }
 
 func (c *claimState) key() Key { return Key{Ifindex: c.port.Index(), Addr: c.claim.Addr} }
+
+func (c *claimState) probeKey() Key {
+	return Key{Ifindex: c.port.Index(), Addr: c.claim.Addr, Probe: true}
+}
 
 func (c *claimState) live() bool { return c.port != nil && c.port.up }
 
@@ -169,6 +183,10 @@ func (e *Engine) Subscribe(n int) (<-chan Event, func()) { return e.hub.subscrib
 
 // Subscribers returns how many subscriptions are open.
 func (e *Engine) Subscribers() int { return e.hub.count() }
+
+// Notify adds an event from a component beside the engine (such as the
+// capture that follows other addresses' owners) to the engine's stream.
+func (e *Engine) Notify(ev Event) { e.publish(ev) }
 
 func (e *Engine) publish(ev Event) {
 	if ev.Time.IsZero() {
@@ -329,7 +347,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 			}
 			c.AddedAddress = c.AddedAddress || added
 		}
-		cs := &claimState{claim: c, port: p}
+		cs := newClaimState(c, p)
 		fresh = append(fresh, cs)
 		if p != nil {
 			byPort[p] = append(byPort[p], c.Addr)
@@ -382,8 +400,9 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 			"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
 		e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
 		if cs.live() {
-			lives = append(lives, e.arm(cs))
+			lives = append(lives, e.armWithProbe(cs))
 		} else {
+			e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
 			e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		}
 	}
@@ -393,7 +412,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface})
 		if cs.live() {
-			lives = append(lives, e.arm(cs))
+			lives = append(lives, e.armWithProbe(cs))
 		}
 	}
 	for _, name := range opened {
@@ -453,6 +472,56 @@ func (e *Engine) arm(cs *claimState) <-chan struct{} {
 	})
 }
 
+// armWithProbe arms the claim's window and probes for competing claimers
+// shortly after, then every ProbeEvery: a stale owner that sends nothing is
+// only found by asking.
+func (e *Engine) armWithProbe(cs *claimState) <-chan struct{} {
+	live := e.arm(cs)
+	e.probeLocked(cs, FirstProbeDelay)
+	return live
+}
+
+// FirstProbeDelay separates a claim (or a refresh) from its first probe,
+// within RFC 5227's PROBE_WAIT of up to 1 s, so that the capture that hears
+// the answers is listening on the claim's interface by then.
+const FirstProbeDelay = 500 * time.Millisecond
+
+func (e *Engine) probeEvery(cs *claimState) time.Duration {
+	switch p := cs.claim.Options.ProbeEvery; {
+	case p < 0:
+		return 0
+	case p == 0:
+		return DefaultProbeEvery
+	default:
+		return p
+	}
+}
+
+// probeLocked (re)starts the claim's probing: a probe after delay, through
+// the single sender, then one every ProbeEvery while the claim is held.
+func (e *Engine) probeLocked(cs *claimState, delay time.Duration) {
+	if cs.probe != nil {
+		cs.probe.Stop()
+		cs.probe = nil
+	}
+	every := e.probeEvery(cs)
+	if every == 0 {
+		return
+	}
+	addr := cs.claim.Addr
+	cs.probe = e.clock.AfterFunc(delay, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		if cur, ok := e.claims[addr]; !ok || cur != cs {
+			return
+		}
+		if cs.live() {
+			e.sched.Arm(cs.probeKey(), Burst{Window: time.Nanosecond, Cost: 1})
+		}
+		e.probeLocked(cs, every)
+	})
+}
+
 // armRefreshLocked (re)starts the claim's periodic refresh, if it has one.
 func (e *Engine) armRefreshLocked(cs *claimState) {
 	if cs.refresh != nil {
@@ -500,7 +569,7 @@ func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, no
 		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface, State: e.stateLocked(cs)})
 		if cs.live() {
-			e.arm(cs)
+			e.armWithProbe(cs)
 		}
 		refreshed = append(refreshed, cs.claim.Addr)
 	}
@@ -524,10 +593,14 @@ func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		}
 		if cs.port != nil {
 			e.sched.Cancel(cs.key())
+			e.sched.Cancel(cs.probeKey())
 			byPort[cs.port] = append(byPort[cs.port], a)
 		}
 		if cs.refresh != nil {
 			cs.refresh.Stop()
+		}
+		if cs.probe != nil {
+			cs.probe.Stop()
 		}
 		gone = append(gone, cs)
 	}
@@ -585,6 +658,9 @@ func (e *Engine) stateLocked(cs *claimState) string {
 	if !cs.live() {
 		return StateWaiting
 	}
+	if _, recent := e.claimersLocked(cs); recent {
+		return StateConflict
+	}
 	if e.sched.State(cs.key()).Active {
 		return StateAnnouncing
 	}
@@ -616,6 +692,11 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 			if b := e.sched.State(cs.key()); b.Active {
 				st.State, st.WindowEnd = StateAnnouncing, b.WindowEnd
 			}
+		}
+		var recent bool
+		st.Claimers, recent = e.claimersLocked(cs)
+		if recent && cs.live() {
+			st.State = StateConflict
 		}
 		e.sentMu.Lock()
 		st.GratuitousFrames = e.sent[a]
@@ -667,7 +748,7 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 			e.reassignLocked(claims)
 			for _, cs := range claims {
 				if cs.port == p {
-					e.arm(cs)
+					e.armWithProbe(cs)
 				}
 			}
 		} else {
@@ -675,6 +756,7 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 			for _, cs := range claims {
 				if cs.port == p {
 					e.sched.Cancel(cs.key())
+					e.sched.Cancel(cs.probeKey())
 				}
 			}
 		}
@@ -708,7 +790,7 @@ func (e *Engine) attachWaitingLocked(name string) {
 	for _, cs := range waiting {
 		cs.port = p
 		if p.up {
-			e.arm(cs)
+			e.armWithProbe(cs)
 		}
 	}
 }
@@ -721,6 +803,7 @@ func (e *Engine) closePortLocked(p *portRef, claims []*claimState) {
 			continue
 		}
 		e.sched.Cancel(cs.key())
+		e.sched.Cancel(cs.probeKey())
 		e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
 		cs.port = nil
 	}
@@ -755,7 +838,7 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 	for _, cs := range claims {
 		cs.port = ref
 		if c.Up {
-			e.arm(cs)
+			e.armWithProbe(cs)
 		}
 	}
 }
@@ -803,10 +886,19 @@ func (e *Engine) SendRound(_ context.Context, k Key) (int, error) {
 	}
 	p, frames := cs.port, e.frames(cs)
 	e.mu.Unlock()
+	if k.Probe {
+		return p.Probe(k.Addr)
+	}
 	return p.Announce(k.Addr, frames)
 }
 
 func (e *Engine) onBurst(ev BurstEvent) {
+	if ev.Key.Probe {
+		if ev.Kind == BurstRound && ev.Err != nil {
+			e.log.Warn("probe failed", "addr", ev.Key.Addr, "err", ev.Err)
+		}
+		return
+	}
 	switch ev.Kind {
 	case BurstStart:
 		e.log.Info("burst start", "addr", ev.Key.Addr, "window_end", ev.WindowEnd.Format(time.RFC3339Nano))

@@ -22,7 +22,21 @@ type fakePort struct {
 	mu        sync.Mutex
 	held      map[netip.Addr]bool
 	announced []netip.Addr
+	probed    []netip.Addr
 	closed    bool
+}
+
+func (p *fakePort) Probe(a netip.Addr) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.probed = append(p.probed, a)
+	return 1, nil
+}
+
+func (p *fakePort) probes() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.probed)
 }
 
 func (p *fakePort) Hold(addrs ...netip.Addr) error {

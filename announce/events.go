@@ -18,6 +18,9 @@ const (
 	EventBurstEnd   EventKind = "burst-end"
 	EventInterface  EventKind = "interface"
 	EventConflict   EventKind = "conflict"
+	// EventOwnerChange reports an address this host does not hold moving
+	// to another MAC, or flip-flopping back.
+	EventOwnerChange EventKind = "owner-change"
 	// EventLost tells a slow subscriber how many events it missed.
 	EventLost EventKind = "lost"
 )

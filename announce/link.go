@@ -43,11 +43,18 @@ type Announcer interface {
 	Announce(addr netip.Addr, frames Frames) (int, error)
 }
 
-// A Port is one interface as the engine uses it: it answers, announces, and
-// says which interface it is.
+// Prober sends probes that whoever else holds an address answers: an
+// RFC 5227 ARP probe, or a duplicate-address-detection solicitation.
+type Prober interface {
+	Probe(addr netip.Addr) (int, error)
+}
+
+// A Port is one interface as the engine uses it: it answers, announces,
+// probes, and says which interface it is.
 type Port interface {
 	Responder
 	Announcer
+	Prober
 	Name() string
 	Index() int
 	MAC() net.HardwareAddr
@@ -781,6 +788,31 @@ func (c *allMultiConn) SetAllMulti(on bool) error {
 		return err
 	}
 	return serr
+}
+
+// Probe sends one probe for addr; the answers come back to the capture
+// that looks for competing claimers.
+func (l *Link) Probe(addr netip.Addr) (int, error) {
+	var (
+		b   []byte
+		err error
+		dst = wire.Broadcast
+	)
+	if addr.Is4() {
+		b, err = wire.ARPProbe(l.mac, addr)
+	} else {
+		b, err = wire.DADSolicitation(l.mac, addr)
+		if g, gerr := ndp.SolicitedNodeMulticast(addr); gerr == nil {
+			dst = wire.MulticastMAC(g)
+		}
+	}
+	if err != nil {
+		return 0, fmt.Errorf("build a probe for %s: %w", addr, err)
+	}
+	if _, err := l.write(l.connFor(b), b, dst); err != nil {
+		return 0, fmt.Errorf("probe %s on %s: %w", addr, l.ifi.Name, err)
+	}
+	return 1, nil
 }
 
 func sameMAC(a, b net.HardwareAddr) bool {

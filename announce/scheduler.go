@@ -26,12 +26,20 @@ const (
 )
 
 // Key names one address on one interface: the unit the scheduler announces.
+// Probe keys carry the address's probes, which share the single sender and
+// its rate cap with the gratuitous rounds.
 type Key struct {
 	Ifindex int
 	Addr    netip.Addr
+	Probe   bool
 }
 
-func (k Key) String() string { return fmt.Sprintf("%s@%d", k.Addr, k.Ifindex) }
+func (k Key) String() string {
+	if k.Probe {
+		return fmt.Sprintf("probe %s@%d", k.Addr, k.Ifindex)
+	}
+	return fmt.Sprintf("%s@%d", k.Addr, k.Ifindex)
+}
 
 // A RoundSender sends one round of gratuitous advertisements for a key and
 // says how many frames went out. The scheduler calls it from a single

@@ -25,6 +25,7 @@ type agentOptions struct {
 	Rate        float64
 	LogFile     string
 	CPUProfile  string
+	Filter      string
 }
 
 func newAgentCmd(d *deps) *cobra.Command {
@@ -56,6 +57,7 @@ added. The socket is for root alone unless --group opens it to one group.`,
 	f.BoolVar(&o.Clean, "clean", false, "remove what a crashed agent left behind and exit, without re-adopting its claims")
 	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together")
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
+	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers")
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
@@ -98,6 +100,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Clean:       o.Clean,
 		Autostarted: o.Autostarted,
 		Rate:        o.Rate,
+		Filter:      o.Filter,
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,

@@ -37,6 +37,11 @@ type claimOptions struct {
 	Rate         float64
 	RefreshEvery time.Duration
 	Assign       bool
+	OnConflict   string
+	ProbeEvery   time.Duration
+	Filter       string
+	// probeSet tells an explicit --probe-every 0 (off) from the default.
+	probeSet bool
 	// windowSet tells an explicit --window 0 (a single round) from the
 	// default.
 	windowSet bool
@@ -83,6 +88,7 @@ fails when none or several do.`,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Addrs = args
 			o.windowSet = c.Flags().Changed("window")
+			o.probeSet = c.Flags().Changed("probe-every")
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -101,6 +107,10 @@ fails when none or several do.`,
 	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together (--foreground, or an agent claim starts)")
 	f.DurationVar(&o.RefreshEvery, "refresh-every", 0, "re-arm the window on this period, for switches that forget faster than hosts (0: off)")
 	f.BoolVar(&o.Assign, "assign", false, "also add the address to the interface (/32 or /128) so local services receive its traffic; removed at release")
+	f.StringVar(&o.OnConflict, "on-conflict", string(announce.PolicyDefend), "when another MAC answers for the address: defend (re-arm the burst, at most every 10s), warn, or yield (release it)")
+	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
+	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers (--foreground)")
+	_ = c.RegisterFlagCompletionFunc("on-conflict", cobra.FixedCompletions([]string{"defend", "warn", "yield"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("frames", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return announce.FrameNames(), cobra.ShellCompDirectiveNoFileComp
 	})
@@ -127,6 +137,11 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 		Frames:       o.Frames,
 		RefreshEvery: api.Duration(o.RefreshEvery),
 		Assign:       o.Assign,
+		OnConflict:   o.OnConflict,
+	}
+	if o.probeSet {
+		pe := api.Duration(o.ProbeEvery)
+		r.ProbeEvery = &pe
 	}
 	if o.windowSet || o.Window != announce.DefaultWindow {
 		w := api.Duration(o.Window)
@@ -228,6 +243,17 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	defer func() {
 		stopWatch()
 		waitWatch()
+	}()
+	guardCtx, stopGuard := context.WithCancel(context.WithoutCancel(ctx))
+	guard, err := agent.StartGuard(guardCtx, eng, agent.GuardConfig{Filter: o.Filter, Log: log})
+	if err != nil {
+		_ = stopEngine()
+		stopGuard()
+		return badInput("--filter: %v", err)
+	}
+	defer func() {
+		stopGuard()
+		guard.Wait()
 	}()
 	st, err := eng.Claim(ctx, plan.Requests, plan.Options)
 	if err != nil {

@@ -72,13 +72,13 @@ func TestClaimFlags(t *testing.T) {
 	}{
 		{"defaults", []string{"192.0.2.10"}, claimOptions{
 			Addrs: []string{"192.0.2.10"}, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
-			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate}},
+			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate, OnConflict: "defend", ProbeEvery: announce.DefaultProbeEvery}},
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
 			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
-			"--assign", "--json", "--no-autostart", "-f", "vips.txt"}, claimOptions{
+			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan"}, claimOptions{
 			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
-			RefreshEvery: 30 * time.Second, Assign: true, windowSet: true}},
+			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Filter: "vlan", probeSet: true, windowSet: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +121,8 @@ func TestClaimValidate(t *testing.T) {
 		{"refresh too often", with(base("192.0.2.10"), func(o *claimOptions) { o.RefreshEvery = time.Millisecond }), nil, "refresh-every 1ms is too short"},
 		{"no NA kind for IPv6", with(base("2001:db8::10"), func(o *claimOptions) { o.Frames = "arp-request" }), nil, "add na or na-routers"},
 		{"bad frame kind", with(base("192.0.2.10"), func(o *claimOptions) { o.Frames = "arp" }), nil, `unknown frame kind "arp"`},
+		{"bad conflict policy", with(base("192.0.2.10"), func(o *claimOptions) { o.OnConflict = "fight" }), nil, `unknown conflict policy "fight"`},
+		{"probing too often", with(base("192.0.2.10"), func(o *claimOptions) { o.ProbeEvery, o.probeSet = time.Millisecond, true }), nil, "probe-every 1ms is too short"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -54,6 +54,8 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitOK, nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
+	case errors.Is(err, errConflict):
+		return ExitConflict, err
 	case errors.As(err, &remote):
 		if remote.Code == api.CodeBadInput || remote.Code == api.CodeTooLarge {
 			return ExitBadInput, err

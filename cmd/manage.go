@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os/signal"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -129,8 +130,11 @@ when a slow node rejoins. An address that is not held makes it exit 1.`,
 	return c
 }
 
+// errConflict makes status --check and probe exit 3.
+var errConflict = errors.New("a competing claimer is present")
+
 func newStatusCmd(d *deps) *cobra.Command {
-	var asJSON bool
+	var asJSON, check bool
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show every claim the agent holds",
@@ -146,12 +150,27 @@ answered and gratuitous frames sent.`,
 				return err
 			}
 			if asJSON {
-				return writeJSON(d, st)
+				err = writeJSON(d, st)
+			} else {
+				err = printStatus(d, st, time.Now())
 			}
-			return printStatus(d, st, time.Now())
+			if err != nil || !check {
+				return err
+			}
+			var conflicted []string
+			for _, cl := range st.Claims {
+				if cl.State == "conflict" {
+					conflicted = append(conflicted, cl.Addr)
+				}
+			}
+			if len(conflicted) > 0 {
+				return fmt.Errorf("%w for %s", errConflict, strings.Join(conflicted, ", "))
+			}
+			return nil
 		},
 	}
 	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	c.Flags().BoolVar(&check, "check", false, "exit 3 while a competing claimer was seen in the last 10s (is the failover clean?)")
 	return c
 }
 
@@ -161,7 +180,7 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 		return nil
 	}
 	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ADDRESS\tINTERFACE\tMAC\tSTATE\tREFRESHED\tWINDOW\tANSWERED\tGRATUITOUS")
+	fmt.Fprintln(w, "ADDRESS\tINTERFACE\tMAC\tSTATE\tREFRESHED\tWINDOW\tANSWERED\tGRATUITOUS\tCLAIMERS")
 	for _, c := range st.Claims {
 		window := "-"
 		if c.WindowRemaining > 0 {
@@ -171,8 +190,16 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 		if mac == "" {
 			mac = "-"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s ago\t%s\t%d\t%d\n", c.Addr, c.Interface, mac, c.State,
-			now.Sub(c.RefreshedAt).Round(time.Second), window, c.Answered, c.GratuitousFrames)
+		claimers := "-"
+		if len(c.Claimers) > 0 {
+			macs := make([]string, len(c.Claimers))
+			for i, cl := range c.Claimers {
+				macs[i] = cl.MAC
+			}
+			claimers = strings.Join(macs, ",")
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s ago\t%s\t%d\t%d\t%s\n", c.Addr, c.Interface, mac, c.State,
+			now.Sub(c.RefreshedAt).Round(time.Second), window, c.Answered, c.GratuitousFrames, claimers)
 	}
 	return w.Flush()
 }

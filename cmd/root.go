@@ -91,6 +91,7 @@ switches and neighbours learn the new owner at once.`,
 		newStatusCmd(d),
 		newEventsCmd(d),
 		newAgentCmd(d),
+		newProbeCmd(d),
 	)
 	return root
 }

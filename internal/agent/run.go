@@ -28,7 +28,9 @@ type Config struct {
 	// attached.
 	Autostarted bool
 	// Rate caps gratuitous frames per second; zero takes the default.
-	Rate    float64
+	Rate float64
+	// Filter is a libpcap expression ANDed with the capture's filter.
+	Filter  string
 	Version string
 	Sys     netcheck.System
 	Log     *slog.Logger
@@ -110,6 +112,16 @@ func Run(ctx context.Context, cfg Config) error {
 		stopWatch()
 		waitWatch()
 	}()
+	guardCtx, stopGuard := context.WithCancel(context.WithoutCancel(ctx))
+	guard, err := StartGuard(guardCtx, eng, GuardConfig{Filter: cfg.Filter, Log: log})
+	if err != nil {
+		stopGuard()
+		return err
+	}
+	defer func() {
+		stopGuard()
+		guard.Wait()
+	}()
 
 	allow := SelfAllow()
 	if cfg.Group != "" {
@@ -124,10 +136,11 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	srv := NewServer(ServerConfig{
-		Engine: eng,
-		Sys:    cfg.Sys,
-		Allow:  allow,
-		Log:    log,
+		Engine:  eng,
+		Watcher: guard,
+		Sys:     cfg.Sys,
+		Allow:   allow,
+		Log:     log,
 		Info: api.Agent{
 			PID: os.Getpid(), Version: cfg.Version, Started: time.Now(), Socket: paths.Socket,
 			StateFile: paths.State, Autostarted: cfg.Autostarted,

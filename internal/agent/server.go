@@ -17,6 +17,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/sniff"
 )
 
 // Engine is what the server needs of the claim engine.
@@ -43,11 +44,20 @@ func PeerFrom(ctx context.Context) (Peer, bool) {
 	return p, ok
 }
 
+// Watcher reports what the captures saw: who-has traffic and capture
+// statistics. Guard is one.
+type Watcher interface {
+	Traffic(order sniff.Order) api.TrafficResponse
+	Captures() []api.CaptureStat
+}
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	Engine Engine
-	Sys    netcheck.System
-	Info   api.Agent
+	// Watcher, if set, serves /v1/traffic and capture statistics.
+	Watcher Watcher
+	Sys     netcheck.System
+	Info    api.Agent
 	// Allow decides whether a peer may use the agent; nil allows root only.
 	Allow func(Peer) error
 	Log   *slog.Logger
@@ -94,6 +104,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/refresh", s.refresh)
 	mux.HandleFunc("POST /v1/release", s.release)
 	mux.HandleFunc("GET /v1/status", s.status)
+	mux.HandleFunc("GET /v1/traffic", s.traffic)
 	mux.HandleFunc("GET /v1/events", s.streamEvents)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s: see the API in the README", r.Method, r.URL.Path))
@@ -293,7 +304,28 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	writeJSON(w, api.StatusResponse{Agent: s.cfg.Info, Claims: s.claimList(s.cfg.Engine.Status())})
+	resp := api.StatusResponse{Agent: s.cfg.Info, Claims: s.claimList(s.cfg.Engine.Status())}
+	if s.cfg.Watcher != nil {
+		resp.Captures = s.cfg.Watcher.Captures()
+	}
+	writeJSON(w, resp)
+}
+
+func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
+	sortBy := r.URL.Query().Get("sort")
+	if sortBy == "" {
+		sortBy = "rate"
+	}
+	order, err := sniff.ParseOrder(sortBy)
+	if err != nil {
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
+		return
+	}
+	if s.cfg.Watcher == nil {
+		writeJSON(w, api.TrafficResponse{Entries: []api.Traffic{}})
+		return
+	}
+	writeJSON(w, s.cfg.Watcher.Traffic(order))
 }
 
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {

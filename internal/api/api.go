@@ -56,6 +56,12 @@ type ClaimRequest struct {
 	RefreshEvery Duration `json:"refresh_every,omitempty"`
 	// Assign also adds each address to its interface.
 	Assign bool `json:"assign,omitempty"`
+	// OnConflict is what to do when another MAC answers for an address:
+	// defend (default), warn or yield.
+	OnConflict string `json:"on_conflict,omitempty"`
+	// ProbeEvery is the period of probes for silent competing claimers;
+	// absent takes the default (10s), zero turns them off.
+	ProbeEvery *Duration `json:"probe_every,omitempty"`
 }
 
 // ClaimResponse lists the claims as they are once live.
@@ -85,8 +91,9 @@ type ReleaseResponse struct {
 
 // StatusResponse describes the agent and every claim.
 type StatusResponse struct {
-	Agent  Agent   `json:"agent"`
-	Claims []Claim `json:"claims"`
+	Agent    Agent         `json:"agent"`
+	Claims   []Claim       `json:"claims"`
+	Captures []CaptureStat `json:"captures,omitempty"`
 }
 
 // Agent describes the running agent.
@@ -119,6 +126,63 @@ type Claim struct {
 	Frames   string   `json:"frames"`
 	// RefreshEvery is the period of automatic refreshes, if any.
 	RefreshEvery Duration `json:"refresh_every,omitempty"`
+	// OnConflict is the claim's policy: defend, warn or yield.
+	OnConflict string `json:"on_conflict,omitempty"`
+	// Claimers are the other MACs seen answering for the address: a
+	// split brain while any was seen recently (state "conflict").
+	Claimers []Claimer `json:"claimers,omitempty"`
+}
+
+// Claimer is a MAC other than ours that answers for a held address.
+type Claimer struct {
+	MAC       string    `json:"mac"`
+	Kind      string    `json:"kind"`
+	FirstSeen time.Time `json:"first_seen"`
+	LastSeen  time.Time `json:"last_seen"`
+	Count     uint64    `json:"count"`
+}
+
+// TrafficResponse is the who-has traffic seen on the wire, per target.
+type TrafficResponse struct {
+	Entries  []Traffic     `json:"entries"`
+	Captures []CaptureStat `json:"captures"`
+	// Evicted counts targets dropped from the bounded table.
+	Evicted uint64 `json:"evicted"`
+}
+
+// Traffic is the who-has traffic for one target address.
+type Traffic struct {
+	Addr      string  `json:"addr"`
+	Requests  uint64  `json:"requests"`
+	Rate      float64 `json:"rate"` // requests per second, recent
+	Askers    []Asker `json:"askers"`
+	LastAsker Asker   `json:"last_asker"`
+	// AnsweredBy lists the MACs seen answering for the address.
+	AnsweredBy []Answerer `json:"answered_by"`
+	Held       bool       `json:"held"`
+	LastSeen   time.Time  `json:"last_seen"`
+}
+
+// Asker is a host asking who has an address.
+type Asker struct {
+	MAC   string `json:"mac"`
+	Addr  string `json:"addr,omitempty"`
+	Count uint64 `json:"count,omitempty"`
+}
+
+// Answerer is a MAC seen answering for an address.
+type Answerer struct {
+	MAC   string `json:"mac"`
+	Count uint64 `json:"count"`
+}
+
+// CaptureStat counts what one interface's capture saw.
+type CaptureStat struct {
+	Interface   string `json:"interface"`
+	Received    uint64 `json:"received"`
+	Dropped     uint64 `json:"dropped"`
+	Undecodable uint64 `json:"undecodable"`
+	Error       string `json:"error,omitempty"`
 }
 
 // Event is one entry of the agent's event stream.
@@ -159,6 +223,13 @@ func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineC
 		Interval:         Duration(defaults.Burst.Interval),
 		Frames:           defaults.Frames.String(),
 		RefreshEvery:     Duration(s.Options.RefreshEvery),
+		OnConflict:       string(s.Options.OnConflict),
+	}
+	if c.OnConflict == "" {
+		c.OnConflict = string(announce.PolicyDefend)
+	}
+	for _, cl := range s.Claimers {
+		c.Claimers = append(c.Claimers, Claimer{MAC: cl.MAC.String(), Kind: cl.Kind, FirstSeen: cl.FirstSeen, LastSeen: cl.LastSeen, Count: cl.Count})
 	}
 	if w := s.Options.Window; w > 0 {
 		c.Window = Duration(w)
@@ -194,6 +265,21 @@ func (r ClaimRequest) Validate(sys netcheck.System) (Plan, error) {
 		return p, err
 	}
 	opts := announce.ClaimOptions{Assign: r.Assign}
+	if opts.OnConflict, err = announce.ParseConflictPolicy(r.OnConflict); err != nil {
+		return p, netcheck.Invalidf("on-conflict: %v", err)
+	}
+	if r.ProbeEvery != nil {
+		switch pe := time.Duration(*r.ProbeEvery); {
+		case pe < 0:
+			return p, netcheck.Invalidf("probe-every %v is negative: give a period such as 10s, or 0 to turn probing off", pe)
+		case pe == 0:
+			opts.ProbeEvery = -1
+		case pe < time.Second:
+			return p, netcheck.Invalidf("probe-every %v is too short: give at least 1s", pe)
+		default:
+			opts.ProbeEvery = pe
+		}
+	}
 	if r.Frames != "" {
 		if opts.Frames, err = announce.ParseFrames(r.Frames); err != nil {
 			return p, netcheck.Invalidf("frames: %v", err)

@@ -128,6 +128,12 @@ func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
 	return out, c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
 }
 
+// Traffic returns the who-has traffic the agent's captures saw.
+func (c *Client) Traffic(ctx context.Context) (TrafficResponse, error) {
+	var out TrafficResponse
+	return out, c.do(ctx, http.MethodGet, "/v1/traffic", nil, &out)
+}
+
 // EventStream reads the agent's events.
 type EventStream struct {
 	body io.ReadCloser

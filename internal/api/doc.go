@@ -9,6 +9,7 @@
 //	POST /v1/refresh  AddrsRequest   -> RefreshResponse
 //	POST /v1/release  AddrsRequest   -> ReleaseResponse
 //	GET  /v1/status                  -> StatusResponse
+//	GET  /v1/traffic                 -> TrafficResponse
 //	GET  /v1/events                  -> a stream of Event, one JSON object a line
 //
 // Errors come back with a 4xx or 5xx status and an Error body.

@@ -98,6 +98,24 @@ func ARPGratuitousReply(mac net.HardwareAddr, addr netip.Addr) ([]byte, error) {
 	return ARPFrame(Broadcast, mac, arp.OperationReply, mac, addr, Broadcast, addr)
 }
 
+// ARPProbe builds an RFC 5227 probe for addr: an ARP request from sender
+// IP 0.0.0.0, target MAC zero, broadcast. Whoever holds addr answers it.
+func ARPProbe(mac net.HardwareAddr, addr netip.Addr) ([]byte, error) {
+	return ARPFrame(Broadcast, mac, arp.OperationRequest, mac, netip.IPv4Unspecified(), zeroMAC, addr)
+}
+
+// DADSolicitation builds a duplicate-address-detection probe for target: a
+// neighbor solicitation from ::, to target's solicited-node group, without
+// a source link-layer option. Whoever holds target answers it to all nodes.
+func DADSolicitation(mac net.HardwareAddr, target netip.Addr) ([]byte, error) {
+	group, err := ndp.SolicitedNodeMulticast(target)
+	if err != nil {
+		return nil, fmt.Errorf("solicited-node group of %s: %w", target, err)
+	}
+	ns := &ndp.NeighborSolicitation{TargetAddress: target}
+	return NDPFrame(MulticastMAC(group), mac, netip.IPv6Unspecified(), group, ns)
+}
+
 // ARPFrameInfo is a decoded ARP frame.
 type ARPFrameInfo struct {
 	EthDst, EthSrc net.HardwareAddr

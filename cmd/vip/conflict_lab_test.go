@@ -1,0 +1,249 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+)
+
+// claimersOf returns the competing claimer MACs the agent on h reports for
+// addr, and the claim's state.
+func claimersOf(t *testing.T, h *lab.Host, sock, addr string) ([]string, string) {
+	t.Helper()
+	for _, c := range status(t, h, sock).Claims {
+		if c.Addr == addr {
+			var macs []string
+			for _, cl := range c.Claimers {
+				macs = append(macs, cl.MAC)
+			}
+			return macs, c.State
+		}
+	}
+	return nil, "not held"
+}
+
+// TestSplitBrainIsSeenAndDefenceIsBounded: b claims an address a holds.
+// Each reports the other as a competing claimer within a second, and with
+// both defending, each sends at most one burst per defend interval.
+func TestSplitBrainIsSeenAndDefenceIsBounded(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.1/24")},
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "watch"},
+	)
+	a, b, watch := l.Host("a"), l.Host("b"), l.Host("watch")
+	dir := sockDir(t)
+	sa, sb := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	startAgent(t, a, sa)
+	startAgent(t, b, sb)
+	capture := labtest.Capture(t, watch, "eth0", "arp")
+	burst := []string{"--window", "2s", "--interval", "500ms"} // 5 rounds a burst
+	mustVip(t, a, sa, append([]string{"claim", "192.0.2.10"}, burst...)...)
+	start := time.Now()
+	mustVip(t, b, sb, append([]string{"claim", "192.0.2.10"}, burst...)...)
+	for _, side := range []struct {
+		h     *lab.Host
+		sock  string
+		rival *lab.Host
+	}{{a, sa, b}, {b, sb, a}} {
+		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+			macs, state := claimersOf(t, side.h, side.sock, "192.0.2.10")
+			want := mac(side.rival, "eth0")
+			return state == "conflict" && len(macs) == 1 && macs[0] == want,
+				fmt.Sprintf("%s reports claimers %v in state %s, want %s in state conflict", side.h.Name, macs, state, want)
+		})
+	}
+	if took := time.Since(start); took > 2*time.Second {
+		t.Errorf("both sides saw the split brain %v after the second claim, want about a second", took)
+	}
+	if out, code := vipOn(t, a, sa, "status", "--check"); code != 3 || !strings.Contains(out, "competing claimer") {
+		t.Errorf("status --check during the split brain: got exit %d, %q; want 3", code, out)
+	}
+
+	// Count each side's rounds over 12 s: one burst at the claim, then at
+	// most one defence per 10 s; defending on every conflict would send a
+	// round every interval (24).
+	const span = 12 * time.Second
+	time.Sleep(span - time.Since(start)) // the traffic over a fixed span is what is measured
+	pk := capture.Packets(t)
+	for _, h := range []*lab.Host{a, b} {
+		// Each round is an announcement and a reply from the sender's MAC.
+		n := 0
+		for _, p := range pk {
+			if gratuitousFor(p, vip4) && p.Metadata().Timestamp.Sub(start) <= span &&
+				p.LinkLayer().LinkFlow().Src().String() == mac(h, "eth0") {
+				n++
+			}
+		}
+		rounds := n / 2
+		if max := 5 * (1 + int(span/(10*time.Second)) + 1); rounds > max || rounds < 5 {
+			t.Errorf("%s sent %d rounds in %v, want its claim's 5 and at most one more burst per 10 s (<= %d)", h.Name, rounds, span, max)
+		}
+	}
+}
+
+// TestRogueAnnouncementIsAConflict: arping -U from another host for our
+// address shows up as a competing claimer, in status and in events.
+func TestRogueAnnouncementIsAConflict(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "rogue", IPv4: pfx("192.0.2.66/24")},
+	)
+	b, rogue := l.Host("b"), l.Host("rogue")
+	sock := filepath.Join(sockDir(t), "b.sock")
+	startAgent(t, b, sock)
+	mustVip(t, b, sock, "claim", "192.0.2.10", "--on-conflict", "warn")
+	events := labtest.Start(t, b, vipBin, "events", "--json", "--socket", sock)
+	// The stream is subscribed once it shows a refresh made after it started.
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		_, code := vipOn(t, b, sock, "refresh", "192.0.2.10")
+		return code == 0 && strings.Contains(events.Output(), `"kind":"refresh"`), "waiting for the event stream"
+	})
+	// arping -U sends from the address, so the rogue has it too, as a stale
+	// owner would.
+	mustRun(t, rogue, "ip", "addr", "add", "192.0.2.10/32", "dev", "eth0")
+	arping(t, rogue, "-U", "-c", "2", "-I", "eth0", "192.0.2.10")
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		macs, state := claimersOf(t, b, sock, "192.0.2.10")
+		return state == "conflict" && len(macs) > 0 && macs[0] == mac(rogue, "eth0"), fmt.Sprintf("claimers %v, state %s", macs, state)
+	})
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		for _, line := range strings.Split(events.Output(), "\n") {
+			var ev api.Event
+			if json.Unmarshal([]byte(line), &ev) == nil && ev.Kind == "conflict" && ev.MAC == mac(rogue, "eth0") {
+				return true, ""
+			}
+		}
+		return false, "no conflict event naming the rogue in:\n" + events.Output()
+	})
+}
+
+// TestYieldStopsAnswering: a claims with --on-conflict yield; when b claims
+// the address, a releases it and only b answers.
+func TestYieldStopsAnswering(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.1/24")},
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+	)
+	a, b, client := l.Host("a"), l.Host("b"), l.Host("client")
+	dir := sockDir(t)
+	sa, sb := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	startAgent(t, a, sa)
+	startAgent(t, b, sb)
+	mustVip(t, a, sa, "claim", "192.0.2.10", "--on-conflict", "yield")
+	mustVip(t, b, sb, "claim", "192.0.2.10")
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		st := status(t, a, sa)
+		return len(st.Claims) == 0, fmt.Sprintf("a still holds %+v", st.Claims)
+	})
+	out, code := arping(t, client, "-c", "3", "-w", "5", "-I", "eth0", "192.0.2.10")
+	for _, m := range replyMACs(out) {
+		if m != mac(b, "eth0") {
+			t.Errorf("after a yielded: got a reply from %s, want only b's %s", m, mac(b, "eth0"))
+		}
+	}
+	if code != 0 || len(replyMACs(out)) != 3 {
+		t.Errorf("after a yielded: got exit %d and %d replies, want 3 from b:\n%s", code, len(replyMACs(out)), out)
+	}
+}
+
+// TestProbe: vip probe finds whoever answers for an address: a vip agent,
+// or a plain Linux host holding it as its own (IPv4 and IPv6), and a silent
+// stale owner is found by a new claimer's probes too.
+func TestProbe(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.1/24"), IPv6: pfx("2001:db8::1/64")},
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24"), IPv6: pfx("2001:db8::2/64")},
+		lab.HostConfig{Name: "stale", IPv4: pfx("192.0.2.77/24"), IPv6: pfx("2001:db8::77/64")},
+	)
+	a, b, stale := l.Host("a"), l.Host("b"), l.Host("stale")
+	sa := filepath.Join(sockDir(t), "a.sock")
+	startAgent(t, a, sa)
+
+	out, code := vipOn(t, b, sa, "probe", "192.0.2.10", "2001:db8::10")
+	if code != 0 || strings.Count(out, "no answer") != 2 {
+		t.Fatalf("probe of free addresses: got exit %d, %q; want 0 and no answer for both", code, out)
+	}
+	mustVip(t, a, sa, "claim", "192.0.2.10", "2001:db8::10")
+	out, code = vipOn(t, b, sa, "probe", "192.0.2.10", "2001:db8::10", "--json")
+	var res struct {
+		Results []struct {
+			Addr     string
+			Claimers []api.Claimer
+		}
+	}
+	if err := json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &res); err != nil {
+		t.Fatalf("probe --json: %v:\n%s", err, out)
+	}
+	if code != 3 || len(res.Results) != 2 {
+		t.Fatalf("probe of a's addresses: got exit %d, %q; want 3", code, out)
+	}
+	for _, r := range res.Results {
+		if len(r.Claimers) != 1 || r.Claimers[0].MAC != mac(a, "eth0") {
+			t.Errorf("probe %s: got claimers %+v, want a's %s alone", r.Addr, r.Claimers, mac(a, "eth0"))
+		}
+	}
+
+	// A plain host that has the addresses as its own: its kernel answers.
+	mustRun(t, stale, "ip", "addr", "add", "192.0.2.20/32", "dev", "eth0")
+	mustRun(t, stale, "ip", "addr", "add", "2001:db8::20/128", "dev", "eth0", "nodad")
+	out, code = vipOn(t, b, sa, "probe", "192.0.2.20", "2001:db8::20")
+	if code != 3 || strings.Count(out, "answered by "+mac(stale, "eth0")) != 2 {
+		t.Errorf("probe of the stale host's addresses: got exit %d, %q; want both answered by %s", code, out, mac(stale, "eth0"))
+	}
+	// The stale owner sends nothing by itself; b's claim probes and finds it.
+	sb := filepath.Join(sockDir(t), "b.sock")
+	startAgent(t, b, sb)
+	mustVip(t, b, sb, "claim", "192.0.2.20", "2001:db8::20", "--on-conflict", "warn")
+	for _, addr := range []string{"192.0.2.20", "2001:db8::20"} {
+		labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+			macs, state := claimersOf(t, b, sb, addr)
+			return state == "conflict" && len(macs) == 1 && macs[0] == mac(stale, "eth0"), fmt.Sprintf("%s: claimers %v, state %s", addr, macs, state)
+		})
+	}
+}
+
+// TestTrafficCountsWhoHas: N requests from arping -c N are counted as N,
+// with the asker, in the agent's traffic table.
+func TestTrafficCountsWhoHas(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+	)
+	b, client := l.Host("b"), l.Host("client")
+	sock := filepath.Join(sockDir(t), "b.sock")
+	startAgent(t, b, sock)
+	mustVip(t, b, sock, "claim", "192.0.2.10", "--probe-every", "0")
+	// The capture opens just after the claim goes live.
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		st := status(t, b, sock)
+		return len(st.Captures) == 1 && st.Captures[0].Interface == "eth0" && st.Captures[0].Error == "", fmt.Sprintf("captures: %+v", st.Captures)
+	})
+	arping(t, client, "-c", "4", "-w", "6", "-I", "eth0", "192.0.2.10")
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		tr, err := api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second))
+		if err != nil {
+			return false, fmt.Sprintf("traffic: %v", err)
+		}
+		for _, e := range tr.Entries {
+			if e.Addr == "192.0.2.10" {
+				return e.Requests == 4 && e.LastAsker.MAC == mac(client, "eth0") && e.Held,
+					fmt.Sprintf("traffic for 192.0.2.10: %d requests, last asker %+v, held %v; want 4 from the client", e.Requests, e.LastAsker, e.Held)
+			}
+		}
+		return false, fmt.Sprintf("no traffic entry for 192.0.2.10 in %+v", tr.Entries)
+	})
+}

@@ -1,0 +1,265 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/sniff"
+)
+
+// GuardConfig configures a Guard.
+type GuardConfig struct {
+	// Filter is a libpcap expression ANDed with the capture's own filter.
+	Filter string
+	// Open opens a capture; nil means sniff.Open.
+	Open func(iface string, opts sniff.Options) (*sniff.Capture, error)
+	Log  *slog.Logger
+}
+
+// Guard watches the wire of every interface with a claim: it captures
+// who-has traffic into a table and tells the engine about competing
+// claimers, and reports ownership changes of other addresses as events.
+type Guard struct {
+	eng   *announce.Engine
+	cfg   GuardConfig
+	log   *slog.Logger
+	table *sniff.Table
+	det   *sniff.Detector
+
+	mu       sync.Mutex
+	captures map[string]*guardCapture
+	heldMAC  map[netip.Addr]string
+	wg       sync.WaitGroup
+}
+
+type guardCapture struct {
+	cap    *sniff.Capture
+	cancel context.CancelFunc
+	err    string
+}
+
+// StartGuard starts watching for eng until ctx is done; Wait waits for it.
+func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Guard, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Open == nil {
+		cfg.Open = sniff.Open
+	}
+	if _, err := sniff.Filter(cfg.Filter); err != nil {
+		return nil, err
+	}
+	table, err := sniff.NewTable(sniff.TableConfig{})
+	if err != nil {
+		return nil, err
+	}
+	g := &Guard{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*guardCapture{}, heldMAC: map[netip.Addr]string{}}
+	g.det, err = sniff.NewDetector(sniff.DetectorConfig{OnEvent: g.onEvent})
+	if err != nil {
+		return nil, err
+	}
+	events, cancel := eng.Subscribe(4096)
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		defer cancel()
+		g.follow(ctx, events)
+	}()
+	return g, nil
+}
+
+// Wait waits until the guard has stopped and closed its captures.
+func (g *Guard) Wait() { g.wg.Wait() }
+
+// follow reconciles the captures with the claims after claim events, at
+// most every reconcileEvery, until ctx is done.
+func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
+	const reconcileEvery = 50 * time.Millisecond
+	g.reconcile(ctx)
+	var due <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			g.mu.Lock()
+			for name, c := range g.captures {
+				g.closeLocked(name, c)
+			}
+			g.mu.Unlock()
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case announce.EventClaim, announce.EventRelease, announce.EventInterface, announce.EventLost:
+				if due == nil {
+					due = time.After(reconcileEvery)
+				}
+			}
+		case <-due:
+			due = nil
+			g.reconcile(ctx)
+		}
+	}
+}
+
+// reconcile opens a capture on each interface with a claim, closes the
+// others, and tells the detector which addresses are held with which MAC.
+func (g *Guard) reconcile(ctx context.Context) {
+	want := map[string]bool{}
+	held := map[netip.Addr]string{}
+	for _, st := range g.eng.Status() {
+		if st.MAC == "" {
+			continue // waiting for its interface
+		}
+		want[st.Interface] = true
+		held[st.Addr] = st.MAC
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for a, mac := range held {
+		if g.heldMAC[a] == mac {
+			continue
+		}
+		hw, err := net.ParseMAC(mac)
+		if err == nil {
+			err = g.det.Hold(a, hw)
+		}
+		if err != nil {
+			g.log.Warn("cannot watch for competing claimers", "addr", a, "err", err)
+			continue
+		}
+		g.heldMAC[a] = mac
+	}
+	for a := range g.heldMAC {
+		if _, ok := held[a]; !ok {
+			g.det.Drop(a)
+			delete(g.heldMAC, a)
+		}
+	}
+	for name, c := range g.captures {
+		if !want[name] {
+			g.closeLocked(name, c)
+		}
+	}
+	for name := range want {
+		if c, ok := g.captures[name]; ok && c.cap != nil {
+			continue
+		}
+		g.openLocked(ctx, name)
+	}
+}
+
+func (g *Guard) openLocked(ctx context.Context, name string) {
+	c, err := g.cfg.Open(name, sniff.Options{Filter: g.cfg.Filter})
+	if err != nil {
+		g.log.Error("cannot watch the wire: competing claimers will not be seen", "interface", name, "err", err)
+		g.captures[name] = &guardCapture{err: err.Error()}
+		return
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	gc := &guardCapture{cap: c, cancel: cancel}
+	g.captures[name] = gc
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		err := c.Run(cctx, g.table, g.det)
+		if err != nil && cctx.Err() == nil {
+			g.log.Error("capture stopped: competing claimers will not be seen", "interface", name, "err", err)
+			g.mu.Lock()
+			if g.captures[name] == gc {
+				gc.err = err.Error()
+			}
+			g.mu.Unlock()
+		}
+	}()
+	g.log.Info("watching the wire for competing claimers", "interface", name)
+}
+
+func (g *Guard) closeLocked(name string, c *guardCapture) {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	if c.cap != nil {
+		_ = c.cap.Close()
+	}
+	delete(g.captures, name)
+}
+
+func (g *Guard) onEvent(ev sniff.Event) {
+	switch ev := ev.(type) {
+	case sniff.Conflict:
+		g.eng.Conflict(ev.Addr, announce.Claimer{MAC: ev.MAC.HardwareAddr(), Kind: ev.Kind.String(), FirstSeen: ev.First, LastSeen: ev.Last, Count: ev.Count})
+	case sniff.OwnerChange:
+		what := "changed owner"
+		if ev.FlipFlop {
+			what = "flip-flopped"
+		}
+		msg := fmt.Sprintf("%s %s from %s to %s", ev.Addr, what, ev.Old, ev.New)
+		g.log.Info("owner change", "addr", ev.Addr, "old", ev.Old.String(), "new", ev.New.String(), "flip_flop", ev.FlipFlop)
+		g.eng.Notify(announce.Event{Time: ev.Time, Kind: announce.EventOwnerChange, Addr: ev.Addr, MAC: ev.New.String(), Message: msg})
+	}
+}
+
+// Captures reports each capture's statistics.
+func (g *Guard) Captures() []api.CaptureStat {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]api.CaptureStat, 0, len(g.captures))
+	for name, c := range g.captures {
+		cs := api.CaptureStat{Interface: name, Error: c.err}
+		if c.cap != nil {
+			s := c.cap.Stats()
+			cs.Received, cs.Dropped, cs.Undecodable = s.Received, s.Dropped, s.Undecodable
+		}
+		out = append(out, cs)
+	}
+	slices.SortFunc(out, func(a, b api.CaptureStat) int { return strings.Compare(a.Interface, b.Interface) })
+	return out
+}
+
+// Traffic returns the who-has traffic table in the given order.
+func (g *Guard) Traffic(order sniff.Order) api.TrafficResponse {
+	g.mu.Lock()
+	held := make(map[netip.Addr]bool, len(g.heldMAC))
+	for a := range g.heldMAC {
+		held[a] = true
+	}
+	g.mu.Unlock()
+	entries := g.table.Snapshot(order)
+	out := api.TrafficResponse{Entries: make([]api.Traffic, len(entries)), Captures: g.Captures(), Evicted: g.table.Stats().Evicted}
+	for i, e := range entries {
+		t := api.Traffic{
+			Addr: e.Addr.String(), Requests: e.Requests, Rate: e.Rate, Held: held[e.Addr], LastSeen: e.LastSeen,
+			LastAsker: asker(e.LastAsker, 0),
+		}
+		for _, a := range e.Askers {
+			t.Askers = append(t.Askers, asker(a.Asker, a.Requests))
+		}
+		for _, a := range e.Answerers {
+			t.AnsweredBy = append(t.AnsweredBy, api.Answerer{MAC: a.MAC.String(), Count: a.Answers})
+		}
+		out.Entries[i] = t
+	}
+	return out
+}
+
+func asker(a sniff.Asker, n uint64) api.Asker {
+	out := api.Asker{Count: n}
+	if !a.MAC.IsZero() {
+		out.MAC = a.MAC.String()
+	}
+	if a.Addr.IsValid() {
+		out.Addr = a.Addr.String()
+	}
+	return out
+}
