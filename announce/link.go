@@ -222,8 +222,8 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 	empty := map[netip.Addr]*held{}
 	l.held.Store(&empty)
 	l.wg.Add(2)
-	go l.readLoop(l.arpc, l.handleARP)
-	go l.readLoop(l.ip6c, l.handleNDP)
+	go l.readLoop(l.arpc, l.answerARP)
+	go l.readLoop(l.ip6c, l.answerNS)
 	return l
 }
 
@@ -269,6 +269,9 @@ func (l *Link) Hold(addrs ...netip.Addr) error {
 		return err
 	}
 	l.held.Store(&next)
+	if err := l.setFiltersLocked(next); err != nil {
+		l.log.Warn("cannot narrow the kernel filter to the held addresses: every request wakes vip", "err", err)
+	}
 	return nil
 }
 
@@ -340,6 +343,9 @@ func (l *Link) Drop(addrs ...netip.Addr) error {
 		}
 	}
 	l.held.Store(&next)
+	if err := l.setFiltersLocked(next); err != nil {
+		l.log.Warn("cannot narrow the kernel filter to the held addresses: every request wakes vip", "err", err)
+	}
 	var errs []error
 	for _, a := range gone {
 		if a.Is6() {
@@ -563,11 +569,12 @@ func (l *Link) Close() error {
 	return errors.Join(errs...)
 }
 
-func (l *Link) readLoop(c FrameConn, handle func([]byte)) {
+func (l *Link) readLoop(c FrameConn, answer func(*answerer, []byte)) {
 	defer l.wg.Done()
+	a := &answerer{io: ioFor(c)}
 	buf := make([]byte, 1<<16)
 	for {
-		n, _, err := c.ReadFrom(buf)
+		n, err := a.io.Read(buf)
 		if err != nil {
 			if l.closed.Load() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return
@@ -586,7 +593,7 @@ func (l *Link) readLoop(c FrameConn, handle func([]byte)) {
 			}
 			continue
 		}
-		handle(buf[:n])
+		answer(a, buf[:n])
 	}
 }
 
@@ -596,107 +603,6 @@ func (l *Link) lookup(addr netip.Addr) *held {
 		return nil
 	}
 	return h
-}
-
-func (l *Link) handleARP(frame []byte) {
-	f, err := wire.ParseARP(frame)
-	if err != nil {
-		l.malformed.Add(1)
-		return
-	}
-	p := &f.Packet
-	if p.Operation != arp.OperationRequest {
-		return
-	}
-	l.arpRequests.Add(1)
-	if sameMAC(p.SenderHardwareAddr, l.mac) || sameMAC(f.EthSrc, l.mac) {
-		return // our own announcement
-	}
-	h := l.lookup(p.TargetIP)
-	if h == nil {
-		return
-	}
-	dst := p.SenderHardwareAddr
-	if !usableUnicast(dst) {
-		dst = f.EthSrc
-	}
-	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
-	// learn the address is taken from any packet with it as sender IP.
-	reply, err := wire.ARPFrame(dst, l.mac, arp.OperationReply, l.mac, p.TargetIP, p.SenderHardwareAddr, p.SenderIP)
-	if err != nil {
-		l.malformed.Add(1)
-		return
-	}
-	l.send(reply, dst, h)
-}
-
-func (l *Link) handleNDP(frame []byte) {
-	f, err := wire.ParseNDP(frame)
-	if err != nil {
-		if !errors.Is(err, wire.ErrNotNDP) {
-			l.malformed.Add(1)
-		}
-		return
-	}
-	ns, ok := f.Message.(*ndp.NeighborSolicitation)
-	if !ok {
-		return
-	}
-	l.solicitations.Add(1)
-	if sameMAC(f.EthSrc, l.mac) {
-		return
-	}
-	target := ns.TargetAddress
-	sll := wire.SourceLinkLayer(ns.Options)
-	dad := f.Src.IsUnspecified()
-	// RFC 4861 section 7.1.1: a DAD solicitation goes to a solicited-node
-	// group and carries no source link-layer address.
-	if target.IsMulticast() || (dad && (sll != nil || !isSolicitedNode(f.Dst))) {
-		l.malformed.Add(1)
-		return
-	}
-	h := l.lookup(target)
-	if h == nil {
-		return
-	}
-	// Only a solicitation sent to the target's own group, or straight to
-	// the target (NUD), asks about it.
-	if group, err := ndp.SolicitedNodeMulticast(target); err != nil || (f.Dst != group && f.Dst != target) {
-		return
-	}
-	var (
-		dstMAC    net.HardwareAddr
-		dstIP     netip.Addr
-		solicited bool
-	)
-	if dad {
-		// Defend the address: tell everyone, as the prober cannot be
-		// reached by unicast.
-		dstMAC, dstIP = wire.MulticastMAC(wire.AllNodes), wire.AllNodes
-	} else {
-		dstIP, solicited = f.Src, true
-		dstMAC = sll
-		if !usableUnicast(dstMAC) {
-			dstMAC = f.EthSrc
-		}
-	}
-	na, err := wire.NeighborAdvertisement(dstMAC, l.mac, target, dstIP, solicited)
-	if err != nil {
-		l.malformed.Add(1)
-		return
-	}
-	l.send(na, dstMAC, h)
-}
-
-func (l *Link) send(frame []byte, dst net.HardwareAddr, h *held) {
-	if _, err := l.write(l.connFor(frame), frame, dst); err != nil {
-		if l.sendErrors.Add(1) == 1 {
-			l.log.Warn("sending an answer failed", "err", err)
-		}
-		return
-	}
-	h.answered.Add(1)
-	l.answered.Add(1)
 }
 
 func (l *Link) connFor(frame []byte) FrameConn {

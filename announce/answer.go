@@ -1,0 +1,372 @@
+package announce
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"net/netip"
+	"syscall"
+
+	"github.com/mdlayher/packet"
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/internal/wire"
+)
+
+// The answer path reads a request, looks its target up and writes the reply
+// from one goroutine per socket, without allocating: frames are parsed in
+// place, replies are built in a buffer the goroutine owns, and the socket is
+// read and written through its raw file descriptor with callbacks made once.
+
+// Offsets in an untagged Ethernet frame.
+const (
+	offARPOp     = 20
+	offARPSHA    = 22
+	offARPSPA    = 28
+	offARPTHA    = 32
+	offARPTPA    = 38
+	arpFrameLen  = 42
+	offIPv6      = wire.EthernetHeaderLen
+	offICMP      = wire.ICMPv6Offset
+	offNSTarget  = offICMP + 8
+	nsMinLen     = 24 // ICMPv6 header, reserved word and target
+	naFrameLen   = offICMP + 24 + 8
+	optSourceLLA = 1
+	optTargetLLA = 2
+)
+
+// frameIO reads and writes whole frames on one socket for one goroutine.
+type frameIO interface {
+	Read(b []byte) (int, error)
+	Write(frame []byte, dst net.HardwareAddr) error
+}
+
+// rawIO is a frameIO on a packet socket's file descriptor, through the
+// runtime's poller. Its callbacks are bound once, so no call allocates.
+type rawIO struct {
+	rc      syscall.RawConn
+	buf     []byte
+	n       int
+	err     error
+	readFn  func(fd uintptr) bool
+	writeFn func(fd uintptr) bool
+}
+
+func newRawIO(rc syscall.RawConn) *rawIO {
+	r := &rawIO{rc: rc}
+	r.readFn = r.doRead
+	r.writeFn = r.doWrite
+	return r
+}
+
+func (r *rawIO) doRead(fd uintptr) bool {
+	r.n, r.err = unix.Read(int(fd), r.buf)
+	return r.err != unix.EAGAIN
+}
+
+func (r *rawIO) doWrite(fd uintptr) bool {
+	// The socket is bound to its interface, and the frame carries its
+	// destination: write needs no address.
+	_, r.err = unix.Write(int(fd), r.buf)
+	return r.err != unix.EAGAIN
+}
+
+func (r *rawIO) Read(b []byte) (int, error) {
+	r.buf = b
+	for {
+		if err := r.rc.Read(r.readFn); err != nil {
+			return 0, err
+		}
+		if r.err != unix.EINTR {
+			return r.n, r.err
+		}
+	}
+}
+
+func (r *rawIO) Write(frame []byte, _ net.HardwareAddr) error {
+	r.buf = frame
+	for {
+		if err := r.rc.Write(r.writeFn); err != nil {
+			return err
+		}
+		if r.err != unix.EINTR {
+			return r.err
+		}
+	}
+}
+
+// connIO is a frameIO on any FrameConn (tests use in-memory ones).
+type connIO struct{ c FrameConn }
+
+func (c connIO) Read(b []byte) (int, error) {
+	n, _, err := c.c.ReadFrom(b)
+	return n, err
+}
+
+func (c connIO) Write(frame []byte, dst net.HardwareAddr) error {
+	_, err := c.c.WriteTo(frame, &packet.Addr{HardwareAddr: dst})
+	return err
+}
+
+// ioFor returns the fastest frameIO the conn allows.
+func ioFor(c FrameConn) frameIO {
+	if sc, ok := c.(interface {
+		SyscallConn() (syscall.RawConn, error)
+	}); ok {
+		if rc, err := sc.SyscallConn(); err == nil {
+			return newRawIO(rc)
+		}
+	}
+	return connIO{c}
+}
+
+// answerer is one reader goroutine's state: its socket and reply buffer.
+type answerer struct {
+	io  frameIO
+	out [naFrameLen]byte
+}
+
+func (l *Link) reply(a *answerer, frame []byte, dst net.HardwareAddr, h *held) {
+	if err := a.io.Write(frame, dst); err != nil {
+		if l.sendErrors.Add(1) == 1 {
+			l.log.Warn("sending an answer failed", "err", err)
+		}
+		return
+	}
+	h.answered.Add(1)
+	l.answered.Add(1)
+}
+
+// answerARP answers an ARP request for a held address.
+func (l *Link) answerARP(a *answerer, f []byte) {
+	if len(f) < arpFrameLen || binary.BigEndian.Uint16(f[12:]) != wire.EtherTypeARP {
+		l.malformed.Add(1)
+		return
+	}
+	if binary.BigEndian.Uint16(f[14:]) != 1 || binary.BigEndian.Uint16(f[16:]) != 0x0800 || f[18] != 6 || f[19] != 4 {
+		l.malformed.Add(1)
+		return
+	}
+	if binary.BigEndian.Uint16(f[offARPOp:]) != 1 {
+		return // replies are not ours to answer
+	}
+	l.arpRequests.Add(1)
+	sha, ethSrc := net.HardwareAddr(f[offARPSHA:offARPSHA+6]), net.HardwareAddr(f[6:12])
+	if sameMAC(sha, l.mac) || sameMAC(ethSrc, l.mac) {
+		return // our own announcement
+	}
+	h := l.lookup(netip.AddrFrom4([4]byte(f[offARPTPA : offARPTPA+4])))
+	if h == nil {
+		return
+	}
+	dst := sha
+	if !usableUnicast(dst) {
+		dst = ethSrc
+	}
+	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
+	// learn the address is taken from any packet with it as sender IP.
+	b := a.out[:arpFrameLen]
+	copy(b[0:6], dst)
+	copy(b[6:12], l.mac)
+	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeARP)
+	binary.BigEndian.PutUint16(b[14:], 1)
+	binary.BigEndian.PutUint16(b[16:], 0x0800)
+	b[18], b[19] = 6, 4
+	binary.BigEndian.PutUint16(b[offARPOp:], 2)
+	copy(b[offARPSHA:], l.mac)
+	copy(b[offARPSPA:offARPSPA+4], f[offARPTPA:offARPTPA+4])
+	copy(b[offARPTHA:offARPTHA+6], sha)
+	copy(b[offARPTPA:offARPTPA+4], f[offARPSPA:offARPSPA+4])
+	l.reply(a, b, dst, h)
+}
+
+// answerNS answers a neighbor solicitation for a held address, checking
+// what RFC 4861 section 7.1.1 asks of a receiver.
+func (l *Link) answerNS(a *answerer, f []byte) {
+	if len(f) < offICMP || binary.BigEndian.Uint16(f[12:]) != wire.EtherTypeIPv6 {
+		l.malformed.Add(1)
+		return
+	}
+	ip := f[offIPv6:]
+	if ip[0]>>4 != 6 || ip[6] != 58 {
+		return // not ICMPv6 right after the IPv6 header: not a solicitation
+	}
+	plen := int(binary.BigEndian.Uint16(ip[4:]))
+	if plen < 4 || wire.IPv6HeaderLen+plen > len(ip) {
+		l.malformed.Add(1)
+		return
+	}
+	icmp := ip[wire.IPv6HeaderLen : wire.IPv6HeaderLen+plen]
+	if icmp[0] != wire.TypeNeighborSolicitation {
+		return
+	}
+	src, dst := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
+	if ip[7] != 255 || icmp[1] != 0 || plen < nsMinLen || wire.Checksum(src, dst, icmp) != 0 {
+		l.malformed.Add(1)
+		return
+	}
+	target := netip.AddrFrom16([16]byte(icmp[8:24]))
+	var sll net.HardwareAddr
+	for o := icmp[nsMinLen:]; len(o) > 0; {
+		if len(o) < 2 || o[1] == 0 || int(o[1])*8 > len(o) {
+			l.malformed.Add(1)
+			return
+		}
+		if o[0] == optSourceLLA {
+			sll = net.HardwareAddr(o[2:8])
+		}
+		o = o[int(o[1])*8:]
+	}
+	l.solicitations.Add(1)
+	ethSrc := net.HardwareAddr(f[6:12])
+	if sameMAC(ethSrc, l.mac) {
+		return
+	}
+	dad := src.IsUnspecified()
+	// A DAD solicitation goes to a solicited-node group and carries no
+	// source link-layer address.
+	if target.IsMulticast() || target.Is4In6() || (dad && (sll != nil || !isSolicitedNode(dst))) {
+		l.malformed.Add(1)
+		return
+	}
+	h := l.lookup(target)
+	if h == nil {
+		return
+	}
+	// Only a solicitation to the target's own group, or straight to the
+	// target (NUD), asks about it.
+	if !(dst == target || isSolicitedNode(dst) && [3]byte(dst.AsSlice()[13:16]) == [3]byte(target.AsSlice()[13:16])) {
+		return
+	}
+	var (
+		dstMAC    net.HardwareAddr
+		dstIP     netip.Addr
+		solicited bool
+	)
+	if dad {
+		// Defend the address: tell everyone, as the prober cannot be
+		// reached by unicast.
+		dstMAC, dstIP = allNodesMAC, wire.AllNodes
+	} else {
+		dstIP, solicited = src, true
+		dstMAC = sll
+		if !usableUnicast(dstMAC) {
+			dstMAC = ethSrc
+		}
+	}
+	b := a.out[:naFrameLen]
+	copy(b[0:6], dstMAC)
+	copy(b[6:12], l.mac)
+	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeIPv6)
+	o := b[offIPv6:]
+	o[0], o[1], o[2], o[3] = 6<<4, 0, 0, 0
+	binary.BigEndian.PutUint16(o[4:], 32)
+	o[6], o[7] = 58, 255
+	t16, d16 := target.As16(), dstIP.As16()
+	copy(o[8:24], t16[:])
+	copy(o[24:40], d16[:])
+	m := o[wire.IPv6HeaderLen:]
+	m[0], m[1], m[2], m[3] = wire.TypeNeighborAdvertisement, 0, 0, 0
+	m[4] = 0x20 // override: we own the address
+	if solicited {
+		m[4] |= 0x40
+	}
+	m[5], m[6], m[7] = 0, 0, 0
+	copy(m[8:24], t16[:])
+	m[24], m[25] = optTargetLLA, 1
+	copy(m[26:32], l.mac)
+	binary.BigEndian.PutUint16(m[2:], wire.Checksum(target, dstIP, m))
+	l.reply(a, b, dstMAC, h)
+}
+
+// allNodesMAC is where an advertisement to ff02::1 goes.
+var allNodesMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+
+// Kernel filters. The static ones let only requests in; once addresses are
+// held, a filter that also checks the target lets in only requests for them
+// (the last 32 bits of an IPv6 target: the rest is checked here), so a flood
+// for other addresses never wakes the reader. Two instructions per address
+// keep every jump short; past maxFilterAddrs the static filter stays.
+const maxFilterAddrs = 2000
+
+// targetFilter builds the filter for one family: the static checks, then
+// accept when the 32-bit word at off equals one of words.
+func targetFilter(static []bpf.Instruction, off uint32, words []uint32) []bpf.Instruction {
+	// The static program is its checks, then "accept; drop", each check
+	// jumping to the drop when it fails. Here the checks jump to a drop
+	// of their own right after them, so every jump stays short however
+	// many words follow.
+	n := len(static) - 2
+	prog := append([]bpf.Instruction(nil), static[:n]...)
+	for i, ins := range prog {
+		if j, ok := ins.(bpf.JumpIf); ok {
+			j.SkipTrue = uint8(n - i) // to the drop at n+1
+			prog[i] = j
+		}
+	}
+	prog = append(prog,
+		bpf.Jump{Skip: 1},
+		bpf.RetConstant{Val: 0},
+		bpf.LoadAbsolute{Off: off, Size: 4},
+	)
+	for _, w := range words {
+		prog = append(prog,
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: w, SkipTrue: 0, SkipFalse: 1},
+			bpf.RetConstant{Val: 0xffff},
+		)
+	}
+	return append(prog, bpf.RetConstant{Val: 0})
+}
+
+// setFilters installs on each socket the filter for the held addresses it
+// answers; silent ones (the kernel answers them) stay out.
+func (l *Link) setFiltersLocked(held map[netip.Addr]*held) error {
+	var v4, v6 []uint32
+	for a, h := range held {
+		if h.silent {
+			continue
+		}
+		b := a.As16()
+		w := binary.BigEndian.Uint32(b[12:16])
+		if a.Is4() {
+			v4 = append(v4, w)
+		} else {
+			v6 = append(v6, w)
+		}
+	}
+	return errors.Join(
+		setFilter(l.arpc, arpRequestFilter(), offARPTPA, v4),
+		setFilter(l.ip6c, solicitationFilter(), offNSTarget+12, v6),
+	)
+}
+
+func setFilter(c FrameConn, static []bpf.Instruction, off uint32, words []uint32) error {
+	s, ok := c.(interface {
+		SetBPF([]bpf.RawInstruction) error
+	})
+	if !ok {
+		return nil
+	}
+	prog := static
+	if words = dedupe(words); len(words) <= maxFilterAddrs {
+		prog = targetFilter(static, off, words)
+	}
+	raw, err := bpf.Assemble(prog)
+	if err != nil {
+		return err
+	}
+	return s.SetBPF(raw)
+}
+
+func dedupe(words []uint32) []uint32 {
+	seen := make(map[uint32]bool, len(words))
+	out := words[:0]
+	for _, w := range words {
+		if !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+	}
+	return out
+}
