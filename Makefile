@@ -1,16 +1,24 @@
-# vip's build and test entry points. `sudo make test` is what CI runs.
-GO      ?= go
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-COMMIT  ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
-LDFLAGS := -s -w -X github.com/vipctl/vip/cmd.version=$(VERSION) -X github.com/vipctl/vip/cmd.commit=$(COMMIT)
+# vip's entry points. `sudo make demo` and `sudo make test` are the README's
+# first two commands; CI runs `sudo make test` and `make release-check`.
+GO         ?= go
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
+LDFLAGS    := -s -w -X github.com/vipctl/vip/cmd.version=$(VERSION) -X github.com/vipctl/vip/cmd.commit=$(COMMIT)
+GORELEASER ?= $(shell command -v goreleaser 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/goreleaser)
+GORELEASER_VERSION ?= v2.12.7
 
-.PHONY: build test deps vet generate
+.PHONY: build demo test deps vet generate release-check goreleaser
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o vip ./cmd/vip
 
 deps:
 	./scripts/test-deps.sh
+
+# The sandbox failover: a lab of network namespaces, never the host's own
+# interfaces. `sudo ./vip lab down` removes it.
+demo: deps build
+	./vip lab demo
 
 vet:
 	$(GO) vet ./...
@@ -22,4 +30,13 @@ test: deps vet
 	$(GO) test -count=1 -timeout 15m ./...
 
 generate:
-	$(GO) generate ./...
+	$(GO) generate ./completions ./man
+
+goreleaser:
+	@test -x $(GORELEASER) || GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
+
+# The release configuration is valid and a snapshot of every package builds.
+release-check: goreleaser
+	./scripts/release-deps.sh
+	$(GORELEASER) check
+	$(GORELEASER) release --snapshot --clean

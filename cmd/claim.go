@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -97,6 +98,7 @@ fails when none or several do.`,
 	}
 	f := c.Flags()
 	f.StringVarP(&o.Interface, "interface", "i", "", "interface to claim on (default: the one whose connected route holds ADDR)")
+	_ = c.RegisterFlagCompletionFunc("interface", interfaceCompletion(net.Interfaces))
 	f.StringVarP(&o.File, "file", "f", "", "read addresses from FILE, one or more a line, # for comments (- for standard input)")
 	f.BoolVar(&o.Foreground, "foreground", false, "hold the addresses in this process until SIGINT or SIGTERM, without the agent")
 	f.BoolVar(&o.NoAutostart, "no-autostart", false, "fail (exit 4) rather than start an agent when none answers")

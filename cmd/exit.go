@@ -48,10 +48,13 @@ func exitCode(err error) (ExitCode, error) {
 	var (
 		in     *inputError
 		remote *api.RemoteError
+		child  *exitError
 	)
 	switch {
 	case err == nil:
 		return ExitOK, nil
+	case errors.As(err, &child):
+		return ExitCode(child.code), nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
 	case errors.Is(err, errConflict):

@@ -58,6 +58,7 @@ before it claims it, and that the old owner is silent after a failover.`,
 	}
 	f := c.Flags()
 	f.StringVarP(&o.Interface, "interface", "i", "", "interface to probe on (default: the one whose connected route holds ADDR)")
+	_ = c.RegisterFlagCompletionFunc("interface", interfaceCompletion(net.Interfaces))
 	f.IntVar(&o.Count, "count", 2, "probes per address")
 	f.DurationVar(&o.Wait, "wait", time.Second, "how long to listen for answers after the last probe")
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")

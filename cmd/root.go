@@ -91,7 +91,10 @@ switches and neighbours learn the new owner at once.`,
 		newStatusCmd(d),
 		newEventsCmd(d),
 		newAgentCmd(d),
+		newWatchCmd(d),
 		newProbeCmd(d),
+		newVersionCmd(d),
+		newLabCmd(d),
 	)
 	return root
 }

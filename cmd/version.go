@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/spf13/cobra"
 )
 
 // Set at link time by the Makefile and goreleaser (-X); empty in a plain
@@ -15,6 +17,18 @@ var (
 
 // versionString describes this build: version, commit and Go version.
 func versionString() string {
+	b := currentBuild()
+	return fmt.Sprintf("%s (commit %s, %s)", b.Version, b.Commit, b.Go)
+}
+
+// buildInfo is what vip version --json prints.
+type buildInfo struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit"`
+	Go      string `json:"go"`
+}
+
+func currentBuild() buildInfo {
 	v, c := version, commit
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		if v == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
@@ -32,5 +46,24 @@ func versionString() string {
 	if c == "" {
 		c = "unknown"
 	}
-	return fmt.Sprintf("%s (commit %s, %s)", v, c, runtime.Version())
+	return buildInfo{Version: v, Commit: c, Go: runtime.Version()}
+}
+
+func newVersionCmd(d *deps) *cobra.Command {
+	var asJSON bool
+	c := &cobra.Command{
+		Use:               "version",
+		Short:             "Print vip's version, commit and Go version",
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(*cobra.Command, []string) error {
+			if asJSON {
+				return writeJSON(d, currentBuild())
+			}
+			_, err := fmt.Fprintf(d.io.Out, "vip %s\n", versionString())
+			return err
+		},
+	}
+	c.Flags().BoolVar(&asJSON, "json", false, "print the version as JSON")
+	return c
 }

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what vip's tests use when it is missing: libpcap headers (cgo),
 # the lab's iproute2 and sysctl, and the peers the lab tests check vip
-# against (iputils arping and ping, ndisc6, tcpdump). Debian package names.
+# against (iputils arping and ping, ndisc6, tcpdump), and tmux, the terminal
+# the TUI's end-to-end test types into. Debian package names.
 set -euo pipefail
 
 declare -A pkg_for=(
   [ip]=iproute2 [bridge]=iproute2 [sysctl]=procps
   [arping]=iputils-arping [ping]=iputils-ping [ndisc6]=ndisc6 [tcpdump]=tcpdump
-  [setpriv]=util-linux [socat]=socat
+  [setpriv]=util-linux [socat]=socat [tmux]=tmux
 )
 missing=()
 for tool in "${!pkg_for[@]}"; do

@@ -1,0 +1,105 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/tui"
+)
+
+// watchOptions are the flags of vip watch.
+type watchOptions struct {
+	Interface   string
+	NoAutostart bool
+}
+
+func newWatchCmd(d *deps) *cobra.Command { return watchCmd(d, nil) }
+
+// watchCmd builds vip watch; runF, when set, runs instead of the view, so
+// tests check the flags apart.
+func watchCmd(d *deps, runF func(context.Context, *watchOptions) error) *cobra.Command {
+	o := &watchOptions{}
+	c := &cobra.Command{
+		Use:   "watch [-i IFACE]",
+		Short: "Watch claims, who-has traffic and competing claimers live, and steer claims from the keyboard",
+		Long: `Watch opens a full-screen view of the agent on --socket: its claims (state,
+window countdown, requests answered, gratuitous frames, conflicts), the who-has
+traffic its captures see, competing claimers of held addresses, and its events
+as they happen.
+
+Keys: c claims an address (type "192.0.2.10" or "192.0.2.10 eth0"), r releases
+the selected claim after a y/n question, g refreshes it (a new gratuitous
+burst), / filters every pane, s changes the traffic's order, tab moves between
+panes, ? shows every key, q quits. Quitting leaves the claims with the agent.
+
+With -i, the panes show only claims and events on IFACE, and a claim typed
+without an interface goes to IFACE. When no agent answers, watch starts one
+like claim does (unless --no-autostart); an agent started that way exits once
+it holds nothing and no client watches it. Watch needs a terminal: from a
+script, follow "vip events" instead.`,
+		Example: `  sudo vip watch
+  sudo vip watch -i eth0`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runWatch(c.Context(), d, o)
+		},
+	}
+	c.Flags().StringVarP(&o.Interface, "interface", "i", "", "show only claims and events on IFACE, and claim on it by default")
+	c.Flags().BoolVar(&o.NoAutostart, "no-autostart", false, "fail (exit 4) rather than start an agent when none answers")
+	return c
+}
+
+func runWatch(ctx context.Context, d *deps, o *watchOptions) error {
+	if o.Interface != "" {
+		if _, err := d.sys.Link(o.Interface); err != nil {
+			if errors.Is(err, netcheck.ErrNoInterface) {
+				return badInput("interface %q does not exist: list the interfaces with \"ip link\"", o.Interface)
+			}
+			return err
+		}
+	}
+	if !isTerminal(d.io.Out) {
+		return badInput(`vip watch needs a terminal, and standard output is not one: to follow the agent from a script or a pipe, use "vip events" (add --json for one JSON object a line) or "vip status"`)
+	}
+	c := d.client()
+	if _, err := c.Status(ctx); err != nil {
+		if !errors.Is(err, api.ErrUnreachable) || o.NoAutostart {
+			return err
+		}
+		// The view's event stream keeps an agent started here alive; it
+		// exits after the view if it holds nothing.
+		if err := d.startAgent(ctx, announce.DefaultRate); err != nil {
+			return err
+		}
+	}
+	in := d.io.In
+	if !isTerminal(in) {
+		in = nil // read the keyboard from the controlling terminal
+	}
+	return tui.Run(ctx, tui.ClientBackend(c), tui.Options{
+		Socket:    d.socket,
+		Interface: o.Interface,
+		In:        in,
+		Out:       d.io.Out,
+	})
+}
+
+// isTerminal reports whether f is a terminal.
+func isTerminal(f any) bool {
+	fd, ok := f.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(fd.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,40 @@
+package tui
+
+import (
+	"context"
+
+	"github.com/vipctl/vip/internal/api"
+)
+
+// Backend is the agent as the view uses it. *api.Client satisfies it
+// through ClientBackend; tests use a fake.
+type Backend interface {
+	Status(ctx context.Context) (api.StatusResponse, error)
+	Traffic(ctx context.Context) (api.TrafficResponse, error)
+	// Events opens the agent's event stream; cancelling ctx or closing
+	// the source ends it.
+	Events(ctx context.Context) (EventSource, error)
+	Claim(ctx context.Context, r api.ClaimRequest) (api.ClaimResponse, error)
+	Release(ctx context.Context, r api.AddrsRequest) (api.ReleaseResponse, error)
+	Refresh(ctx context.Context, r api.AddrsRequest) (api.RefreshResponse, error)
+}
+
+// EventSource is an open event stream. Next blocks until an event comes,
+// and returns an error once the stream ends.
+type EventSource interface {
+	Next() (api.Event, error)
+	Close() error
+}
+
+// ClientBackend returns c as a Backend.
+func ClientBackend(c *api.Client) Backend { return clientBackend{c} }
+
+type clientBackend struct{ *api.Client }
+
+func (b clientBackend) Events(ctx context.Context) (EventSource, error) {
+	s, err := b.Client.Events(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}

@@ -1,0 +1,80 @@
+package tui
+
+import "github.com/charmbracelet/bubbles/key"
+
+// keymap is every key the view answers, and the help bar's source.
+type keymap struct {
+	Claim   key.Binding
+	Release key.Binding
+	Refresh key.Binding
+	Filter  key.Binding
+	Sort    key.Binding
+	Next    key.Binding
+	Prev    key.Binding
+	Up      key.Binding
+	Down    key.Binding
+	PageUp  key.Binding
+	PageDn  key.Binding
+	Top     key.Binding
+	Bottom  key.Binding
+	Help    key.Binding
+	Quit    key.Binding
+
+	// In a prompt or a confirmation.
+	Accept  key.Binding
+	Cancel  key.Binding
+	Confirm key.Binding
+	Deny    key.Binding
+}
+
+func defaultKeymap() keymap {
+	return keymap{
+		Claim:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "claim")),
+		Release: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "release")),
+		Refresh: key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "refresh")),
+		Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
+		Sort:    key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
+		Next:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "pane")),
+		Prev:    key.NewBinding(key.WithKeys("shift+tab"), key.WithHelp("shift+tab", "previous pane")),
+		Up:      key.NewBinding(key.WithKeys("up", "k"), key.WithHelp("↑/k", "up")),
+		Down:    key.NewBinding(key.WithKeys("down", "j"), key.WithHelp("↓/j", "down")),
+		PageUp:  key.NewBinding(key.WithKeys("pgup"), key.WithHelp("pgup", "page up")),
+		PageDn:  key.NewBinding(key.WithKeys("pgdown"), key.WithHelp("pgdn", "page down")),
+		Top:     key.NewBinding(key.WithKeys("home"), key.WithHelp("home", "first")),
+		Bottom:  key.NewBinding(key.WithKeys("end"), key.WithHelp("end", "last")),
+		Help:    key.NewBinding(key.WithKeys("?"), key.WithHelp("?", "help")),
+		Quit:    key.NewBinding(key.WithKeys("q", "ctrl+c"), key.WithHelp("q", "quit")),
+
+		Accept:  key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "ok")),
+		Cancel:  key.NewBinding(key.WithKeys("esc", "ctrl+c"), key.WithHelp("esc", "cancel")),
+		Confirm: key.NewBinding(key.WithKeys("y", "Y"), key.WithHelp("y", "yes")),
+		Deny:    key.NewBinding(key.WithKeys("n", "N", "esc", "ctrl+c"), key.WithHelp("n", "no")),
+	}
+}
+
+// ShortHelp is the help bar.
+func (k keymap) ShortHelp() []key.Binding {
+	return []key.Binding{k.Claim, k.Release, k.Refresh, k.Filter, k.Sort, k.Next, k.Help, k.Quit}
+}
+
+// FullHelp is the help shown by ?.
+func (k keymap) FullHelp() [][]key.Binding {
+	return [][]key.Binding{
+		{k.Claim, k.Release, k.Refresh},
+		{k.Filter, k.Sort, k.Next, k.Prev},
+		{k.Up, k.Down, k.PageUp, k.PageDn},
+		{k.Top, k.Bottom, k.Help, k.Quit},
+	}
+}
+
+// promptHelp is the help bar while a prompt is open.
+type promptHelp struct{ k keymap }
+
+func (p promptHelp) ShortHelp() []key.Binding  { return []key.Binding{p.k.Accept, p.k.Cancel} }
+func (p promptHelp) FullHelp() [][]key.Binding { return [][]key.Binding{p.ShortHelp()} }
+
+// confirmHelp is the help bar while a release waits for y or n.
+type confirmHelp struct{ k keymap }
+
+func (c confirmHelp) ShortHelp() []key.Binding  { return []key.Binding{c.k.Confirm, c.k.Deny} }
+func (c confirmHelp) FullHelp() [][]key.Binding { return [][]key.Binding{c.ShortHelp()} }

@@ -1,0 +1,622 @@
+package tui
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/cursor"
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/table"
+	"github.com/charmbracelet/bubbles/textinput"
+	"github.com/charmbracelet/bubbles/viewport"
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/lipgloss"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+// Options configure the view.
+type Options struct {
+	// Socket is the agent's socket, named when the agent is gone.
+	Socket string
+	// Interface, when set, limits the panes to claims on that interface
+	// and is the interface of a claim typed without one.
+	Interface string
+	// PollEvery is how often status and traffic are asked for;
+	// DefaultPollEvery when zero.
+	PollEvery time.Duration
+	// Renderer makes the styles; when nil, one for Out, whose colour
+	// profile follows the terminal and NO_COLOR.
+	Renderer *lipgloss.Renderer
+	// In and Out are the terminal, for Run. When In is nil the keyboard
+	// is read from the controlling terminal; when Out is nil the view goes
+	// to standard output.
+	In  io.Reader
+	Out io.Writer
+	// Location is where times are shown; time.Local when nil.
+	Location *time.Location
+}
+
+// pane is one of the view's panes, in tab order.
+type pane int
+
+const (
+	paneClaims pane = iota
+	paneTraffic
+	paneClaimers
+	paneEvents
+	paneCount
+)
+
+// mode says what the keyboard is doing.
+type mode int
+
+const (
+	modeNormal  mode = iota
+	modeClaim        // typing an address to claim
+	modeFilter       // typing a filter
+	modeConfirm      // a release waits for y or n
+)
+
+// trafficSort is the order of the traffic pane, changed with s.
+type trafficSort int
+
+const (
+	sortRate trafficSort = iota
+	sortRequests
+	sortTarget
+	sortLastSeen
+	sortCount
+)
+
+func (s trafficSort) String() string {
+	return [...]string{"rate", "requests", "target", "last seen"}[s]
+}
+
+type connState int
+
+const (
+	connecting connState = iota
+	connUp
+	connDown
+)
+
+// Model is the view's state. Create it with New; it is a tea.Model.
+type Model struct {
+	ctx    context.Context
+	cancel context.CancelFunc
+	b      Backend
+	opt    Options
+	clock  clock
+	pumps  *pumps
+	keys   keymap
+	st     styles
+	help   help.Model
+
+	width, height int
+
+	// The connection.
+	conn    connState
+	gen     int
+	attempt int
+	lastErr error
+	stream  *stream
+	polling bool
+	// stale asks for a poll at the next render tick: an event said the
+	// snapshot changed.
+	stale bool
+
+	// What the agent said.
+	agent       api.Agent
+	claims      []api.Claim
+	snapAt      time.Time // when claims arrived, for the window countdown
+	traffic     api.TrafficResponse
+	trafficNote string // why there is no traffic, when there is none
+	log         eventLog
+
+	// The view.
+	focus       pane
+	mode        mode
+	input       textinput.Model
+	inputErr    string
+	confirmAddr string
+	filter      string
+	sort        trafficSort
+	flash       string
+	flashErr    bool
+	tables      [paneEvents]table.Model // claims, traffic, claimers
+	rowKeys     [paneEvents][]string
+	selected    [paneEvents]string // the selected row's key per table, kept across refreshes
+	events      viewport.Model
+	followLog   bool // the event log sticks to its newest line
+
+	// Drawing: messages mark the model dirty and the render tick draws.
+	dirty       bool
+	tickPending bool
+	frame       string
+	renders     int
+}
+
+// New returns the view of the agent behind b. Close it once the program
+// has ended.
+func New(ctx context.Context, b Backend, o Options) *Model {
+	if o.PollEvery <= 0 {
+		o.PollEvery = DefaultPollEvery
+	}
+	if o.Location == nil {
+		o.Location = time.Local
+	}
+	if o.Renderer == nil {
+		o.Renderer = lipgloss.DefaultRenderer()
+		if o.Out != nil {
+			o.Renderer = lipgloss.NewRenderer(o.Out)
+		}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	m := &Model{
+		ctx:       ctx,
+		cancel:    cancel,
+		b:         b,
+		opt:       o,
+		clock:     realClock(),
+		pumps:     &pumps{},
+		keys:      defaultKeymap(),
+		st:        newStyles(o.Renderer),
+		log:       newEventLog(logSize),
+		followLog: true,
+		width:     80,
+		height:    24,
+	}
+	m.help = help.New()
+	m.help.Styles = m.st.help
+	m.input = textinput.New()
+	m.input.PromptStyle = m.st.prompt
+	m.input.Cursor.Style = m.st.selected.Reverse(true)
+	m.input.CharLimit = 120
+	// A steady cursor: a blinking one would redraw twice a second.
+	_ = m.input.Cursor.SetMode(cursor.CursorStatic)
+	tkm := table.KeyMap{LineUp: m.keys.Up, LineDown: m.keys.Down, PageUp: m.keys.PageUp,
+		PageDown: m.keys.PageDn, GotoTop: m.keys.Top, GotoBottom: m.keys.Bottom}
+	for i := range m.tables {
+		m.tables[i] = table.New(table.WithKeyMap(tkm))
+	}
+	m.events = viewport.New(80, 5)
+	m.events.KeyMap = viewport.KeyMap{Up: m.keys.Up, Down: m.keys.Down, PageUp: m.keys.PageUp, PageDown: m.keys.PageDn}
+	m.events.MouseWheelEnabled = false
+	m.render()
+	return m
+}
+
+// Close stops the event stream and waits for its reader.
+func (m *Model) Close() {
+	m.cancel()
+	if m.stream != nil {
+		m.stream.stop()
+	}
+	m.pumps.close()
+}
+
+// Init connects to the agent.
+func (m *Model) Init() tea.Cmd {
+	return connect(m.ctx, m.b, m.pumps, m.gen)
+}
+
+// Update applies a message.
+func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
+	switch msg := msg.(type) {
+	case tea.WindowSizeMsg:
+		m.width, m.height = msg.Width, msg.Height
+		m.render()
+		return m, nil
+	case tea.KeyMsg:
+		cmd := m.key(msg)
+		m.render()
+		return m, cmd
+	case renderTickMsg:
+		return m, m.renderTick()
+	case connectedMsg:
+		if msg.gen != m.gen {
+			msg.stream.stop()
+			return m, nil
+		}
+		m.conn, m.attempt, m.lastErr = connUp, 0, nil
+		m.stream = msg.stream
+		m.applyStatus(msg.status)
+		m.polling = true
+		return m, tea.Batch(m.stream.wait(m.gen), poll(m.ctx, m.b, m.gen),
+			m.clock.after(m.opt.PollEvery, pollTickMsg{gen: m.gen}), m.markDirty())
+	case connectFailedMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		return m, m.goDown(msg.err)
+	case retryMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		return m, connect(m.ctx, m.b, m.pumps, m.gen)
+	case pollTickMsg:
+		if msg.gen != m.gen || m.conn != connUp {
+			return m, nil
+		}
+		next := m.clock.after(m.opt.PollEvery, pollTickMsg{gen: m.gen})
+		if m.polling {
+			return m, next
+		}
+		m.polling = true
+		return m, tea.Batch(poll(m.ctx, m.b, m.gen), next)
+	case snapshotMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		m.polling = false
+		return m, m.applySnapshot(msg)
+	case eventsMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		for _, ev := range msg.events {
+			m.applyEvent(ev)
+		}
+		if msg.end != nil {
+			if m.ctx.Err() != nil {
+				return m, nil
+			}
+			return m, m.goDown(endedErr(msg.end))
+		}
+		return m, tea.Batch(m.stream.wait(m.gen), m.markDirty())
+	case claimDoneMsg:
+		return m, m.claimDone(msg)
+	case releaseDoneMsg:
+		return m, m.releaseDone(msg)
+	case refreshDoneMsg:
+		return m, m.refreshDone(msg)
+	}
+	// Anything else (the cursor's blink) belongs to the prompt.
+	if m.mode == modeClaim || m.mode == modeFilter {
+		var cmd tea.Cmd
+		m.input, cmd = m.input.Update(msg)
+		return m, tea.Batch(cmd, m.markDirty())
+	}
+	return m, nil
+}
+
+// View returns the latest frame; frames are made by render.
+func (m *Model) View() string { return m.frame }
+
+// markDirty asks for a frame at the next render tick.
+func (m *Model) markDirty() tea.Cmd {
+	m.dirty = true
+	if m.tickPending {
+		return nil
+	}
+	m.tickPending = true
+	return m.clock.after(frameEvery, renderTickMsg{})
+}
+
+func (m *Model) renderTick() tea.Cmd {
+	m.tickPending = false
+	var cmds []tea.Cmd
+	if m.stale && m.conn == connUp && !m.polling {
+		m.stale, m.polling = false, true
+		cmds = append(cmds, poll(m.ctx, m.b, m.gen))
+	}
+	if m.dirty {
+		m.render()
+	}
+	// Countdowns move by themselves.
+	if m.counting() {
+		cmds = append(cmds, m.markDirty())
+	}
+	return tea.Batch(cmds...)
+}
+
+// counting reports whether the frame shows a countdown.
+func (m *Model) counting() bool {
+	for _, c := range m.claims {
+		if c.WindowRemaining > 0 && m.windowLeft(c) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// goDown says the agent is gone and schedules a reconnection.
+func (m *Model) goDown(err error) tea.Cmd {
+	if m.stream != nil {
+		m.stream.stop()
+		m.stream = nil
+	}
+	m.gen++
+	m.conn, m.polling, m.stale = connDown, false, false
+	m.lastErr = err
+	m.attempt++
+	return tea.Batch(m.clock.after(backoff(m.attempt), retryMsg{gen: m.gen}), m.markDirty())
+}
+
+func (m *Model) applyStatus(st api.StatusResponse) {
+	m.agent = st.Agent
+	m.claims = st.Claims
+	sortClaims(m.claims)
+	m.snapAt = m.clock.now()
+}
+
+func (m *Model) applySnapshot(msg snapshotMsg) tea.Cmd {
+	if msg.statusErr != nil {
+		if gone(msg.statusErr) {
+			return m.goDown(msg.statusErr)
+		}
+		m.setFlash(true, "status: %v", msg.statusErr)
+		return m.markDirty()
+	}
+	m.applyStatus(msg.status)
+	var remote *api.RemoteError
+	switch {
+	case msg.trafficErr == nil:
+		m.traffic, m.trafficNote = msg.traffic, ""
+		if len(m.traffic.Entries) == 0 {
+			for _, c := range m.traffic.Captures {
+				if c.Error != "" {
+					m.trafficNote = fmt.Sprintf("no capture on %s: %s", c.Interface, c.Error)
+					break
+				}
+			}
+		}
+	case errors.As(msg.trafficErr, &remote) && remote.Code == api.CodeNotFound:
+		m.traffic, m.trafficNote = api.TrafficResponse{}, "this agent does not report who-has traffic (no /v1/traffic)"
+	default:
+		m.traffic, m.trafficNote = api.TrafficResponse{}, "traffic: "+msg.trafficErr.Error()
+	}
+	return m.markDirty()
+}
+
+// applyEvent logs ev and applies what it says at once where it can; for
+// the rest it asks for a poll.
+func (m *Model) applyEvent(ev api.Event) {
+	m.log.push(ev)
+	switch ev.Kind {
+	case "release":
+		a := ev.Addr.String()
+		for i, c := range m.claims {
+			if c.Addr == a {
+				m.claims = append(m.claims[:i:i], m.claims[i+1:]...)
+				break
+			}
+		}
+		m.stale = true
+	case "lost":
+	default:
+		m.stale = true
+	}
+}
+
+func (m *Model) setFlash(isErr bool, format string, args ...any) {
+	m.flash, m.flashErr = fmt.Sprintf(format, args...), isErr
+}
+
+// key handles a key press.
+func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
+	switch m.mode {
+	case modeClaim, modeFilter:
+		return m.promptKey(msg)
+	case modeConfirm:
+		return m.confirmKey(msg)
+	}
+	k := m.keys
+	switch {
+	case key.Matches(msg, k.Quit):
+		return tea.Quit
+	case key.Matches(msg, k.Help):
+		m.help.ShowAll = !m.help.ShowAll
+	case key.Matches(msg, k.Next):
+		m.focus = (m.focus + 1) % paneCount
+	case key.Matches(msg, k.Prev):
+		m.focus = (m.focus + paneCount - 1) % paneCount
+	case key.Matches(msg, k.Sort):
+		m.sort = (m.sort + 1) % sortCount
+		m.setFlash(false, "traffic sorted by %s", m.sort)
+	case key.Matches(msg, k.Claim):
+		return m.openPrompt(modeClaim, "claim ", "")
+	case key.Matches(msg, k.Filter):
+		return m.openPrompt(modeFilter, "/", m.filter)
+	case key.Matches(msg, k.Release):
+		addr := m.selectedClaim()
+		if addr == "" {
+			m.setFlash(true, "no claim selected: pick one in the claims pane")
+			return nil
+		}
+		m.mode, m.confirmAddr = modeConfirm, addr
+	case key.Matches(msg, k.Refresh):
+		addr := m.selectedClaim()
+		if addr == "" {
+			m.setFlash(true, "no claim selected: pick one in the claims pane")
+			return nil
+		}
+		m.setFlash(false, "refreshing %s…", addr)
+		return refreshCmd(m.ctx, m.b, addr)
+	default:
+		return m.moveKey(msg)
+	}
+	return nil
+}
+
+// moveKey hands a key to the focused pane's component.
+func (m *Model) moveKey(msg tea.KeyMsg) tea.Cmd {
+	var cmd tea.Cmd
+	if m.focus == paneEvents {
+		m.events, cmd = m.events.Update(msg)
+		m.followLog = m.events.AtBottom()
+		return cmd
+	}
+	t := &m.tables[m.focus]
+	t.Focus()
+	*t, cmd = t.Update(msg)
+	if keys := m.rowKeys[m.focus]; t.Cursor() >= 0 && t.Cursor() < len(keys) {
+		m.selected[m.focus] = keys[t.Cursor()]
+	}
+	return cmd
+}
+
+func (m *Model) openPrompt(md mode, prompt, value string) tea.Cmd {
+	m.mode, m.inputErr = md, ""
+	m.input.Prompt = prompt
+	m.input.Placeholder = ""
+	if md == modeClaim {
+		m.input.Placeholder = "192.0.2.10 eth0 (address, then interface if needed)"
+	}
+	m.input.SetValue(value)
+	m.input.CursorEnd()
+	return m.input.Focus()
+}
+
+func (m *Model) closePrompt() {
+	m.mode, m.inputErr = modeNormal, ""
+	m.input.Blur()
+	m.input.Reset()
+}
+
+func (m *Model) promptKey(msg tea.KeyMsg) tea.Cmd {
+	switch {
+	case key.Matches(msg, m.keys.Cancel):
+		if m.mode == modeFilter {
+			m.filter = ""
+		}
+		m.closePrompt()
+		return nil
+	case key.Matches(msg, m.keys.Accept):
+		if m.mode == modeFilter {
+			m.filter = strings.TrimSpace(m.input.Value())
+			m.closePrompt()
+			return nil
+		}
+		addr, iface, err := parseClaimInput(m.input.Value(), m.opt.Interface)
+		if err != nil {
+			m.inputErr = err.Error()
+			return nil
+		}
+		m.closePrompt()
+		on := ""
+		if iface != "" {
+			on = " on " + iface
+		}
+		m.setFlash(false, "claiming %s%s…", addr, on)
+		m.selected[paneClaims] = addr.String()
+		return claimCmd(m.ctx, m.b, addr.String(), iface)
+	}
+	var cmd tea.Cmd
+	m.input, cmd = m.input.Update(msg)
+	m.inputErr = ""
+	if m.mode == modeFilter {
+		m.filter = strings.TrimSpace(m.input.Value())
+	}
+	return cmd
+}
+
+func (m *Model) confirmKey(msg tea.KeyMsg) tea.Cmd {
+	addr := m.confirmAddr
+	m.mode, m.confirmAddr = modeNormal, ""
+	if key.Matches(msg, m.keys.Confirm) {
+		m.setFlash(false, "releasing %s…", addr)
+		return releaseCmd(m.ctx, m.b, addr)
+	}
+	m.setFlash(false, "kept %s", addr)
+	return nil
+}
+
+// parseClaimInput reads "ADDR [IFACE]" as typed at the claim prompt.
+func parseClaimInput(s, defIface string) (netip.Addr, string, error) {
+	f := strings.Fields(s)
+	switch {
+	case len(f) == 0:
+		return netip.Addr{}, "", netcheck.Invalidf("type an address to claim, like 192.0.2.10, then an interface after a space if needed")
+	case len(f) > 2:
+		return netip.Addr{}, "", netcheck.Invalidf("give one address and at most one interface, like 192.0.2.10 eth0")
+	}
+	a, err := netcheck.ParseAddr(f[0])
+	if err != nil {
+		return netip.Addr{}, "", err
+	}
+	iface := defIface
+	if len(f) == 2 {
+		iface = f[1]
+	}
+	return a, iface, nil
+}
+
+// selectedClaim is the held address the focused pane has selected, or
+// else the claims pane's.
+func (m *Model) selectedClaim() string {
+	held := func(a string) bool {
+		for _, c := range m.visibleClaims() {
+			if c.Addr == a {
+				return true
+			}
+		}
+		return false
+	}
+	if m.focus == paneTraffic || m.focus == paneClaimers {
+		a, _, _ := strings.Cut(m.selected[m.focus], "|")
+		if held(a) {
+			return a
+		}
+	}
+	if a := m.selected[paneClaims]; held(a) {
+		return a
+	}
+	return ""
+}
+
+func (m *Model) claimDone(msg claimDoneMsg) tea.Cmd {
+	if msg.err != nil {
+		m.setFlash(true, "claim %s: %v", msg.addr, msg.err)
+		return m.afterAction(msg.err)
+	}
+	for _, c := range msg.resp.Claims {
+		verb := "claimed"
+		if !c.RefreshedAt.Equal(c.ClaimedAt) {
+			verb = "refreshed"
+		}
+		m.setFlash(false, "%s %s on %s as %s", verb, c.Addr, c.Interface, c.MAC)
+	}
+	return m.afterAction(nil)
+}
+
+func (m *Model) releaseDone(msg releaseDoneMsg) tea.Cmd {
+	switch {
+	case msg.err != nil:
+		m.setFlash(true, "release %s: %v", msg.addr, msg.err)
+	case len(msg.resp.Released) > 0:
+		m.setFlash(false, "released %s: it is no longer answered", msg.addr)
+	default:
+		m.setFlash(false, "%s was not held", msg.addr)
+	}
+	return m.afterAction(msg.err)
+}
+
+func (m *Model) refreshDone(msg refreshDoneMsg) tea.Cmd {
+	switch {
+	case msg.err != nil:
+		m.setFlash(true, "refresh %s: %v", msg.addr, msg.err)
+	case len(msg.resp.Refreshed) > 0:
+		m.setFlash(false, "refreshed %s: a new burst runs", msg.addr)
+	default:
+		m.setFlash(true, "%s is not held: claim it first", msg.addr)
+	}
+	return m.afterAction(msg.err)
+}
+
+// afterAction polls at the next tick, or reconnects when the agent is gone.
+func (m *Model) afterAction(err error) tea.Cmd {
+	if gone(err) && m.conn == connUp {
+		return m.goDown(err)
+	}
+	m.stale = true
+	return m.markDirty()
+}

@@ -1,0 +1,615 @@
+package tui
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata")
+
+// connected returns a harness whose model has connected to b, polled once
+// and received the fixture's events.
+func connected(t *testing.T, b *fakeBackend, o Options, w, h int) *harness {
+	t.Helper()
+	hs := newHarness(t, b, o, w, h)
+	hs.until("the first poll", func() bool { return hs.m.conn == connUp && !hs.m.polling })
+	for _, ev := range fixtureEvents() {
+		b.source().ch <- ev
+	}
+	hs.until("the fixture's events", func() bool { return hs.m.log.len() == len(fixtureEvents()) })
+	hs.draw()
+	return hs
+}
+
+func checkGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./tui -update to write it)", err)
+	}
+	if got != string(want) {
+		t.Errorf("view differs from %s (run go test ./tui -update to accept it)\ngot:\n%s\nwant:\n%s", path, got, want)
+	}
+}
+
+// checkFits fails unless the view is exactly h lines of at most w cells.
+func checkFits(t *testing.T, view string, w, h int) {
+	t.Helper()
+	lines := strings.Split(view, "\n")
+	if len(lines) != h {
+		t.Errorf("view has %d lines, want %d", len(lines), h)
+	}
+	for i, l := range lines {
+		if n := ansi.StringWidth(l); n > w {
+			t.Errorf("line %d is %d cells wide, want at most %d: %q", i+1, n, w, l)
+		}
+	}
+}
+
+func TestViewGolden(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		setup func(*fakeBackend, *Options)
+		act   func(*harness)
+	}{
+		{name: "main"},
+		{name: "full-help", act: func(h *harness) { h.keys("?") }},
+		{name: "claim-rejected", act: func(h *harness) {
+			h.keys("c")
+			h.typeText("224.0.0.1")
+			h.keys("enter")
+		}},
+		{name: "confirm-release", act: func(h *harness) { h.keys("r") }},
+		{name: "traffic-focused-sorted", act: func(h *harness) { h.keys("tab", "s", "down") }},
+		{name: "filtered", act: func(h *harness) {
+			h.keys("/")
+			h.typeText("2001")
+			h.keys("enter")
+		}},
+		{name: "interface", setup: func(_ *fakeBackend, o *Options) { o.Interface = "eth1" }},
+		{name: "empty", setup: func(b *fakeBackend, _ *Options) {
+			b.status.Claims, b.traffic = nil, api.TrafficResponse{}
+			b.trafficErr = &api.RemoteError{Status: 404, Code: api.CodeNotFound, Message: "no endpoint GET /v1/traffic"}
+		}},
+		{name: "unreachable", act: func(h *harness) {
+			h.b.setDown(true)
+			h.until("the agent is seen gone", func() bool { return h.m.conn == connDown })
+		}},
+	}
+	for _, tt := range tests {
+		for _, sz := range [][2]int{{80, 24}, {120, 40}} {
+			name := fmt.Sprintf("%s-%dx%d", tt.name, sz[0], sz[1])
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				b, o := fixture(), Options{}
+				if tt.setup != nil {
+					tt.setup(b, &o)
+				}
+				h := connected(t, b, o, sz[0], sz[1])
+				if tt.act != nil {
+					tt.act(h)
+				}
+				got := h.draw()
+				checkFits(t, got, sz[0], sz[1])
+				checkGolden(t, name, got)
+			})
+		}
+	}
+}
+
+func TestResizeReflows(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	for _, sz := range [][2]int{{120, 40}, {60, 16}, {200, 60}, {80, 24}} {
+		h.send(tea.WindowSizeMsg{Width: sz[0], Height: sz[1]})
+		checkFits(t, h.m.View(), sz[0], sz[1])
+	}
+}
+
+func TestTabCyclesPanes(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	want := []pane{paneTraffic, paneClaimers, paneEvents, paneClaims, paneTraffic}
+	for i, w := range want {
+		h.keys("tab")
+		if h.m.focus != w {
+			t.Fatalf("after %d tabs: got pane %d, want %d", i+1, h.m.focus, w)
+		}
+	}
+	h.keys("shift+tab")
+	if h.m.focus != paneClaims {
+		t.Errorf("shift+tab: got pane %d, want the claims pane", h.m.focus)
+	}
+	if !strings.Contains(h.m.View(), "▸ Claims") {
+		t.Errorf("the focused pane's title is not marked:\n%s", h.m.View())
+	}
+}
+
+func TestClaimPrompt(t *testing.T) {
+	t.Parallel()
+	_, wantErr := netcheck.ParseAddr("224.0.0.1")
+	tests := []struct {
+		name      string
+		iface     string // Options.Interface
+		typed     string
+		wantErr   string
+		wantClaim *api.ClaimRequest
+	}{
+		{name: "multicast", typed: "224.0.0.1", wantErr: wantErr.Error()},
+		{name: "not an address", typed: "192.0.2", wantErr: `"192.0.2" is not an IP address`},
+		{name: "nothing", typed: "  ", wantErr: "type an address to claim"},
+		{name: "too many words", typed: "192.0.2.12 eth0 eth1", wantErr: "give one address and at most one interface"},
+		{name: "with interface", typed: "192.0.2.12 eth0", wantClaim: &api.ClaimRequest{Addrs: []string{"192.0.2.12"}, Interface: "eth0"}},
+		{name: "without interface", typed: "2001:db8::12", wantClaim: &api.ClaimRequest{Addrs: []string{"2001:db8::12"}}},
+		{name: "watched interface", iface: "eth1", typed: "192.0.2.12", wantClaim: &api.ClaimRequest{Addrs: []string{"192.0.2.12"}, Interface: "eth1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := fixture()
+			h := connected(t, b, Options{Interface: tt.iface}, 80, 24)
+			h.keys("c")
+			if h.m.mode != modeClaim || !strings.Contains(h.m.View(), "claim ") {
+				t.Fatalf("c: got mode %d, want the claim prompt:\n%s", h.m.mode, h.m.View())
+			}
+			h.typeText(tt.typed)
+			h.keys("enter")
+			if tt.wantErr != "" {
+				if !strings.Contains(h.m.inputErr, tt.wantErr) {
+					t.Errorf("got error %q, want one with %q", h.m.inputErr, tt.wantErr)
+				}
+				if h.m.mode != modeClaim {
+					t.Error("the prompt closed on bad input; want it open to fix the input")
+				}
+				if len(b.claims) != 0 {
+					t.Errorf("bad input was sent to the agent: %+v", b.claims)
+				}
+				// The sentence is on screen, wrapped to the width.
+				if flat := strings.Join(strings.Fields(h.draw()), " "); !strings.Contains(flat, tt.wantErr) {
+					t.Errorf("the view does not show %q:\n%s", tt.wantErr, h.m.View())
+				}
+				// Typing again clears it; esc closes the prompt.
+				h.typeText("x")
+				if h.m.inputErr != "" {
+					t.Errorf("after typing: got error %q, want it cleared", h.m.inputErr)
+				}
+				h.keys("esc")
+				if h.m.mode != modeNormal {
+					t.Error("esc did not close the prompt")
+				}
+				return
+			}
+			h.until("the claim's answer", func() bool { return strings.HasPrefix(h.m.flash, "claimed") })
+			if len(b.claims) != 1 || !slices.Equal(b.claims[0].Addrs, tt.wantClaim.Addrs) || b.claims[0].Interface != tt.wantClaim.Interface {
+				t.Fatalf("got claims %+v, want %+v", b.claims, *tt.wantClaim)
+			}
+			if h.m.mode != modeNormal {
+				t.Error("the prompt stayed open after a claim")
+			}
+		})
+	}
+}
+
+func TestClaimRefusedByAgent(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	b.claimErr = &api.RemoteError{Status: 400, Code: api.CodeBadInput, Message: `interface "eth9" does not exist: list the interfaces with "ip link"`}
+	h := connected(t, b, Options{}, 80, 24)
+	h.keys("c")
+	h.typeText("192.0.2.12 eth9")
+	h.keys("enter")
+	h.until("the refusal", func() bool { return h.m.flashErr })
+	if want := `claim 192.0.2.12: interface "eth9" does not exist`; !strings.HasPrefix(h.m.flash, want) {
+		t.Errorf("got %q, want it to start %q", h.m.flash, want)
+	}
+	if h.m.conn != connUp {
+		t.Error("a refusal made the view think the agent is gone")
+	}
+}
+
+func TestReleaseAsksFirst(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	h := connected(t, b, Options{}, 80, 24)
+	for _, no := range []string{"n", "esc", "x"} {
+		h.keys("r")
+		if h.m.mode != modeConfirm || !strings.Contains(h.m.View(), "release 192.0.2.10 on eth0?") {
+			t.Fatalf("r: want a confirmation for 192.0.2.10 on eth0:\n%s", h.m.View())
+		}
+		h.keys(no)
+		h.settle()
+		if len(b.releases) != 0 || h.m.mode != modeNormal {
+			t.Fatalf("r then %q: got releases %+v, mode %d; want nothing released", no, b.releases, h.m.mode)
+		}
+	}
+	h.keys("down", "r", "y")
+	h.until("the release's answer", func() bool { return strings.HasPrefix(h.m.flash, "released") })
+	if len(b.releases) != 1 || !slices.Equal(b.releases[0].Addrs, []string{"192.0.2.11"}) {
+		t.Errorf("down, r, y: got releases %+v, want 192.0.2.11 (the second row)", b.releases)
+	}
+}
+
+func TestRefreshSelected(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	h := connected(t, b, Options{}, 80, 24)
+	h.keys("g")
+	h.until("the refresh's answer", func() bool { return strings.HasPrefix(h.m.flash, "refreshed") })
+	// From the claimers pane, g refreshes the contested address.
+	h.keys("tab", "tab", "g")
+	h.until("the second refresh", func() bool { return len(b.refreshes) == 2 })
+	got := [][]string{b.refreshes[0].Addrs, b.refreshes[1].Addrs}
+	want := [][]string{{"192.0.2.10"}, {"2001:db8::10"}}
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Errorf("refresh %d: got %v, want %v", i+1, got[i], want[i])
+		}
+	}
+}
+
+func TestSortCyclesTraffic(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	want := []struct {
+		by    trafficSort
+		order []string
+	}{
+		{sortRequests, []string{"192.0.2.77", "2001:db8::10", "192.0.2.10"}},
+		{sortTarget, []string{"192.0.2.10", "192.0.2.77", "2001:db8::10"}},
+		{sortLastSeen, []string{"2001:db8::10", "192.0.2.10", "192.0.2.77"}},
+		{sortRate, []string{"192.0.2.77", "192.0.2.10", "2001:db8::10"}},
+	}
+	for _, w := range want {
+		h.keys("s")
+		if h.m.sort != w.by {
+			t.Fatalf("s: got sort %v, want %v", h.m.sort, w.by)
+		}
+		if got := h.m.rowKeys[paneTraffic]; !slices.Equal(got, w.order) {
+			t.Errorf("sorted by %v: got %v, want %v", w.by, got, w.order)
+		}
+		if !strings.Contains(h.m.View(), "sorted by "+w.by.String()) {
+			t.Errorf("the traffic title does not say it is sorted by %v", w.by)
+		}
+	}
+}
+
+func TestFilter(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	h.keys("/")
+	h.typeText("2001")
+	// The panes follow as the filter is typed.
+	if got := h.m.rowKeys[paneClaims]; !slices.Equal(got, []string{"2001:db8::10"}) {
+		t.Errorf("filter 2001: got claims %v, want only 2001:db8::10", got)
+	}
+	h.keys("enter")
+	if h.m.filter != "2001" || h.m.mode != modeNormal {
+		t.Fatalf("enter: got filter %q mode %d, want the filter kept and the prompt closed", h.m.filter, h.m.mode)
+	}
+	if got := h.m.rowKeys[paneTraffic]; !slices.Equal(got, []string{"2001:db8::10"}) {
+		t.Errorf("filter 2001: got traffic %v, want only 2001:db8::10", got)
+	}
+	if v := h.m.View(); strings.Contains(v, "192.0.2.10") || !strings.Contains(v, `filter "2001"`) {
+		t.Errorf("filtered view still shows 192.0.2.10, or does not say it is filtered:\n%s", v)
+	}
+	h.keys("/", "esc")
+	if h.m.filter != "" || len(h.m.rowKeys[paneClaims]) != 3 {
+		t.Errorf("/ then esc: got filter %q and %d claims, want the filter cleared", h.m.filter, len(h.m.rowKeys[paneClaims]))
+	}
+}
+
+func TestQuit(t *testing.T) {
+	t.Parallel()
+	for _, k := range []string{"q", "ctrl+c"} {
+		h := connected(t, fixture(), Options{}, 80, 24)
+		h.keys(k)
+		h.until(k+" to quit", func() bool { return h.quit })
+	}
+	// In a prompt, q is a letter.
+	h := connected(t, fixture(), Options{}, 80, 24)
+	h.keys("/", "q")
+	if h.quit || h.m.input.Value() != "q" {
+		t.Errorf("q in the filter prompt: got quit=%v value %q, want the letter typed", h.quit, h.m.input.Value())
+	}
+	b := h.b
+	if len(b.releases) != 0 {
+		t.Errorf("quitting released %+v; claims stay with the agent", b.releases)
+	}
+}
+
+func TestWindowCountsDown(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	if !strings.Contains(h.m.View(), "3.2s") {
+		t.Fatalf("want the window's 3.2s left:\n%s", h.m.View())
+	}
+	h.now = h.now.Add(time.Second)
+	if v := h.draw(); !strings.Contains(v, "2.2s") {
+		t.Errorf("a second later: want 2.2s left:\n%s", v)
+	}
+	h.now = h.now.Add(5 * time.Second)
+	if v := h.draw(); strings.Contains(v, "announcing   ") && strings.Contains(v, "s       12") {
+		t.Errorf("after the window: want no countdown:\n%s", v)
+	}
+}
+
+// TestEventFloodIsBounded: 100,000 events keep the last logSize and draw
+// nothing until the render tick, which draws once.
+func TestEventFloodIsBounded(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	h.settle()
+	renders, ticks := h.m.renders, func() int { n, _ := h.pending(renderTickMsg{}); return n }
+	a := netip.MustParseAddr("192.0.2.10")
+	const n = 100_000
+	for i := range n {
+		h.m.Update(eventsMsg{gen: h.m.gen, events: []api.Event{{Time: t0, Kind: "burst-end", Addr: a, Rounds: i}}})
+	}
+	if got := h.m.log.len(); got != logSize {
+		t.Errorf("after %d events the log holds %d, want %d", n, got, logSize)
+	}
+	if got := h.m.log.at(logSize - 1).Rounds; got != n-1 {
+		t.Errorf("newest event kept: got rounds %d, want %d", got, n-1)
+	}
+	if got := h.m.renders - renders; got != 0 {
+		t.Errorf("%d events drew %d frames before the render tick, want none", n, got)
+	}
+	if got := ticks(); got > 1 {
+		t.Errorf("%d render ticks pending, want at most one", got)
+	}
+	h.m.tickPending = false // the Update calls above dropped their commands
+	h.send(renderTickMsg{})
+	if got := h.m.renders - renders; got != 1 {
+		t.Errorf("render tick: got %d frames, want 1", got)
+	}
+}
+
+// TestEventFloodThroughStream pushes 100,000 events through the event
+// stream: they arrive in batches, and no frame is drawn without a tick.
+func TestEventFloodThroughStream(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fixture(), Options{}, 80, 24)
+	h.settle()
+	renders := h.m.renders
+	src := h.b.source()
+	const n = 100_000
+	go func() {
+		a := netip.MustParseAddr("192.0.2.10")
+		for i := range n {
+			src.ch <- api.Event{Time: t0, Kind: "lost", Addr: a, Count: i}
+		}
+	}()
+	h.until("every event", func() bool { return h.m.log.total == uint64(n+len(fixtureEvents())) })
+	if got := h.m.log.len(); got != logSize {
+		t.Errorf("log holds %d, want %d", got, logSize)
+	}
+	if got := h.m.renders - renders; got != 0 {
+		t.Errorf("drew %d frames without a render tick, want none", got)
+	}
+	if n, _ := h.pending(renderTickMsg{}); n != 1 {
+		t.Errorf("%d render ticks pending, want one for the whole flood", n)
+	}
+}
+
+// TestRedrawRateUnderFlood runs the model in a real program on the real
+// clock and floods it: it draws at most about ten frames a second.
+func TestRedrawRateUnderFlood(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs for a second")
+	}
+	b := fixture()
+	m := New(t.Context(), b, Options{Socket: testSocket, Renderer: asciiRenderer()})
+	defer m.Close()
+	p := tea.NewProgram(m, tea.WithInput(nil), tea.WithOutput(io.Discard), tea.WithoutSignalHandler())
+	done := make(chan error, 1)
+	start := time.Now()
+	go func() { _, err := p.Run(); done <- err }()
+	deadline := time.Now().Add(5 * time.Second)
+	for b.opened() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the program never subscribed to events")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	src := b.source()
+	a := netip.MustParseAddr("192.0.2.10")
+	sent := 0
+	for time.Since(start) < time.Second {
+		select {
+		case src.ch <- api.Event{Time: t0, Kind: "burst-end", Addr: a}:
+			sent++
+		default:
+			time.Sleep(time.Microsecond)
+		}
+	}
+	p.Quit()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	// One frame per tick, plus the first and a spare for the edges.
+	limit := int(elapsed/frameEvery) + 2
+	t.Logf("%d events in %v: %d frames (limit %d), %d events kept", sent, elapsed, m.renders, limit, m.log.len())
+	if m.renders > limit {
+		t.Errorf("drew %d frames in %v, want at most %d", m.renders, elapsed, limit)
+	}
+	if m.log.len() > logSize {
+		t.Errorf("log holds %d, want at most %d", m.log.len(), logSize)
+	}
+}
+
+func TestReconnects(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	b.down = true
+	h := newHarness(t, b, Options{}, 80, 24)
+	h.until("the first attempt to fail", func() bool { return h.m.conn == connDown })
+	v := h.draw()
+	if want := "agent unreachable on " + testSocket + ": reconnecting"; !strings.Contains(v, want) {
+		t.Fatalf("want %q on screen:\n%s", want, v)
+	}
+	if !strings.Contains(strings.Join(strings.Fields(v), " "), "no vip agent answers") {
+		t.Errorf("want the reason on screen:\n%s", v)
+	}
+	// Each failed attempt waits longer.
+	var waits []time.Duration
+	retryPending := func() bool { n, _ := h.pending(retryMsg{}); return n == 1 }
+	for range 4 {
+		h.until("a retry to be set", retryPending)
+		_, d := h.pending(retryMsg{})
+		waits = append(waits, d)
+		h.fire(retryMsg{})
+	}
+	h.until("a retry to be set", retryPending)
+	if !slices.IsSorted(waits) || waits[0] >= waits[3] {
+		t.Errorf("waits between attempts: got %v, want them growing", waits)
+	}
+
+	b.setDown(false)
+	h.fire(retryMsg{})
+	h.until("connected", func() bool { return h.m.conn == connUp && !h.m.polling })
+	if v := h.draw(); strings.Contains(v, "unreachable") || !strings.Contains(v, "agent 4242 on") {
+		t.Fatalf("after the agent came back, want its header and no banner:\n%s", v)
+	}
+	if got := b.opened(); got != 1 {
+		t.Fatalf("event streams opened: got %d, want 1", got)
+	}
+
+	// The agent goes away: its stream ends; when it is back, the view
+	// subscribes again and sees new events.
+	stalePolls, _ := h.pending(pollTickMsg{})
+	b.setDown(true)
+	h.until("the end of the stream noticed", func() bool { return h.m.conn == connDown })
+	if v := h.draw(); !strings.Contains(v, "agent unreachable on "+testSocket+": reconnecting") {
+		t.Fatalf("want the banner again:\n%s", v)
+	}
+	h.until("a retry to be set", retryPending)
+	if n, d := h.pending(retryMsg{}); n != 1 || d != retryFirst {
+		t.Errorf("after a good connection: got %d retries pending in %v, want one in %v", n, d, retryFirst)
+	}
+	b.setDown(false)
+	h.fire(retryMsg{})
+	h.until("connected again", func() bool { return h.m.conn == connUp && !h.m.polling })
+	if got := b.opened(); got != 2 {
+		t.Fatalf("event streams opened: got %d, want 2 (subscribed again)", got)
+	}
+	// Poll ticks of the old connection are dropped: one chain remains.
+	h.fire(pollTickMsg{})
+	h.settle()
+	if n, _ := h.pending(pollTickMsg{}); n != 1 {
+		t.Errorf("after firing %d old poll ticks and the new one: %d pending, want 1", stalePolls, n)
+	}
+	b.source().ch <- api.Event{Time: t0, Kind: "release", Addr: netip.MustParseAddr("192.0.2.11")}
+	h.until("the new stream's event", func() bool { return h.m.log.len() == 1 })
+	if len(h.m.claims) != 2 {
+		t.Errorf("a release event: got %d claims, want 2 (192.0.2.11 gone at once)", len(h.m.claims))
+	}
+}
+
+// TestActionFailsWhenGone: an action on a gone agent says so and
+// reconnects.
+func TestActionFailsWhenGone(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	h := connected(t, b, Options{}, 80, 24)
+	b.mu.Lock()
+	b.down = true
+	b.mu.Unlock()
+	b.claimErr = errors.New("dial: connection refused")
+	h.keys("c")
+	h.typeText("192.0.2.12")
+	h.keys("enter")
+	h.until("the view notices", func() bool { return h.m.conn == connDown })
+}
+
+// TestSelectionStaysOnItsRow: the selected claim stays selected, and on
+// screen, as the list scrolls and as claims come and go before it.
+func TestSelectionStaysOnItsRow(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	b.status.Claims = nil
+	for i := 1; i <= 30; i++ {
+		b.status.Claims = append(b.status.Claims, api.Claim{Addr: fmt.Sprintf("192.0.2.%d", 100+i), Interface: "eth0", State: "holding"})
+	}
+	h := connected(t, b, Options{}, 80, 24)
+	selectedOnScreen := func() string {
+		for _, l := range strings.Split(h.m.View(), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
+				return f[1]
+			}
+		}
+		return ""
+	}
+	for i := range 20 {
+		h.keys("down")
+		if want := fmt.Sprintf("192.0.2.%d", 102+i); selectedOnScreen() != want || h.m.selected[paneClaims] != want {
+			t.Fatalf("after %d downs: got %q on screen, %q selected; want %s:\n%s", i+1, selectedOnScreen(), h.m.selected[paneClaims], want, h.m.View())
+		}
+	}
+	// Two claims come before it and one goes: it stays selected.
+	b.mu.Lock()
+	b.status.Claims = append(b.status.Claims[1:], api.Claim{Addr: "192.0.2.1", Interface: "eth0"}, api.Claim{Addr: "192.0.2.2", Interface: "eth0"})
+	b.mu.Unlock()
+	h.fire(pollTickMsg{})
+	h.until("the new poll", func() bool { return len(h.m.claims) == 31 && !h.m.polling })
+	h.draw()
+	if got := selectedOnScreen(); got != "192.0.2.121" {
+		t.Errorf("after claims came and went: got %q selected on screen, want 192.0.2.121:\n%s", got, h.m.View())
+	}
+	h.keys("r")
+	if !strings.Contains(h.m.View(), "release 192.0.2.121 on eth0?") {
+		t.Errorf("r asks about the wrong claim:\n%s", h.m.View())
+	}
+}
+
+// TestNoColor: with the renderer the view makes for its terminal, NO_COLOR
+// turns every colour and attribute off; the view still reads the same.
+func TestNoColor(t *testing.T) {
+	frame := func() string {
+		m := New(t.Context(), fixture(), Options{Socket: testSocket, Out: io.Discard, Location: time.UTC})
+		defer m.Close()
+		m.Update(tea.WindowSizeMsg{Width: 80, Height: 24})
+		m.Update(connectedMsg{gen: m.gen, status: fixture().status, stream: &stream{ctx: t.Context(), cancel: func() {}, src: &fakeSource{done: make(chan struct{})}}})
+		m.render()
+		return m.View()
+	}
+	t.Setenv("CLICOLOR_FORCE", "1")
+	t.Setenv("NO_COLOR", "")
+	if colour := frame(); !strings.Contains(colour, "\x1b[") {
+		t.Fatalf("with CLICOLOR_FORCE=1: want colour in the view:\n%q", colour)
+	}
+	t.Setenv("NO_COLOR", "1")
+	plain := frame()
+	if strings.Contains(plain, "\x1b[") {
+		t.Errorf("with NO_COLOR=1: got escape sequences in the view:\n%q", plain)
+	}
+	for _, want := range []string{selectMark + " 192.0.2.10", "▸ Claims (3)", "Competing claimers (1): another host answers"} {
+		if !strings.Contains(plain, want) {
+			t.Errorf("with NO_COLOR=1 the view does not show %q in words:\n%s", want, plain)
+		}
+	}
+}

@@ -1,0 +1,511 @@
+package tui
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/help"
+	"github.com/charmbracelet/bubbles/table"
+	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/vipctl/vip/internal/api"
+)
+
+// Column widths. The address columns take what is left, up to the
+// longest IPv6 address.
+const (
+	markW    = 1
+	ifaceW   = 9
+	stateW   = 10
+	windowW  = 6
+	countW   = 8
+	gratW    = 10
+	conflW   = 9
+	rateW    = 7
+	macW     = 17
+	kindW    = 16
+	ageW     = 7
+	timesW   = 6
+	minAddrW = 12
+	maxAddrW = 39
+)
+
+// selectMark marks the selected row of the focused pane, in words as well
+// as colour.
+const selectMark = "›"
+
+// render makes a frame of the whole view from the model.
+func (m *Model) render() {
+	m.renders++
+	m.dirty = false
+	w, h := max(m.width, 20), max(m.height, 5)
+	m.help.Width = w
+	header := m.headerView(w)
+	footer := m.footerView(w)
+	body := m.panesView(w, h-1-lipgloss.Height(footer))
+	frame := lipgloss.JoinVertical(lipgloss.Left, header, body, footer)
+	m.frame = lipgloss.NewStyle().MaxWidth(w).MaxHeight(h).Render(frame)
+}
+
+func (m *Model) socket() string {
+	if m.opt.Socket != "" {
+		return m.opt.Socket
+	}
+	return m.agent.Socket
+}
+
+func (m *Model) headerView(w int) string {
+	switch m.conn {
+	case connDown:
+		s := fmt.Sprintf("agent unreachable on %s: reconnecting (attempt %d)", m.socket(), m.attempt)
+		return m.st.banner.Width(w).MaxWidth(w).Render(ansi.Truncate(s, w, "…"))
+	case connecting:
+		if m.agent.PID == 0 {
+			return m.st.header.Render(ansi.Truncate("vip watch · connecting to the agent on "+m.socket()+"…", w, "…"))
+		}
+	}
+	claims := m.visibleClaims()
+	parts := []string{fmt.Sprintf("agent %d on %s", m.agent.PID, m.socket())}
+	if m.filter != "" {
+		parts = append(parts, fmt.Sprintf("filter %q", m.filter))
+	}
+	n := fmt.Sprintf("%d %s", len(claims), plural(len(claims), "claim", "claims"))
+	if m.opt.Interface != "" {
+		n += " on " + m.opt.Interface
+	}
+	parts = append(parts, n)
+	if r := len(rivalRows(claims)); r > 0 {
+		parts = append(parts, fmt.Sprintf("%d competing %s", r, plural(r, "claimer", "claimers")))
+	}
+	s := strings.Join(parts, " · ")
+	if full := "vip watch · " + s; ansi.StringWidth(full) <= w {
+		s = full
+	}
+	return m.st.header.Render(ansi.Truncate(s, w, "…"))
+}
+
+func (m *Model) footerView(w int) string {
+	var status string
+	wrap := lipgloss.NewStyle().Width(w)
+	km := help.KeyMap(m.keys)
+	switch m.mode {
+	case modeClaim:
+		m.input.Width = max(w-lipgloss.Width(m.input.Prompt)-2, 10)
+		status = m.input.View()
+		if m.inputErr != "" {
+			status += "\n" + wrap.Render(m.st.errMsg.Render(m.inputErr))
+		}
+		km = promptHelp{m.keys}
+	case modeFilter:
+		m.input.Width = max(w-lipgloss.Width(m.input.Prompt)-2, 10)
+		status = m.input.View()
+		km = promptHelp{m.keys}
+	case modeConfirm:
+		status = wrap.Render(m.st.prompt.Render(fmt.Sprintf("release %s%s? It stops answering at once. (y/n)", m.confirmAddr, m.onIface(m.confirmAddr))))
+		km = confirmHelp{m.keys}
+	default:
+		switch {
+		case m.conn == connDown && m.lastErr != nil:
+			status = wrap.Render(m.st.errMsg.Render(m.lastErr.Error()))
+		case m.flashErr:
+			status = wrap.Render(m.st.errMsg.Render(m.flash))
+		default:
+			status = wrap.Render(m.st.okMsg.Render(m.flash))
+		}
+	}
+	return status + "\n" + m.help.View(km)
+}
+
+func (m *Model) onIface(addr string) string {
+	for _, c := range m.claims {
+		if c.Addr == addr {
+			return " on " + c.Interface
+		}
+	}
+	return ""
+}
+
+// panesView lays the four panes out in h lines. The claims and traffic
+// tables get a third each, less when they need less; the event log gets
+// the rest.
+func (m *Model) panesView(w, h int) string {
+	claims := m.visibleClaims()
+	cCols, cRows, cKeys := m.claimsTable(w, claims)
+	cRows, cKeys = m.filterRows(cRows, cKeys)
+	tCols, tRows, tKeys := m.trafficTable(w)
+	tRows, tKeys = m.filterRows(tRows, tKeys)
+	lines := m.eventLines(w)
+	rivals := rivalRows(claims)
+
+	rivalH := 1 // "none seen"
+	if len(rivals) > 0 {
+		rivalH = 1 + min(len(rivals), max(2, h/5))
+	}
+	rest := max(h-4-rivalH, 5)
+	// A table needs its header and a line (its rows, or why it has none).
+	wantC, wantT, wantE := 1+max(len(cRows), 1), 1+max(len(tRows), 1), max(len(lines), 1)
+	claimsH, trafficH := min(wantC, max(rest/3, 2)), min(wantT, max(rest/3, 2))
+	if spare := rest - claimsH - trafficH - wantE; spare > 0 {
+		more := min(spare, wantC-claimsH)
+		claimsH, spare = claimsH+more, spare-more
+		trafficH += min(spare, wantT-trafficH)
+	}
+	eventsH := max(rest-claimsH-trafficH, 1)
+
+	var b strings.Builder
+	title := "Claims " + m.count(len(cRows), len(claims))
+	if m.opt.Interface != "" {
+		title += " on " + m.opt.Interface
+	}
+	b.WriteString(m.titleView(paneClaims, title, false, w) + "\n")
+	b.WriteString(m.tableView(paneClaims, cCols, cRows, cKeys, claimsH, w, "no claims: press c to claim an address", false) + "\n")
+
+	title = fmt.Sprintf("Who-has traffic %s · sorted by %s", m.count(len(tRows), len(m.traffic.Entries)), m.sort)
+	if m.traffic.Evicted > 0 {
+		title += fmt.Sprintf(" · %d targets evicted", m.traffic.Evicted)
+	}
+	b.WriteString(m.titleView(paneTraffic, title, false, w) + "\n")
+	empty := "no who-has traffic seen"
+	if m.trafficNote != "" {
+		empty = m.trafficNote
+	}
+	b.WriteString(m.tableView(paneTraffic, tCols, tRows, tKeys, trafficH, w, empty, false) + "\n")
+
+	title = "Competing claimers (0)"
+	if len(rivals) > 0 {
+		title = fmt.Sprintf("Competing claimers (%d): another host answers for an address held here", len(rivals))
+	}
+	b.WriteString(m.titleView(paneClaimers, title, len(rivals) > 0, w) + "\n")
+	if len(rivals) == 0 {
+		b.WriteString(m.st.dim.Render("  none seen") + "\n")
+	} else {
+		cols, rows, keys := m.claimersTable(w, rivals)
+		rows, keys = m.filterRows(rows, keys)
+		b.WriteString(m.tableView(paneClaimers, cols, rows, keys, rivalH, w, "", true) + "\n")
+	}
+
+	title = fmt.Sprintf("Events %s, the last %d kept", m.count(len(lines), m.log.len()), logSize)
+	b.WriteString(m.titleView(paneEvents, title, false, w) + "\n")
+	b.WriteString(m.eventsView(lines, w, eventsH))
+	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(b.String())
+}
+
+func (m *Model) titleView(p pane, text string, alarm bool, w int) string {
+	mark, style := "  ", m.st.title
+	if p == m.focus {
+		mark, style = "▸ ", m.st.focused
+	}
+	if alarm {
+		style = m.st.alarm
+	}
+	t := style.Render(ansi.Truncate(mark+text, w-2, "…"))
+	return t + " " + m.st.rule.Render(strings.Repeat("─", max(0, w-lipgloss.Width(t)-1)))
+}
+
+// tableView draws one table pane in h lines, the selection kept on the
+// same row across refreshes.
+func (m *Model) tableView(p pane, cols []table.Column, rows []table.Row, keys []string, h, w int, empty string, rival bool) string {
+	t := &m.tables[p]
+	st := m.st.tableStyles(rival)
+	if p != m.focus {
+		st.Selected = lipgloss.NewStyle()
+	}
+	t.SetStyles(st)
+	t.SetColumns(cols)
+	t.SetWidth(w)
+	t.SetHeight(h)
+	m.rowKeys[p] = keys
+	if len(rows) == 0 {
+		t.SetRows(nil)
+		lines := []string{t.View()[:strings.IndexByte(t.View()+"\n", '\n')]}
+		if empty != "" {
+			lines = append(lines, m.st.dim.Render(ansi.Truncate("  "+empty, w, "…")))
+		}
+		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(strings.Join(lines, "\n"))
+	}
+	idx := slices.Index(keys, m.selected[p])
+	if idx < 0 {
+		idx = min(max(t.Cursor(), 0), len(rows)-1)
+	}
+	m.selected[p] = keys[idx]
+	if p == m.focus {
+		rows[idx][0] = selectMark
+	}
+	t.SetRows(rows)
+	if t.Cursor() != idx {
+		t.GotoTop()
+		t.MoveDown(idx)
+	}
+	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(t.View())
+}
+
+// count is a pane's count: "(3)", or "(1 of 3)" under a filter.
+func (m *Model) count(shown, all int) string {
+	if shown == all {
+		return fmt.Sprintf("(%d)", all)
+	}
+	return fmt.Sprintf("(%d of %d)", shown, all)
+}
+
+// filterRows keeps the rows with a cell that holds the filter.
+func (m *Model) filterRows(rows []table.Row, keys []string) ([]table.Row, []string) {
+	if m.filter == "" {
+		return rows, keys
+	}
+	f := strings.ToLower(m.filter)
+	var outR []table.Row
+	var outK []string
+	for i, r := range rows {
+		if strings.Contains(strings.ToLower(strings.Join(r, " ")), f) {
+			outR, outK = append(outR, r), append(outK, keys[i])
+		}
+	}
+	return outR, outK
+}
+
+// visibleClaims are the claims on the watched interface.
+func (m *Model) visibleClaims() []api.Claim {
+	if m.opt.Interface == "" {
+		return m.claims
+	}
+	var out []api.Claim
+	for _, c := range m.claims {
+		if c.Interface == m.opt.Interface {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func right(w int, s string) string { return fmt.Sprintf("%*s", w, s) }
+
+func (m *Model) claimsTable(w int, claims []api.Claim) ([]table.Column, []table.Row, []string) {
+	fixed := markW + ifaceW + stateW + windowW + countW + gratW + conflW
+	addrW := min(max(w-fixed-8, minAddrW), maxAddrW)
+	cols := []table.Column{
+		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "INTERFACE", Width: ifaceW},
+		{Title: "STATE", Width: stateW}, {Title: right(windowW, "WINDOW"), Width: windowW},
+		{Title: right(countW, "ANSWERED"), Width: countW}, {Title: right(gratW, "GRATUITOUS"), Width: gratW},
+		{Title: right(conflW, "CONFLICTS"), Width: conflW},
+	}
+	rows := make([]table.Row, 0, len(claims))
+	keys := make([]string, 0, len(claims))
+	for _, c := range claims {
+		window := "-"
+		if left := m.windowLeft(c); c.WindowRemaining > 0 && left > 0 {
+			window = fmt.Sprintf("%.1fs", left.Seconds())
+		}
+		rows = append(rows, table.Row{"", c.Addr, c.Interface, c.State, right(windowW, window),
+			right(countW, fmt.Sprint(c.Answered)), right(gratW, fmt.Sprint(c.GratuitousFrames)),
+			right(conflW, fmt.Sprint(len(c.Claimers)))})
+		keys = append(keys, c.Addr)
+	}
+	return cols, rows, keys
+}
+
+// windowLeft is what remains of c's window now, counted down from the
+// snapshot so that the agent's clock and ours need not agree.
+func (m *Model) windowLeft(c api.Claim) time.Duration {
+	return time.Duration(c.WindowRemaining) - m.clock.now().Sub(m.snapAt)
+}
+
+func (m *Model) trafficTable(w int) ([]table.Column, []table.Row, []string) {
+	free := max(w-(markW+rateW+countW)-6, 3*minAddrW)
+	targetW := min(max(free*3/10, minAddrW), maxAddrW)
+	askersW := (free - targetW) / 2
+	byW := free - targetW - askersW
+	cols := []table.Column{
+		{Title: "", Width: markW}, {Title: "TARGET", Width: targetW}, {Title: right(rateW, "RATE"), Width: rateW},
+		{Title: right(countW, "REQUESTS"), Width: countW}, {Title: "ASKERS", Width: askersW}, {Title: "ANSWERED BY", Width: byW},
+	}
+	ours := map[string]string{} // address -> our MAC
+	for _, c := range m.claims {
+		ours[c.Addr] = c.MAC
+	}
+	entries := slices.Clone(m.traffic.Entries)
+	sortTraffic(entries, m.sort)
+	rows := make([]table.Row, 0, len(entries))
+	keys := make([]string, 0, len(entries))
+	for _, e := range entries {
+		askers := make([]string, 0, len(e.Askers))
+		for _, a := range e.Askers {
+			// A probe's sender has no address yet: name its MAC.
+			if ip, err := netip.ParseAddr(a.Addr); err != nil || ip.IsUnspecified() {
+				askers = append(askers, a.MAC)
+			} else {
+				askers = append(askers, a.Addr)
+			}
+		}
+		by := make([]string, 0, len(e.AnsweredBy))
+		for _, a := range e.AnsweredBy {
+			if mac, ok := ours[e.Addr]; ok && strings.EqualFold(mac, a.MAC) {
+				by = append(by, "us")
+			} else {
+				by = append(by, a.MAC)
+			}
+		}
+		answered := strings.Join(by, ", ")
+		if answered == "" {
+			answered = "nobody"
+		}
+		rows = append(rows, table.Row{"", e.Addr, right(rateW, fmt.Sprintf("%.1f/s", e.Rate)),
+			right(countW, fmt.Sprint(e.Requests)), fmt.Sprintf("%d: %s", len(e.Askers), strings.Join(askers, " ")), answered})
+		keys = append(keys, e.Addr)
+	}
+	return cols, rows, keys
+}
+
+// rival is a competing claimer of a held address.
+type rival struct {
+	addr string
+	api.Claimer
+}
+
+func rivalRows(claims []api.Claim) []rival {
+	var out []rival
+	for _, c := range claims {
+		for _, r := range c.Claimers {
+			out = append(out, rival{c.Addr, r})
+		}
+	}
+	return out
+}
+
+func (m *Model) claimersTable(w int, rivals []rival) ([]table.Column, []table.Row, []string) {
+	fixed := markW + macW + kindW + 2*ageW + timesW
+	addrW := min(max(w-fixed-7, minAddrW), maxAddrW)
+	cols := []table.Column{
+		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "MAC", Width: macW},
+		{Title: "KIND", Width: kindW}, {Title: "FIRST", Width: ageW}, {Title: "LAST", Width: ageW},
+		{Title: right(timesW, "COUNT"), Width: timesW},
+	}
+	rows := make([]table.Row, 0, len(rivals))
+	keys := make([]string, 0, len(rivals))
+	for _, r := range rivals {
+		rows = append(rows, table.Row{"", r.addr, r.MAC, r.Kind, m.age(r.FirstSeen), m.age(r.LastSeen), right(timesW, fmt.Sprint(r.Count))})
+		keys = append(keys, r.addr+"|"+r.MAC)
+	}
+	return cols, rows, keys
+}
+
+// age says how long ago t was, in the largest unit.
+func (m *Model) age(t time.Time) string {
+	d := m.clock.now().Sub(t)
+	switch {
+	case t.IsZero():
+		return "-"
+	case d < time.Second:
+		return "now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// eventLines are the log's lines that the interface and the filter let
+// through, oldest first.
+func (m *Model) eventLines(w int) []string {
+	lines := make([]string, 0, m.log.len())
+	f := strings.ToLower(m.filter)
+	for i := range m.log.len() {
+		ev := m.log.at(i)
+		if m.opt.Interface != "" && ev.Interface != "" && ev.Interface != m.opt.Interface {
+			continue
+		}
+		line := m.eventLine(ev)
+		if f != "" && !strings.Contains(strings.ToLower(line), f) {
+			continue
+		}
+		line = ansi.Truncate(line, w-2, "…")
+		if ev.Kind == "conflict" || ev.Kind == "lost" {
+			line = m.st.errMsg.Render(line)
+		}
+		lines = append(lines, "  "+line)
+	}
+	return lines
+}
+
+func (m *Model) eventsView(lines []string, w, h int) string {
+	if len(lines) == 0 {
+		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(m.st.dim.Render("  no events yet"))
+	}
+	m.events.Width, m.events.Height = w, h
+	m.events.SetContent(strings.Join(lines, "\n"))
+	if m.followLog {
+		m.events.GotoBottom()
+	}
+	return m.events.View()
+}
+
+func (m *Model) eventLine(ev api.Event) string {
+	s := ev.Time.In(m.opt.Location).Format("15:04:05") + " " + string(ev.Kind)
+	if ev.Addr.IsValid() {
+		s += " " + ev.Addr.String()
+	}
+	if ev.Interface != "" {
+		s += " on " + ev.Interface
+	}
+	if ev.MAC != "" {
+		s += " mac " + ev.MAC
+	}
+	if ev.Rounds > 0 {
+		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
+	}
+	if ev.Count > 0 {
+		s += fmt.Sprintf(" count=%d", ev.Count)
+	}
+	if ev.Message != "" {
+		s += ": " + ev.Message
+	}
+	return s
+}
+
+func sortClaims(cs []api.Claim) {
+	slices.SortStableFunc(cs, func(a, b api.Claim) int {
+		pa, ea := netip.ParseAddr(a.Addr)
+		pb, eb := netip.ParseAddr(b.Addr)
+		if ea != nil || eb != nil {
+			return strings.Compare(a.Addr, b.Addr)
+		}
+		return pa.Compare(pb)
+	})
+}
+
+func sortTraffic(es []api.Traffic, by trafficSort) {
+	byAddr := func(a, b api.Traffic) int {
+		pa, ea := netip.ParseAddr(a.Addr)
+		pb, eb := netip.ParseAddr(b.Addr)
+		if ea != nil || eb != nil {
+			return strings.Compare(a.Addr, b.Addr)
+		}
+		return pa.Compare(pb)
+	}
+	slices.SortStableFunc(es, func(a, b api.Traffic) int {
+		var c int
+		switch by {
+		case sortRate:
+			c = cmp.Compare(b.Rate, a.Rate)
+		case sortRequests:
+			c = cmp.Compare(b.Requests, a.Requests)
+		case sortLastSeen:
+			c = b.LastSeen.Compare(a.LastSeen)
+		}
+		return cmp.Or(c, byAddr(a, b))
+	})
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
