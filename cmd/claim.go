@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -22,6 +24,7 @@ import (
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
 	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/tui"
 )
 
 // claimOptions are the flags and arguments of vip claim.
@@ -218,6 +221,20 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	if err != nil {
 		return err
 	}
+	// In a terminal the claim shows the live view, and the logs go to a
+	// file so as not to tear it; elsewhere they go to standard error.
+	view := isTerminal(d.io.Out) && !o.JSON
+	var logPath string
+	errOut := d.io.ErrOut
+	if view {
+		f, err := os.CreateTemp("", "vip-claim-*.log")
+		if err != nil {
+			return fmt.Errorf("create a log file for the live view: %w", err)
+		}
+		defer f.Close()
+		logPath = f.Name()
+		d.io.ErrOut = f
+	}
 	log, err := d.logger()
 	if err != nil {
 		return err
@@ -265,6 +282,14 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		}
 		return err
 	}
+	if view {
+		err := showForeground(ctx, d, eng, guard, log)
+		if rerr := stopEngine(); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("release on exit: %w", rerr))
+		}
+		fmt.Fprintf(errOut, "vip: released; the claim's log is in %s\n", logPath)
+		return err
+	}
 	now := time.Now()
 	claims := make([]api.Claim, len(st))
 	for i, s := range st {
@@ -279,6 +304,38 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		return fmt.Errorf("release on exit: %w", err)
 	}
 	return nil
+}
+
+// showForeground shows the live view of a foreground claim until the
+// operator quits it or ctx ends. The view talks to the engine through the
+// agent's own API, served on a private socket for the life of the view.
+func showForeground(ctx context.Context, d *deps, eng *announce.Engine, guard *agent.Guard, log *slog.Logger) error {
+	dir, err := os.MkdirTemp("", "vip-claim-")
+	if err != nil {
+		return fmt.Errorf("make a private socket for the live view: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "vip.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		return fmt.Errorf("make a private socket for the live view: %w", err)
+	}
+	srv := agent.NewServer(agent.ServerConfig{
+		Engine: eng, Watcher: guard, Sys: d.sys, Allow: agent.SelfAllow(), Log: log,
+		Info: api.Agent{PID: os.Getpid(), Version: versionString(), Started: time.Now(), Socket: sock},
+	})
+	sctx, stopServe := context.WithCancel(ctx)
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(sctx, ln) }()
+	defer func() {
+		stopServe()
+		<-served
+	}()
+	in := d.io.In
+	if !isTerminal(in) {
+		in = nil
+	}
+	return tui.Run(ctx, tui.ClientBackend(api.NewClient(sock)), tui.Options{Socket: "this claim (foreground)", In: in, Out: d.io.Out})
 }
 
 func printClaims(d *deps, asJSON bool, claims []api.Claim) error {

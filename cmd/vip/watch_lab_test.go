@@ -273,3 +273,35 @@ func TestWatchAutostartsAgent(t *testing.T) {
 		return !pidRunning(st.Agent.PID), fmt.Sprintf("autostarted agent pid %d still running after the view closed", st.Agent.PID)
 	})
 }
+
+// TestForegroundClaimShowsTheView: vip claim --foreground in a terminal
+// shows the live view of its own claims; q ends the process, and with it the
+// claim.
+func TestForegroundClaimShowsTheView(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+	)
+	b, client := l.Host("b"), l.Host("client")
+	tm := startTerm(t, b, 100, 30, "claim", "192.0.2.10", "-i", "eth0", "--foreground")
+	tm.waitFor("the claim in the view", 10*time.Second, func(s string) bool {
+		return hasRow(claimsPane(s), "192.0.2.10", "eth0")
+	})
+	out, code := arping(t, client, "-c", "2", "-w", "4", "-I", "eth0", "192.0.2.10")
+	if code != 0 || len(replyMACs(out)) != 2 {
+		t.Fatalf("arping while the view runs: exit %d:\n%s", code, out)
+	}
+	tm.waitFor("the client's requests in the traffic pane", 10*time.Second, func(s string) bool {
+		return hasRow(trafficPane(s), "192.0.2.10")
+	})
+	tm.keys("q")
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		done, status := tm.exited()
+		return done && status == "0", fmt.Sprintf("exited %v with %q; want 0", done, status)
+	})
+	out, code = arping(t, client, "-c", "2", "-w", "3", "-I", "eth0", "192.0.2.10")
+	if code == 0 || len(replyMACs(out)) != 0 {
+		t.Errorf("after quitting the foreground view: want the claim released, got replies %v", replyMACs(out))
+	}
+}

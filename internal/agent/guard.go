@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vipctl/vip/announce"
@@ -39,6 +40,17 @@ type Guard struct {
 	captures map[string]*guardCapture
 	heldMAC  map[netip.Addr]string
 	wg       sync.WaitGroup
+	// ours are the MACs of the claimed interfaces: the table leaves out
+	// the frames they send (the agent's own probes and announcements).
+	ours atomic.Pointer[map[sniff.MAC]bool]
+}
+
+// Observe feeds the traffic table every observation not sent by us.
+func (g *Guard) Observe(o sniff.Observation) {
+	if m := g.ours.Load(); m != nil && (*m)[o.EthSrc] {
+		return
+	}
+	g.table.Observe(o)
 }
 
 type guardCapture struct {
@@ -146,6 +158,15 @@ func (g *Guard) reconcile(ctx context.Context) {
 			delete(g.heldMAC, a)
 		}
 	}
+	ours := map[sniff.MAC]bool{}
+	for _, mac := range g.heldMAC {
+		if hw, err := net.ParseMAC(mac); err == nil {
+			if m, err := sniff.MACFrom(hw); err == nil {
+				ours[m] = true
+			}
+		}
+	}
+	g.ours.Store(&ours)
 	for name, c := range g.captures {
 		if !want[name] {
 			g.closeLocked(name, c)
@@ -172,7 +193,7 @@ func (g *Guard) openLocked(ctx context.Context, name string) {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
-		err := c.Run(cctx, g.table, g.det)
+		err := c.Run(cctx, g, g.det)
 		if err != nil && cctx.Err() == nil {
 			g.log.Error("capture stopped: competing claimers will not be seen", "interface", name, "err", err)
 			g.mu.Lock()
