@@ -198,7 +198,11 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	if err != nil {
 		return err
 	}
-	return printClaims(d, o.JSON, resp.Claims)
+	if err := printClaims(d, o.JSON, resp.Claims); err != nil {
+		return err
+	}
+	noteAssigned(d, req, resp.Claims)
+	return nil
 }
 
 func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) (api.ClaimResponse, error) {
@@ -299,6 +303,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		_ = stopEngine()
 		return err
 	}
+	noteAssigned(d, req, claims)
 	<-ctx.Done()
 	if err := stopEngine(); err != nil {
 		return fmt.Errorf("release on exit: %w", err)
@@ -336,6 +341,19 @@ func showForeground(ctx context.Context, d *deps, eng *announce.Engine, guard *a
 		in = nil
 	}
 	return tui.Run(ctx, tui.ClientBackend(api.NewClient(sock)), tui.Options{Socket: "this claim (foreground)", In: in, Out: d.io.Out})
+}
+
+// noteAssigned says which addresses --assign found already on their
+// interface: vip leaves those there at release.
+func noteAssigned(d *deps, req api.ClaimRequest, claims []api.Claim) {
+	if !req.Assign {
+		return
+	}
+	for _, c := range claims {
+		if !c.Assigned {
+			fmt.Fprintf(d.io.ErrOut, "vip: %s was already on %s, so vip did not add it and will not remove it\n", c.Addr, c.Interface)
+		}
+	}
 }
 
 func printClaims(d *deps, asJSON bool, claims []api.Claim) error {
