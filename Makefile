@@ -25,9 +25,11 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 
 # Lab tests build network namespaces: they need root, and skip without it
-# (under CI=true they fail instead).
+# (under CI=true they fail instead). The second run is under the race
+# detector, the lab's vip binary included.
 test: deps vet
 	$(GO) test -count=1 -timeout 15m ./...
+	$(GO) test -race -count=1 -timeout 15m ./...
 
 generate:
 	$(GO) generate ./completions ./man

@@ -205,7 +205,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		_ = e.sched.Run(sctx) // ends only when stopped
 	}()
 	<-ctx.Done()
-	_, _, err := e.Release(context.WithoutCancel(ctx), e.Held())
+	_, _, err := e.release(context.WithoutCancel(ctx), e.Held(), true)
 	stop()
 	<-done
 	return err
@@ -579,22 +579,55 @@ func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, no
 // Release stops answering for each address at once, ends its window and
 // removes the address from its interface if vip added it. It returns the
 // released addresses and those that were not held.
+//
+// The book is where a release takes effect: the claims are forgotten there
+// first, and when that fails (ctx done, the state file cannot be written)
+// nothing is released, as a claim that cannot be recorded is not made.
+// Releasing anyway would leave the book holding claims that nothing answers
+// for, which the next agent would re-adopt, and which any later write of the
+// book would keep.
 func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
+	return e.release(ctx, addrs, false)
+}
+
+// release is Release; with force (the engine stopping) it releases even
+// when the book cannot forget the claims, and reports that.
+func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (released, notHeld []netip.Addr, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	var errs []error
-	byPort := map[*portRef][]netip.Addr{}
 	var gone []*claimState
+	// An address named twice is released once: releasing its claim twice
+	// would drop its port's reference twice and close the port under the
+	// claims still on it.
+	seen := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
 		cs, ok := e.claims[a]
 		if !ok {
 			notHeld = append(notHeld, a)
 			continue
 		}
+		gone = append(gone, cs)
+		released = append(released, a)
+	}
+	var errs []error
+	if len(released) > 0 {
+		if err := e.cfg.Book.Delete(ctx, released...); err != nil {
+			if !force {
+				return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
+			}
+			errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
+		}
+	}
+	byPort := map[*portRef][]netip.Addr{}
+	for _, cs := range gone {
 		if cs.port != nil {
 			e.sched.Cancel(cs.key())
 			e.sched.Cancel(cs.probeKey())
-			byPort[cs.port] = append(byPort[cs.port], a)
+			byPort[cs.port] = append(byPort[cs.port], cs.claim.Addr)
 		}
 		if cs.refresh != nil {
 			cs.refresh.Stop()
@@ -602,7 +635,6 @@ func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		if cs.probe != nil {
 			cs.probe.Stop()
 		}
-		gone = append(gone, cs)
 	}
 	for p, as := range byPort {
 		if err := p.Drop(as...); err != nil {
@@ -616,12 +648,6 @@ func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, not
 				errs = append(errs, fmt.Errorf("release %s: remove it from %s: %w", c.Addr, c.Interface, err))
 			}
 		}
-	}
-	for _, cs := range gone {
-		released = append(released, cs.claim.Addr)
-	}
-	if err := e.cfg.Book.Delete(ctx, released...); err != nil {
-		errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
 	}
 	for _, cs := range gone {
 		a := cs.claim.Addr
@@ -745,7 +771,16 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 		p.up = c.Up
 		if c.Up {
 			event("up: bursts re-armed")
-			e.reassignLocked(claims)
+			if added := e.reassignLocked(claims); len(added) > 0 {
+				// The port took these while they were not assigned (the
+				// interface came back down), so it answers for them, and
+				// now the kernel does too. Held afresh, the port sees they
+				// are assigned and stays silent: one answer per request.
+				_ = p.Drop(added...)
+				if err := p.Hold(added...); err != nil {
+					e.log.Warn("cannot hold the addresses added back", "interface", c.Name, "err", err)
+				}
+			}
 			for _, cs := range claims {
 				if cs.port == p {
 					e.armWithProbe(cs)
@@ -825,6 +860,11 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 	for i, cs := range claims {
 		addrs[i] = cs.claim.Addr
 	}
+	// The addresses go back first, so that the port sees them assigned
+	// and leaves the answers to the kernel: one answer per request.
+	if c.Up {
+		e.reassignLocked(claims)
+	}
 	if err := p.Hold(addrs...); err != nil {
 		_ = p.Close()
 		e.log.Warn("interface is back but vip cannot answer on it: its claims keep waiting", "interface", c.Name, "err", err)
@@ -832,9 +872,6 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 	}
 	ref := &portRef{Port: p, refs: len(claims), up: c.Up}
 	e.ports[c.Name] = ref
-	if c.Up {
-		e.reassignLocked(claims)
-	}
 	for _, cs := range claims {
 		cs.port = ref
 		if c.Up {
@@ -845,27 +882,28 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 
 // reassignLocked puts back the addresses of assigned claims: the kernel
 // drops IPv6 addresses when a link goes down, and every address when its
-// interface is deleted.
-func (e *Engine) reassignLocked(claims []*claimState) {
+// interface is deleted. It returns the addresses it added.
+func (e *Engine) reassignLocked(claims []*claimState) (added []netip.Addr) {
 	if e.cfg.Assigner == nil {
-		return
+		return nil
 	}
 	var changed []Claim
 	for _, cs := range claims {
 		if !cs.claim.Options.Assign {
 			continue
 		}
-		added, err := e.cfg.Assigner.Add(cs.claim.Interface, cs.claim.Addr)
+		ok, err := e.cfg.Assigner.Add(cs.claim.Interface, cs.claim.Addr)
 		if err != nil {
 			e.log.Warn("cannot add the address back to its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "err", err)
 			continue
 		}
-		if added && !cs.claim.AddedAddress {
+		if ok && !cs.claim.AddedAddress {
 			cs.claim.AddedAddress = true
 			changed = append(changed, cs.claim)
 		}
-		if added {
+		if ok {
 			e.log.Info("added the address back to its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+			added = append(added, cs.claim.Addr)
 		}
 	}
 	if len(changed) > 0 {
@@ -873,6 +911,7 @@ func (e *Engine) reassignLocked(claims []*claimState) {
 			e.log.Warn("record re-added addresses", "err", err)
 		}
 	}
+	return added
 }
 
 // SendRound sends one gratuitous round for k through its interface's Port;

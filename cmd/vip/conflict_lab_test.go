@@ -54,14 +54,14 @@ func TestSplitBrainIsSeenAndDefenceIsBounded(t *testing.T) {
 		sock  string
 		rival *lab.Host
 	}{{a, sa, b}, {b, sb, a}} {
-		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		labtest.Eventually(t, slow(2*time.Second), func() (bool, string) {
 			macs, state := claimersOf(t, side.h, side.sock, "192.0.2.10")
 			want := mac(side.rival, "eth0")
 			return state == "conflict" && len(macs) == 1 && macs[0] == want,
 				fmt.Sprintf("%s reports claimers %v in state %s, want %s in state conflict", side.h.Name, macs, state, want)
 		})
 	}
-	if took := time.Since(start); took > 2*time.Second {
+	if took := time.Since(start); took > slow(2*time.Second) {
 		t.Errorf("both sides saw the split brain %v after the second claim, want about a second", took)
 	}
 	if out, code := vipOn(t, a, sa, "status", "--check"); code != 3 || !strings.Contains(out, "competing claimer") {

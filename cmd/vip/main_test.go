@@ -6,10 +6,24 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // vipBin is the vip binary the lab tests run, built once by TestMain.
 var vipBin string
+
+// raceBuild is set under -race (race_test.go): vipBin is then built with
+// the race detector as well.
+var raceBuild bool
+
+// slow stretches a bound on how fast vip does something when vip is built
+// with the race detector, which makes it several times slower.
+func slow(d time.Duration) time.Duration {
+	if raceBuild {
+		return 4 * d
+	}
+	return d
+}
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "vip-bin-")
@@ -23,13 +37,35 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	vipBin = filepath.Join(dir, "vip")
-	build := exec.Command("go", "build", "-o", vipBin, ".")
+	args := []string{"build", "-o", vipBin}
+	races := filepath.Join(dir, "races")
+	if raceBuild {
+		args = append(args, "-race")
+		// Every vip process the tests start writes its race reports here.
+		os.Setenv("GORACE", "log_path="+filepath.Join(races, "report"))
+		// Writable by all: some tests run vip as an unprivileged user.
+		if err := os.Mkdir(races, 0o777); err == nil {
+			err = os.Chmod(races, 0o777)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+	}
+	build := exec.Command("go", append(args, ".")...)
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "build vip:", err)
 		os.Exit(1)
 	}
 	code := m.Run()
+	if reports, _ := filepath.Glob(filepath.Join(races, "report.*")); len(reports) > 0 {
+		for _, r := range reports {
+			b, _ := os.ReadFile(r)
+			fmt.Fprintf(os.Stderr, "race reported by a vip process (%s):\n%s\n", filepath.Base(r), b)
+		}
+		code = 1
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -42,6 +42,10 @@ type Config struct {
 // a client before it exits.
 const idleGrace = 2 * time.Second
 
+// socketCheckEvery is how often the agent checks that its socket file is
+// still there, to make it again if it was deleted.
+const socketCheckEvery = time.Second
+
 // firstClientGrace is how long an autostarted agent waits for the client
 // that started it.
 const firstClientGrace = 15 * time.Second
@@ -131,10 +135,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 		allow = GroupAllow(gid)
 	}
-	ln, err := listen(paths.Socket, cfg.Group)
+	sock, err := listen(paths.Socket, cfg.Group)
 	if err != nil {
 		return err
 	}
+	ln := keepSocket(sock, paths.Socket, cfg.Group, socketCheckEvery, log)
 	srv := NewServer(ServerConfig{
 		Engine:  eng,
 		Watcher: guard,

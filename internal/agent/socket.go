@@ -3,12 +3,16 @@ package agent
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"log/slog"
 	"net"
 	"os"
 	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -136,4 +140,152 @@ func inGroup(pid, gid int) bool {
 		}
 	}
 	return false
+}
+
+// keptListener serves the agent's socket and makes it again when its file
+// disappears (deleted by hand, or by a cleaner of /run or /tmp) while the
+// agent runs. Without it the agent would hold its claims on a socket nobody
+// can reach, and the next `vip claim` would find no agent, try to start
+// one and fail on the lock. Connections from the old socket and the new
+// one come out of one Accept.
+type keptListener struct {
+	path, group string
+	log         *slog.Logger
+
+	conns chan accepted
+	done  chan struct{}
+	once  sync.Once
+	wg    sync.WaitGroup
+
+	mu  sync.Mutex
+	cur net.Listener
+	// old is the listener of a deleted socket. It is closed at the next
+	// check, once the connections made just before the deletion, still in
+	// its backlog, have been accepted.
+	old net.Listener
+}
+
+type accepted struct {
+	c   net.Conn
+	err error
+}
+
+// keepSocket serves ln, which listens on path, and checks every interval
+// that path still exists, listening there again when it does not.
+func keepSocket(ln net.Listener, path, group string, every time.Duration, log *slog.Logger) *keptListener {
+	k := &keptListener{path: path, group: group, log: log, conns: make(chan accepted), done: make(chan struct{}), cur: ln}
+	k.serve(ln)
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-k.done:
+				return
+			case <-t.C:
+				k.check()
+			}
+		}
+	}()
+	return k
+}
+
+// check listens on path again if its file is gone. A file of another kind
+// there, or another socket, is left alone.
+func (k *keptListener) check() {
+	k.mu.Lock()
+	if k.old != nil {
+		k.old.Close()
+		k.old = nil
+	}
+	k.mu.Unlock()
+	if _, err := os.Lstat(k.path); !errors.Is(err, fs.ErrNotExist) {
+		return
+	}
+	if err := os.MkdirAll(filepath.Dir(k.path), 0o755); err != nil {
+		k.log.Error("the agent's socket was deleted and its directory cannot be made again", "socket", k.path, "err", err)
+		return
+	}
+	ln, err := listen(k.path, k.group)
+	if err != nil {
+		k.log.Error("the agent's socket was deleted and cannot be made again", "socket", k.path, "err", err)
+		return
+	}
+	k.mu.Lock()
+	select {
+	case <-k.done:
+		k.mu.Unlock()
+		ln.Close()
+		return
+	default:
+	}
+	// The old socket has no name any more: nobody can connect to it.
+	// Closing it must not remove the new socket's name.
+	k.cur.(*net.UnixListener).SetUnlinkOnClose(false)
+	k.old, k.cur = k.cur, ln
+	k.serve(ln)
+	k.mu.Unlock()
+	k.log.Warn("the agent's socket was deleted: made it again", "socket", k.path)
+}
+
+// serve accepts on ln until it is closed.
+func (k *keptListener) serve(ln net.Listener) {
+	k.wg.Add(1)
+	go func() {
+		defer k.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				k.mu.Lock()
+				retired := k.cur != ln
+				k.mu.Unlock()
+				if retired || errors.Is(err, net.ErrClosed) {
+					return
+				}
+			}
+			select {
+			case k.conns <- accepted{c, err}:
+			case <-k.done:
+				if c != nil {
+					c.Close()
+				}
+				return
+			}
+		}
+	}()
+}
+
+// Accept waits for a connection on the socket, old or new.
+func (k *keptListener) Accept() (net.Conn, error) {
+	select {
+	case a := <-k.conns:
+		return a.c, a.err
+	case <-k.done:
+		return nil, net.ErrClosed
+	}
+}
+
+// Close stops listening, removes the socket and waits for its goroutines.
+func (k *keptListener) Close() error {
+	var err error
+	k.once.Do(func() {
+		k.mu.Lock()
+		close(k.done)
+		if k.old != nil {
+			k.old.Close()
+		}
+		err = k.cur.Close()
+		k.mu.Unlock()
+		k.wg.Wait()
+	})
+	return err
+}
+
+// Addr returns the socket's address.
+func (k *keptListener) Addr() net.Addr {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.cur.Addr()
 }

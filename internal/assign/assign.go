@@ -120,7 +120,17 @@ func (n *Netlink) has(link netlink.Link, a netip.Addr) (bool, error) {
 	if a.Is6() {
 		family = netlink.FAMILY_V6
 	}
-	addrs, err := n.h.AddrList(link, family)
+	// A dump that addresses changed under (the kernel's own, or the MLD
+	// groups of a large claim) is interrupted: list again.
+	var (
+		addrs []netlink.Addr
+		err   error
+	)
+	for range 5 {
+		if addrs, err = n.h.AddrList(link, family); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			break
+		}
+	}
 	if err != nil {
 		return false, fmt.Errorf("list addresses: %w", err)
 	}
