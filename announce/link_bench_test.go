@@ -178,8 +178,8 @@ func (p *pairConn) ReadFrom(b []byte) (int, net.Addr, error) {
 }
 
 func (p *pairConn) WriteTo(b []byte, _ net.Addr) (int, error) { return p.c.Write(b) }
-func (p *pairConn) Close() error                             { return p.c.Close() }
-func (p *pairConn) SyscallConn() (syscall.RawConn, error)    { return p.c.SyscallConn() }
+func (p *pairConn) Close() error                              { return p.c.Close() }
+func (p *pairConn) SyscallConn() (syscall.RawConn, error)     { return p.c.SyscallConn() }
 
 // benchSocketPair returns the benchmark's end of a SOCK_DGRAM socket pair,
 // a blocking descriptor, and the Link's end as a conn in the runtime's
