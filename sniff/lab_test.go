@@ -183,25 +183,31 @@ func TestLabCapture(t *testing.T) {
 			return len(cs) == 1 && cs[0].Count == 2, fmt.Sprintf("conflicts %+v, want the rogue's two frames", cs)
 		})
 
-		// Our own announcement of the address is no conflict.
+		// Our own announcement of the address is no conflict: the capture
+		// does not even see what this host sends.
 		runPeer(t, mon, 0, "ip", "addr", "add", held.String()+"/32", "dev", "eth0")
 		runPeer(t, mon, 0, "arping", "-U", "-c", "1", "-I", "eth0", held.String())
+		// A frame that arrives after it proves the capture has read past it.
+		runPeer(t, rogue, 0, "arping", "-U", "-c", "1", "-I", "eth0", held.String())
 		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
-			e, _ := table.Get(held)
-			has := slices.ContainsFunc(e.Answerers, func(a sniff.Answerer) bool { return a.MAC == monMAC })
-			return has, fmt.Sprintf("answerers for %s: %+v", held, e.Answerers)
+			cs := det.Conflicts()
+			return len(cs) == 1 && cs[0].Count == 3, fmt.Sprintf("conflicts %+v, want the rogue's three frames", cs)
 		})
-		if cs := det.Conflicts(); len(cs) != 1 || cs[0].MAC != rogueMAC || cs[0].Count != 2 {
-			t.Errorf("after our own announcement: got conflicts %+v, want only the rogue's 2 frames", cs)
+		if cs := det.Conflicts(); len(cs) != 1 || cs[0].MAC != rogueMAC {
+			t.Errorf("after our own announcement: got conflicts %+v, want only the rogue's", cs)
+		}
+		if e, _ := table.Get(held); slices.ContainsFunc(e.Answerers, func(a sniff.Answerer) bool { return a.MAC == monMAC }) {
+			t.Errorf("our own announcement was captured: answerers %+v", e.Answerers)
 		}
 	})
 
 	t.Run("ndisc6 solicitations decoded", func(t *testing.T) {
 		nobody := netip.MustParseAddr("2001:db8::30")
 		runPeer(t, client, 2, "ndisc6", "-1", "-r", "1", "-w", "300", nobody.String(), "eth0")
-		// mon's kernel answers this one with an advertisement.
-		monAddr := netip.MustParseAddr("2001:db8::1")
-		runPeer(t, client, 0, "ndisc6", "-1", "-r", "1", "-w", "1000", monAddr.String(), "eth0")
+		// mon asks the client, whose kernel answers with an advertisement
+		// that arrives at mon.
+		clientAddr := netip.MustParseAddr("2001:db8::3")
+		runPeer(t, mon, 0, "ndisc6", "-1", "-r", "1", "-w", "1000", clientAddr.String(), "eth0")
 		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
 			seen.mu.Lock()
 			defer seen.mu.Unlock()
@@ -210,11 +216,11 @@ func TestLabCapture(t *testing.T) {
 				if o.Kind == sniff.KindSolicitation && o.Target == nobody && o.SenderMAC == clientMAC && o.LinkLayerOption {
 					ns = true
 				}
-				if o.Kind == sniff.KindAdvertisement && o.Target == monAddr && o.TargetMAC == monMAC && o.Solicited {
+				if o.Kind == sniff.KindAdvertisement && o.Target == clientAddr && o.TargetMAC == clientMAC && o.Solicited {
 					na = true
 				}
 			}
-			return ns && na, fmt.Sprintf("solicitation for %s seen %v, solicited advertisement of %s seen %v", nobody, ns, monAddr, na)
+			return ns && na, fmt.Sprintf("solicitation for %s seen %v, solicited advertisement of %s seen %v", nobody, ns, clientAddr, na)
 		})
 		e, _ := table.Get(nobody)
 		if e.Requests != 1 || e.LastAsker.MAC != clientMAC {

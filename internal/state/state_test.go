@@ -315,11 +315,8 @@ func TestBatchIsOneWrite(t *testing.T) {
 	if f.writes != 1 {
 		t.Errorf("put of %d claims: got %d file writes, want 1", len(batch), f.writes)
 	}
-	const budget = 100 * time.Millisecond
+	// The time is for reading, not asserting: BenchmarkPut10k measures it.
 	t.Logf("put of %d claims took %v", len(batch), took)
-	if took > budget && !raceEnabled {
-		t.Errorf("put of %d claims took %v, want under %v", len(batch), took, budget)
-	}
 
 	start = time.Now()
 	if err := f.Delete(ctx, addrsOf(batch[:5000])...); err != nil {
