@@ -42,3 +42,11 @@ release-check: goreleaser
 	./scripts/release-deps.sh
 	$(GORELEASER) check
 	$(GORELEASER) release --snapshot --clean
+
+# Benchmarks: the Go benchmarks of the hot paths (go test -bench -benchmem
+# ./announce ./sniff), then the same load against the kernel and against vip
+# on a lab segment; writes BENCHMARKS.md. Needs root, like the lab tests.
+# `sudo make bench BENCHFLAGS=-short` takes about a minute.
+.PHONY: bench
+bench: deps
+	$(GO) run ./cmd/vipbench $(BENCHFLAGS)

@@ -1,0 +1,147 @@
+// Command vipbench measures vip against the Linux kernel on a lab segment
+// and writes BENCHMARKS.md.
+//
+// It runs the Go benchmarks of the hot paths, builds vip, builds a lab of
+// network namespaces (internal/lab: hosts a, b and client on a bridge,
+// documentation prefixes only), and runs the same load from the client
+// (internal/loadgen) against the kernel on a and against a vip agent on b:
+// reply latency at 1,000 and 20,000 requests/s, loss at 100,000/s, for IPv4
+// and IPv6; then vip's CPU under a flood for addresses it does not hold, its
+// CPU and memory idle and with 10,000 claims, and how soon a claim reaches
+// the wire, next to arping. It needs root.
+//
+// Every scenario is bounded in time. One that cannot run is reported as
+// failed, in the output and in BENCHMARKS.md, and the driver goes on with
+// the others and exits 1 at the end; the lab is removed in every case.
+//
+//	sudo go run ./cmd/vipbench            # about 4 minutes
+//	sudo go run ./cmd/vipbench -short     # about a minute
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+// options are the command line.
+type options struct {
+	short   bool
+	out     string
+	vip     string
+	goBench bool
+	pkgs    string
+	only    *regexp.Regexp
+	timeout time.Duration
+	goTool  string
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("vipbench", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.BoolVar(&o.short, "short", false, "shorter load runs and 5 s of idle instead of 60 s: about a minute in all")
+	fs.StringVar(&o.out, "out", "BENCHMARKS.md", "where to write the report (- for standard output)")
+	fs.StringVar(&o.vip, "vip", "", "the vip binary to measure (default: build ./cmd/vip)")
+	fs.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks of the hot paths first")
+	fs.StringVar(&o.pkgs, "gobench-pkgs", "./announce ./sniff", "packages whose Go benchmarks to run")
+	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 20m, 8m with -short)")
+	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: vipbench [-short] [-out BENCHMARKS.md] [-run REGEXP] [-vip PATH]")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() != 0 {
+		fs.Usage()
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			return nil, fmt.Errorf("-run: %w", err)
+		}
+		o.only = re
+	}
+	if o.timeout == 0 {
+		o.timeout = 20 * time.Minute
+		if o.short {
+			o.timeout = 8 * time.Minute
+		}
+	}
+	return o, nil
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "vipbench:", err)
+		return 2
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(stderr, "vipbench: it builds network namespaces and opens packet sockets: run it as root (sudo make bench)")
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+
+	b := newBench(o, stderr)
+	rep := b.run(ctx)
+	rep.Command = commandLine(args)
+
+	w := stdout
+	if o.out != "-" {
+		f, err := os.Create(o.out)
+		if err != nil {
+			fmt.Fprintln(stderr, "vipbench: write the report:", err)
+			return 1
+		}
+		defer f.Close()
+		w = f
+	}
+	if err := rep.write(w); err != nil {
+		fmt.Fprintln(stderr, "vipbench: write the report:", err)
+		return 1
+	}
+	if o.out != "-" {
+		fmt.Fprintf(stderr, "vipbench: wrote %s\n", o.out)
+	}
+	code := 0
+	for _, s := range rep.Steps {
+		if s.Err != nil {
+			fmt.Fprintf(stderr, "vipbench: %s failed: %v\n", s.Name, s.Err)
+			code = 1
+		}
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintln(stderr, "vipbench: stopped early:", context.Cause(ctx))
+		code = 1
+	}
+	return code
+}
+
+// commandLine is how the report names the run.
+func commandLine(args []string) string {
+	if len(args) == 0 {
+		return "vipbench"
+	}
+	return "vipbench " + strings.Join(args, " ")
+}
