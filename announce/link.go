@@ -161,6 +161,13 @@ func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
 		return nil, fmt.Errorf("open IPv6 socket on %s: %w", ifi.Name, err)
 	}
 	ip6c := &allMultiConn{Conn: pc6, ifindex: ifi.Index}
+	// Room for a burst of requests while the reader is busy: at 100,000
+	// requests a second the default buffer fills within a millisecond.
+	for _, c := range []*packet.Conn{arpc, pc6} {
+		if err := setReceiveBuffer(c, receiveBuffer); err != nil {
+			log.Debug("cannot enlarge the receive buffer", "interface", ifi.Name, "err", err)
+		}
+	}
 	return NewLink(ifi, LinkConfig{
 		ARP:  arpc,
 		IPv6: ip6c,
@@ -666,6 +673,27 @@ func (l *Link) Announce(addr netip.Addr, frames Frames) (int, error) {
 		return sent, fmt.Errorf("announce %s on %s: %w", addr, l.ifi.Name, err)
 	}
 	return sent, nil
+}
+
+// receiveBuffer is the receive buffer of the answering sockets.
+const receiveBuffer = 4 << 20
+
+// setReceiveBuffer sets a socket's receive buffer, past net.core.rmem_max
+// when the process may (CAP_NET_ADMIN).
+func setReceiveBuffer(c *packet.Conn, n int) error {
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var serr error
+	if err := raw.Control(func(fd uintptr) {
+		if serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); serr != nil {
+			serr = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_RCVBUF, n)
+		}
+	}); err != nil {
+		return err
+	}
+	return serr
 }
 
 // allMultiConn is a packet socket that can turn on all-multicast reception
