@@ -246,23 +246,7 @@ conflict. With --json each line is a JSON object.`,
 }
 
 func formatEvent(ev api.Event) string {
-	s := ev.Time.Format("15:04:05.000") + " " + string(ev.Kind)
-	if ev.Addr.IsValid() {
-		s += " " + ev.Addr.String()
-	}
-	if ev.Interface != "" {
-		s += " on " + ev.Interface
-	}
-	if ev.MAC != "" {
-		s += " mac " + ev.MAC
-	}
-	if ev.Rounds > 0 {
-		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
-	}
-	if ev.Message != "" {
-		s += ": " + ev.Message
-	}
-	return s
+	return ev.Time.Format("15:04:05.000") + " " + ev.Summary()
 }
 
 func writeJSON(d *deps, v any) error {

@@ -447,26 +447,7 @@ func (m *Model) eventsView(lines []string, w, h int) string {
 }
 
 func (m *Model) eventLine(ev api.Event) string {
-	s := ev.Time.In(m.opt.Location).Format("15:04:05") + " " + string(ev.Kind)
-	if ev.Addr.IsValid() {
-		s += " " + ev.Addr.String()
-	}
-	if ev.Interface != "" {
-		s += " on " + ev.Interface
-	}
-	if ev.MAC != "" {
-		s += " mac " + ev.MAC
-	}
-	if ev.Rounds > 0 {
-		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
-	}
-	if ev.Count > 0 {
-		s += fmt.Sprintf(" count=%d", ev.Count)
-	}
-	if ev.Message != "" {
-		s += ": " + ev.Message
-	}
-	return s
+	return ev.Time.In(m.opt.Location).Format("15:04:05") + " " + ev.Summary()
 }
 
 func sortClaims(cs []api.Claim) {
