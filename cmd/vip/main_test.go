@@ -44,11 +44,12 @@ func TestMain(m *testing.M) {
 		// Every vip process the tests start writes its race reports here.
 		os.Setenv("GORACE", "log_path="+filepath.Join(races, "report"))
 		// Writable by all: some tests run vip as an unprivileged user.
-		if err := os.Mkdir(races, 0o777); err == nil {
-			err = os.Chmod(races, 0o777)
+		err := os.Mkdir(races, 0o777)
+		if err == nil {
+			err = os.Chmod(races, 0o777) // the umask narrowed Mkdir's mode
 		}
 		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
+			fmt.Fprintln(os.Stderr, "make the race report directory:", err)
 			os.Exit(1)
 		}
 	}
