@@ -20,8 +20,11 @@ deps:
 demo: deps build
 	./vip lab demo
 
+STATICCHECK_VERSION ?= v0.8.2
+
 vet:
 	$(GO) vet ./...
+	GOFLAGS=-buildvcs=false $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
 
 # Lab tests build network namespaces: they need root, and skip without it
