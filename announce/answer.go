@@ -226,7 +226,7 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 	dad := src.IsUnspecified()
 	// A DAD solicitation goes to a solicited-node group and carries no
 	// source link-layer address.
-	if target.IsMulticast() || target.Is4In6() || (dad && (sll != nil || !isSolicitedNode(dst))) {
+	if target.IsMulticast() || target.Is4In6() || (dad && (sll != nil || !wire.IsSolicitedNode(dst))) {
 		l.malformed.Add(1)
 		return
 	}
@@ -236,7 +236,7 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 	}
 	// Only a solicitation to the target's own group, or straight to the
 	// target (NUD), asks about it.
-	if !(dst == target || isSolicitedNode(dst) && [3]byte(dst.AsSlice()[13:16]) == [3]byte(target.AsSlice()[13:16])) {
+	if !(dst == target || wire.IsSolicitedNode(dst) && [3]byte(dst.AsSlice()[13:16]) == [3]byte(target.AsSlice()[13:16])) {
 		return
 	}
 	var (

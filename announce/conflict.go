@@ -99,10 +99,15 @@ func (e *Engine) Conflict(addr netip.Addr, c Claimer) {
 		}
 		e.mu.Unlock()
 	case PolicyYield:
+		iface := cs.claim.Interface
 		e.mu.Unlock()
 		e.log.Warn("yielding the address to the competing claimer", "addr", addr, "mac", key)
-		e.publish(Event{Kind: EventRelease, Addr: addr, Interface: cs.claim.Interface, MAC: key, Message: "yielded to " + key})
-		_, _, _ = e.Release(context.Background(), []netip.Addr{addr})
+		released, _, err := e.Release(context.Background(), []netip.Addr{addr})
+		if err != nil || len(released) == 0 {
+			e.log.Error("yield: the address could not be released", "addr", addr, "err", err)
+			return
+		}
+		e.publish(Event{Kind: EventConflict, Addr: addr, Interface: iface, MAC: key, Message: "yielded: released to " + key})
 	default:
 		e.mu.Unlock()
 	}

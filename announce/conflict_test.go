@@ -3,6 +3,7 @@ package announce
 import (
 	"net"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -81,7 +82,7 @@ func TestConflictYieldReleases(t *testing.T) {
 	for len(events) > 0 {
 		ev := <-events
 		sawConflict = sawConflict || ev.Kind == EventConflict
-		sawYield = sawYield || (ev.Kind == EventRelease && ev.MAC == rival.String())
+		sawYield = sawYield || (ev.Kind == EventConflict && ev.MAC == rival.String() && strings.Contains(ev.Message, "yielded"))
 	}
 	if !sawConflict || !sawYield {
 		t.Errorf("events: conflict %v, yield %v; want both", sawConflict, sawYield)

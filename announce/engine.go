@@ -181,9 +181,6 @@ func (e *Engine) Config() EngineConfig { return e.cfg }
 // and a function that ends the subscription.
 func (e *Engine) Subscribe(n int) (<-chan Event, func()) { return e.hub.subscribe(n) }
 
-// Subscribers returns how many subscriptions are open.
-func (e *Engine) Subscribers() int { return e.hub.count() }
-
 // Notify adds an event from a component beside the engine (such as the
 // capture that follows other addresses' owners) to the engine's stream.
 func (e *Engine) Notify(ev Event) { e.publish(ev) }
@@ -258,7 +255,7 @@ func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
 }
 
 func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status, error) {
-	lives, err := e.claim(ctx, items, adopt)
+	lives, fresh, err := e.claim(ctx, items, adopt)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +263,12 @@ func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status,
 		select {
 		case <-live:
 		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for the first gratuitous round: %w", ctx.Err())
+			// All or nothing: the new claims of an interrupted request
+			// are undone (refreshes of held ones stand).
+			if _, _, rerr := e.Release(context.WithoutCancel(ctx), fresh); rerr != nil {
+				return nil, fmt.Errorf("interrupted before the first gratuitous round, and undoing the claims failed: %w", errors.Join(ctx.Err(), rerr))
+			}
+			return nil, fmt.Errorf("interrupted before the first gratuitous round, so nothing new is held: %w", ctx.Err())
 		}
 	}
 	addrs := make([]netip.Addr, len(items))
@@ -276,20 +278,20 @@ func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status,
 	return e.Status(addrs...), nil
 }
 
-func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan struct{}, error) {
+func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, freshAddrs []netip.Addr, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	seen := make(map[netip.Addr]bool, len(items))
 	for _, c := range items {
 		if seen[c.Addr] {
-			return nil, fmt.Errorf("claim %s: address given twice", c.Addr)
+			return nil, nil, fmt.Errorf("claim %s: address given twice", c.Addr)
 		}
 		seen[c.Addr] = true
 		if h, ok := e.claims[c.Addr]; ok && h.claim.Interface != c.Interface {
-			return nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, h.claim.Interface)
+			return nil, nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, h.claim.Interface)
 		}
 		if c.Options.Assign && e.cfg.Assigner == nil {
-			return nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
+			return nil, nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
 		}
 	}
 
@@ -332,13 +334,13 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 		p, err := e.portLocked(c.Interface, adopt, &opened)
 		if err != nil {
 			undo()
-			return nil, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err)
+			return nil, nil, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err)
 		}
 		if c.Options.Assign && p != nil {
 			added, err := e.cfg.Assigner.Add(c.Interface, c.Addr)
 			if err != nil {
 				undo()
-				return nil, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err)
+				return nil, nil, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err)
 			}
 			if added {
 				assigned = append(assigned, c)
@@ -356,7 +358,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 	for p, addrs := range byPort {
 		if err := p.Hold(addrs...); err != nil {
 			undo()
-			return nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
+			return nil, nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
 		}
 		p.refs += len(addrs)
 		holding[p] = true
@@ -380,10 +382,10 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 	}
 	if err := e.cfg.Book.Put(ctx, records...); err != nil {
 		undo()
-		return nil, fmt.Errorf("record the claims: %w", err)
+		return nil, nil, fmt.Errorf("record the claims: %w", err)
 	}
 
-	lives := make([]<-chan struct{}, 0, len(items))
+	lives = make([]<-chan struct{}, 0, len(items))
 	for i, cs := range fresh {
 		cs.claim = records[i]
 		e.claims[cs.claim.Addr] = cs
@@ -418,7 +420,10 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) ([]<-chan
 	for _, name := range opened {
 		e.attachWaitingLocked(name)
 	}
-	return lives, nil
+	for _, cs := range fresh {
+		freshAddrs = append(freshAddrs, cs.claim.Addr)
+	}
+	return lives, freshAddrs, nil
 }
 
 // portLocked returns the open port of an interface, opening it if needed.
@@ -533,9 +538,26 @@ func (e *Engine) armRefreshLocked(cs *claimState) {
 		return
 	}
 	addr := cs.claim.Addr
-	cs.refresh = e.clock.AfterFunc(every, func() {
-		_, _, _ = e.Refresh(context.Background(), []netip.Addr{addr})
-	})
+	cs.refresh = e.clock.AfterFunc(every, func() { e.autoRefresh(addr) })
+}
+
+// autoRefresh is a periodic refresh. It re-arms the window like Refresh but
+// leaves the book alone: recording it would rewrite a state file once per
+// claim and period, and an agent that re-adopts claims re-arms them anyway.
+func (e *Engine) autoRefresh(addr netip.Addr) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cs, ok := e.claims[addr]
+	if !ok {
+		return
+	}
+	cs.claim.RefreshedAt = e.clock.Now()
+	e.armRefreshLocked(cs)
+	e.log.Info("refresh", "addr", addr, "interface", cs.claim.Interface, "periodic", true)
+	e.publish(Event{Kind: EventRefresh, Addr: addr, Interface: cs.claim.Interface, State: e.stateLocked(cs), Message: "periodic"})
+	if cs.live() {
+		e.armWithProbe(cs)
+	}
 }
 
 // Refresh re-opens the gratuitous window of each held address from now. It

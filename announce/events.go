@@ -74,12 +74,6 @@ func (h *hub) subscribe(n int) (<-chan Event, func()) {
 	}
 }
 
-func (h *hub) count() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
-
 func (h *hub) publish(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()

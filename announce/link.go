@@ -766,12 +766,6 @@ func usableUnicast(mac net.HardwareAddr) bool {
 	return false
 }
 
-func isSolicitedNode(a netip.Addr) bool {
-	b := a.As16()
-	return a.Is6() && b[0] == 0xff && b[1] == 0x02 && b[11] == 0x01 && b[12] == 0xff &&
-		b[2]|b[3]|b[4]|b[5]|b[6]|b[7]|b[8]|b[9]|b[10] == 0
-}
-
 // arpRequestFilter accepts Ethernet/IPv4 ARP requests only, so that replies
 // and other hardware types never wake the reader.
 func arpRequestFilter() []bpf.Instruction {

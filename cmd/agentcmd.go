@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -118,7 +119,7 @@ func (d *deps) startAgent(ctx context.Context, rate float64) error {
 		return fmt.Errorf("find the vip binary to start an agent: %w", err)
 	}
 	paths := agent.PathsFor(d.socket)
-	if err := os.MkdirAll(dirOf(paths.Log), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(paths.Log), 0o755); err != nil {
 		return fmt.Errorf("start an agent: %w", err)
 	}
 	args := []string{"agent", "--autostarted", "--socket", d.socket, "--log-file", paths.Log,
@@ -155,13 +156,4 @@ func (d *deps) startAgent(ctx context.Context, rate float64) error {
 		case <-tick.C:
 		}
 	}
-}
-
-func dirOf(path string) string {
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i] == '/' {
-			return path[:i]
-		}
-	}
-	return "."
 }

@@ -3,7 +3,6 @@ package cmd
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -251,6 +250,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		if err != nil {
 			return fmt.Errorf("open netlink to add addresses: %w", err)
 		}
+		defer a.Close()
 		cfg.Assigner = a
 	}
 	eng := announce.NewEngine(cfg)
@@ -358,9 +358,7 @@ func noteAssigned(d *deps, req api.ClaimRequest, claims []api.Claim) {
 
 func printClaims(d *deps, asJSON bool, claims []api.Claim) error {
 	if asJSON {
-		enc := json.NewEncoder(d.io.Out)
-		enc.SetIndent("", "  ")
-		return enc.Encode(api.ClaimResponse{Claims: claims})
+		return writeJSON(d, api.ClaimResponse{Claims: claims})
 	}
 	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
 	for _, c := range claims {

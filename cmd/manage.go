@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 )
 
@@ -159,7 +160,7 @@ answered and gratuitous frames sent.`,
 			}
 			var conflicted []string
 			for _, cl := range st.Claims {
-				if cl.State == "conflict" {
+				if cl.State == announce.StateConflict {
 					conflicted = append(conflicted, cl.Addr)
 				}
 			}

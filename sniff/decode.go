@@ -276,7 +276,7 @@ func decodeIPv6(o *Observation, b []byte) error {
 		o.SenderMAC, o.LinkLayerOption = lla, found
 		switch {
 		case o.Sender.IsUnspecified():
-			if !isSolicitedNode(o.Dst) {
+			if !wire.IsSolicitedNode(o.Dst) {
 				return errDADDst
 			}
 			if found {
@@ -324,11 +324,4 @@ func linkLayerOption(opts []byte, want byte) (mac MAC, found bool, err error) {
 		opts = opts[n:]
 	}
 	return mac, found, nil
-}
-
-// isSolicitedNode reports whether a is a solicited-node multicast address,
-// ff02::1:ff00:0/104.
-func isSolicitedNode(a netip.Addr) bool {
-	b := a.As16()
-	return b[0] == 0xff && b[1] == 0x02 && b[2]|b[3]|b[4]|b[5]|b[6]|b[7]|b[8]|b[9]|b[10] == 0 && b[11] == 1 && b[12] == 0xff
 }

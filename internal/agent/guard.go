@@ -173,8 +173,12 @@ func (g *Guard) reconcile(ctx context.Context) {
 		}
 	}
 	for name := range want {
-		if c, ok := g.captures[name]; ok && c.cap != nil {
+		c, ok := g.captures[name]
+		if ok && c.cap != nil && c.err == "" {
 			continue
+		}
+		if ok {
+			g.closeLocked(name, c) // it failed: try again
 		}
 		g.openLocked(ctx, name)
 	}

@@ -73,6 +73,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return fmt.Errorf("open netlink to manage addresses: %w", err)
 	}
+	defer assigner.Close()
 	recorded, err := book.List(ctx)
 	if err != nil {
 		return fmt.Errorf("read the state file: %w", err)
@@ -194,7 +195,7 @@ func exitWhenIdle(ctx context.Context, stop func(), srv *Server, eng *announce.E
 }
 
 // clean removes the addresses a crashed agent added and forgets its claims.
-func clean(ctx context.Context, book *state.File, assigner assign.Assigner, recorded []announce.Claim, log *slog.Logger) error {
+func clean(ctx context.Context, book *state.File, assigner announce.Assigner, recorded []announce.Claim, log *slog.Logger) error {
 	var errs []error
 	for _, c := range recorded {
 		if c.AddedAddress {

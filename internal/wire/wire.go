@@ -256,6 +256,14 @@ func Checksum(src, dst netip.Addr, msg []byte) uint16 {
 	return ^uint16(sum)
 }
 
+// IsSolicitedNode reports whether a is a solicited-node multicast group,
+// ff02::1:ffXX:XXXX.
+func IsSolicitedNode(a netip.Addr) bool {
+	b := a.As16()
+	return a.Is6() && b[0] == 0xff && b[1] == 0x02 && b[11] == 0x01 && b[12] == 0xff &&
+		b[2]|b[3]|b[4]|b[5]|b[6]|b[7]|b[8]|b[9]|b[10] == 0
+}
+
 // SourceLinkLayer returns the source link-layer address option of an NDP
 // message's options, or nil when it has none.
 func SourceLinkLayer(opts []ndp.Option) net.HardwareAddr {
