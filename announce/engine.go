@@ -800,7 +800,18 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 				// are assigned and stays silent: one answer per request.
 				_ = p.Drop(added...)
 				if err := p.Hold(added...); err != nil {
-					e.log.Warn("cannot hold the addresses added back", "interface", c.Name, "err", err)
+					// They are answered by nobody now: say so, and
+					// let them wait for the next change.
+					e.log.Warn("cannot hold the addresses added back: those claims wait", "interface", c.Name, "err", err)
+					for _, cs := range claims {
+						if cs.port == p && slices.Contains(added, cs.claim.Addr) {
+							e.sched.Cancel(cs.key())
+							e.sched.Cancel(cs.probeKey())
+							e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
+							cs.port = nil
+							p.refs--
+						}
+					}
 				}
 			}
 			for _, cs := range claims {

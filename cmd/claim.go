@@ -253,31 +253,11 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		defer a.Close()
 		cfg.Assigner = a
 	}
-	eng := announce.NewEngine(cfg)
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan error, 1)
-	go func() { done <- eng.Run(runCtx) }()
-	stopEngine := func() error {
-		cancel()
-		return <-done
-	}
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	waitWatch := agent.FollowInterfaces(watchCtx, eng, log)
-	defer func() {
-		stopWatch()
-		waitWatch()
-	}()
-	guardCtx, stopGuard := context.WithCancel(context.WithoutCancel(ctx))
-	guard, err := agent.StartGuard(guardCtx, eng, agent.GuardConfig{Filter: o.Filter, Log: log})
+	rt, err := agent.Start(cfg, o.Filter, log)
 	if err != nil {
-		_ = stopEngine()
-		stopGuard()
 		return badInput("--filter: %v", err)
 	}
-	defer func() {
-		stopGuard()
-		guard.Wait()
-	}()
+	eng, guard, stopEngine := rt.Engine, rt.Guard, rt.Stop
 	st, err := eng.Claim(ctx, plan.Requests, plan.Options)
 	if err != nil {
 		_ = stopEngine()

@@ -82,18 +82,18 @@ func Run(ctx context.Context, cfg Config) error {
 		return clean(ctx, book, assigner, recorded, log)
 	}
 
-	eng := announce.NewEngine(announce.EngineConfig{
+	rt, err := Start(announce.EngineConfig{
 		Burst:    announce.SchedulerConfig{Rate: cfg.Rate},
 		Book:     book,
 		Assigner: assigner,
 		Log:      log,
-	})
-	engCtx, stopEngine := context.WithCancel(context.WithoutCancel(ctx))
-	engDone := make(chan error, 1)
-	go func() { engDone <- eng.Run(engCtx) }()
+	}, cfg.Filter, log)
+	if err != nil {
+		return err
+	}
+	eng, guard := rt.Engine, rt.Guard
 	defer func() {
-		stopEngine()
-		if err := <-engDone; err != nil {
+		if err := rt.Stop(); err != nil {
 			log.Error("release at exit", "err", err)
 		}
 		if len(eng.Held()) == 0 {
@@ -110,23 +110,6 @@ func Run(ctx context.Context, cfg Config) error {
 			log.Error("re-adopt claims", "err", err)
 		}
 	}
-
-	watchCtx, stopWatch := context.WithCancel(ctx)
-	waitWatch := FollowInterfaces(watchCtx, eng, log)
-	defer func() {
-		stopWatch()
-		waitWatch()
-	}()
-	guardCtx, stopGuard := context.WithCancel(context.WithoutCancel(ctx))
-	guard, err := StartGuard(guardCtx, eng, GuardConfig{Filter: cfg.Filter, Log: log})
-	if err != nil {
-		stopGuard()
-		return err
-	}
-	defer func() {
-		stopGuard()
-		guard.Wait()
-	}()
 
 	allow := SelfAllow()
 	if cfg.Group != "" {

@@ -1,0 +1,57 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/vipctl/vip/announce"
+)
+
+// Runtime is a claim engine at work with what watches for it: the interface
+// changes it follows and the guard on the wire. The agent runs one, and so
+// does a foreground claim.
+type Runtime struct {
+	Engine *announce.Engine
+	Guard  *Guard
+
+	stopGuard, stopWatch, stopEngine context.CancelFunc
+	waitWatch                        func()
+	engineDone                       chan error
+}
+
+// Start starts the engine of cfg, follows interface changes for it and
+// guards its claims on the wire (filter narrows the capture). Stop ends all
+// of it, releasing every claim.
+func Start(cfg announce.EngineConfig, filter string, log *slog.Logger) (*Runtime, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtime{Engine: announce.NewEngine(cfg), engineDone: make(chan error, 1)}
+	var engCtx, watchCtx, guardCtx context.Context
+	engCtx, r.stopEngine = context.WithCancel(context.Background())
+	go func() { r.engineDone <- r.Engine.Run(engCtx) }()
+	watchCtx, r.stopWatch = context.WithCancel(context.Background())
+	r.waitWatch = FollowInterfaces(watchCtx, r.Engine, log)
+	guardCtx, r.stopGuard = context.WithCancel(context.Background())
+	g, err := StartGuard(guardCtx, r.Engine, GuardConfig{Filter: filter, Log: log})
+	if err != nil {
+		r.stopGuard = func() {}
+		_ = r.Stop()
+		return nil, err
+	}
+	r.Guard = g
+	return r, nil
+}
+
+// Stop stops watching, then stops the engine, which releases every claim
+// (removing the addresses it added), and returns the release's error.
+func (r *Runtime) Stop() error {
+	r.stopGuard()
+	if r.Guard != nil {
+		r.Guard.Wait()
+	}
+	r.stopWatch()
+	r.waitWatch()
+	r.stopEngine()
+	return <-r.engineDone
+}
