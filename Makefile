@@ -7,7 +7,7 @@ LDFLAGS    := -s -w -X github.com/vipctl/vip/cmd.version=$(VERSION) -X github.co
 GORELEASER ?= $(shell command -v goreleaser 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/goreleaser)
 GORELEASER_VERSION ?= v2.12.7
 
-.PHONY: build demo test deps vet generate release-check goreleaser
+.PHONY: build demo test deps vet generate release-check goreleaser fuzz
 
 build:
 	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o vip ./cmd/vip
@@ -33,6 +33,15 @@ vet:
 test: deps vet
 	$(GO) test -count=1 -timeout 15m ./...
 	$(GO) test -race -count=1 -timeout 15m ./...
+
+# A short run of every fuzzer (the committed seeds run in every go test).
+FUZZTIME ?= 10s
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./sniff
+	$(GO) test -run '^$$' -fuzz '^FuzzClaimRequestValidate$$' -fuzztime $(FUZZTIME) ./internal/api
+	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime $(FUZZTIME) ./internal/agent
+	$(GO) test -run '^$$' -fuzz '^FuzzServerEngine$$' -fuzztime $(FUZZTIME) ./internal/agent
 
 generate:
 	$(GO) generate ./completions ./man
