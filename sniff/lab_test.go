@@ -7,15 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
@@ -33,32 +28,17 @@ import (
 // itself is the real Open, observed in-process.
 func openIn(t *testing.T, h *lab.Host, iface string, opts sniff.Options) *sniff.Capture {
 	t.Helper()
-	type result struct {
-		c   *sniff.Capture
-		err error
+	var c *sniff.Capture
+	err := h.Do(func() error {
+		var err error
+		c, err = sniff.Open(iface, opts)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("capture on %s of %s: %v", iface, h.Name, err)
 	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // and never unlocked; see above
-		f, err := os.Open(filepath.Join("/run/netns", h.Netns))
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: fmt.Errorf("enter namespace %s: %w", h.Netns, err)}
-			return
-		}
-		c, err := sniff.Open(iface, opts)
-		ch <- result{c, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("capture on %s of %s: %v", iface, h.Name, r.err)
-	}
-	t.Cleanup(func() { r.c.Close() })
-	return r.c
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // runCapture runs c with the observers until the test ends.

@@ -57,7 +57,7 @@ func rssKB(t *testing.T, pid int) int {
 // many it sent.
 func randomFlood(ctx context.Context, t *testing.T, h *lab.Host, rate int) (int64, error) {
 	var sent atomic.Int64
-	err := loadgen.InNetns("/run/netns/"+h.Netns, func() error {
+	err := lab.InNetns("/run/netns/"+h.Netns, func() error {
 		ifi, err := net.InterfaceByName("eth0")
 		if err != nil {
 			return err

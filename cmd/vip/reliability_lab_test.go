@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -24,7 +23,6 @@ import (
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
-	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/lab"
@@ -46,39 +44,25 @@ import (
 // nothing else in the test process ever runs in the lab's namespace.
 func rawSocketIn(t *testing.T, h *lab.Host, iface string) (*packet.Conn, net.HardwareAddr) {
 	t.Helper()
-	type result struct {
+	var (
 		c   *packet.Conn
 		mac net.HardwareAddr
-		err error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		runtime.LockOSThread() // and never unlocked; see above
-		f, err := os.Open(filepath.Join("/run/netns", h.Netns))
-		if err != nil {
-			ch <- result{err: err}
-			return
-		}
-		defer f.Close()
-		if err := unix.Setns(int(f.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- result{err: fmt.Errorf("enter namespace %s: %w", h.Netns, err)}
-			return
-		}
+	)
+	err := h.Do(func() error {
 		ifi, err := net.InterfaceByName(iface)
 		if err != nil {
-			ch <- result{err: err}
-			return
+			return err
 		}
+		mac = ifi.HardwareAddr
 		// Protocol 0: the socket sends and receives nothing.
-		c, err := packet.Listen(ifi, packet.Raw, 0, nil)
-		ch <- result{c, ifi.HardwareAddr, err}
-	}()
-	r := <-ch
-	if r.err != nil {
-		t.Fatalf("packet socket on %s of %s: %v", iface, h.Name, r.err)
+		c, err = packet.Listen(ifi, packet.Raw, 0, nil)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("packet socket on %s of %s: %v", iface, h.Name, err)
 	}
-	t.Cleanup(func() { r.c.Close() })
-	return r.c, r.mac
+	t.Cleanup(func() { c.Close() })
+	return c, mac
 }
 
 // hostileFrames makes n malformed or truncated ARP and NDP frames about

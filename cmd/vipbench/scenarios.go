@@ -68,7 +68,7 @@ func (b *bench) claimRun(ctx context.Context) error {
 // that entered it, and returns the clock read right before the fork.
 func startIn(h *lab.Host, cmd *exec.Cmd) (time.Time, error) {
 	var t0 time.Time
-	err := loadgen.InNetns(netnsPath(h), func() error {
+	err := lab.InNetns(netnsPath(h), func() error {
 		t0 = time.Now()
 		return cmd.Start()
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vipctl/vip/internal/lab"
 	"net"
 	"net/netip"
 	"runtime"
@@ -246,7 +247,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Target.Is6() {
 		proto = wire.EtherTypeIPv6
 	}
-	err := InNetns(cfg.Netns, func() error {
+	err := lab.InNetns(cfg.Netns, func() error {
 		ifindex, m, err := interfaceIn(cfg.Interface)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package loadgen
 import (
 	"context"
 	"fmt"
+	"github.com/vipctl/vip/internal/lab"
 	"net/netip"
 	"sync"
 	"time"
@@ -48,7 +49,7 @@ func announceFilters() map[uint16][]bpf.Instruction {
 // (empty: the caller's). Frames that arrive from then on are seen.
 func OpenMonitor(netns, ifname string) (*Monitor, error) {
 	m := &Monitor{fds: map[uint16]int{}}
-	err := InNetns(netns, func() error {
+	err := lab.InNetns(netns, func() error {
 		ifindex, _, err := interfaceIn(ifname)
 		if err != nil {
 			return err
