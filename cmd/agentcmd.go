@@ -27,6 +27,7 @@ type agentOptions struct {
 	LogFile     string
 	CPUProfile  string
 	Filter      string
+	AllTraffic  bool
 }
 
 func newAgentCmd(d *deps) *cobra.Command {
@@ -59,6 +60,7 @@ added. The socket is for root alone unless --group opens it to one group.`,
 	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together")
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
 	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers")
+	f.BoolVar(&o.AllTraffic, "all-traffic", false, "capture who-has traffic for every address on the claimed interfaces, not only the held ones (costs CPU under a flood)")
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
@@ -102,6 +104,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Autostarted: o.Autostarted,
 		Rate:        o.Rate,
 		Filter:      o.Filter,
+		AllTraffic:  o.AllTraffic,
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,

@@ -43,6 +43,7 @@ type claimOptions struct {
 	OnConflict   string
 	ProbeEvery   time.Duration
 	Filter       string
+	AllTraffic   bool
 	// probeSet tells an explicit --probe-every 0 (off) from the default.
 	probeSet bool
 	// windowSet tells an explicit --window 0 (a single round) from the
@@ -114,6 +115,7 @@ fails when none or several do.`,
 	f.StringVar(&o.OnConflict, "on-conflict", string(announce.PolicyDefend), "when another MAC answers for the address: defend (re-arm the burst, at most every 10s), warn, or yield (release it)")
 	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
 	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers (--foreground)")
+	f.BoolVar(&o.AllTraffic, "all-traffic", false, "capture who-has traffic for every address on the interface, not only the claimed ones (--foreground)")
 	_ = c.RegisterFlagCompletionFunc("on-conflict", cobra.FixedCompletions([]string{"defend", "warn", "yield"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("frames", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return announce.FrameNames(), cobra.ShellCompDirectiveNoFileComp
@@ -193,6 +195,10 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	if o.Foreground {
 		return claimForeground(ctx, d, o, req)
 	}
+	if o.Filter != "" || o.AllTraffic {
+		// The agent's capture is the agent's: set it where it starts.
+		return badInput("--filter and --all-traffic shape the capture of a --foreground claim; for claims held by the agent, give them to vip agent")
+	}
 	resp, err := claimViaAgent(ctx, d, o, req)
 	if err != nil {
 		return err
@@ -253,7 +259,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		defer a.Close()
 		cfg.Assigner = a
 	}
-	rt, err := agent.Start(cfg, o.Filter, log)
+	rt, err := agent.Start(cfg, agent.GuardConfig{Filter: o.Filter, AllTraffic: o.AllTraffic}, log)
 	if err != nil {
 		return badInput("--filter: %v", err)
 	}

@@ -75,10 +75,10 @@ func TestClaimFlags(t *testing.T) {
 			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate, OnConflict: "defend", ProbeEvery: announce.DefaultProbeEvery}},
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
 			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
-			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan"}, claimOptions{
+			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--all-traffic"}, claimOptions{
 			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
-			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Filter: "vlan", probeSet: true, windowSet: true}},
+			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Filter: "vlan", AllTraffic: true, probeSet: true, windowSet: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -222,6 +222,19 @@ func TestPermissionErrorNamesTheFix(t *testing.T) {
 	for _, want := range []string{"open ARP socket on eth0", "root", "CAP_NET_RAW", "setcap cap_net_raw+ep"} {
 		if !strings.Contains(shown.Error(), want) {
 			t.Errorf("got %q, want it to contain %q", shown, want)
+		}
+	}
+}
+
+// TestClaimCaptureFlagsNeedForeground: the agent's capture is set where the
+// agent starts, so --filter and --all-traffic on an agent claim are refused
+// before any agent is asked or started, instead of being ignored.
+func TestClaimCaptureFlagsNeedForeground(t *testing.T) {
+	for _, flag := range [][]string{{"--filter", "vlan"}, {"--all-traffic"}} {
+		args := append([]string{"claim", "192.0.2.10", "-i", "eth0", "--no-autostart", "--socket", t.TempDir() + "/none.sock"}, flag...)
+		code, out, errOut := runVip(t, args...)
+		if code != ExitBadInput || out != "" || !strings.Contains(errOut, "vip agent") {
+			t.Errorf("vip %v: exit %d, stdout %q, stderr %q; want exit %d naming vip agent", args, code, out, errOut, ExitBadInput)
 		}
 	}
 }

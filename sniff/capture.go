@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"sync/atomic"
 	"time"
@@ -94,6 +95,9 @@ type Stats struct {
 	// Undecodable counts truncated, malformed and invalid neighbour
 	// frames.
 	Undecodable uint64 `json:"undecodable"`
+	// OutOfScope counts neighbour frames about addresses outside the
+	// scope Watch set that the kernel could not drop (see Watch).
+	OutOfScope uint64 `json:"out_of_scope"`
 }
 
 // Capture reads frames from a Source, decodes them and hands the
@@ -104,8 +108,47 @@ type Capture struct {
 	name    string
 	clock   clockwork.Clock
 	running atomic.Bool
+	scope   atomic.Pointer[scopeSet] // nil: all neighbour traffic
 
-	received, dropped, ignored, undecodable atomic.Uint64
+	received, dropped, ignored, undecodable, outOfScope atomic.Uint64
+}
+
+// A scoper is a Source that can narrow what the kernel hands it to the
+// frames about some addresses (see scopeProgram); all widens it again.
+type scoper interface {
+	scope(addrs []netip.Addr, all bool) error
+}
+
+// Watch narrows the capture to the frames about addrs: ARP whose sender or
+// target protocol address is one of them, neighbor solicitations and
+// advertisements whose target or IPv6 source is. Run hands observers only
+// those. A libpcap capture on an interface also drops the others in the
+// kernel, so that a flood of requests for other addresses costs the process
+// nothing; beyond MaxScopeAddrs addresses, or on a source that cannot
+// filter, the kernel keeps handing over all neighbour traffic and Watch
+// says so in its error, but the capture is narrowed all the same. An empty
+// addrs lets nothing through; WatchAll widens the capture again.
+func (c *Capture) Watch(addrs []netip.Addr) error {
+	set := newScopeSet(addrs)
+	c.scope.Store(&set)
+	if sc, ok := c.src.(scoper); ok {
+		if err := sc.scope(addrs, false); err != nil {
+			return fmt.Errorf("capture on %s: %w; it takes all neighbour traffic from the kernel", c.name, err)
+		}
+	}
+	return nil
+}
+
+// WatchAll widens the capture to all neighbour traffic, as it is when
+// opened.
+func (c *Capture) WatchAll() error {
+	if sc, ok := c.src.(scoper); ok {
+		if err := sc.scope(nil, true); err != nil {
+			return fmt.Errorf("capture on %s: %w", c.name, err)
+		}
+	}
+	c.scope.Store(nil)
+	return nil
 }
 
 // NewCapture returns a Capture reading from src. name says what src is
@@ -161,6 +204,10 @@ func (c *Capture) Run(ctx context.Context, observers ...Observer) error {
 			}
 			continue
 		}
+		if sc := c.scope.Load(); sc != nil && !sc.about(&o) {
+			c.outOfScope.Add(1)
+			continue
+		}
 		for _, ob := range observers {
 			ob.Observe(o)
 		}
@@ -181,6 +228,7 @@ func (c *Capture) Stats() Stats {
 		Dropped:     c.dropped.Load(),
 		Ignored:     c.ignored.Load(),
 		Undecodable: c.undecodable.Load(),
+		OutOfScope:  c.outOfScope.Load(),
 	}
 }
 

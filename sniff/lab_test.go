@@ -243,3 +243,56 @@ func TestLabCloseWhileRunning(t *testing.T) {
 	}
 	_ = c.Stats()
 }
+
+// TestLabCaptureWatch narrows a live capture to held addresses: requests
+// from a real arping and ndisc6 for other addresses never reach the process
+// (the kernel drops them: they are not even received), an IPv6 address that
+// only shares the held one's last 32 bits gets through the kernel and is
+// left out by Run, and requests for the held addresses are all seen.
+func TestLabCaptureWatch(t *testing.T) {
+	l := labtest.New(t,
+		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24"), IPv6: netip.MustParsePrefix("2001:db8::1/64")},
+		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24"), IPv6: netip.MustParsePrefix("2001:db8::3/64")},
+	)
+	mon, client := l.Host("mon"), l.Host("client")
+	capture := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
+	if err := capture.Watch([]netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}); err != nil {
+		t.Fatalf("Watch: %v", err)
+	}
+	var seen collect
+	runCapture(t, capture, &seen)
+
+	runPeer(t, client, 1, "arping", "-c", "3", "-w", "2", "-I", "eth0", "192.0.2.20")
+	runPeer(t, client, 2, "ndisc6", "-1", "-r", "2", "-w", "100", "2001:db8::30", "eth0")
+	runPeer(t, client, 2, "ndisc6", "-1", "-r", "1", "-w", "100", "2001:db8:1::10", "eth0")
+	runPeer(t, client, 1, "arping", "-c", "2", "-w", "2", "-I", "eth0", "192.0.2.10")
+	runPeer(t, client, 2, "ndisc6", "-1", "-r", "1", "-w", "100", "2001:db8::10", "eth0")
+	// Frames arrive in order: once the last requests are seen, anything
+	// the kernel let through before them has been read too.
+	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return len(seen.obs) == 3, fmt.Sprintf("observed %d frames, want 3 (two who-has and a solicitation for the held addresses)", len(seen.obs))
+	})
+	seen.mu.Lock()
+	for _, o := range seen.obs {
+		if o.Target != netip.MustParseAddr("192.0.2.10") && o.Target != netip.MustParseAddr("2001:db8::10") {
+			t.Errorf("observed a frame about %s, outside the scope", o.Target)
+		}
+	}
+	seen.mu.Unlock()
+	if st := capture.Stats(); st.Received != 4 || st.OutOfScope != 1 {
+		t.Errorf("capture stats %+v: want 4 frames received (3 held, 1 sharing a held address's last word) and 1 left out by Run; the 5 others must not leave the kernel", st)
+	}
+
+	// Widened again, the capture sees requests for any address.
+	if err := capture.WatchAll(); err != nil {
+		t.Fatal(err)
+	}
+	runPeer(t, client, 1, "arping", "-c", "1", "-w", "1", "-I", "eth0", "192.0.2.20")
+	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return len(seen.obs) == 4, fmt.Sprintf("observed %d frames after WatchAll, want 4", len(seen.obs))
+	})
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcap"
+	"golang.org/x/net/bpf"
 )
 
 // maxKernelInsns is the longest classic BPF program Linux accepts
@@ -69,15 +71,25 @@ func Open(iface string, opts Options) (*Capture, error) {
 		h.Close()
 		return nil, fmt.Errorf("capture on %s: link type %v, want Ethernet", iface, lt)
 	}
-	if err := h.SetBPFFilter(expr); err != nil {
+	base, err := h.CompileBPFFilter(expr)
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("capture on %s: compile filter: %w", iface, err)
+	}
+	src := &pcapSource{h: h, base: base}
+	if err := src.scope(nil, true); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("capture on %s: attach filter: %w", iface, err)
 	}
+	// libpcap leaves out what this host sends in user space. (The kernel
+	// could drop it, with the packet type's ancillary load, but after a
+	// filter change libpcap runs the new filter itself over the frames
+	// already in its ring, and its interpreter has no such load.)
 	if err := h.SetDirection(pcap.DirectionIn); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("capture on %s: capture only what arrives: %w", iface, err)
 	}
-	return NewCapture(iface, &pcapSource{h: h}, opts.Clock), nil
+	return NewCapture(iface, src, opts.Clock), nil
 }
 
 // OpenFile reads a capture file (pcap or pcapng) as a Capture, applying
@@ -158,6 +170,7 @@ func kernelSafe(prog []pcap.BPFInstruction) bool {
 type pcapSource struct {
 	mu      sync.Mutex
 	h       *pcap.Handle
+	base    []pcap.BPFInstruction // the filter as compiled; nil for a file
 	buf     []byte
 	closed  bool
 	dropped uint64 // the kernel's count as Close found it
@@ -181,6 +194,41 @@ func (s *pcapSource) ReadFrame() ([]byte, time.Time, error) {
 	default:
 		return nil, time.Time{}, err
 	}
+}
+
+// scope attaches to a live capture the base filter, narrowed to the frames
+// about addrs unless all.
+func (s *pcapSource) scope(addrs []netip.Addr, all bool) error {
+	if s.base == nil {
+		return errors.New("a capture file cannot be filtered in the kernel")
+	}
+	next := make([]bpf.Instruction, len(s.base))
+	for i, in := range s.base {
+		next[i] = bpf.RawInstruction{Op: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
+	}
+	if !all {
+		var err error
+		if next, err = scopeProgram(addrs, next); err != nil {
+			return err
+		}
+	}
+	raw, err := bpf.Assemble(next)
+	if err != nil {
+		return err
+	}
+	if len(raw) > maxKernelInsns {
+		return fmt.Errorf("the filter for %d addresses is %d instructions, more than the kernel's %d", len(addrs), len(raw), maxKernelInsns)
+	}
+	prog := make([]pcap.BPFInstruction, len(raw))
+	for i, r := range raw {
+		prog[i] = pcap.BPFInstruction{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil
+	}
+	return s.h.SetBPFInstructionFilter(prog)
 }
 
 func (s *pcapSource) Dropped() (uint64, error) {

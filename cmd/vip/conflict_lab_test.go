@@ -216,34 +216,73 @@ func TestProbe(t *testing.T) {
 }
 
 // TestTrafficCountsWhoHas: N requests from arping -c N are counted as N,
-// with the asker, in the agent's traffic table.
+// with the asker, in the agent's traffic table. By default the agent's
+// capture is narrowed to the held addresses: requests for another address
+// never reach the agent (its capture does not even receive them); with
+// --all-traffic they are counted too.
 func TestTrafficCountsWhoHas(t *testing.T) {
 	t.Parallel()
-	l := labtest.New(t,
-		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
-		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
-	)
-	b, client := l.Host("b"), l.Host("client")
-	sock := filepath.Join(sockDir(t), "b.sock")
-	startAgent(t, b, sock)
-	mustVip(t, b, sock, "claim", "192.0.2.10") // its own probes must not count as requests
-	// The capture opens just after the claim goes live.
-	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
-		st := status(t, b, sock)
-		return len(st.Captures) == 1 && st.Captures[0].Interface == "eth0" && st.Captures[0].Error == "", fmt.Sprintf("captures: %+v", st.Captures)
-	})
-	arping(t, client, "-c", "4", "-w", "6", "-I", "eth0", "192.0.2.10")
-	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
-		tr, err := api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second))
-		if err != nil {
-			return false, fmt.Sprintf("traffic: %v", err)
-		}
-		for _, e := range tr.Entries {
-			if e.Addr == "192.0.2.10" {
+	for _, all := range []bool{false, true} {
+		t.Run(fmt.Sprintf("all-traffic=%v", all), func(t *testing.T) {
+			t.Parallel()
+			l := labtest.New(t,
+				lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+				lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+			)
+			b, client := l.Host("b"), l.Host("client")
+			sock := filepath.Join(sockDir(t), "b.sock")
+			var args []string
+			if all {
+				args = append(args, "--all-traffic")
+			}
+			startAgent(t, b, sock, args...)
+			mustVip(t, b, sock, "claim", "192.0.2.10") // its own probes must not count as requests
+			// The capture opens just after the claim goes live.
+			labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+				st := status(t, b, sock)
+				want := "held"
+				if all {
+					want = "all"
+				}
+				return len(st.Captures) == 1 && st.Captures[0].Interface == "eth0" && st.Captures[0].Error == "" && st.Captures[0].Scope == want,
+					fmt.Sprintf("captures: %+v, want one on eth0 with scope %s", st.Captures, want)
+			})
+			before := status(t, b, sock).Captures[0].Received
+			arping(t, client, "-c", "3", "-w", "4", "-I", "eth0", "192.0.2.20") // nobody holds it
+			arping(t, client, "-c", "4", "-w", "6", "-I", "eth0", "192.0.2.10")
+			entry := func(tr api.TrafficResponse, addr string) (api.Traffic, bool) {
+				for _, e := range tr.Entries {
+					if e.Addr == addr {
+						return e, true
+					}
+				}
+				return api.Traffic{}, false
+			}
+			var tr api.TrafficResponse
+			labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+				var err error
+				if tr, err = api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second)); err != nil {
+					return false, fmt.Sprintf("traffic: %v", err)
+				}
+				e, ok := entry(tr, "192.0.2.10")
+				if !ok {
+					return false, fmt.Sprintf("no traffic entry for 192.0.2.10 in %+v", tr.Entries)
+				}
 				return e.Requests == 4 && e.LastAsker.MAC == mac(client, "eth0") && e.Held,
 					fmt.Sprintf("traffic for 192.0.2.10: %d requests, last asker %+v, held %v; want 4 from the client", e.Requests, e.LastAsker, e.Held)
+			})
+			// The requests for 192.0.2.20 came first: were they let in,
+			// they are counted by now.
+			e, ok := entry(tr, "192.0.2.20")
+			received := status(t, b, sock).Captures[0].Received - before
+			switch {
+			case all && (!ok || e.Requests != 3):
+				t.Errorf("--all-traffic: entry for 192.0.2.20 %+v (present %v), want 3 requests", e, ok)
+			case !all && ok:
+				t.Errorf("default scope: entry for 192.0.2.20, which is not held: %+v; want none", e)
+			case !all && received != 4:
+				t.Errorf("default scope: the capture received %d frames, want the 4 requests for the held address alone (the kernel drops the others)", received)
 			}
-		}
-		return false, fmt.Sprintf("no traffic entry for 192.0.2.10 in %+v", tr.Entries)
-	})
+		})
+	}
 }

@@ -21,6 +21,13 @@ import (
 type GuardConfig struct {
 	// Filter is a libpcap expression ANDed with the capture's own filter.
 	Filter string
+	// AllTraffic keeps each capture open to the neighbour traffic of every
+	// address on its interface: the traffic table then shows who asks for
+	// anything, and owner changes of other addresses are reported. By
+	// default a capture is narrowed to the addresses held on its interface
+	// (sniff.Capture.Watch), so that a flood of requests for others is
+	// dropped in the kernel and costs the agent nothing.
+	AllTraffic bool
 	// Open opens a capture; nil means sniff.Open.
 	Open func(iface string, opts sniff.Options) (*sniff.Capture, error)
 	Log  *slog.Logger
@@ -57,6 +64,12 @@ type guardCapture struct {
 	cap    *sniff.Capture
 	cancel context.CancelFunc
 	err    string
+	// scope is the addresses the capture is narrowed to, sorted, as last
+	// set; scoped says whether it has been set.
+	scope  []netip.Addr
+	scoped bool
+	// scopeState is what Captures reports as the scope (api.CaptureStat).
+	scopeState string
 }
 
 // StartGuard starts watching for eng until ctx is done; Wait waits for it.
@@ -127,17 +140,34 @@ func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
 // reconcile opens a capture on each interface with a claim, closes the
 // others, and tells the detector which addresses are held with which MAC.
 func (g *Guard) reconcile(ctx context.Context) {
-	want := map[string]bool{}
+	want := map[string][]netip.Addr{}
 	held := map[netip.Addr]string{}
 	for _, st := range g.eng.Status() {
 		if st.MAC == "" {
 			continue // waiting for its interface
 		}
-		want[st.Interface] = true
+		want[st.Interface] = append(want[st.Interface], st.Addr)
 		held[st.Addr] = st.MAC
 	}
 	g.mu.Lock()
-	defer g.mu.Unlock()
+	defer func() {
+		narrow := g.narrowLocked(want)
+		g.mu.Unlock()
+		// Narrowing waits for the capture's current read (up to a tenth
+		// of a second): not under the lock the API's requests take.
+		for _, n := range narrow {
+			state := "held"
+			if err := n.cap.Watch(n.addrs); err != nil {
+				state = "held-userspace"
+				g.log.Warn("the kernel hands the agent all neighbour traffic", "interface", n.name, "err", err)
+			}
+			g.mu.Lock()
+			if c := g.captures[n.name]; c != nil && c.cap == n.cap {
+				c.scopeState = state
+			}
+			g.mu.Unlock()
+		}
+	}()
 	for a, mac := range held {
 		if g.heldMAC[a] == mac {
 			continue
@@ -168,7 +198,7 @@ func (g *Guard) reconcile(ctx context.Context) {
 	}
 	g.ours.Store(&ours)
 	for name, c := range g.captures {
-		if !want[name] {
+		if _, ok := want[name]; !ok {
 			g.closeLocked(name, c)
 		}
 	}
@@ -184,6 +214,35 @@ func (g *Guard) reconcile(ctx context.Context) {
 	}
 }
 
+// scopeChange is a capture to narrow to addrs.
+type scopeChange struct {
+	name  string
+	cap   *sniff.Capture
+	addrs []netip.Addr
+}
+
+// narrowLocked returns the captures whose scope differs from the addresses
+// held on their interface, and records the new scopes.
+func (g *Guard) narrowLocked(want map[string][]netip.Addr) []scopeChange {
+	if g.cfg.AllTraffic {
+		return nil
+	}
+	var out []scopeChange
+	for name, c := range g.captures {
+		if c.cap == nil {
+			continue
+		}
+		addrs := want[name]
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		if c.scoped && slices.Equal(c.scope, addrs) {
+			continue
+		}
+		c.scope, c.scoped = addrs, true
+		out = append(out, scopeChange{name, c.cap, addrs})
+	}
+	return out
+}
+
 func (g *Guard) openLocked(ctx context.Context, name string) {
 	c, err := g.cfg.Open(name, sniff.Options{Filter: g.cfg.Filter})
 	if err != nil {
@@ -193,6 +252,9 @@ func (g *Guard) openLocked(ctx context.Context, name string) {
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	gc := &guardCapture{cap: c, cancel: cancel}
+	if g.cfg.AllTraffic {
+		gc.scopeState = "all"
+	}
 	g.captures[name] = gc
 	g.wg.Add(1)
 	go func() {
@@ -241,7 +303,7 @@ func (g *Guard) Captures() []api.CaptureStat {
 	defer g.mu.Unlock()
 	out := make([]api.CaptureStat, 0, len(g.captures))
 	for name, c := range g.captures {
-		cs := api.CaptureStat{Interface: name, Error: c.err}
+		cs := api.CaptureStat{Interface: name, Error: c.err, Scope: c.scopeState}
 		if c.cap != nil {
 			s := c.cap.Stats()
 			cs.Received, cs.Dropped, cs.Undecodable = s.Received, s.Dropped, s.Undecodable

@@ -30,10 +30,13 @@ type Config struct {
 	// Rate caps gratuitous frames per second; zero takes the default.
 	Rate float64
 	// Filter is a libpcap expression ANDed with the capture's filter.
-	Filter  string
-	Version string
-	Sys     netcheck.System
-	Log     *slog.Logger
+	Filter string
+	// AllTraffic captures the who-has traffic for every address on the
+	// claimed interfaces, not only for the held ones (see GuardConfig).
+	AllTraffic bool
+	Version    string
+	Sys        netcheck.System
+	Log        *slog.Logger
 	// Ready, if set, is called once the socket accepts requests.
 	Ready func()
 }
@@ -87,7 +90,7 @@ func Run(ctx context.Context, cfg Config) error {
 		Book:     book,
 		Assigner: assigner,
 		Log:      log,
-	}, cfg.Filter, log)
+	}, GuardConfig{Filter: cfg.Filter, AllTraffic: cfg.AllTraffic}, log)
 	if err != nil {
 		return err
 	}

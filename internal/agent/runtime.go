@@ -20,9 +20,9 @@ type Runtime struct {
 }
 
 // Start starts the engine of cfg, follows interface changes for it and
-// guards its claims on the wire (filter narrows the capture). Stop ends all
-// of it, releasing every claim.
-func Start(cfg announce.EngineConfig, filter string, log *slog.Logger) (*Runtime, error) {
+// guards its claims on the wire as guard says (its Log is log). Stop ends
+// all of it, releasing every claim.
+func Start(cfg announce.EngineConfig, guard GuardConfig, log *slog.Logger) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -33,7 +33,8 @@ func Start(cfg announce.EngineConfig, filter string, log *slog.Logger) (*Runtime
 	watchCtx, r.stopWatch = context.WithCancel(context.Background())
 	r.waitWatch = FollowInterfaces(watchCtx, r.Engine, log)
 	guardCtx, r.stopGuard = context.WithCancel(context.Background())
-	g, err := StartGuard(guardCtx, r.Engine, GuardConfig{Filter: filter, Log: log})
+	guard.Log = log
+	g, err := StartGuard(guardCtx, r.Engine, guard)
 	if err != nil {
 		r.stopGuard = func() {}
 		_ = r.Stop()

@@ -182,7 +182,14 @@ type CaptureStat struct {
 	Received    uint64 `json:"received"`
 	Dropped     uint64 `json:"dropped"`
 	Undecodable uint64 `json:"undecodable"`
-	Error       string `json:"error,omitempty"`
+	// Scope says which frames reach the agent: "held", only those about
+	// the addresses held on the interface (the kernel drops the others);
+	// "held-userspace", the same, but more addresses are held than the
+	// kernel's filter can name, so the kernel hands over all neighbour
+	// traffic; "all", who-has traffic for any address (vip agent
+	// --all-traffic). Empty until the capture is set up.
+	Scope string `json:"scope,omitempty"`
+	Error string `json:"error,omitempty"`
 }
 
 // Event is one entry of the agent's event stream.

@@ -1,0 +1,20 @@
+package sniff
+
+import (
+	"net/netip"
+
+	"golang.org/x/net/bpf"
+)
+
+// ScopeProgram is scopeProgram over raw instructions, for the tests.
+func ScopeProgram(addrs []netip.Addr, next []bpf.RawInstruction) ([]bpf.RawInstruction, error) {
+	in := make([]bpf.Instruction, len(next))
+	for i, r := range next {
+		in[i] = r
+	}
+	prog, err := scopeProgram(addrs, in)
+	if err != nil {
+		return nil, err
+	}
+	return bpf.Assemble(prog)
+}
