@@ -86,8 +86,7 @@ type Stats struct {
 	// Received counts the frames read, whether they decoded or not.
 	Received uint64 `json:"received"`
 	// Dropped counts the frames the kernel dropped because the capture
-	// did not read fast enough, as of the last refresh (about once a
-	// second while Run runs, and when it returns).
+	// did not read fast enough.
 	Dropped uint64 `json:"dropped"`
 	// Ignored counts frames that are not neighbour traffic (ErrNotNeighbor),
 	// which a user's filter or a file may let through.
@@ -111,6 +110,15 @@ type Capture struct {
 	scope   atomic.Pointer[scopeSet] // nil: all neighbour traffic
 
 	received, dropped, ignored, undecodable, outOfScope atomic.Uint64
+}
+
+// An interruptible Source can wait for frames without a deadline: after
+// interrupt, the ReadFrame waiting, and every later one, returns an error
+// wrapping os.ErrDeadlineExceeded at once, until resume. Run interrupts it
+// when its context is done, so an idle capture wakes no one.
+type interruptible interface {
+	interrupt()
+	resume()
 }
 
 // A scoper is a Source that can narrow what the kernel hands it to the
@@ -172,6 +180,11 @@ func (c *Capture) Run(ctx context.Context, observers ...Observer) error {
 	defer c.running.Store(false)
 	defer c.refreshDropped()
 	c.refreshDropped()
+	if in, ok := c.src.(interruptible); ok {
+		in.resume()
+		stop := context.AfterFunc(ctx, in.interrupt)
+		defer stop()
+	}
 	done := ctx.Done()
 	nextStats := c.clock.Now().Add(statsInterval)
 	for {
@@ -221,8 +234,10 @@ func (c *Capture) refreshDropped() {
 	}
 }
 
-// Stats returns the capture's counters.
+// Stats returns the capture's counters, with the kernel's drop count as of
+// now.
 func (c *Capture) Stats() Stats {
+	c.refreshDropped()
 	return Stats{
 		Received:    c.received.Load(),
 		Dropped:     c.dropped.Load(),

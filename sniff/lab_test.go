@@ -218,10 +218,16 @@ func TestLabCapture(t *testing.T) {
 
 // TestLabCloseWhileRunning closes a live capture under its Run, as an
 // agent does when a claim ends: Run returns at once with nil, and nothing
-// reads the closed handle.
+// reads the closed handle. The capture reads through the poller.
 func TestLabCloseWhileRunning(t *testing.T) {
 	l := labtest.New(t, lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24")})
 	c := openIn(t, l.Host("mon"), "eth0", sniff.Options{})
+	// A live capture waits for frames in the Go runtime's poller, not in
+	// C (which kept the runtime's monitor thread busy): this fails if a
+	// gopacket upgrade hides the handle it needs.
+	if err := sniff.PollReaderErr(c); err != nil {
+		t.Errorf("the capture reads through gopacket, waiting in C: %v", err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(context.Background()) }()
 	time.Sleep(50 * time.Millisecond)
@@ -295,4 +301,38 @@ func TestLabCaptureWatch(t *testing.T) {
 		defer seen.mu.Unlock()
 		return len(seen.obs) == 4, fmt.Sprintf("observed %d frames after WatchAll, want 4", len(seen.obs))
 	})
+}
+
+// TestLabCancelWhileIdle: a live capture waits for frames without a
+// deadline, yet Run still returns at once when its context is done, and a
+// second Run on the same capture reads again.
+func TestLabCancelWhileIdle(t *testing.T) {
+	l := labtest.New(t,
+		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
+		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24")},
+	)
+	mon, client := l.Host("mon"), l.Host("client")
+	c := openIn(t, mon, "eth0", sniff.Options{})
+	for round := 1; round <= 2; round++ {
+		var seen collect
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx, &seen) }()
+		runPeer(t, client, 1, "arping", "-c", "1", "-w", "1", "-I", "eth0", "192.0.2.20")
+		labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+			return len(seen.kinds()) == 1, fmt.Sprintf("run %d: observed %v, want arping's request", round, seen.kinds())
+		})
+		time.Sleep(200 * time.Millisecond) // idle: the reader waits in the poller
+		start := time.Now()
+		cancel()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d: Run after cancel: %v", round, err)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("run %d: Run still running 2s after its context was cancelled", round)
+		}
+		t.Logf("run %d: Run returned %v after cancel", round, time.Since(start))
+	}
 }

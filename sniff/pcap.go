@@ -10,6 +10,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/gopacket/layers"
@@ -77,6 +78,10 @@ func Open(iface string, opts Options) (*Capture, error) {
 		return nil, fmt.Errorf("capture on %s: compile filter: %w", iface, err)
 	}
 	src := &pcapSource{h: h, base: base}
+	if src.poll, err = newPollReader(h); err != nil {
+		// Still a capture: gopacket's reads wait in C, at a cost.
+		src.pollErr = err
+	}
 	if err := src.scope(nil, true); err != nil {
 		h.Close()
 		return nil, fmt.Errorf("capture on %s: attach filter: %w", iface, err)
@@ -168,15 +173,28 @@ func kernelSafe(prog []pcap.BPFInstruction) bool {
 // mu, and Close takes mu before closing: a frame handed to Run is Go memory,
 // and no call reaches a closed handle.
 type pcapSource struct {
-	mu      sync.Mutex
-	h       *pcap.Handle
-	base    []pcap.BPFInstruction // the filter as compiled; nil for a file
-	buf     []byte
-	closed  bool
-	dropped uint64 // the kernel's count as Close found it
+	mu   sync.Mutex
+	h    *pcap.Handle
+	base []pcap.BPFInstruction // the filter as compiled; nil for a file
+	// poll reads a live capture without waiting in C; nil for a file, or
+	// where it cannot (pollErr says why).
+	poll    *pollReader
+	pollErr error
+	// drained is set once poll found no frame: the next read waits in the
+	// poller first. Only ReadFrame's goroutine uses it.
+	drained bool
+	// interrupted makes a wait in the poller return at once (Run's
+	// context is done).
+	interrupted atomic.Bool
+	buf         []byte
+	closed      bool
+	dropped     uint64 // the kernel's count as Close found it
 }
 
 func (s *pcapSource) ReadFrame() ([]byte, time.Time, error) {
+	if s.poll != nil {
+		return s.pollFrame()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -231,6 +249,53 @@ func (s *pcapSource) scope(addrs []netip.Addr, all bool) error {
 	return s.h.SetBPFInstructionFilter(prog)
 }
 
+// pollFrame is ReadFrame through the poller: frames are taken while there
+// are some, then the reader waits until the kernel hands over more, without
+// a deadline, so that an idle capture costs no wake-up at all; interrupt
+// ends the wait.
+func (s *pcapSource) pollFrame() ([]byte, time.Time, error) {
+	for {
+		if s.drained {
+			switch err := s.poll.wait(&s.interrupted); {
+			case errors.Is(err, os.ErrDeadlineExceeded):
+				return nil, time.Time{}, os.ErrDeadlineExceeded
+			case errors.Is(err, os.ErrClosed):
+				return nil, time.Time{}, io.EOF
+			case err != nil:
+				return nil, time.Time{}, err
+			}
+			s.drained = false
+		}
+		s.mu.Lock()
+		if s.closed {
+			s.mu.Unlock()
+			return nil, time.Time{}, io.EOF
+		}
+		data, ts, err := s.poll.next()
+		if err == nil && data != nil {
+			s.buf = append(s.buf[:0], data...)
+		}
+		s.mu.Unlock()
+		switch {
+		case err != nil:
+			return nil, time.Time{}, err
+		case data == nil:
+			s.drained = true
+		default:
+			return s.buf, ts, nil
+		}
+	}
+}
+
+func (s *pcapSource) interrupt() {
+	s.interrupted.Store(true)
+	if s.poll != nil {
+		s.poll.interrupt()
+	}
+}
+
+func (s *pcapSource) resume() { s.interrupted.Store(false) }
+
 func (s *pcapSource) Dropped() (uint64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,6 +314,9 @@ func (s *pcapSource) droppedLocked() (uint64, error) {
 }
 
 func (s *pcapSource) Close() error {
+	if s.poll != nil {
+		s.poll.close() // wakes a reader waiting in the poller
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.closed {
