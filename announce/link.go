@@ -132,6 +132,10 @@ type Link struct {
 	arpRequests, solicitations, answered, malformed, sendErrors, readErrors atomic.Uint64
 	// done is closed by Close, to end the readers' back-off waits.
 	done chan struct{}
+	// wake is an eventfd Close writes to end the readers' waits in poll
+	// (pollIO); -1 if there is none (they then wait in the runtime's
+	// poller, and closing the sockets ends the wait).
+	wake int
 }
 
 type held struct {
@@ -225,6 +229,10 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 		groupAt:   make(map[netip.Addr]*joiner),
 		pending:   make(map[netip.Addr]bool),
 		done:      make(chan struct{}),
+	}
+	l.wake = -1
+	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+		l.wake = fd
 	}
 	empty := map[netip.Addr]*held{}
 	l.held.Store(&empty)
@@ -571,14 +579,22 @@ func (l *Link) Close() error {
 	l.groupAt = map[netip.Addr]*joiner{}
 	l.pending = map[netip.Addr]bool{}
 	l.mu.Unlock()
+	if l.wake >= 0 {
+		_, _ = unix.Write(l.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+	}
 	errs = append(errs, l.arpc.Close(), l.ip6c.Close())
 	l.wg.Wait()
+	if l.wake >= 0 {
+		unix.Close(l.wake)
+	}
 	return errors.Join(errs...)
 }
 
 func (l *Link) readLoop(c FrameConn, answer func(*answerer, []byte)) {
 	defer l.wg.Done()
-	a := &answerer{io: ioFor(c)}
+	fio, done := ioFor(c, l.wake)
+	defer done()
+	a := &answerer{io: fio}
 	buf := make([]byte, 1<<16)
 	for {
 		n, err := a.io.Read(buf)

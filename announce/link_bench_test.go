@@ -28,7 +28,7 @@ var (
 
 // benchRequests returns a who-has for benchVIP4 and a solicitation for
 // benchVIP6, as a peer's kernel sends them.
-func benchRequests(b *testing.B) (arpReq, ns []byte) {
+func benchRequests(b testing.TB) (arpReq, ns []byte) {
 	b.Helper()
 	arpReq, err := wire.ARPFrame(wire.Broadcast, benchAskerMAC, arp.OperationRequest, benchAskerMAC,
 		netip.MustParseAddr("192.0.2.3"), net.HardwareAddr{0, 0, 0, 0, 0, 0}, benchVIP4)
@@ -50,10 +50,15 @@ func benchRequests(b *testing.B) (arpReq, ns []byte) {
 	return arpReq, ns
 }
 
+// benchInterface is the interface of the benchmarks' Links.
+func benchInterface() *net.Interface {
+	return &net.Interface{Index: 7, Name: "bench0", MTU: 1500, HardwareAddr: benchLinkMAC}
+}
+
 // benchLink returns a Link on the given conns holding both VIPs.
-func benchLink(b *testing.B, arpc, ip6c FrameConn) *Link {
+func benchLink(b testing.TB, arpc, ip6c FrameConn) *Link {
 	b.Helper()
-	l := NewLink(&net.Interface{Index: 7, Name: "bench0", MTU: 1500, HardwareAddr: benchLinkMAC}, LinkConfig{
+	l := NewLink(benchInterface(), LinkConfig{
 		ARP:    arpc,
 		IPv6:   ip6c,
 		Groups: (&fakeGroups{joiner: &fakeJoiner{}}).open,
@@ -74,8 +79,7 @@ func benchLink(b *testing.B, arpc, ip6c FrameConn) *Link {
 // Link's place, so what the Link adds is the difference.
 //
 // socketpair gives the Link one end of a SOCK_DGRAM socket pair, so the
-// reader blocks in the runtime's poller and wakes to a real read, as on a
-// packet socket; the benchmark writes and reads the other end with plain
+// reader waits in poll(2) and wakes to a real read, as on a packet socket; the benchmark writes and reads the other end with plain
 // system calls, which allocate nothing, so allocs/op is the Link's own.
 func BenchmarkLinkAnswer(b *testing.B) {
 	arpReq, ns := benchRequests(b)
@@ -184,7 +188,7 @@ func (p *pairConn) SyscallConn() (syscall.RawConn, error)     { return p.c.Sysca
 // benchSocketPair returns the benchmark's end of a SOCK_DGRAM socket pair,
 // a blocking descriptor, and the Link's end as a conn in the runtime's
 // poller.
-func benchSocketPair(b *testing.B) (int, *pairConn) {
+func benchSocketPair(b testing.TB) (int, *pairConn) {
 	b.Helper()
 	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

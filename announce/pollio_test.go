@@ -1,0 +1,79 @@
+package announce
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestLinkPollReader answers through the reader that waits in poll(2) on a
+// descriptor of its own (a socket pair stands for the packet socket): each
+// request gets its reply through real system calls, Close ends a reader
+// that sits in poll at once, and the reader's duplicate descriptor is
+// closed with it.
+func TestLinkPollReader(t *testing.T) {
+	fdsBefore := openFDs(t)
+	arpReq, ns := benchRequests(t)
+	arpPeer, arpEnd := benchSocketPair(t)
+	ip6Peer, ip6End := benchSocketPair(t)
+	l := NewLink(benchInterface(), LinkConfig{ARP: arpEnd, IPv6: ip6End, Groups: (&fakeGroups{joiner: &fakeJoiner{}}).open})
+	if l.wake < 0 {
+		t.Fatal("the Link has no eventfd: its readers wait in the runtime's poller")
+	}
+	if err := l.Hold(benchVIP4, benchVIP6); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 1500)
+	for _, tt := range []struct {
+		name  string
+		peer  int
+		frame []byte
+		want  int
+	}{{"arp", arpPeer, arpReq, arpFrameLen}, {"ns", ip6Peer, ns, naFrameLen}} {
+		for i := range 3 {
+			if _, err := unix.Write(tt.peer, tt.frame); err != nil {
+				t.Fatal(err)
+			}
+			if err := unix.SetsockoptTimeval(tt.peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}); err != nil {
+				t.Fatal(err)
+			}
+			n, err := unix.Read(tt.peer, reply)
+			if err != nil || n != tt.want {
+				t.Fatalf("%s request %d: reply of %d bytes (%v), want %d", tt.name, i, n, err, tt.want)
+			}
+		}
+	}
+	if st := l.Stats(); st.Answered != 6 {
+		t.Errorf("answered %d, want 6", st.Answered)
+	}
+	// Both readers now wait in poll.
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("Close did not return within 2s: a reader is still in poll")
+	}
+	t.Logf("Close returned in %v", time.Since(start))
+	// The peers' ends (closed by the test's cleanup) stay; the Link's
+	// conns, their duplicates and the eventfd are gone.
+	if after := openFDs(t); after != fdsBefore+2 {
+		t.Errorf("open descriptors: %d before, %d after Close; want only the 2 peer ends more", fdsBefore, after)
+	}
+}
+
+func openFDs(t *testing.T) int {
+	t.Helper()
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("count descriptors: %v", err)
+	}
+	return len(ents)
+}
