@@ -106,3 +106,34 @@ func TestLabKernelAnswersEveryRequest(t *testing.T) {
 		}
 	})
 }
+
+// TestLabFloorAnswers: the floor responder, sleeping and spinning, answers
+// every request for its address once, from its host's MAC, and nothing else.
+func TestLabFloorAnswers(t *testing.T) {
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+	)
+	b, client := l.Host("b"), l.Host("client")
+	for i, spin := range []bool{false, true} {
+		f, err := loadgen.StartFloor(loadgen.FloorConfig{Netns: netnsPath(b), Interface: "eth0", Addr: netip.MustParseAddr("192.0.2.20"), Spin: spin})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		res, err := loadgen.Run(ctx, loadgen.Config{
+			Netns: netnsPath(client), Interface: "eth0",
+			Target: netip.MustParseAddr("192.0.2.20"), Sender: netip.MustParseAddr("192.0.2.3"),
+			Rate: 1000, Count: 500, Wait: time.Second, Run: uint8(i + 1),
+		})
+		cancel()
+		n, serr := f.Stop()
+		if err != nil || serr != nil {
+			t.Fatalf("spin=%v: load %v, stop %v", spin, err, serr)
+		}
+		if want := b.Links[0].MAC.String(); res.Answered != 500 || res.Duplicates != 0 || res.Responders[want] != 500 || n != 500 {
+			t.Errorf("spin=%v: %d answered, %d duplicates, responders %v, floor counted %d; want 500 answered once by %s", spin, res.Answered, res.Duplicates, res.Responders, n, want)
+		}
+		t.Logf("spin=%v: median %v, p99 %v", spin, res.Median(), res.P99())
+	}
+}
