@@ -50,13 +50,21 @@ type RoundSender interface {
 
 // SchedulerConfig sets the burst and the pace of a Scheduler.
 type SchedulerConfig struct {
-	// Window is how long rounds go on after the latest Arm of a key. A
+	// Window is how long rounds go on after the latest Arm of a key: it
+	// holds the rounds that fall in it when each goes out on time, and a
+	// late one still goes, up to an Interval after the window's end. A
 	// window shorter than Interval sends a single round.
 	Window time.Duration
 	// Interval is the time between two rounds of one key.
 	Interval time.Duration
 	// Rate caps the frames per second sent for all keys together.
 	Rate float64
+	// Bucket is how many frames the cap lets out at once after a quiet
+	// spell: the rounds charged in any stretch of time d hold at most
+	// Rate·d + Bucket frames (a round is charged right before it is
+	// sent). Zero means 20 ms worth of Rate (1,000 frames at
+	// DefaultRate), and never less than one round's maxRoundCost.
+	Bucket int
 	// Clock is the time source; nil means the real clock.
 	Clock clockwork.Clock
 	// OnEvent, if set, is called from the sender goroutine for every burst
@@ -125,7 +133,9 @@ type BurstState struct {
 // to Window from now. A new window sends its first round at once, then one
 // round every Interval while the window lasts. Re-arming a running window
 // only moves its end, so rounds never come closer than Interval, which keeps
-// them above the neighbour locktime of the hosts that hear them.
+// them above the neighbour locktime of the hosts that hear them. A late
+// round moves the ones after it, each still Interval after the one before,
+// but costs none of them.
 type Scheduler struct {
 	cfg     SchedulerConfig
 	clock   clockwork.Clock
@@ -143,9 +153,13 @@ type Scheduler struct {
 }
 
 type entry struct {
-	key    Key
-	burst  Burst
-	due    time.Time
+	key   Key
+	burst Burst
+	due   time.Time
+	// slot is when the next round would be due had every round of the
+	// window gone out on time: the window holds the rounds whose slot is
+	// in it, so a late round delays the ones after it but never drops one.
+	slot   time.Time
 	end    time.Time
 	rounds int
 	frames int
@@ -171,12 +185,15 @@ func NewScheduler(cfg SchedulerConfig, s RoundSender) *Scheduler {
 	}
 	// A bucket of 20 ms worth of frames lets a round go out whole without
 	// ever letting a line-rate burst through.
-	burst := max(int(cfg.Rate/50), maxRoundCost)
+	if cfg.Bucket <= 0 {
+		cfg.Bucket = int(cfg.Rate / 50)
+	}
+	cfg.Bucket = max(cfg.Bucket, maxRoundCost)
 	return &Scheduler{
 		cfg:     cfg,
 		clock:   cfg.Clock,
 		sender:  s,
-		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), burst),
+		limiter: rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Bucket),
 		entries: make(map[Key]*entry),
 		wake:    make(chan struct{}, 1),
 	}
@@ -217,7 +234,7 @@ func (s *Scheduler) Arm(k Key, b Burst) <-chan struct{} {
 		s.emit(BurstEvent{Kind: BurstExtended, Key: k, At: now, WindowEnd: e.end, Round: e.rounds})
 		return e.live
 	}
-	e := &entry{key: k, burst: b, due: now, end: now.Add(b.Window), live: make(chan struct{})}
+	e := &entry{key: k, burst: b, due: now, slot: now, end: now.Add(b.Window), live: make(chan struct{})}
 	s.entries[k] = e
 	heap.Push(&s.queue, e)
 	s.emit(BurstEvent{Kind: BurstStart, Key: k, At: now, WindowEnd: e.end})
@@ -299,8 +316,18 @@ func (s *Scheduler) send(ctx context.Context, e *entry) {
 	if e.rounds == 1 {
 		close(e.live)
 	}
+	// The next round is due Interval after this one went out, never
+	// sooner, however late this one was. Whether the window holds it is
+	// a matter of its slot, not of its due time: a sender held up for
+	// longer than the rate cap's bucket can make up for (a busy machine,
+	// a RoundSender that blocked) leaves the rest of a train of rounds
+	// late, and judging by due times cut the last round of thousands of
+	// keys short of their window. After a stall so long that the round
+	// would come more than an Interval after the window's end, the
+	// window is over all the same.
+	e.slot = e.slot.Add(e.burst.Interval)
 	next := now.Add(e.burst.Interval)
-	if next.After(e.end) {
+	if e.slot.After(e.end) || next.After(e.end.Add(e.burst.Interval)) {
 		s.finish(e, false)
 		return
 	}

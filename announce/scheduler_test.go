@@ -27,6 +27,9 @@ type recorder struct {
 	sends    []sent
 	inflight atomic.Int32
 	maxIn    atomic.Int32
+	// afterSend, if set, is called at the end of the n-th SendRound
+	// (from 1), on the sender goroutine.
+	afterSend func(n int)
 }
 
 func (r *recorder) SendRound(_ context.Context, k Key) (int, error) {
@@ -37,7 +40,11 @@ func (r *recorder) SendRound(_ context.Context, k Key) (int, error) {
 	}
 	r.mu.Lock()
 	r.sends = append(r.sends, sent{k, r.clock.Now().Sub(t0)})
+	nth := len(r.sends)
 	r.mu.Unlock()
+	if r.afterSend != nil {
+		r.afterSend(nth)
+	}
 	return r.frames, nil
 }
 
@@ -245,6 +252,41 @@ func TestSchedulerBurst(t *testing.T) {
 	}
 }
 
+// TestSchedulerLateRoundKeepsTheRest stalls the sender inside its second
+// round, as a busy machine or a blocked RoundSender does: the rounds after
+// it move, each Interval after the one before, and the window still gets
+// all of them unless the stall pushes one more than an Interval past its
+// end.
+func TestSchedulerLateRoundKeepsTheRest(t *testing.T) {
+	tests := []struct {
+		name  string
+		stall time.Duration
+		want  []time.Duration
+	}{
+		{"no stall", 0, ms(0, 1100, 2200, 3300, 4400)},
+		{"a late round costs no round", 700 * time.Millisecond, ms(0, 1100, 2900, 4000, 5100)},
+		{"a stall past the window by more than an interval ends it", 2 * time.Second, ms(0, 1100, 4200, 5300)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, SchedulerConfig{}, 2)
+			h.rec.afterSend = func(n int) {
+				if n == 2 {
+					h.fc.Advance(tt.stall)
+				}
+			}
+			waitLive(t, h.arm(k1, 2))
+			h.advance(10 * time.Second)
+			if got := h.rec.times(k1); !equalDurations(got, tt.want) {
+				t.Errorf("got rounds at %v, want %v", got, tt.want)
+			}
+			if st := h.s.State(k1); st.Active {
+				t.Errorf("got state %+v, want the window closed", st)
+			}
+		})
+	}
+}
+
 func TestSchedulerRearmExtendsFromLatestCall(t *testing.T) {
 	h := newHarness(t, SchedulerConfig{}, 2)
 	waitLive(t, h.arm(k1, 2))
@@ -379,5 +421,77 @@ func TestSchedulerPerKeyBurst(t *testing.T) {
 	}
 	if got, want := h.rec.times(k2), ms(0, 1100, 2200, 3300, 4400); !equalDurations(got, want) {
 		t.Errorf("key with the defaults: got rounds at %v, want %v", got, want)
+	}
+}
+
+// TestSchedulerManyKeysAtTheCap arms thousands of keys at once, so that the
+// rate cap spreads their first rounds, and checks what vipbench measures on
+// the real clock, here exactly: the first rounds go out as fast as the
+// bucket and the rate allow and no faster, every later round goes out
+// Interval after its key's previous one (the cap, having spaced the first
+// rounds, never delays the later ones), and no stretch of time sees more
+// than Rate·d + Bucket frames.
+func TestSchedulerManyKeysAtTheCap(t *testing.T) {
+	const (
+		n    = 2000
+		cost = 2
+		rate = 10000 // frames/s: the first rounds take (2·2000 − 200)/10,000 = 0.38 s, as 10,000 keys do at DefaultRate
+	)
+	h := newHarness(t, SchedulerConfig{Rate: rate}, cost)
+	bucket := h.s.Config().Bucket
+	if bucket != rate/50 {
+		t.Fatalf("got a bucket of %d frames, want %d (20 ms of the rate)", bucket, rate/50)
+	}
+	for i := range n {
+		h.arm(Key{Ifindex: 2, Addr: netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})}, cost)
+	}
+	h.advance(DefaultWindow + time.Second)
+
+	// Float rounding in the token bucket may cost a microsecond here and
+	// there.
+	const slack = 2 * time.Microsecond
+	got := h.rec.got()
+	if len(got) != 5*n {
+		t.Fatalf("got %d rounds, want %d (5 for each of %d keys)", len(got), 5*n, n)
+	}
+	prev := make(map[Key]time.Duration, n)
+	firsts := 0
+	for _, s := range got {
+		if p, ok := prev[s.key]; ok {
+			if gap := s.at - p; gap < DefaultInterval || gap > DefaultInterval+slack {
+				t.Fatalf("%v: got a round %v after the one before, want %v", s.key, gap, DefaultInterval)
+			}
+			prev[s.key] = s.at
+			continue
+		}
+		prev[s.key] = s.at
+		firsts++
+		// The earliest the budget allows the frames of this many rounds.
+		earliest := time.Duration(max(0, float64(cost*firsts-bucket)/rate*float64(time.Second)))
+		if s.at < earliest-slack || s.at > earliest+slack {
+			t.Fatalf("first round %d: got it at %v, want it at %v, as soon as the budget allows", firsts, s.at, earliest)
+		}
+	}
+	for _, ev := range h.events(BurstRound) {
+		if ev.Round > 1 && ev.Late > slack {
+			t.Fatalf("%v round %d: got BurstEvent.Late %v, want 0", ev.Key, ev.Round, ev.Late)
+		}
+	}
+	for _, w := range []time.Duration{10 * time.Millisecond, 100 * time.Millisecond, time.Second} {
+		limit := rate*w.Seconds() + float64(bucket)
+		lo, frames := 0, 0
+		for _, s := range got {
+			frames += cost
+			for got[lo].at <= s.at-w {
+				frames -= cost
+				lo++
+			}
+			if float64(frames) > limit {
+				t.Fatalf("got %d frames in the %v up to %v, want at most %.0f", frames, w, s.at, limit)
+			}
+		}
+	}
+	if m := h.rec.maxIn.Load(); m != 1 {
+		t.Errorf("got %d rounds in flight at once, want 1", m)
 	}
 }

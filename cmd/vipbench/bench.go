@@ -76,6 +76,8 @@ type bench struct {
 	idleRSS int64
 	tenK    *tenKResult
 	claim   *claimResult
+	sched   []*schedVariant
+	wire    *schedVariant
 }
 
 func newBench(o *options, log io.Writer) *bench {
@@ -179,6 +181,12 @@ func (b *bench) run(ctx context.Context) *report {
 			b.rep.GoErr = err
 			return err
 		})
+	}
+
+	// The scheduler in process, before the build and the lab load the
+	// machine.
+	if b.selected(schedStep) {
+		b.step(ctx, schedStep, time.Duration(b.schedRuns())*20*time.Second, b.schedulerRun)
 	}
 
 	dir, err := os.MkdirTemp("", "vipbench-")

@@ -316,6 +316,7 @@ func (r *report) howMeasured() []string {
 			"The kernel column is `arping -U -c 1 -I eth0 ADDR` on a (the address assigned there first, as arping -U needs), started the " +
 			"same way: the process is forked from a thread that entered the host's network namespace (no `ip netns exec` in between). Median of the repeats.",
 		"**Go benchmarks** run before the lab, on the same machine: `-benchmem`, one count, default benchtime.",
+		schedHowMeasured(),
 	}
 	return h
 }
