@@ -508,7 +508,8 @@ func (b *bench) startAgent(ctx context.Context) error {
 	sock := filepath.Join(b.dir, "b.sock")
 	a := &agent{out: &lockedBuffer{}, sock: sock, client: api.NewClient(sock), done: make(chan struct{})}
 	// ip netns exec execs vip in place: the process started is vip.
-	a.cmd = b.b.Command(context.Background(), b.vipBin, "agent", "--socket", sock, "--log-level", "warn")
+	args := append([]string{"agent", "--socket", sock, "--log-level", "warn"}, b.o.agentFlags...)
+	a.cmd = b.b.Command(context.Background(), b.vipBin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	a.cmd.WaitDelay = time.Second

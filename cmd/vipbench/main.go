@@ -44,6 +44,8 @@ type options struct {
 	only    *regexp.Regexp
 	timeout time.Duration
 	goTool  string
+	// agentFlags are added to the agent's command line (profiling).
+	agentFlags []string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -58,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 20m, 8m with -short)")
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
+	agentFlags := fs.String("agent-flags", "", "extra flags for the measured agent, separated by spaces, e.g. \"--cpuprofile /tmp/agent.prof\"")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vipbench [-short] [-out BENCHMARKS.md] [-run REGEXP] [-vip PATH]")
 		fs.PrintDefaults()
@@ -69,6 +72,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		fs.Usage()
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	o.agentFlags = strings.Fields(*agentFlags)
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {
