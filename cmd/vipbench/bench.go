@@ -217,6 +217,19 @@ func (b *bench) run(ctx context.Context) *report {
 		}
 	}
 
+	// The userspace floor, on b before vip runs there.
+	for _, fr := range floorResponders {
+		for _, rate := range rates[:2] {
+			name := floorStep(fr.name, rate)
+			if !b.selected(name) {
+				continue
+			}
+			b.step(ctx, name, b.duration(rate)+30*time.Second, func(ctx context.Context) error {
+				return b.floorRun(ctx, fr.name, fr.spin, rate)
+			})
+		}
+	}
+
 	// vip: an agent on b holding both addresses.
 	needVip := false
 	for _, n := range b.vipSteps() {

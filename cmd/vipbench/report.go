@@ -58,6 +58,7 @@ type report struct {
 	Command  string
 	Short    bool
 	Rows     []row
+	Floor    []floorRow
 	Loads    []loadRow
 	GoBench  []goBench
 	GoCmd    string
@@ -155,6 +156,7 @@ func (r *report) write(w io.Writer) error {
 		p("| %s | %s | %s | %s | %s | %s |\n", x.Scenario, x.Kernel, x.Vip, x.Ratio, x.Target, x.Met)
 	}
 	p("\n")
+	writeFloor(w, r.Floor)
 
 	if len(r.Loads) > 0 {
 		p("## Load runs\n\n")

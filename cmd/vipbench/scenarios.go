@@ -231,6 +231,7 @@ func (b *bench) missing(step string) (string, verdict, bool) {
 // finish builds the main table and the notes from what was measured.
 func (b *bench) finish() {
 	r := b.rep
+	r.Floor = b.floorRows()
 	for _, f := range families {
 		for _, rate := range rates[:2] {
 			k, v := b.loads[loadKey("kernel", f, rate)], b.loads[loadKey("vip", f, rate)]
