@@ -234,18 +234,24 @@ func (l *Link) answerARP(a *answerer, f []byte) {
 	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
 	// learn the address is taken from any packet with it as sender IP.
 	b := a.out[:arpFrameLen]
+	putARP(b, dst, l.mac, 2, [4]byte(f[offARPTPA:offARPTPA+4]), sha, [4]byte(f[offARPSPA:offARPSPA+4]))
+	l.reply(a, b, dst, h)
+}
+
+// putARP writes into b (arpFrameLen bytes) an ARP frame over Ethernet from
+// mac: operation op, sender mac and spa, target tha and tpa.
+func putARP(b []byte, dst, mac net.HardwareAddr, op uint16, spa [4]byte, tha net.HardwareAddr, tpa [4]byte) {
 	copy(b[0:6], dst)
-	copy(b[6:12], l.mac)
+	copy(b[6:12], mac)
 	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeARP)
 	binary.BigEndian.PutUint16(b[14:], 1)
 	binary.BigEndian.PutUint16(b[16:], 0x0800)
 	b[18], b[19] = 6, 4
-	binary.BigEndian.PutUint16(b[offARPOp:], 2)
-	copy(b[offARPSHA:], l.mac)
-	copy(b[offARPSPA:offARPSPA+4], f[offARPTPA:offARPTPA+4])
-	copy(b[offARPTHA:offARPTHA+6], sha)
-	copy(b[offARPTPA:offARPTPA+4], f[offARPSPA:offARPSPA+4])
-	l.reply(a, b, dst, h)
+	binary.BigEndian.PutUint16(b[offARPOp:], op)
+	copy(b[offARPSHA:], mac)
+	copy(b[offARPSPA:offARPSPA+4], spa[:])
+	copy(b[offARPTHA:offARPTHA+6], tha)
+	copy(b[offARPTPA:offARPTPA+4], tpa[:])
 }
 
 // answerNS answers a neighbor solicitation for a held address, checking
@@ -323,8 +329,16 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 		}
 	}
 	b := a.out[:naFrameLen]
+	putNA(b, dstMAC, l.mac, target, dstIP, solicited)
+	l.reply(a, b, dstMAC, h)
+}
+
+// putNA writes into b (naFrameLen bytes) a neighbor advertisement from
+// mac, for target, to dstIP at dstMAC, with the override flag, the
+// solicited flag if asked, and mac as the target link-layer option.
+func putNA(b []byte, dstMAC, mac net.HardwareAddr, target, dstIP netip.Addr, solicited bool) {
 	copy(b[0:6], dstMAC)
-	copy(b[6:12], l.mac)
+	copy(b[6:12], mac)
 	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeIPv6)
 	o := b[offIPv6:]
 	o[0], o[1], o[2], o[3] = 6<<4, 0, 0, 0
@@ -342,9 +356,8 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 	m[5], m[6], m[7] = 0, 0, 0
 	copy(m[8:24], t16[:])
 	m[24], m[25] = optTargetLLA, 1
-	copy(m[26:32], l.mac)
+	copy(m[26:32], mac)
 	binary.BigEndian.PutUint16(m[2:], wire.Checksum(target, dstIP, m))
-	l.reply(a, b, dstMAC, h)
 }
 
 // allNodesMAC is where an advertisement to ff02::1 goes.

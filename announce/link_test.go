@@ -26,7 +26,6 @@ var (
 	// proxyMAC is a source link-layer address that differs from the
 	// frame's Ethernet source, to tell which of the two an answer uses.
 	proxyMAC = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x03}
-	zeroMAC  = net.HardwareAddr{0, 0, 0, 0, 0, 0}
 
 	vipA4   = netip.MustParseAddr("192.0.2.10")
 	asker4  = netip.MustParseAddr("192.0.2.20")
