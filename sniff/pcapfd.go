@@ -91,6 +91,11 @@ func newPollReader(h *pcap.Handle) (*pollReader, error) {
 	if fd < 0 {
 		return nil, errors.New("libpcap gives no selectable descriptor for this capture")
 	}
+	// What this host sends is no competing claim and no traffic to count:
+	// libpcap would copy it out of the kernel and drop it in user space
+	// (its direction filter); the kernel can leave it out (Linux 4.20+;
+	// older kernels refuse the option, and libpcap still drops it).
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
 	if err != nil {
 		return nil, fmt.Errorf("duplicate the capture's descriptor: %w", err)
