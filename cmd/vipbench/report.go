@@ -220,6 +220,7 @@ func (r *report) write(w io.Writer) error {
 		p("\n")
 	}
 
+	writeFindings(w)
 	p("## How measured\n\n")
 	for _, h := range r.howMeasured() {
 		p("- %s\n", h)
