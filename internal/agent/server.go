@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +39,9 @@ type Peer struct {
 }
 
 type peerKey struct{}
+
+// connKey holds a request's connection in its context.
+type connKey struct{}
 
 // PeerFrom returns the peer a request came from, if known.
 func PeerFrom(ctx context.Context) (Peer, bool) {
@@ -69,6 +74,10 @@ type Server struct {
 	inflight atomic.Int64
 	served   atomic.Int64
 	events   atomic.Int64
+	// statusBufs keeps the buffers status answers are written in: at
+	// 10,000 claims each is megabytes, which a new one for every answer
+	// would make the garbage collector sweep up again and again.
+	statusBufs sync.Pool
 }
 
 // NewServer returns a Server for cfg.
@@ -140,6 +149,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		MaxHeaderBytes:    16 << 10,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			ctx = context.WithValue(ctx, connKey{}, c)
 			if p, err := peerOf(c); err == nil {
 				return context.WithValue(ctx, peerKey{}, p)
 			}
@@ -183,6 +193,30 @@ func peerOf(c net.Conn) (Peer, error) {
 		return Peer{}, credErr
 	}
 	return Peer{PID: int(cred.Pid), UID: int(cred.Uid), GID: int(cred.Gid)}, nil
+}
+
+// growSendBuffer makes room in the socket for an answer of n bytes, so
+// that it goes over in one write. With the default of about 200 KB, a
+// status of 10,000 claims (5 MB) goes in 25 turns, each waiting for the
+// client to be scheduled again: right after a 10,000-address claim, on the
+// lab's two busy cores, reading it took 12 ms on average, 6 ms with the
+// room. Like the answering sockets, it forces the size as root and asks
+// within the system's limit otherwise.
+func growSendBuffer(ctx context.Context, n int) {
+	c, ok := ctx.Value(connKey{}).(*net.UnixConn)
+	if !ok || n <= 256<<10 {
+		return
+	}
+	raw, err := c.SyscallConn()
+	if err != nil {
+		return
+	}
+	n = min(n, 64<<20)
+	_ = raw.Control(func(fd uintptr) {
+		if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUFFORCE, n) != nil {
+			_ = unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_SNDBUF, n)
+		}
+	})
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
@@ -252,13 +286,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) claimList(st []announce.Status) []api.Claim {
-	now := time.Now()
-	cfg := s.cfg.Engine.Config()
-	out := make([]api.Claim, len(st))
-	for i, c := range st {
-		out[i] = api.ClaimFromStatus(c, now, cfg)
-	}
-	return out
+	return api.ClaimsFromStatus(st, time.Now(), s.cfg.Engine.Config())
 }
 
 func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, bool) {
@@ -303,12 +331,42 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, api.ReleaseResponse{Released: api.Strings(released), NotHeld: api.Strings(notHeld)})
 }
 
-func (s *Server) status(w http.ResponseWriter, _ *http.Request) {
-	resp := api.StatusResponse{Agent: s.cfg.Info, Claims: s.claimList(s.cfg.Engine.Status())}
-	if s.cfg.Watcher != nil {
-		resp.Captures = s.cfg.Watcher.Captures()
+// status answers with every claim. It writes the JSON itself (see
+// api.AppendStatus), indented when asked with ?indent=true so that vip
+// status --json can print the answer as it comes.
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	indent := false
+	if v := r.URL.Query().Get("indent"); v != "" {
+		var err error
+		if indent, err = strconv.ParseBool(v); err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadInput, fmt.Sprintf("indent=%q is not true or false", v))
+			return
+		}
 	}
-	writeJSON(w, resp)
+	st := api.EngineStatus{Agent: s.cfg.Info, Claims: s.cfg.Engine.Status(), Now: time.Now(), Defaults: s.cfg.Engine.Config()}
+	if s.cfg.Watcher != nil {
+		st.Captures = s.cfg.Watcher.Captures()
+	}
+	// About 400 bytes a claim compact, 500 indented: room for either.
+	var buf []byte
+	if p, ok := s.statusBufs.Get().(*[]byte); ok {
+		buf = *p
+	}
+	if need := 1024 + 600*len(st.Claims); cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
+	b, err := st.AppendJSON(buf[:0], indent)
+	if err != nil {
+		s.fail(w, fmt.Errorf("write the status: %w", err))
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	growSendBuffer(r.Context(), len(b))
+	_, _ = w.Write(b)
+	// Write has handed every byte to the connection (or failed): the
+	// buffer is free again.
+	s.statusBufs.Put(&b)
 }
 
 func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {

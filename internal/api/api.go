@@ -215,8 +215,51 @@ const (
 
 // ClaimFromStatus converts the engine's status of a claim for clients.
 func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineConfig) Claim {
+	cv := newClaimConverter(now, defaults)
+	return cv.claim(&s)
+}
+
+// ClaimsFromStatus converts the engine's status of every claim for
+// clients, as ClaimFromStatus does one.
+func ClaimsFromStatus(st []announce.Status, now time.Time, defaults announce.EngineConfig) []Claim {
+	cv := newClaimConverter(now, defaults)
+	out := make([]Claim, len(st))
+	for i := range st {
+		out[i] = cv.claim(&st[i])
+	}
+	return out
+}
+
+// claimConverter formats each frame set once rather than once per claim:
+// thousands of claims share a handful.
+type claimConverter struct {
+	now        time.Time
+	defaults   announce.EngineConfig
+	frames     announce.Frames
+	framesText string
+}
+
+func newClaimConverter(now time.Time, defaults announce.EngineConfig) *claimConverter {
+	return &claimConverter{now: now, defaults: defaults, frames: defaults.Frames, framesText: defaults.Frames.String()}
+}
+
+func (cv *claimConverter) framesString(f announce.Frames) string {
+	if f != cv.frames {
+		cv.frames, cv.framesText = f, f.String()
+	}
+	return cv.framesText
+}
+
+func (cv *claimConverter) claim(s *announce.Status) Claim {
+	c := cv.claimWithoutAddr(s)
+	c.Addr = s.Addr.String()
+	return c
+}
+
+// claimWithoutAddr is claim but for the address, which AppendJSON writes
+// without making a string of it.
+func (cv *claimConverter) claimWithoutAddr(s *announce.Status) Claim {
 	c := Claim{
-		Addr:             s.Addr.String(),
 		Interface:        s.Interface,
 		MAC:              s.MAC,
 		State:            s.State,
@@ -226,9 +269,8 @@ func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineC
 		Answered:         s.Answered,
 		GratuitousFrames: s.GratuitousFrames,
 		Assigned:         s.AddedAddress,
-		Window:           Duration(defaults.Burst.Window),
-		Interval:         Duration(defaults.Burst.Interval),
-		Frames:           defaults.Frames.String(),
+		Window:           Duration(cv.defaults.Burst.Window),
+		Interval:         Duration(cv.defaults.Burst.Interval),
 		RefreshEvery:     Duration(s.Options.RefreshEvery),
 		OnConflict:       string(s.Options.OnConflict),
 	}
@@ -244,11 +286,13 @@ func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineC
 	if i := s.Options.Interval; i > 0 {
 		c.Interval = Duration(i)
 	}
-	if f := s.Options.Frames; f != 0 {
-		c.Frames = f.String()
+	f := cv.defaults.Frames
+	if s.Options.Frames != 0 {
+		f = s.Options.Frames
 	}
-	if !s.WindowEnd.IsZero() && s.WindowEnd.After(now) {
-		c.WindowRemaining = Duration(s.WindowEnd.Sub(now).Round(time.Millisecond))
+	c.Frames = cv.framesString(f)
+	if !s.WindowEnd.IsZero() && s.WindowEnd.After(cv.now) {
+		c.WindowRemaining = Duration(s.WindowEnd.Sub(cv.now).Round(time.Millisecond))
 	}
 	return c
 }

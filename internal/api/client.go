@@ -66,33 +66,44 @@ func (c *Client) wrap(err error) error {
 }
 
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("read the agent's answer: %w", err)
+	}
+	return nil
+}
+
+// send makes a request and returns the response if it is a 200; the
+// caller closes its body.
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://vip"+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
-		return c.wrap(err)
+		return nil, c.wrap(err)
 	}
-	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return decodeError(resp)
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
-		return fmt.Errorf("read the agent's answer: %w", err)
-	}
-	return nil
+	return resp, nil
 }
 
 func decodeError(resp *http.Response) error {
@@ -126,6 +137,31 @@ func (c *Client) Release(ctx context.Context, r AddrsRequest) (ReleaseResponse, 
 func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
 	var out StatusResponse
 	return out, c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
+}
+
+// StatusJSON returns the agent's status as JSON indented by two spaces,
+// the form vip status --json prints, read whole but not decoded: the agent
+// formats it, so printing 10,000 claims needs no decoding and encoding
+// again. indented is false when the agent predates that form and answered
+// compact JSON instead.
+func (c *Client) StatusJSON(ctx context.Context) (body []byte, indented bool, err error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/status?indent=true", nil)
+	if err != nil {
+		return nil, false, err
+	}
+	defer resp.Body.Close()
+	// Read into a buffer of the announced length (and room for ReadFrom's
+	// last look at the end) rather than grow one step by step.
+	size := resp.ContentLength
+	if size < 0 || size > 1<<30 {
+		size = 0
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
+	if _, err := buf.ReadFrom(resp.Body); err != nil {
+		return nil, false, fmt.Errorf("read the agent's answer: %w", err)
+	}
+	body = buf.Bytes()
+	return body, bytes.HasPrefix(body, []byte("{\n")), nil
 }
 
 // Traffic returns the who-has traffic the agent's captures saw.

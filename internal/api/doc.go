@@ -9,8 +9,13 @@
 //	POST /v1/refresh  AddrsRequest   -> RefreshResponse
 //	POST /v1/release  AddrsRequest   -> ReleaseResponse
 //	GET  /v1/status                  -> StatusResponse
+//	GET  /v1/status?indent=true      -> StatusResponse indented by two spaces
 //	GET  /v1/traffic                 -> TrafficResponse
 //	GET  /v1/events                  -> a stream of Event, one JSON object a line
+//
+// With indent=true the status comes indented the way vip status --json
+// prints it, which lets the command print the answer as it is; without, it
+// is compact, like every other answer.
 //
 // Errors come back with a 4xx or 5xx status and an Error body.
 package api
