@@ -135,8 +135,11 @@ func (c *Client) Release(ctx context.Context, r AddrsRequest) (ReleaseResponse, 
 
 // Status describes the agent and its claims.
 func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
-	var out StatusResponse
-	return out, c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
+	b, err := c.get(ctx, "/v1/status")
+	if err != nil {
+		return StatusResponse{}, err
+	}
+	return DecodeStatus(b)
 }
 
 // StatusJSON returns the agent's status as JSON indented by two spaces,
@@ -145,9 +148,18 @@ func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
 // again. indented is false when the agent predates that form and answered
 // compact JSON instead.
 func (c *Client) StatusJSON(ctx context.Context) (body []byte, indented bool, err error) {
-	resp, err := c.send(ctx, http.MethodGet, "/v1/status?indent=true", nil)
+	body, err = c.get(ctx, "/v1/status?indent=true")
 	if err != nil {
 		return nil, false, err
+	}
+	return body, bytes.HasPrefix(body, []byte("{\n")), nil
+}
+
+// get returns the whole body of a GET's answer.
+func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return nil, err
 	}
 	defer resp.Body.Close()
 	// Read into a buffer of the announced length (and room for ReadFrom's
@@ -158,10 +170,9 @@ func (c *Client) StatusJSON(ctx context.Context) (body []byte, indented bool, er
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
 	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return nil, false, fmt.Errorf("read the agent's answer: %w", err)
+		return nil, fmt.Errorf("read the agent's answer: %w", err)
 	}
-	body = buf.Bytes()
-	return body, bytes.HasPrefix(body, []byte("{\n")), nil
+	return buf.Bytes(), nil
 }
 
 // Traffic returns the who-has traffic the agent's captures saw.

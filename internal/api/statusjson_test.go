@@ -220,6 +220,9 @@ func FuzzAppendStatus(f *testing.F) {
 			if err == nil && !bytes.Equal(got, want) {
 				t.Fatalf("indent %v: got:\n%s\nwant (encoding/json):\n%s", indent, got, want)
 			}
+			if err == nil {
+				checkDecode(t, got)
+			}
 		}
 	})
 }
