@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -447,6 +448,13 @@ func (l *Link) startJoinerLocked() {
 // failed.
 func (l *Link) joinPending() {
 	defer l.wg.Done()
+	// Background work: thousands of joins are seconds of system time, and
+	// all-multicast reception covers the groups meanwhile. At the lowest
+	// priority they yield the CPU to the answers and the gratuitous sender.
+	// The thread is never unlocked, so it ends with this goroutine instead
+	// of going back to the runtime at that priority.
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
 	for {
 		l.mu.Lock()
 		if l.closed.Load() {

@@ -313,7 +313,8 @@ func (r *report) howMeasured() []string {
 		"**Idle**: the agent holding one claim (192.0.2.10, the IPv6 one released), no load, measured over " + idle + ", long after its gratuitous window ended.",
 		"**10,000 claims**: 508 IPv4 (198.51.100.1–254, 203.0.113.1–254) and 9,492 IPv6 (2001:db8:1::/112) in one `vip claim -f FILE -i eth0`. " +
 			"RSS is read after the claim returns; `vip status --json` is the wall time of the whole command (process start to exit, run " +
-			"directly, not through `ip netns exec`), median of 5.",
+			"directly, not through `ip netns exec`), median of 5, once every gratuitous window has closed: the 10,000 claims held, the agent " +
+			"otherwise idle. (The gratuitous frames on the wire are recorded before, with nothing else asked of the agent.)",
 		"**Claim to the wire**: the agent running and holding 192.0.2.10, the driver reads the clock and starts `vip claim ADDR -i eth0` " +
 			"on b; a packet socket on the client host takes the kernel receive timestamp of the first gratuitous ARP for ADDR. " +
 			"The kernel column is `arping -U -c 1 -I eth0 ADDR` on a (the address assigned there first, as arping -U needs), started the " +
