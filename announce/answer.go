@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"syscall"
+	"unsafe"
 
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
@@ -106,6 +107,31 @@ func (r *rawIO) Write(frame []byte, _ net.HardwareAddr) error {
 type pollIO struct {
 	fd, wake int
 	fds      [2]unix.PollFd
+
+	// Frames are read and replies written in batches, with recvmmsg and
+	// sendmmsg: under load one system call carries up to batchSize frames.
+	rx    [batchSize]mmsghdr
+	rxIov [batchSize]unix.Iovec
+	rxBuf [batchSize][batchFrameCap]byte
+	tx    [batchSize]mmsghdr
+	txIov [batchSize]unix.Iovec
+	txBuf [batchSize][naFrameLen]byte
+	nTx   int
+}
+
+// batchSize is how many frames one read takes at most; batchFrameCap the
+// room for each (the requests answered are far shorter; a longer frame is
+// cut, and fails to parse).
+const (
+	batchSize     = 32
+	batchFrameCap = 2048
+)
+
+// mmsghdr is struct mmsghdr of recvmmsg(2) on a 64-bit Linux.
+type mmsghdr struct {
+	hdr unix.Msghdr
+	n   uint32
+	_   [4]byte
 }
 
 // newPollIO duplicates rc's descriptor for a pollIO.
@@ -120,7 +146,81 @@ func newPollIO(rc syscall.RawConn, wake int) (*pollIO, error) {
 	}
 	// The duplicate shares the socket, its filter and its non-blocking
 	// mode: reads return EAGAIN, and the reader polls.
-	return &pollIO{fd: dup, wake: wake}, nil
+	p := &pollIO{fd: dup, wake: wake}
+	for i := range p.rx {
+		p.rxIov[i].Base = &p.rxBuf[i][0]
+		p.rxIov[i].SetLen(batchFrameCap)
+		p.rx[i].hdr.Iov = &p.rxIov[i]
+		p.rx[i].hdr.SetIovlen(1)
+		p.txIov[i].Base = &p.txBuf[i][0]
+		p.tx[i].hdr.Iov = &p.txIov[i]
+		p.tx[i].hdr.SetIovlen(1)
+	}
+	return p, nil
+}
+
+// ReadBatch waits for frames as Read does and takes up to batchSize of them
+// at once; Frame returns each.
+func (p *pollIO) ReadBatch() (int, error) {
+	for {
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.rx[0])), batchSize, unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+		default:
+			return 0, errno
+		}
+		if err := p.wait(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+// Frame returns the i-th frame of the last ReadBatch.
+func (p *pollIO) Frame(i int) []byte {
+	return p.rxBuf[i][:min(int(p.rx[i].n), batchFrameCap)]
+}
+
+// Slot is the buffer for the next reply of a batch; Queue(n) takes its
+// first n bytes as one; Flush sends the queued replies and says how many
+// went out.
+func (p *pollIO) Slot() []byte { return p.txBuf[p.nTx][:] }
+
+func (p *pollIO) Queue(n int) {
+	p.txIov[p.nTx].SetLen(n)
+	p.nTx++
+}
+
+func (p *pollIO) Flush() (int, error) {
+	sent := 0
+	for sent < p.nTx {
+		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.tx[sent])), uintptr(p.nTx-sent), 0, 0, 0)
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			p.nTx = 0
+			return sent, errno
+		}
+		sent += int(n)
+	}
+	p.nTx = 0
+	return sent, nil
+}
+
+// wait waits in poll for the socket or the wake descriptor.
+func (p *pollIO) wait() error {
+	p.fds = [2]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}, {Fd: int32(p.wake), Events: unix.POLLIN}}
+	if _, err := unix.Poll(p.fds[:], -1); err != nil && err != unix.EINTR {
+		return err
+	}
+	if p.fds[1].Revents != 0 {
+		return net.ErrClosed
+	}
+	return nil
 }
 
 func (p *pollIO) Read(b []byte) (int, error) {
@@ -135,12 +235,8 @@ func (p *pollIO) Read(b []byte) (int, error) {
 		default:
 			return 0, err
 		}
-		p.fds = [2]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}, {Fd: int32(p.wake), Events: unix.POLLIN}}
-		if _, err := unix.Poll(p.fds[:], -1); err != nil && err != unix.EINTR {
+		if err := p.wait(); err != nil {
 			return 0, err
-		}
-		if p.fds[1].Revents != 0 {
-			return 0, net.ErrClosed
 		}
 	}
 }
@@ -192,9 +288,45 @@ func ioFor(c FrameConn, wake int) (frameIO, func()) {
 type answerer struct {
 	io  frameIO
 	out [naFrameLen]byte
+	// batch, when the socket reads and writes in batches, queues the
+	// replies, and pending holds what each answers until they are sent.
+	batch   *pollIO
+	pending []*held
+}
+
+// buf is where the next reply is built.
+func (a *answerer) buf() []byte {
+	if a.batch != nil {
+		return a.batch.Slot()
+	}
+	return a.out[:]
+}
+
+// flush sends the batch's replies and counts them.
+func (l *Link) flush(a *answerer) {
+	if len(a.pending) == 0 {
+		return
+	}
+	sent, err := a.batch.Flush()
+	for _, h := range a.pending[:sent] {
+		h.answered.Add(1)
+	}
+	l.answered.Add(uint64(sent))
+	if err != nil {
+		if l.sendErrors.Add(uint64(len(a.pending)-sent)) == uint64(len(a.pending)-sent) {
+			l.log.Warn("sending an answer failed", "err", err)
+		}
+	}
+	clear(a.pending)
+	a.pending = a.pending[:0]
 }
 
 func (l *Link) reply(a *answerer, frame []byte, dst net.HardwareAddr, h *held) {
+	if a.batch != nil {
+		a.batch.Queue(len(frame))
+		a.pending = append(a.pending, h)
+		return
+	}
 	if err := a.io.Write(frame, dst); err != nil {
 		if l.sendErrors.Add(1) == 1 {
 			l.log.Warn("sending an answer failed", "err", err)
@@ -233,7 +365,7 @@ func (l *Link) answerARP(a *answerer, f []byte) {
 	}
 	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
 	// learn the address is taken from any packet with it as sender IP.
-	b := a.out[:arpFrameLen]
+	b := a.buf()[:arpFrameLen]
 	putARP(b, dst, l.mac, 2, [4]byte(f[offARPTPA:offARPTPA+4]), sha, [4]byte(f[offARPSPA:offARPSPA+4]))
 	l.reply(a, b, dst, h)
 }
@@ -328,7 +460,7 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 			dstMAC = ethSrc
 		}
 	}
-	b := a.out[:naFrameLen]
+	b := a.buf()[:naFrameLen]
 	putNA(b, dstMAC, l.mac, target, dstIP, solicited)
 	l.reply(a, b, dstMAC, h)
 }

@@ -605,9 +605,20 @@ func (l *Link) readLoop(c FrameConn, answer func(*answerer, []byte)) {
 	fio, done := ioFor(c, l.wake)
 	defer done()
 	a := &answerer{io: fio}
-	buf := make([]byte, 1<<16)
+	var buf []byte
+	if p, ok := fio.(*pollIO); ok {
+		a.batch, a.pending = p, make([]*held, 0, batchSize)
+	} else {
+		buf = make([]byte, 1<<16)
+	}
 	for {
-		n, err := a.io.Read(buf)
+		var n int
+		var err error
+		if a.batch != nil {
+			n, err = a.batch.ReadBatch()
+		} else {
+			n, err = a.io.Read(buf)
+		}
 		if err != nil {
 			if l.closed.Load() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
 				return
@@ -626,7 +637,14 @@ func (l *Link) readLoop(c FrameConn, answer func(*answerer, []byte)) {
 			}
 			continue
 		}
-		answer(a, buf[:n])
+		if a.batch == nil {
+			answer(a, buf[:n])
+			continue
+		}
+		for i := range n {
+			answer(a, a.batch.Frame(i))
+		}
+		l.flush(a)
 	}
 }
 
