@@ -81,3 +81,92 @@ func openFDs(t *testing.T) int {
 	}
 	return len(ents)
 }
+
+// TestPollIOBatches reads more frames than one batch holds in two
+// batches, in order, and sends a batch of replies in one go.
+func TestPollIOBatches(t *testing.T) {
+	peer, end := benchSocketPair(t)
+	rc, err := end.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(wake)
+	p, err := newPollIO(rc, wake)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.close()
+	const n = batchSize + batchSize/2
+	for i := range n {
+		if _, err := unix.Write(peer, []byte{byte(i), 1, 2, 3}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	next := 0
+	for _, want := range []int{batchSize, n - batchSize} {
+		got, err := p.ReadBatch()
+		if err != nil || got != want {
+			t.Fatalf("ReadBatch: %d frames (%v), want %d", got, err, want)
+		}
+		for i := range got {
+			if f := p.Frame(i); len(f) != 4 || f[0] != byte(next) {
+				t.Fatalf("frame %d: %x, want %02x010203", next, f, next)
+			}
+			next++
+		}
+	}
+	for i := range 3 {
+		b := p.Slot()
+		b[0] = byte(10 + i)
+		p.Queue(1 + i)
+	}
+	if sent, err := p.Flush(); sent != 3 || err != nil {
+		t.Fatalf("Flush: %d sent (%v), want 3", sent, err)
+	}
+	buf := make([]byte, 64)
+	for i := range 3 {
+		m, err := unix.Read(peer, buf)
+		if err != nil || m != 1+i || buf[0] != byte(10+i) {
+			t.Fatalf("reply %d: %x (%v), want %d bytes starting %02x", i, buf[:max(m, 0)], err, 1+i, 10+i)
+		}
+	}
+}
+
+// TestLinkAnswersInBatches sends more requests than one batch holds at
+// once: every one is answered, once, and counted.
+func TestLinkAnswersInBatches(t *testing.T) {
+	arpReq, _ := benchRequests(t)
+	peer, arpEnd := benchSocketPair(t)
+	l := benchLink(t, arpEnd, newFakeConn())
+	const n = batchSize*2 + 1
+	for range n {
+		if _, err := unix.Write(peer, arpReq); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Sec: 2}); err != nil {
+		t.Fatal(err)
+	}
+	reply := make([]byte, 1500)
+	for i := range n {
+		m, err := unix.Read(peer, reply)
+		if err != nil || m != arpFrameLen {
+			t.Fatalf("reply %d of %d: %d bytes (%v), want %d", i+1, n, m, err, arpFrameLen)
+		}
+	}
+	if err := unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := unix.Read(peer, reply); err == nil {
+		t.Errorf("a reply more than the %d requests", n)
+	}
+	for deadline := time.Now().Add(2 * time.Second); l.Stats().Answered != n; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: want %d answers", l.Stats(), n)
+		}
+	}
+}
