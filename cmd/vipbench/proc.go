@@ -54,6 +54,35 @@ func rssKiB(pid int) (int64, error) {
 	return parseVmRSS(f)
 }
 
+// rssParts returns the process's resident anonymous and file-backed memory
+// in KiB (RssAnon, RssFile in /proc/PID/status).
+func rssParts(pid int) (anon, file int64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		name, rest, ok := strings.Cut(line, ":")
+		if !ok || (name != "RssAnon" && name != "RssFile") {
+			continue
+		}
+		f := strings.Fields(rest)
+		if len(f) != 2 || f[1] != "kB" {
+			return 0, 0, fmt.Errorf("status: %s %q", name, rest)
+		}
+		n, err := strconv.ParseInt(f[0], 10, 64)
+		if err != nil {
+			return 0, 0, err
+		}
+		if name == "RssAnon" {
+			anon = n
+		} else {
+			file = n
+		}
+	}
+	return anon, file, nil
+}
+
 func parseVmRSS(f interface{ Read([]byte) (int, error) }) (int64, error) {
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
