@@ -105,6 +105,14 @@ type Engine struct {
 	// hub's).
 	sentMu sync.Mutex
 	sent   map[netip.Addr]uint64
+
+	// sendTo is what SendRound needs of each live claim (one on a port),
+	// kept beside the claims so that the single sender never waits for
+	// the engine's lock: a claim of 10,000 addresses holds it for tens of
+	// milliseconds, and the first rounds would wait for all of it.
+	// Written under mu; sendMu guards the map.
+	sendMu sync.RWMutex
+	sendTo map[netip.Addr]sendTarget
 }
 
 type portRef struct {
@@ -165,6 +173,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		claims:         make(map[netip.Addr]*claimState),
 		answeredBefore: make(map[netip.Addr]uint64),
 		sent:           make(map[netip.Addr]uint64),
+		sendTo:         make(map[netip.Addr]sendTarget),
 	}
 	burst := cfg.Burst
 	burst.OnEvent = e.onBurst
@@ -398,6 +407,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		cs.claim = records[i]
 		e.claims[cs.claim.Addr] = cs
 		e.byAddr = nil
+		e.syncSendLocked(cs)
 		e.armRefreshLocked(cs)
 		mac := ""
 		if cs.port != nil {
@@ -419,6 +429,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 	}
 	for i, cs := range refreshed {
 		cs.claim = records[len(fresh)+i]
+		e.syncSendLocked(cs)
 		e.armRefreshLocked(cs)
 		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface})
@@ -571,6 +582,7 @@ func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, no
 	}
 	for i, cs := range states {
 		cs.claim = records[i]
+		e.syncSendLocked(cs)
 		e.armRefreshLocked(cs)
 		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface, State: e.stateLocked(cs)})
@@ -658,6 +670,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 		answered := e.answeredLocked(cs)
 		delete(e.claims, a)
 		e.byAddr = nil
+		e.syncSendLocked(cs)
 		delete(e.answeredBefore, a)
 		e.sentMu.Lock()
 		frames := e.sent[a]
@@ -818,6 +831,7 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 							e.sched.Cancel(cs.probeKey())
 							e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
 							cs.port = nil
+							e.syncSendLocked(cs)
 							p.refs--
 						}
 					}
@@ -866,6 +880,7 @@ func (e *Engine) attachWaitingLocked(name string) {
 	p.refs += len(waiting)
 	for _, cs := range waiting {
 		cs.port = p
+		e.syncSendLocked(cs)
 		if p.up {
 			e.armWithProbe(cs)
 		}
@@ -883,6 +898,7 @@ func (e *Engine) closePortLocked(p *portRef, claims []*claimState) {
 		e.sched.Cancel(cs.probeKey())
 		e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
 		cs.port = nil
+		e.syncSendLocked(cs)
 	}
 	if err := p.Close(); err != nil {
 		e.log.Warn("close interface", "interface", p.Name(), "err", err)
@@ -916,6 +932,7 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 	e.ports[c.Name] = ref
 	for _, cs := range claims {
 		cs.port = ref
+		e.syncSendLocked(cs)
 		if c.Up {
 			e.armWithProbe(cs)
 		}
@@ -959,18 +976,34 @@ func (e *Engine) reassignLocked(claims []*claimState) (added []netip.Addr) {
 // SendRound sends one gratuitous round for k through its interface's Port;
 // the Scheduler calls it.
 func (e *Engine) SendRound(_ context.Context, k Key) (int, error) {
-	e.mu.Lock()
-	cs, ok := e.claims[k.Addr]
-	if !ok || cs.port == nil || cs.port.Index() != k.Ifindex {
-		e.mu.Unlock()
-		return 0, nil // released or moved while the round was due
+	e.sendMu.RLock()
+	t, ok := e.sendTo[k.Addr]
+	e.sendMu.RUnlock()
+	if !ok || t.port.Index() != k.Ifindex {
+		return 0, nil // released, waiting or moved while the round was due
 	}
-	p, frames := cs.port, e.frames(cs)
-	e.mu.Unlock()
 	if k.Probe {
-		return p.Probe(k.Addr)
+		return t.port.Probe(k.Addr)
 	}
-	return p.Announce(k.Addr, frames)
+	return t.port.Announce(k.Addr, t.frames)
+}
+
+// sendTarget is where and what SendRound sends for a claim.
+type sendTarget struct {
+	port   *portRef
+	frames Frames
+}
+
+// syncSendLocked brings the claim's sendTarget up to date after its port
+// or its options changed.
+func (e *Engine) syncSendLocked(cs *claimState) {
+	e.sendMu.Lock()
+	defer e.sendMu.Unlock()
+	if cur, ok := e.claims[cs.claim.Addr]; !ok || cur != cs || cs.port == nil {
+		delete(e.sendTo, cs.claim.Addr)
+		return
+	}
+	e.sendTo[cs.claim.Addr] = sendTarget{port: cs.port, frames: e.frames(cs)}
 }
 
 func (e *Engine) onBurst(ev BurstEvent) {
