@@ -367,6 +367,11 @@ func (m *Model) applySnapshot(msg snapshotMsg) tea.Cmd {
 					m.trafficNote = fmt.Sprintf("no capture on %s: %s", c.Interface, c.Error)
 					break
 				}
+				if c.Scope == "held" || c.Scope == "held-userspace" {
+					// Not an error: say why requests for other
+					// addresses do not show.
+					m.trafficNote = "no who-has traffic for the held addresses (the agent watches only those; vip agent --all-traffic for the whole segment)"
+				}
 			}
 		}
 	case errors.As(msg.trafficErr, &remote) && remote.Code == api.CodeNotFound:

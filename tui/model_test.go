@@ -613,3 +613,21 @@ func TestNoColor(t *testing.T) {
 		}
 	}
 }
+
+// TestTrafficNoteNarrowedCapture: with nothing seen and a capture narrowed
+// to the held addresses, the traffic pane says so and how to see the whole
+// segment, instead of a bare "no who-has traffic seen".
+func TestTrafficNoteNarrowedCapture(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	b.traffic = api.TrafficResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "held"}}}
+	h := connected(t, b, Options{}, 200, 40)
+	if got := h.draw(); !strings.Contains(got, "the agent watches only those; vip agent --all-traffic") {
+		t.Errorf("traffic pane of a narrowed capture with nothing seen does not say why:\n%s", got)
+	}
+	b2 := fixture()
+	b2.traffic = api.TrafficResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "all"}}}
+	if got := connected(t, b2, Options{}, 200, 40).draw(); !strings.Contains(got, "no who-has traffic seen") {
+		t.Errorf("traffic pane of a whole-segment capture with nothing seen:\n%s", got)
+	}
+}
