@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -295,6 +296,19 @@ func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status,
 	return e.Status(addrs...), nil
 }
 
+// maxClaimLogLines is the most claims of one request logged a line each at
+// the info level; a larger request logs one line for all (a claim of
+// 10,000 addresses would otherwise write 10,000 lines under the engine's
+// lock).
+const maxClaimLogLines = 16
+
+func claimLogLevel(n int) slog.Level {
+	if n > maxClaimLogLines {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
 func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, freshAddrs []netip.Addr, err error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -402,6 +416,19 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		return nil, nil, fmt.Errorf("record the claims: %w", err)
 	}
 
+	if len(fresh) > maxClaimLogLines {
+		// One line for a large request, not one per address (each
+		// claim's own line goes to the debug level).
+		first, last := fresh[0].claim, fresh[len(fresh)-1].claim
+		var ifaces []string
+		for _, cs := range fresh {
+			if !slices.Contains(ifaces, cs.claim.Interface) {
+				ifaces = append(ifaces, cs.claim.Interface)
+			}
+		}
+		e.log.Info("claim", "addresses", len(fresh), "first", first.Addr, "last", last.Addr, "interface", strings.Join(ifaces, ","),
+			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", adopt)
+	}
 	lives = make([]<-chan struct{}, 0, len(items))
 	for i, cs := range fresh {
 		cs.claim = records[i]
@@ -417,8 +444,10 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		if adopt {
 			msg = "adopted from an earlier run"
 		}
-		e.log.Info("claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
-			"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
+		if level := claimLogLevel(len(fresh)); e.log.Enabled(ctx, level) {
+			e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
+				"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
+		}
 		e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
 		if cs.live() {
 			lives = append(lives, e.armWithProbe(cs))
