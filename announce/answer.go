@@ -97,8 +97,8 @@ func (r *rawIO) Write(frame []byte, _ net.HardwareAddr) error {
 	}
 }
 
-// pollIO is a frameIO that waits for frames in poll(2) on a descriptor of
-// its own, a duplicate of a packet socket's, instead of in the runtime's
+// pollIO reads frames, and writes the replies, in batches; it waits for
+// frames in poll(2) on a descriptor of its own, a duplicate of a packet socket's, instead of in the runtime's
 // poller: a frame then wakes the reader's thread itself, not a poller
 // thread that hands the goroutine on. It saves a hand-over and its wake-ups
 // on every frame that finds the reader idle, which is most of a reply's
@@ -223,34 +223,6 @@ func (p *pollIO) wait() error {
 	return nil
 }
 
-func (p *pollIO) Read(b []byte) (int, error) {
-	for {
-		n, err := unix.Read(p.fd, b)
-		switch err {
-		case nil:
-			return n, nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-		default:
-			return 0, err
-		}
-		if err := p.wait(); err != nil {
-			return 0, err
-		}
-	}
-}
-
-func (p *pollIO) Write(frame []byte, _ net.HardwareAddr) error {
-	for {
-		// Bound to its interface, with the destination in the frame.
-		_, err := unix.Write(p.fd, frame)
-		if err != unix.EINTR {
-			return err
-		}
-	}
-}
-
 func (p *pollIO) close() { unix.Close(p.fd) }
 
 // connIO is a frameIO on any FrameConn (tests use in-memory ones).
@@ -266,22 +238,39 @@ func (c connIO) Write(frame []byte, dst net.HardwareAddr) error {
 	return err
 }
 
-// ioFor returns the fastest frameIO the conn allows, and what to call when
-// the reader is done with it. wake is the Link's eventfd, or -1.
-func ioFor(c FrameConn, wake int) (frameIO, func()) {
-	if sc, ok := c.(interface {
+// rawConnOf returns c's raw connection, if it has one.
+func rawConnOf(c FrameConn) (syscall.RawConn, bool) {
+	sc, ok := c.(interface {
 		SyscallConn() (syscall.RawConn, error)
-	}); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			if wake >= 0 {
-				if p, err := newPollIO(rc, wake); err == nil {
-					return p, p.close
-				}
-			}
-			return newRawIO(rc), func() {}
-		}
+	})
+	if !ok {
+		return nil, false
 	}
-	return connIO{c}, func() {}
+	rc, err := sc.SyscallConn()
+	return rc, err == nil
+}
+
+// ioFor returns the fastest frameIO the conn allows: its raw descriptor
+// through the runtime's poller, or the conn itself.
+func ioFor(c FrameConn) frameIO {
+	if rc, ok := rawConnOf(c); ok {
+		return newRawIO(rc)
+	}
+	return connIO{c}
+}
+
+// pollIOFor returns a batch reader on a duplicate of c's descriptor, or nil
+// when c has none or the Link no eventfd (wake < 0) to end its waits.
+func pollIOFor(c FrameConn, wake int) *pollIO {
+	rc, ok := rawConnOf(c)
+	if !ok || wake < 0 {
+		return nil
+	}
+	p, err := newPollIO(rc, wake)
+	if err != nil {
+		return nil
+	}
+	return p
 }
 
 // answerer is one reader goroutine's state: its socket and reply buffer.

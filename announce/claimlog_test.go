@@ -58,16 +58,7 @@ func TestClaimLogLines(t *testing.T) {
 		{maxClaimLogLines + 4, slog.LevelDebug, maxClaimLogLines + 5, maxClaimLogLines + 4},
 	} {
 		h := &recordHandler{level: tt.level}
-		e := NewEngine(EngineConfig{
-			Burst: SchedulerConfig{Window: time.Hour, Interval: time.Hour, Rate: 1e9},
-			Open: func(name string) (Port, error) {
-				return &fakePort{name: name, index: 2, held: map[netip.Addr]bool{}}, nil
-			},
-			Log: slog.New(h),
-		})
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- e.Run(ctx) }()
+		e, ctx := runRealEngine(t, slog.New(h))
 		var reqs []Request
 		for i := range tt.n {
 			reqs = append(reqs, Request{Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(10 + i)}), Interface: "eth0"})
@@ -77,8 +68,6 @@ func TestClaimLogLines(t *testing.T) {
 			t.Fatal(err)
 		}
 		ccancel()
-		cancel()
-		<-done
 		if lines, addrs := h.claimLines(); lines != tt.wantLines || addrs != tt.wantAddrs {
 			t.Errorf("claim of %d logged at %v: %d claim lines (addresses=%d), want %d (addresses=%d)", tt.n, tt.level, lines, addrs, tt.wantLines, tt.wantAddrs)
 		}

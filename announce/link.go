@@ -232,7 +232,7 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 		pending:   make(map[netip.Addr]bool),
 		done:      make(chan struct{}),
 	}
-	l.gratuitous.arp, l.gratuitous.ip6 = writerFor(cfg.ARP), writerFor(cfg.IPv6)
+	l.gratuitous.arp, l.gratuitous.ip6 = ioFor(cfg.ARP), ioFor(cfg.IPv6)
 	l.wake = -1
 	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		l.wake = fd
@@ -602,14 +602,13 @@ func (l *Link) Close() error {
 
 func (l *Link) readLoop(c FrameConn, answer func(*answerer, []byte)) {
 	defer l.wg.Done()
-	fio, done := ioFor(c, l.wake)
-	defer done()
-	a := &answerer{io: fio}
+	a := &answerer{}
 	var buf []byte
-	if p, ok := fio.(*pollIO); ok {
+	if p := pollIOFor(c, l.wake); p != nil {
+		defer p.close()
 		a.batch, a.pending = p, make([]*held, 0, batchSize)
 	} else {
-		buf = make([]byte, 1<<16)
+		a.io, buf = ioFor(c), make([]byte, 1<<16)
 	}
 	for {
 		var n int
@@ -730,18 +729,6 @@ var (
 	zeroMAC       = net.HardwareAddr{0, 0, 0, 0, 0, 0}
 	allRoutersMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 2}
 )
-
-// writerFor returns a frameIO to write frames to c with.
-func writerFor(c FrameConn) frameIO {
-	if sc, ok := c.(interface {
-		SyscallConn() (syscall.RawConn, error)
-	}); ok {
-		if rc, err := sc.SyscallConn(); err == nil {
-			return newRawIO(rc)
-		}
-	}
-	return connIO{c}
-}
 
 // receiveBuffer is the receive buffer of the answering sockets.
 const receiveBuffer = 4 << 20

@@ -11,16 +11,7 @@ import (
 // engine's lock, which a claim of many addresses holds for tens of
 // milliseconds; it still sends nothing for a claim released meanwhile.
 func TestSendRoundWithoutEngineLock(t *testing.T) {
-	e := NewEngine(EngineConfig{
-		Burst: SchedulerConfig{Window: time.Hour, Interval: time.Hour, Rate: 1e9},
-		Open: func(name string) (Port, error) {
-			return &fakePort{name: name, index: 2, held: map[netip.Addr]bool{}}, nil
-		},
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	e, ctx := runRealEngine(t, nil)
 	addr := netip.MustParseAddr("192.0.2.10")
 	cctx, ccancel := context.WithTimeout(ctx, 10*time.Second)
 	defer ccancel()

@@ -9,8 +9,6 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
-
-	"github.com/jonboulle/clockwork"
 )
 
 // ErrNoLibpcap is returned by Open, OpenFile and Filter in a build without
@@ -25,10 +23,6 @@ const DefaultSnapLen = 2048
 // pollInterval is the longest a read waits for a frame before Run looks at
 // its context again; it also bounds how long Close waits for a read.
 const pollInterval = 100 * time.Millisecond
-
-// statsInterval is how often Run asks the source for the kernel's drop
-// count.
-const statsInterval = time.Second
 
 // Options configure Open and OpenFile. The zero value is usable.
 type Options struct {
@@ -47,8 +41,6 @@ type Options struct {
 	// BufferSize is the kernel buffer in bytes; zero keeps libpcap's
 	// default (2 MiB).
 	BufferSize int
-	// Clock paces the refresh of Stats.Dropped; nil means the real clock.
-	Clock clockwork.Clock
 }
 
 // Source yields captured Ethernet frames. Open and OpenFile make one on
@@ -105,7 +97,6 @@ type Stats struct {
 type Capture struct {
 	src     Source
 	name    string
-	clock   clockwork.Clock
 	running atomic.Bool
 	scope   atomic.Pointer[scopeSet] // nil: all neighbour traffic
 
@@ -160,13 +151,9 @@ func (c *Capture) WatchAll() error {
 }
 
 // NewCapture returns a Capture reading from src. name says what src is
-// (an interface, a file) in errors; clock paces the refresh of the kernel's
-// drop count and may be nil for the real clock.
-func NewCapture(name string, src Source, clock clockwork.Clock) *Capture {
-	if clock == nil {
-		clock = clockwork.NewRealClock()
-	}
-	return &Capture{src: src, name: name, clock: clock}
+// (an interface, a file) in errors.
+func NewCapture(name string, src Source) *Capture {
+	return &Capture{src: src, name: name}
 }
 
 // Run reads, decodes and observes frames until ctx is done, the source ends
@@ -186,7 +173,6 @@ func (c *Capture) Run(ctx context.Context, observers ...Observer) error {
 		defer stop()
 	}
 	done := ctx.Done()
-	nextStats := c.clock.Now().Add(statsInterval)
 	for {
 		select {
 		case <-done:
@@ -194,10 +180,6 @@ func (c *Capture) Run(ctx context.Context, observers ...Observer) error {
 		default:
 		}
 		frame, ts, err := c.src.ReadFrame()
-		if now := c.clock.Now(); !now.Before(nextStats) {
-			c.refreshDropped()
-			nextStats = now.Add(statsInterval)
-		}
 		switch {
 		case err == nil:
 		case errors.Is(err, os.ErrDeadlineExceeded):

@@ -108,7 +108,7 @@ func TestCaptureRun(t *testing.T) {
 	)
 	src.dropped = 7
 	src.Close() // the source ends after these frames
-	c := sniff.NewCapture("fake", src, clockwork.NewFakeClock())
+	c := sniff.NewCapture("fake", src)
 	var first, second collect
 	if err := c.Run(context.Background(), &first, &second); err != nil {
 		t.Fatalf("Run: %v", err)
@@ -126,7 +126,7 @@ func TestCaptureRun(t *testing.T) {
 
 func TestCaptureStopsOnCancel(t *testing.T) {
 	src := newFakeSource()
-	c := sniff.NewCapture("fake", src, nil)
+	c := sniff.NewCapture("fake", src)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	var seen collect
@@ -156,7 +156,7 @@ func TestCaptureStopsOnCancel(t *testing.T) {
 
 func TestCaptureStopsOnClose(t *testing.T) {
 	src := newFakeSource()
-	c := sniff.NewCapture("fake", src, nil)
+	c := sniff.NewCapture("fake", src)
 	done := make(chan error, 1)
 	go func() { done <- c.Run(context.Background()) }()
 	if err := c.Close(); err != nil {
@@ -175,7 +175,7 @@ func TestCaptureStopsOnClose(t *testing.T) {
 func TestCaptureReadError(t *testing.T) {
 	src := newFakeSource()
 	src.err = errors.New("interface went away")
-	c := sniff.NewCapture("eth9", src, nil)
+	c := sniff.NewCapture("eth9", src)
 	err := c.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "eth9") || !errors.Is(err, src.err) {
 		t.Errorf("Run: got %v, want the read error, naming the source", err)
@@ -220,7 +220,7 @@ func BenchmarkCapture(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
-	c := sniff.NewCapture("loop", &loopSource{frames: frames, n: b.N}, clockwork.NewFakeClockAt(ts0))
+	c := sniff.NewCapture("loop", &loopSource{frames: frames, n: b.N})
 	b.ResetTimer()
 	if err := c.Run(context.Background(), table, det); err != nil {
 		b.Fatal(err)

@@ -94,7 +94,7 @@ func Open(iface string, opts Options) (*Capture, error) {
 		h.Close()
 		return nil, fmt.Errorf("capture on %s: capture only what arrives: %w", iface, err)
 	}
-	return NewCapture(iface, src, opts.Clock), nil
+	return NewCapture(iface, src), nil
 }
 
 // OpenFile reads a capture file (pcap or pcapng) as a Capture, applying
@@ -117,7 +117,7 @@ func OpenFile(path string, opts Options) (*Capture, error) {
 		h.Close()
 		return nil, fmt.Errorf("read capture %s: filter: %w", path, err)
 	}
-	return NewCapture(path, &pcapSource{h: h}, opts.Clock), nil
+	return NewCapture(path, &pcapSource{h: h}), nil
 }
 
 // Filter returns the capture filter for a user's libpcap expression: the

@@ -171,7 +171,7 @@ func TestCaptureWatch(t *testing.T) {
 		frameNamed(t, "arp-reply"),      // from vip4: in scope
 	}
 	src := newFakeSource(frames...)
-	c := sniff.NewCapture("fake", src, nil)
+	c := sniff.NewCapture("fake", src)
 	if err := c.Watch([]netip.Addr{vip4, vip6}); err != nil {
 		t.Fatalf("Watch on a source that cannot filter in the kernel: %v, want the capture narrowed in Run without complaint", err)
 	}
