@@ -74,13 +74,19 @@ func (e *Engine) Conflict(addr netip.Addr, c Claimer) {
 		return
 	}
 	key := c.MAC.String()
+	e.totals.conflicts.Add(1)
+	seen := c.Count
 	if old, ok := cs.claimers[key]; ok {
 		if c.FirstSeen.IsZero() || old.FirstSeen.Before(c.FirstSeen) {
 			c.FirstSeen = old.FirstSeen
 		}
+		if c.Count >= old.Count {
+			seen = c.Count - old.Count // the detector's count is its running total
+		}
 	} else if len(cs.claimers) >= maxClaimers {
 		e.dropOldestClaimerLocked(cs)
 	}
+	e.totals.claimerFrames.Add(seen)
 	cs.claimers[key] = &c
 	policy := cs.claim.Options.OnConflict
 	if policy == "" {

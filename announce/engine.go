@@ -100,6 +100,8 @@ type Engine struct {
 	answeredBefore map[netip.Addr]uint64
 	// probes are the claims' next probes, behind one timer (see probe.go).
 	probes probeQueue
+	// totals count what the engine did over its life (see totals.go).
+	totals totals
 
 	// sentMu guards sent. It is a leaf lock: burst events, which arrive
 	// with the scheduler's lock held, only ever take this one (and the
@@ -697,6 +699,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 	for _, cs := range gone {
 		a := cs.claim.Addr
 		answered := e.answeredLocked(cs)
+		e.totals.answeredReleased += answered
 		delete(e.claims, a)
 		e.byAddr = nil
 		e.syncSendLocked(cs)
@@ -1037,8 +1040,11 @@ func (e *Engine) syncSendLocked(cs *claimState) {
 
 func (e *Engine) onBurst(ev BurstEvent) {
 	if ev.Key.Probe {
-		if ev.Kind == BurstRound && ev.Err != nil {
-			e.log.Warn("probe failed", "addr", ev.Key.Addr, "err", ev.Err)
+		if ev.Kind == BurstRound {
+			e.totals.probeFrames.Add(uint64(ev.Frames))
+			if ev.Err != nil {
+				e.log.Warn("probe failed", "addr", ev.Key.Addr, "err", ev.Err)
+			}
 		}
 		return
 	}
@@ -1049,6 +1055,7 @@ func (e *Engine) onBurst(ev BurstEvent) {
 	case BurstExtended:
 		e.log.Debug("burst extended", "addr", ev.Key.Addr, "window_end", ev.WindowEnd.Format(time.RFC3339Nano))
 	case BurstRound:
+		e.totals.gratuitousFrames.Add(uint64(ev.Frames))
 		e.sentMu.Lock()
 		e.sent[ev.Key.Addr] += uint64(ev.Frames)
 		e.sentMu.Unlock()

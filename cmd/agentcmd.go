@@ -28,6 +28,7 @@ type agentOptions struct {
 	CPUProfile  string
 	Filter      string
 	AllTraffic  bool
+	Metrics     metricsOptions
 }
 
 func newAgentCmd(d *deps) *cobra.Command {
@@ -51,6 +52,7 @@ added. The socket is for root alone unless --group opens it to one group.`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
+			o.Metrics.parsed(c)
 			return runAgent(c.Context(), d, o)
 		},
 	}
@@ -61,6 +63,7 @@ added. The socket is for root alone unless --group opens it to one group.`,
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
 	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers")
 	f.BoolVar(&o.AllTraffic, "all-traffic", false, "capture who-has traffic for every address on the claimed interfaces, not only the held ones (costs CPU under a flood)")
+	o.Metrics.addFlags(c, "")
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
@@ -71,6 +74,9 @@ added. The socket is for root alone unless --group opens it to one group.`,
 func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	if o.Rate <= 0 {
 		return badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
+	}
+	if err := o.Metrics.check(); err != nil {
+		return err
 	}
 	if o.LogFile != "" {
 		f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -105,6 +111,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Rate:        o.Rate,
 		Filter:      o.Filter,
 		AllTraffic:  o.AllTraffic,
+		Metrics:     o.Metrics.config(),
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,

@@ -44,6 +44,7 @@ type claimOptions struct {
 	ProbeEvery   time.Duration
 	Filter       string
 	AllTraffic   bool
+	Metrics      metricsOptions
 	// probeSet tells an explicit --probe-every 0 (off) from the default.
 	probeSet bool
 	// windowSet tells an explicit --window 0 (a single round) from the
@@ -93,6 +94,7 @@ fails when none or several do.`,
 			o.Addrs = args
 			o.windowSet = c.Flags().Changed("window")
 			o.probeSet = c.Flags().Changed("probe-every")
+			o.Metrics.parsed(c)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -116,6 +118,7 @@ fails when none or several do.`,
 	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
 	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers (--foreground)")
 	f.BoolVar(&o.AllTraffic, "all-traffic", false, "capture who-has traffic for every address on the interface, not only the claimed ones (--foreground)")
+	o.Metrics.addFlags(c, " (--foreground)")
 	_ = c.RegisterFlagCompletionFunc("on-conflict", cobra.FixedCompletions([]string{"defend", "warn", "yield"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("frames", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
 		return announce.FrameNames(), cobra.ShellCompDirectiveNoFileComp
@@ -199,6 +202,9 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 		// The agent's capture is the agent's: set it where it starts.
 		return badInput("--filter and --all-traffic shape the capture of a --foreground claim; for claims held by the agent, give them to vip agent")
 	}
+	if o.Metrics.given {
+		return badInput("--metrics serves the metrics of a --foreground claim; for claims held by the agent, give it to vip agent")
+	}
 	resp, err := claimViaAgent(ctx, d, o, req)
 	if err != nil {
 		return err
@@ -228,6 +234,9 @@ func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimR
 func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) error {
 	plan, err := req.Validate(d.sys)
 	if err != nil {
+		return err
+	}
+	if err := o.Metrics.check(); err != nil {
 		return err
 	}
 	// In a terminal the claim shows the live view, and the logs go to a
@@ -264,6 +273,14 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		return badInput("--filter: %v", err)
 	}
 	eng, guard, stopEngine := rt.Engine, rt.Guard, rt.Stop
+	if o.Metrics.Addr != "" {
+		stopMetrics, err := o.Metrics.serve(rt, log)
+		if err != nil {
+			_ = stopEngine()
+			return err
+		}
+		defer stopMetrics()
+	}
 	st, err := eng.Claim(ctx, plan.Requests, plan.Options)
 	if err != nil {
 		_ = stopEngine()

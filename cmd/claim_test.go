@@ -15,6 +15,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -72,13 +73,16 @@ func TestClaimFlags(t *testing.T) {
 	}{
 		{"defaults", []string{"192.0.2.10"}, claimOptions{
 			Addrs: []string{"192.0.2.10"}, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
-			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate, OnConflict: "defend", ProbeEvery: announce.DefaultProbeEvery}},
+			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate, OnConflict: "defend", ProbeEvery: announce.DefaultProbeEvery,
+			Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
 			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
-			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--all-traffic"}, claimOptions{
+			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--all-traffic",
+			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8"}, claimOptions{
 			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
-			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Filter: "vlan", AllTraffic: true, probeSet: true, windowSet: true}},
+			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Filter: "vlan", AllTraffic: true, probeSet: true, windowSet: true,
+			Metrics: metricsOptions{Addr: "127.0.0.1:9469", MaxAddrs: 8, given: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -197,6 +201,11 @@ func TestExitCodes(t *testing.T) {
 		{"unknown command", []string{"steal"}, ExitBadInput, `unknown command "steal"`},
 		{"bad log level", []string{"claim", "192.0.2.10", "--foreground", "--log-level", "loud"}, ExitBadInput, "--log-level"},
 		{"bad log format", []string{"claim", "192.0.2.10", "--foreground", "--log-format", "xml"}, ExitBadInput, "--log-format"},
+		{"metrics not HOST:PORT", []string{"agent", "--metrics", "9469"}, ExitBadInput, "--metrics \"9469\" is not HOST:PORT"},
+		{"metrics on a name", []string{"agent", "--metrics", "metrics.example:9469"}, ExitBadInput, "not a name"},
+		{"metrics bound negative", []string{"agent", "--metrics", ":9469", "--metrics-max-addrs", "-1"}, ExitBadInput, "--metrics-max-addrs -1 is negative"},
+		{"metrics bound alone", []string{"agent", "--metrics-max-addrs", "5"}, ExitBadInput, "give --metrics too"},
+		{"foreground metrics not HOST:PORT", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--metrics", "localhost"}, ExitBadInput, "is not HOST:PORT"},
 		{"help", []string{"claim", "--help"}, ExitOK, ""},
 		{"version", []string{"--version"}, ExitOK, ""},
 	}
@@ -226,11 +235,12 @@ func TestPermissionErrorNamesTheFix(t *testing.T) {
 	}
 }
 
-// TestClaimCaptureFlagsNeedForeground: the agent's capture is set where the
-// agent starts, so --filter and --all-traffic on an agent claim are refused
-// before any agent is asked or started, instead of being ignored.
+// TestClaimCaptureFlagsNeedForeground: the agent's capture and metrics are
+// set where the agent starts, so --filter, --all-traffic and --metrics on an
+// agent claim are refused before any agent is asked or started, instead of
+// being ignored.
 func TestClaimCaptureFlagsNeedForeground(t *testing.T) {
-	for _, flag := range [][]string{{"--filter", "vlan"}, {"--all-traffic"}} {
+	for _, flag := range [][]string{{"--filter", "vlan"}, {"--all-traffic"}, {"--metrics", ":9469"}, {"--metrics-max-addrs", "3"}} {
 		args := append([]string{"claim", "192.0.2.10", "-i", "eth0", "--no-autostart", "--socket", t.TempDir() + "/none.sock"}, flag...)
 		code, out, errOut := runVip(t, args...)
 		if code != ExitBadInput || out != "" || !strings.Contains(errOut, "vip agent") {

@@ -340,6 +340,10 @@ func (g *Guard) Traffic(order sniff.Order) api.TrafficResponse {
 	return out
 }
 
+// Evicted counts the targets the bounded traffic table dropped to make
+// room for others.
+func (g *Guard) Evicted() uint64 { return g.table.Stats().Evicted }
+
 func asker(a sniff.Asker, n uint64) api.Asker {
 	out := api.Asker{Count: n}
 	if !a.MAC.IsZero() {

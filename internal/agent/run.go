@@ -34,9 +34,11 @@ type Config struct {
 	// AllTraffic captures the who-has traffic for every address on the
 	// claimed interfaces, not only for the held ones (see GuardConfig).
 	AllTraffic bool
-	Version    string
-	Sys        netcheck.System
-	Log        *slog.Logger
+	// Metrics, if its Addr is set, serves Prometheus metrics.
+	Metrics MetricsConfig
+	Version string
+	Sys     netcheck.System
+	Log     *slog.Logger
 	// Ready, if set, is called once the socket accepts requests.
 	Ready func()
 }
@@ -103,6 +105,13 @@ func Run(ctx context.Context, cfg Config) error {
 			_ = book.Remove()
 		}
 	}()
+	if cfg.Metrics.Addr != "" {
+		stop, err := ServeMetrics(rt, cfg.Metrics, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 
 	if len(recorded) > 0 {
 		log.Info("re-adopting the claims of an earlier agent", "claims", len(recorded), "state_file", paths.State)

@@ -3,8 +3,10 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/metrics"
 )
 
 // Runtime is a claim engine at work with what watches for it: the interface
@@ -55,4 +57,33 @@ func (r *Runtime) Stop() error {
 	r.waitWatch()
 	r.stopEngine()
 	return <-r.engineDone
+}
+
+// MetricsConfig says where to serve Prometheus metrics and what they show.
+type MetricsConfig struct {
+	// Addr is the HOST:PORT to serve them on.
+	Addr string
+	// MaxAddrs bounds the held addresses with series of their own.
+	MaxAddrs int
+	// Version and Commit label vip_build_info.
+	Version, Commit string
+}
+
+// ServeMetrics serves the runtime's Prometheus metrics as cfg says, and
+// returns the function that stops serving.
+func ServeMetrics(r *Runtime, cfg MetricsConfig, log *slog.Logger) (stop func(), err error) {
+	reg := metrics.NewRegistry(metrics.NewCollector(metrics.Config{
+		Engine: r.Engine, Guard: r.Guard, Version: cfg.Version, Commit: cfg.Commit, MaxAddrs: cfg.MaxAddrs,
+	}))
+	srv, err := metrics.Listen(cfg.Addr, reg, log)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if err := srv.Close(ctx); err != nil {
+			log.Warn("stop serving metrics", "err", err)
+		}
+	}, nil
 }

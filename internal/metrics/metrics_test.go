@@ -1,0 +1,196 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/netcheck"
+)
+
+var now = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+type fakeEngine struct {
+	st     []announce.Status
+	totals announce.Totals
+}
+
+func (f *fakeEngine) Status(...netip.Addr) []announce.Status { return f.st }
+func (f *fakeEngine) Totals() announce.Totals                { return f.totals }
+
+type fakeGuard struct{ caps []api.CaptureStat }
+
+func (f fakeGuard) Captures() []api.CaptureStat { return f.caps }
+func (fakeGuard) Evicted() uint64               { return 3 }
+
+func status(addr, iface, state string, answered uint64, claimers ...time.Time) announce.Status {
+	s := announce.Status{State: state, Answered: answered, GratuitousFrames: 2 * answered}
+	s.Addr, s.Interface = netip.MustParseAddr(addr), iface
+	for _, seen := range claimers {
+		s.Claimers = append(s.Claimers, announce.Claimer{LastSeen: seen})
+	}
+	return s
+}
+
+func testCollector(maxAddrs int) *Collector {
+	eng := &fakeEngine{
+		st: []announce.Status{
+			status("192.0.2.10", "eth0", announce.StateAnnouncing, 5),
+			status("192.0.2.11", "eth0", announce.StateConflict, 1, now.Add(-time.Second), now.Add(-time.Hour)),
+			status("2001:db8::10", "eth1", announce.StateWaiting, 0),
+		},
+		totals: announce.Totals{Answered: 40, GratuitousFrames: 12, ProbeFrames: 2, Conflicts: 1, ClaimerFrames: 6},
+	}
+	guard := fakeGuard{caps: []api.CaptureStat{
+		{Interface: "eth0", Received: 100, Dropped: 1, Undecodable: 2},
+		{Interface: "eth1", Error: "no such device"},
+	}}
+	return NewCollector(Config{Engine: eng, Guard: guard, Version: "v1.2.3", Commit: "abc1234", MaxAddrs: maxAddrs, Now: func() time.Time { return now }})
+}
+
+func TestCollectorTotalsAndStates(t *testing.T) {
+	c := testCollector(DefaultMaxAddrs)
+	want := `
+# HELP vip_requests_answered_total ARP requests and neighbor solicitations answered for held addresses, released ones included.
+# TYPE vip_requests_answered_total counter
+vip_requests_answered_total 40
+# HELP vip_claims Claims held, by state: announcing (a gratuitous window runs), holding, waiting (the interface is down or gone), conflict (a competing claimer was seen).
+# TYPE vip_claims gauge
+vip_claims{state="announcing"} 1
+vip_claims{state="conflict"} 1
+vip_claims{state="holding"} 0
+vip_claims{state="waiting"} 1
+# HELP vip_competing_claimers Competing claimers (an address held here and another MAC answering for it) seen within the last 10s.
+# TYPE vip_competing_claimers gauge
+vip_competing_claimers 1
+# HELP vip_capture_up Whether the capture that looks for competing claimers on the interface is open (1) or failed (0).
+# TYPE vip_capture_up gauge
+vip_capture_up{interface="eth0"} 1
+vip_capture_up{interface="eth1"} 0
+# HELP vip_capture_frames_dropped_total Frames the kernel dropped before the capture on the interface could read them.
+# TYPE vip_capture_frames_dropped_total counter
+vip_capture_frames_dropped_total{interface="eth0"} 1
+vip_capture_frames_dropped_total{interface="eth1"} 0
+# HELP vip_claim_requests_answered_total Requests answered for the address since it was claimed.
+# TYPE vip_claim_requests_answered_total counter
+vip_claim_requests_answered_total{addr="192.0.2.10",interface="eth0"} 5
+vip_claim_requests_answered_total{addr="192.0.2.11",interface="eth0"} 1
+vip_claim_requests_answered_total{addr="2001:db8::10",interface="eth1"} 0
+# HELP vip_claims_without_series Claims held beyond the per-address bound (vip agent --metrics-max-addrs), counted in the totals but without vip_claim_* series of their own.
+# TYPE vip_claims_without_series gauge
+vip_claims_without_series 0
+# HELP vip_build_info A metric with a constant value of 1, labelled with the version and commit vip was built from and its Go version.
+# TYPE vip_build_info gauge
+vip_build_info{commit="abc1234",goversion="` + runtime.Version() + `",version="v1.2.3"} 1
+`
+	names := []string{"vip_requests_answered_total", "vip_claims", "vip_competing_claimers", "vip_capture_up",
+		"vip_capture_frames_dropped_total", "vip_claim_requests_answered_total", "vip_claims_without_series", "vip_build_info"}
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(c, "vip_claim_state"); n != 3*4 {
+		t.Errorf("got %d vip_claim_state series, want 4 states for each of 3 claims", n)
+	}
+}
+
+// TestCollectorBound checks the per-address bound: the lowest addresses
+// keep their series, the others are only counted.
+func TestCollectorBound(t *testing.T) {
+	for _, tc := range []struct {
+		max, series, without int
+	}{{max: 0, series: 0, without: 3}, {max: 2, series: 2, without: 1}, {max: 3, series: 3, without: 0}, {max: 100, series: 3, without: 0}} {
+		c := testCollector(tc.max)
+		for _, name := range []string{"vip_claim_requests_answered_total", "vip_claim_gratuitous_frames_sent_total", "vip_claim_competing_claimers"} {
+			if got := testutil.CollectAndCount(c, name); got != tc.series {
+				t.Errorf("max %d: got %d series of %s, want %d", tc.max, got, name, tc.series)
+			}
+		}
+		if got := testutil.CollectAndCount(c, "vip_claim_state"); got != 4*tc.series {
+			t.Errorf("max %d: got %d vip_claim_state series, want %d", tc.max, got, 4*tc.series)
+		}
+		want := "# HELP vip_claims_without_series Claims held beyond the per-address bound (vip agent --metrics-max-addrs), counted in the totals but without vip_claim_* series of their own.\n" +
+			"# TYPE vip_claims_without_series gauge\nvip_claims_without_series " + strconv.Itoa(tc.without) + "\n"
+		if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vip_claims_without_series"); err != nil {
+			t.Errorf("max %d: %v", tc.max, err)
+		}
+		if err := testutil.CollectAndCompare(c, strings.NewReader("# HELP vip_requests_answered_total ARP requests and neighbor solicitations answered for held addresses, released ones included.\n# TYPE vip_requests_answered_total counter\nvip_requests_answered_total 40\n"), "vip_requests_answered_total"); err != nil {
+			t.Errorf("max %d: the totals must not depend on the bound: %v", tc.max, err)
+		}
+	}
+}
+
+func TestCollectorLint(t *testing.T) {
+	problems, err := testutil.CollectAndLint(testCollector(DefaultMaxAddrs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("%s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestCollectorWithoutGuard(t *testing.T) {
+	c := NewCollector(Config{Engine: &fakeEngine{}})
+	if n := testutil.CollectAndCount(c, "vip_capture_up", "vip_traffic_table_evictions_total"); n != 0 {
+		t.Errorf("got %d capture series without a guard, want none", n)
+	}
+	if n := testutil.CollectAndCount(c, "vip_claims"); n != 4 {
+		t.Errorf("got %d vip_claims series with nothing held, want every state at 0", n)
+	}
+}
+
+func TestCheckAddr(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"127.0.0.1:9469", true}, {":9469", true}, {"[::1]:9469", true}, {"localhost:9469", true}, {"192.0.2.1:0", true},
+		{"9469", false}, {"127.0.0.1", false}, {"127.0.0.1:http", false}, {"127.0.0.1:70000", false},
+		{"metrics.example:9469", false}, {"", false},
+	} {
+		err := CheckAddr(tc.addr)
+		if (err == nil) != tc.ok {
+			t.Errorf("CheckAddr(%q) = %v, want ok=%v", tc.addr, err, tc.ok)
+		}
+		if err != nil && !errors.Is(err, netcheck.ErrInvalid) {
+			t.Errorf("CheckAddr(%q): %v does not satisfy netcheck.ErrInvalid (exit 2)", tc.addr, err)
+		}
+	}
+}
+
+func TestListenServesMetrics(t *testing.T) {
+	srv, err := Listen("127.0.0.1:0", NewRegistry(testCollector(DefaultMaxAddrs)), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close(context.Background())
+	resp, err := http.Get("http://" + srv.Addr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"vip_requests_answered_total 40", "go_goroutines ", "process_start_time_seconds "} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("GET /metrics: no %q in:\n%.2000s", want, body)
+		}
+	}
+	// A busy address is an error at once, naming the flag to change.
+	_, err = Listen(srv.Addr().String(), NewRegistry(testCollector(0)), nil)
+	var op *net.OpError
+	if !errors.As(err, &op) || !strings.Contains(err.Error(), "--metrics") {
+		t.Errorf("Listen on a busy address: got %v, want the listen error naming --metrics", err)
+	}
+}
