@@ -672,7 +672,11 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 		}
 	}
 	byPort := map[*portRef][]netip.Addr{}
+	// A port forgets what it answered for an address once it drops it:
+	// count the answers first.
+	answered := make(map[*claimState]uint64, len(gone))
 	for _, cs := range gone {
+		answered[cs] = e.answeredLocked(cs)
 		if cs.port != nil {
 			e.sched.Cancel(cs.key())
 			e.sched.Cancel(cs.probeKey())
@@ -698,8 +702,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 	}
 	for _, cs := range gone {
 		a := cs.claim.Addr
-		answered := e.answeredLocked(cs)
-		e.totals.answeredReleased += answered
+		e.totals.answeredReleased += answered[cs]
 		delete(e.claims, a)
 		e.byAddr = nil
 		e.syncSendLocked(cs)
@@ -708,8 +711,8 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 		frames := e.sent[a]
 		delete(e.sent, a)
 		e.sentMu.Unlock()
-		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered, "gratuitous_frames", frames)
-		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered, frames)})
+		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[cs], "gratuitous_frames", frames)
+		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[cs], frames)})
 		if p := cs.port; p != nil {
 			if p.refs--; p.refs == 0 {
 				if err := p.Close(); err != nil {

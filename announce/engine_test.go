@@ -61,7 +61,16 @@ func (p *fakePort) Drop(addrs ...netip.Addr) error {
 	return nil
 }
 
-func (p *fakePort) Answered(netip.Addr) uint64 { return 7 }
+// Answered counts 7 answers for an address while it is held and, like a
+// Link, forgets them once it is dropped.
+func (p *fakePort) Answered(a netip.Addr) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held[a] {
+		return 7
+	}
+	return 0
+}
 
 func (p *fakePort) Close() error {
 	p.mu.Lock()

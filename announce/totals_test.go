@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"testing"
 )
 
@@ -24,8 +25,15 @@ func TestTotalsOutliveReleases(t *testing.T) {
 	if got.Answered != 14 || got.GratuitousFrames != frames || frames == 0 {
 		t.Fatalf("after claiming two addresses: got %+v, want 14 answered and the first rounds' %d frames", got, frames)
 	}
+	events, stop := h.e.Subscribe(16)
 	if _, _, err := h.e.Release(context.Background(), []netip.Addr{a4}); err != nil {
 		t.Fatal(err)
+	}
+	stop()
+	for ev := range events {
+		if ev.Kind == EventRelease && !strings.Contains(ev.Message, "answered 7 requests") {
+			t.Errorf("release event %q: want the 7 answers the port counted before it dropped the address", ev.Message)
+		}
 	}
 	if got := h.e.Totals().Answered; got != 14 {
 		t.Errorf("after releasing one: got %d answered, want still 14", got)
