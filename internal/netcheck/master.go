@@ -11,13 +11,13 @@ import (
 const maxNesting = 8
 
 // takesFrames reports whether a master of this kind takes the frames its
-// ports receive. A bridge, bond, team, Open vSwitch datapath (and hsr,
-// batman-adv or failover masters) hooks the port's receive path (an
-// rx_handler), so a request for a held address reaches the master, never
-// a socket bound to the port: vip would hold the address and answer
-// nothing. A VRF is the exception: it only chooses the routing table of
-// its members, which still receive their own frames and answer ARP
-// themselves, so a claim on a member works.
+// ports receive. Bridges, bonds, teams and Open vSwitch datapaths (hsr,
+// batman-adv and failover masters too) hook the port's receive path (an
+// rx_handler) and hand each frame to the master before a socket bound to
+// the port for ARP or IPv6 sees it: vip would hold the address and answer
+// nothing. So unknown kinds are refused as well. A VRF is the exception: it
+// hooks nothing at layer 2 and only chooses the routing table of its
+// members, which receive their own frames and answer ARP themselves.
 func takesFrames(kind string) bool { return kind != "vrf" }
 
 // port says what l is a port of, e.g. "a port of bridge br0", and how to
