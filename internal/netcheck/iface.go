@@ -26,6 +26,13 @@ type Link struct {
 	IPv6Disabled bool
 	// Prefixes are the interface's own addresses with their prefix length.
 	Prefixes []netip.Prefix
+	// Kind is the interface's kind as "ip -d link" names it: "bridge",
+	// "bond", "vrf", "veth"; "device" for one without a kind, such as a
+	// physical NIC.
+	Kind string
+	// MasterIndex is the index of the interface's master (the bridge,
+	// bond or VRF it belongs to), or 0 when it has none.
+	MasterIndex int
 }
 
 // Route is a connected (on-link, gateway-less) route.
@@ -50,8 +57,9 @@ type System interface {
 var ErrNoInterface = errors.New("no such interface")
 
 // CheckInterface returns the named interface when vip can claim addresses
-// on it: it exists, is up with a carrier, is not loopback, has an Ethernet
-// address and does ARP.
+// on it: it exists, is not a port of a master that takes its frames (a
+// bridge, bond, team or Open vSwitch; a VRF member is fine), is up with a
+// carrier, is not loopback, has an Ethernet address and does ARP.
 func CheckInterface(sys System, name string) (Link, error) {
 	if name == "" {
 		return Link{}, Invalidf("empty interface name: pass -i with an interface such as eth0")
@@ -62,6 +70,14 @@ func CheckInterface(sys System, name string) (Link, error) {
 	}
 	if err != nil {
 		return Link{}, fmt.Errorf("look up interface %s: %w", name, err)
+	}
+	// First: bringing a port up or turning its ARP on would not help.
+	of, fix, err := port(sys, l)
+	if err != nil {
+		return Link{}, err
+	}
+	if of != "" {
+		return Link{}, Invalidf("interface %s is %s, which receives its frames: %s", name, of, fix)
 	}
 	switch {
 	case l.Loopback:
@@ -123,7 +139,14 @@ func PickInterface(sys System, a netip.Addr) (string, error) {
 type Picker struct {
 	sys    System
 	routes []Route
-	names  map[int]string // interface names by index; "" for loopback
+	links  map[int]*candidate // by index; nil for loopback
+}
+
+// candidate is an interface with a connected route, and what it is a port
+// of (see port), looked up once for all the addresses.
+type candidate struct {
+	name    string
+	of, fix string
 }
 
 // NewPicker reads the connected routes once.
@@ -132,19 +155,21 @@ func NewPicker(sys System) (*Picker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list routes to find interfaces: %w", err)
 	}
-	return &Picker{sys: sys, routes: routes, names: map[int]string{}}, nil
+	return &Picker{sys: sys, routes: routes, links: map[int]*candidate{}}, nil
 }
 
-// Pick works as PickInterface.
+// Pick works as PickInterface. When the one interface found is a port of a
+// bridge or bond (its connected route a leftover of the time before it
+// became one), Pick refuses it and names the master to claim on instead.
 func (p *Picker) Pick(a netip.Addr) (string, error) {
-	var names []string
+	var found []*candidate
 	seen := map[int]bool{}
 	for _, r := range p.routes {
 		if !r.Dst.Contains(a) || seen[r.LinkIndex] {
 			continue
 		}
 		seen[r.LinkIndex] = true
-		name, ok := p.names[r.LinkIndex]
+		c, ok := p.links[r.LinkIndex]
 		if !ok {
 			l, err := p.sys.LinkByIndex(r.LinkIndex)
 			if err != nil {
@@ -152,19 +177,29 @@ func (p *Picker) Pick(a netip.Addr) (string, error) {
 				return "", fmt.Errorf("find the interface for %s: look up interface %d: %w", a, r.LinkIndex, err)
 			}
 			if !l.Loopback {
-				name = l.Name
+				c = &candidate{name: l.Name}
+				if c.of, c.fix, err = port(p.sys, l); err != nil {
+					return "", fmt.Errorf("find the interface for %s: %w", a, err)
+				}
 			}
-			p.names[r.LinkIndex] = name
+			p.links[r.LinkIndex] = c
 		}
-		if name != "" {
-			names = append(names, name)
+		if c != nil {
+			found = append(found, c)
 		}
 	}
-	slices.Sort(names)
+	slices.SortFunc(found, func(x, y *candidate) int { return strings.Compare(x.name, y.name) })
+	names := make([]string, len(found))
+	for i, c := range found {
+		names[i] = c.name
+	}
 	switch len(names) {
 	case 0:
 		return "", Invalidf("no interface has %s on a connected route: pass -i IFACE to say where to claim it", a)
 	case 1:
+		if c := found[0]; c.of != "" {
+			return "", Invalidf("%s is on-link on %s, but %s is %s, which receives its frames: %s", a, c.name, c.name, c.of, c.fix)
+		}
 		return names[0], nil
 	}
 	return "", Invalidf("%s is on-link on %s and %s: pass -i to choose one", a, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
@@ -218,13 +253,15 @@ func (Netlink) ConnectedRoutes() ([]Route, error) {
 func fromNetlink(nl netlink.Link) (Link, error) {
 	at := nl.Attrs()
 	l := Link{
-		Name:     at.Name,
-		Index:    at.Index,
-		MAC:      at.HardwareAddr,
-		Up:       at.Flags&net.FlagUp != 0,
-		Loopback: at.Flags&net.FlagLoopback != 0,
-		NoARP:    at.RawFlags&unix.IFF_NOARP != 0,
-		Carrier:  at.OperState == netlink.OperUp || at.OperState == netlink.OperUnknown,
+		Name:        at.Name,
+		Index:       at.Index,
+		MAC:         at.HardwareAddr,
+		Up:          at.Flags&net.FlagUp != 0,
+		Loopback:    at.Flags&net.FlagLoopback != 0,
+		NoARP:       at.RawFlags&unix.IFF_NOARP != 0,
+		Carrier:     at.OperState == netlink.OperUp || at.OperState == netlink.OperUnknown,
+		Kind:        nl.Type(),
+		MasterIndex: at.MasterIndex,
 	}
 	if v, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + at.Name + "/disable_ipv6"); err != nil || strings.TrimSpace(string(v)) != "0" {
 		l.IPv6Disabled = true

@@ -224,3 +224,155 @@ func TestCheckAddrOnLinkRefusesNetworkAddress(t *testing.T) {
 		t.Errorf("got %v, want the network address refused", err)
 	}
 }
+
+// masters is a host with ports of every kind of master: each ethN is a port
+// of the master named in its comment.
+func masters() *fakeSystem {
+	in := func(l netcheck.Link, master int) netcheck.Link { l.MasterIndex = master; return l }
+	kind := func(l netcheck.Link, k string) netcheck.Link { l.Kind = k; return l }
+	down := eth("eth10", 30)
+	down.Up, down.Carrier = false, false
+	return &fakeSystem{links: []netcheck.Link{
+		loopback(),
+		kind(eth("br0", 10, "192.0.2.1/24"), "bridge"),
+		kind(eth("bond0", 11), "bond"),
+		kind(eth("team0", 12), "team"),
+		kind(eth("ovs-system", 13), "openvswitch"),
+		kind(eth("blue", 14), "vrf"),
+		in(kind(eth("bond1", 15), "bond"), 16),
+		kind(eth("br1", 16), "bridge"),
+		in(kind(eth("br2", 17), "bridge"), 14),
+		kind(eth("hsr0", 18), "hsr"),
+		in(kind(eth("br3", 19), "bridge"), 19),  // its own master: a loop no kernel makes
+		in(eth("eth1", 21, "192.0.2.5/24"), 10), // br0
+		in(eth("eth2", 22), 11),                 // bond0
+		in(eth("eth3", 23), 12),                 // team0
+		in(eth("eth4", 24), 13),                 // ovs-system
+		in(eth("eth5", 25), 14),                 // blue, a VRF
+		in(eth("eth6", 26), 15),                 // bond1, itself a port of br1
+		in(eth("eth7", 27), 17),                 // br2, itself in the VRF blue
+		in(eth("eth8", 28), 18),                 // hsr0
+		in(eth("eth9", 29), 99),                 // a master that is gone
+		in(down, 10),                            // br0
+		in(eth("eth11", 31), 19),                // br3
+	}}
+}
+
+func TestCheckInterfaceRefusesPorts(t *testing.T) {
+	tests := []struct {
+		ask  string
+		want string // the whole sentence; "": accepted
+	}{
+		{"eth1", "interface eth1 is a port of bridge br0, which receives its frames: claim on br0 instead (-i br0)"},
+		{"eth2", "interface eth2 is a slave of bond bond0, which receives its frames: claim on bond0 instead (-i bond0)"},
+		{"eth3", "interface eth3 is a port of team team0, which receives its frames: claim on team0 instead (-i team0)"},
+		{"eth4", `interface eth4 is a port of the Open vSwitch datapath ovs-system, which receives its frames: claim on the internal interface of its Open vSwitch bridge instead ("ovs-vsctl port-to-br eth4" names the bridge)`},
+		{"eth6", "interface eth6 is a slave of bond bond1, a port of bridge br1, which receives its frames: claim on br1 instead (-i br1)"},
+		{"bond1", "interface bond1 is a port of bridge br1, which receives its frames: claim on br1 instead (-i br1)"},
+		{"eth7", "interface eth7 is a port of bridge br2, which receives its frames: claim on br2 instead (-i br2)"},
+		{"eth8", "interface eth8 is a port of hsr hsr0, which receives its frames: claim on hsr0 instead (-i hsr0)"},
+		{"eth10", "interface eth10 is a port of bridge br0, which receives its frames: claim on br0 instead (-i br0)"}, // before "is down": up would not help
+		{"br0", ""},
+		{"bond0", ""},
+		{"br1", ""},
+		{"eth5", ""}, // a VRF member receives its own frames
+		{"br2", ""},  // a bridge in a VRF
+	}
+	for _, tt := range tests {
+		t.Run(tt.ask, func(t *testing.T) {
+			got, err := netcheck.CheckInterface(masters(), tt.ask)
+			if tt.want == "" {
+				if err != nil || got.Name != tt.ask {
+					t.Errorf("got %q, %v; want %s accepted", got.Name, err, tt.ask)
+				}
+				return
+			}
+			checkInvalid(t, err, tt.want)
+			if err != nil && err.Error() != tt.want {
+				t.Errorf("got %q, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestCheckInterfaceMasterErrors(t *testing.T) {
+	// A master that cannot be looked up is the system's failure, not the
+	// operator's.
+	_, err := netcheck.CheckInterface(masters(), "eth9")
+	if err == nil || errors.Is(err, netcheck.ErrInvalid) || !strings.Contains(err.Error(), "master of eth9") {
+		t.Errorf("port of a missing master: got %v, want a system error naming the master of eth9", err)
+	}
+	// A loop of masters ends: the walk is bounded as the kernel's nesting is.
+	_, err = netcheck.CheckInterface(masters(), "eth11")
+	checkInvalid(t, err, "interface eth11 is a port of bridge br3, a port of bridge br3", "claim on br3 instead")
+}
+
+func TestPickInterfaceRefusesPorts(t *testing.T) {
+	route := func(p string, index int) netcheck.Route {
+		return netcheck.Route{Dst: netip.MustParsePrefix(p), LinkIndex: index}
+	}
+	tests := []struct {
+		name   string
+		routes []netcheck.Route
+		want   string
+		frag   string // the whole sentence, when refused
+	}{
+		{name: "route on the bridge", routes: []netcheck.Route{route("192.0.2.0/24", 10)}, want: "br0"},
+		{name: "route left on the port", routes: []netcheck.Route{route("192.0.2.0/24", 21)},
+			frag: "192.0.2.10 is on-link on eth1, but eth1 is a port of bridge br0, which receives its frames: claim on br0 instead (-i br0)"},
+		{name: "route on the port and its bridge", routes: []netcheck.Route{route("192.0.2.0/24", 21), route("192.0.2.0/24", 10)},
+			frag: "192.0.2.10 is on-link on br0 and eth1: pass -i to choose one"},
+		{name: "route on a VRF member", routes: []netcheck.Route{route("192.0.2.0/24", 25)}, want: "eth5"},
+		{name: "route on a bond slave", routes: []netcheck.Route{route("192.0.2.0/24", 26)},
+			frag: "192.0.2.10 is on-link on eth6, but eth6 is a slave of bond bond1, a port of bridge br1, which receives its frames: claim on br1 instead (-i br1)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sys := masters()
+			sys.routes = tt.routes
+			got, err := netcheck.PickInterface(sys, netip.MustParseAddr("192.0.2.10"))
+			if tt.frag != "" {
+				checkInvalid(t, err, tt.frag)
+				if err != nil && err.Error() != tt.frag {
+					t.Errorf("got %q, want %q", err, tt.frag)
+				}
+				if got != "" {
+					t.Errorf("got %q with the error, want \"\"", got)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %q, %v; want %q", got, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestPickerLooksUpMastersOnce(t *testing.T) {
+	// A claim of thousands of addresses without -i must not walk the
+	// masters again for each.
+	sys := &countingSystem{fakeSystem: masters()}
+	sys.routes = []netcheck.Route{{Dst: netip.MustParsePrefix("192.0.2.0/24"), LinkIndex: 25}}
+	p, err := netcheck.NewPicker(sys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 100 {
+		if got, err := p.Pick(netip.AddrFrom4([4]byte{192, 0, 2, byte(i + 1)})); err != nil || got != "eth5" {
+			t.Fatalf("Pick: got %q, %v; want eth5", got, err)
+		}
+	}
+	if sys.byIndex != 2 { // eth5, then its VRF
+		t.Errorf("got %d LinkByIndex calls for 100 picks, want 2", sys.byIndex)
+	}
+}
+
+type countingSystem struct {
+	*fakeSystem
+	byIndex int
+}
+
+func (s *countingSystem) LinkByIndex(i int) (netcheck.Link, error) {
+	s.byIndex++
+	return s.fakeSystem.LinkByIndex(i)
+}
