@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/journal"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -41,20 +42,28 @@ type deps struct {
 func (d *deps) client() *api.Client { return api.NewClient(d.socket) }
 
 // logger builds the slog logger the global flags ask for, writing to the
-// error stream so that standard output stays for results.
+// error stream so that standard output stays for results. When that
+// stream is the systemd journal, the lines go without their time and with
+// their priority (internal/journal).
 func (d *deps) logger() (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(d.logLevel)); err != nil {
 		return nil, badInput("--log-level %q is not a level: use debug, info, warn or error", d.logLevel)
 	}
 	opts := &slog.HandlerOptions{Level: level}
+	var handler func(io.Writer) slog.Handler
 	switch strings.ToLower(d.logFormat) {
 	case "text":
-		return slog.New(slog.NewTextHandler(d.io.ErrOut, opts)), nil
+		handler = func(w io.Writer) slog.Handler { return slog.NewTextHandler(w, opts) }
 	case "json":
-		return slog.New(slog.NewJSONHandler(d.io.ErrOut, opts)), nil
+		handler = func(w io.Writer) slog.Handler { return slog.NewJSONHandler(w, opts) }
+	default:
+		return nil, badInput("--log-format %q is not a format: use text or json", d.logFormat)
 	}
-	return nil, badInput("--log-format %q is not a format: use text or json", d.logFormat)
+	if journal.Connected(os.Getenv(journal.StreamEnv), d.io.ErrOut) {
+		return slog.New(journal.NewHandler(d.io.ErrOut, handler)), nil
+	}
+	return slog.New(handler(d.io.ErrOut)), nil
 }
 
 // newRootCmd returns the vip command with every subcommand.

@@ -310,7 +310,9 @@ func keyMsg(k string) tea.KeyMsg {
 	return tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune(k)}
 }
 
-// fixture is an agent holding three addresses, one of them contested.
+// fixture is an agent holding three addresses, one of them contested. As
+// from a real capture, which leaves out the frames this host sends, no
+// traffic entry lists the agent's own MAC as answering.
 func fixture() *fakeBackend {
 	ours := "02:00:00:00:00:02"
 	rivalMAC := "02:00:00:00:00:99"
@@ -330,11 +332,11 @@ func fixture() *fakeBackend {
 		},
 		traffic: api.TrafficResponse{Entries: []api.Traffic{
 			{Addr: "192.0.2.10", Requests: 3, Rate: 1, Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3", Count: 3}},
-				AnsweredBy: []api.Answerer{{MAC: ours, Count: 3}}, Held: true, LastSeen: t0.Add(-time.Second)},
+				Held: true, LastSeen: t0.Add(-time.Second)},
 			{Addr: "192.0.2.77", Requests: 40, Rate: 8.5, Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3"}, {MAC: "02:00:00:00:00:04", Addr: "192.0.2.4"}},
 				LastSeen: t0.Add(-3 * time.Second)},
 			{Addr: "2001:db8::10", Requests: 5, Rate: 0.5, Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "2001:db8::3"}},
-				AnsweredBy: []api.Answerer{{MAC: ours, Count: 5}, {MAC: rivalMAC, Count: 2}}, Held: true, LastSeen: t0},
+				AnsweredBy: []api.Answerer{{MAC: rivalMAC, Count: 2}}, Held: true, LastSeen: t0},
 		}},
 	}
 }

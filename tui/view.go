@@ -32,7 +32,9 @@ const (
 	ageW     = 7
 	timesW   = 6
 	minAddrW = 12
-	maxAddrW = 39
+	// minAskersW holds an asker count and the start of the first asker.
+	minAskersW = 10
+	maxAddrW   = 39
 )
 
 // selectMark marks the selected row of the focused pane, in words as well
@@ -315,22 +317,15 @@ func (m *Model) windowLeft(c api.Claim) time.Duration {
 }
 
 func (m *Model) trafficTable(w int) ([]table.Column, []table.Row, []string) {
-	free := max(w-(markW+rateW+countW)-6, 3*minAddrW)
-	targetW := min(max(free*3/10, minAddrW), maxAddrW)
-	askersW := (free - targetW) / 2
-	byW := free - targetW - askersW
-	cols := []table.Column{
-		{Title: "", Width: markW}, {Title: "TARGET", Width: targetW}, {Title: right(rateW, "RATE"), Width: rateW},
-		{Title: right(countW, "REQUESTS"), Width: countW}, {Title: "ASKERS", Width: askersW}, {Title: "ANSWERED BY", Width: byW},
-	}
-	ours := map[string]string{} // address -> our MAC
+	claims := make(map[string]api.Claim, len(m.claims))
 	for _, c := range m.claims {
-		ours[c.Addr] = c.MAC
+		claims[c.Addr] = c
 	}
 	entries := slices.Clone(m.traffic.Entries)
 	sortTraffic(entries, m.sort)
 	rows := make([]table.Row, 0, len(entries))
 	keys := make([]string, 0, len(entries))
+	widest := struct{ target, by int }{minAddrW, len("ANSWERED BY")}
 	for _, e := range entries {
 		askers := make([]string, 0, len(e.Askers))
 		for _, a := range e.Askers {
@@ -341,23 +336,60 @@ func (m *Model) trafficTable(w int) ([]table.Column, []table.Row, []string) {
 				askers = append(askers, a.Addr)
 			}
 		}
-		by := make([]string, 0, len(e.AnsweredBy))
-		for _, a := range e.AnsweredBy {
-			if mac, ok := ours[e.Addr]; ok && strings.EqualFold(mac, a.MAC) {
-				by = append(by, "us")
-			} else {
-				by = append(by, a.MAC)
-			}
-		}
-		answered := strings.Join(by, ", ")
-		if answered == "" {
-			answered = "nobody"
-		}
+		c, ok := claims[e.Addr]
+		by := answeredBy(e, c, ok)
+		widest.target = max(widest.target, ansi.StringWidth(e.Addr))
+		widest.by = max(widest.by, ansi.StringWidth(by))
 		rows = append(rows, table.Row{"", e.Addr, right(rateW, fmt.Sprintf("%.1f/s", e.Rate)),
-			right(countW, fmt.Sprint(e.Requests)), fmt.Sprintf("%d: %s", len(e.Askers), strings.Join(askers, " ")), answered})
+			right(countW, fmt.Sprint(e.Requests)), fmt.Sprintf("%d: %s", len(e.Askers), strings.Join(askers, " ")), by})
 		keys = append(keys, e.Addr)
 	}
+
+	free := max(w-(markW+rateW+countW)-6, 3*minAddrW)
+	targetW := min(max(free*3/10, minAddrW), maxAddrW)
+	byW := free - targetW - (free-targetW)/2
+	if widest.by > byW {
+		// Who answers is what the pane is read for (a MAC beside this
+		// host is a split brain), so it gets the room it needs first: the
+		// target gives up what its addresses do not use, and the askers,
+		// their count first, keep at least the start of the first one.
+		targetW = min(targetW, widest.target)
+		byW = max(byW, min(widest.by, free-targetW-minAskersW))
+	}
+	cols := []table.Column{
+		{Title: "", Width: markW}, {Title: "TARGET", Width: targetW}, {Title: right(rateW, "RATE"), Width: rateW},
+		{Title: right(countW, "REQUESTS"), Width: countW}, {Title: "ASKERS", Width: free - targetW - byW}, {Title: "ANSWERED BY", Width: byW},
+	}
 	return cols, rows, keys
+}
+
+// answeredBy names who answers for the target of e; c is the claim of that
+// address, if ok. The capture leaves out the frames this host sends, so
+// this agent's answers are never among e's answerers: a held address is
+// answered by this host all the same, by vip or, when the address is
+// assigned to the interface, by the kernel (announce.Link stays silent for
+// those). It comes first, and any other MAC after it is a split brain.
+func answeredBy(e api.Traffic, c api.Claim, ok bool) string {
+	self := "this host"
+	if ok && c.Interface != "" {
+		self += " (" + c.Interface + ")"
+	}
+	var by []string
+	mine := e.Held
+	for _, a := range e.AnsweredBy {
+		if ok && c.MAC != "" && strings.EqualFold(a.MAC, c.MAC) {
+			mine = true // our own frame after all: named once
+			continue
+		}
+		by = append(by, a.MAC)
+	}
+	if mine {
+		by = append([]string{self}, by...)
+	}
+	if len(by) == 0 {
+		return "nobody"
+	}
+	return strings.Join(by, ", ")
 }
 
 // rival is a competing claimer of a held address.
