@@ -76,6 +76,10 @@ type InterfaceChange struct {
 	MAC     net.HardwareAddr
 	Up      bool
 	Deleted bool
+	// Port, when set, says the interface became a port of a master that
+	// receives its frames, such as "a port of bridge br0": its claims
+	// then wait as if it were down, since nothing reaches it any more.
+	Port string
 }
 
 // Engine holds claims: for each it has the interface's Port answer requests
@@ -816,6 +820,9 @@ func (e *Engine) sortedLocked() []*claimState {
 // interface that goes down or away wait; when it comes back up, or changes
 // MAC address, their bursts re-arm so the segment learns where they are.
 func (e *Engine) InterfaceChanged(c InterfaceChange) {
+	if c.Port != "" {
+		c.Up = false
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var claims []*claimState
@@ -829,8 +836,12 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 	}
 	slices.SortFunc(claims, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
 	p := e.ports[c.Name]
+	level := slog.LevelInfo
+	if c.Port != "" {
+		level = slog.LevelWarn // nothing answers for these claims now
+	}
 	event := func(msg string) {
-		e.log.Info("interface change", "interface", c.Name, "change", msg, "claims", len(claims))
+		e.log.Log(context.Background(), level, "interface change", "interface", c.Name, "change", msg, "claims", len(claims))
 		e.publish(Event{Kind: EventInterface, Interface: c.Name, MAC: c.MAC.String(), Message: msg})
 	}
 	switch {
@@ -878,7 +889,11 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 				}
 			}
 		} else {
-			event("down: claims wait for it")
+			msg := "down: claims wait for it"
+			if c.Port != "" {
+				msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
+			}
+			event(msg)
 			for _, cs := range claims {
 				if cs.port == p {
 					e.sched.Cancel(cs.key())

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -213,5 +214,37 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestEngineClaimsWaitWhileAPort: an interface made a port of a bridge
+// receives nothing itself any more, so its claims wait, and the event says
+// why; freed, the claims come back with a burst.
+func TestEngineClaimsWaitWhileAPort(t *testing.T) {
+	h := newEngineHarness(t, nil)
+	events, cancel := h.e.Subscribe(100)
+	defer cancel()
+	if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	eth0 := h.ports["eth0"]
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true, Port: "a port of bridge br0"})
+	if s := stateOf(t, h.e, a4); s != StateWaiting {
+		t.Errorf("made a port: got state %s, want %s", s, StateWaiting)
+	}
+	rounds := eth0.rounds()
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true})
+	if s := stateOf(t, h.e, a4); s != StateAnnouncing {
+		t.Errorf("freed: got state %s, want %s (burst re-armed)", s, StateAnnouncing)
+	}
+	waitFor(t, func() bool { return eth0.rounds() > rounds }, "a new first round once freed")
+	var msgs []string
+	for len(events) > 0 {
+		if ev := <-events; ev.Kind == EventInterface {
+			msgs = append(msgs, ev.Message)
+		}
+	}
+	if len(msgs) != 2 || !strings.Contains(msgs[0], "became a port of bridge br0, which receives its frames") || !strings.HasPrefix(msgs[1], "up") {
+		t.Errorf("got interface events %q, want one saying it became a port of br0, then up", msgs)
 	}
 }

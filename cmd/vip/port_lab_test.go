@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -117,5 +118,40 @@ func TestClaimOnAPortIsRefused(t *testing.T) {
 		code := p.Wait(t, 10*time.Second)
 		refused(t, "claim --foreground -i bxa", code, p.Output(),
 			"interface bxa is a slave of bond bondx, which receives its frames: claim on bondx instead (-i bondx)")
+	})
+}
+
+// TestClaimedInterfaceBecomesAPort: an interface made a port of a bridge
+// after it was claimed receives nothing itself any more; its claim waits,
+// and the log says why and where to claim instead. Freed from the bridge, it
+// answers again.
+func TestClaimedInterfaceBecomesAPort(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", Links: 2},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+	)
+	b, client := l.Host("b"), l.Host("client")
+	answers := func(t *testing.T) []string {
+		t.Helper()
+		out, _ := arping(t, client, "-c", "2", "-w", "3", "-I", "eth0", vip4.String())
+		return replyMACs(out)
+	}
+	p := claim(t, b, vip4.String(), "-i", "eth1")
+	if got := answers(t); len(got) != 2 || got[0] != mac(b, "eth1") {
+		t.Fatalf("arping %s held on eth1: got replies %v, want 2 from eth1's %s", vip4, got, mac(b, "eth1"))
+	}
+	// brx gets eth1 alone: eth0 reaches the lab's switch too, and a second
+	// port would close a loop through it.
+	mustRun(t, b, "ip", "link", "add", "brx", "address", brxMAC, "type", "bridge", "stp_state", "0", "forward_delay", "0")
+	mustRun(t, b, "ip", "link", "set", "eth1", "master", "brx")
+	p.WaitOutput(t, "became a port of bridge brx, which receives its frames", 10*time.Second)
+	if got := answers(t); len(got) != 0 {
+		t.Errorf("arping %s while eth1 is a port of brx: got replies %v, want none (nothing holds it on brx)", vip4, got)
+	}
+	mustRun(t, b, "ip", "link", "set", "eth1", "nomaster")
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := answers(t)
+		return len(got) > 0 && got[0] == mac(b, "eth1"), fmt.Sprintf("replies %v once eth1 left brx; want eth1's %s", got, mac(b, "eth1"))
 	})
 }

@@ -7,19 +7,22 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/ifwatch"
+	"github.com/vipctl/vip/internal/netcheck"
 )
 
 // FollowInterfaces tells eng about every interface change until ctx is done.
 // A broken subscription (the kernel drops messages when it overflows) is
-// opened again, which replays the current state of every interface. The
+// opened again, which replays the current state of every interface. An
+// interface made a port of a bridge or bond is told as such (sys names its
+// master), so that its claims wait: the master receives its frames now. The
 // returned function waits until following has stopped.
-func FollowInterfaces(ctx context.Context, eng *announce.Engine, log *slog.Logger) (wait func()) {
+func FollowInterfaces(ctx context.Context, eng *announce.Engine, sys netcheck.System, log *slog.Logger) (wait func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
 			err := ifwatch.Watch(ctx, ifwatch.Options{Log: log}, func(c ifwatch.Change) {
-				eng.InterfaceChanged(announce.InterfaceChange(c))
+				eng.InterfaceChanged(interfaceChange(c, sys, log))
 			})
 			if ctx.Err() != nil {
 				return
@@ -33,4 +36,21 @@ func FollowInterfaces(ctx context.Context, eng *announce.Engine, log *slog.Logge
 		}
 	}()
 	return func() { <-done }
+}
+
+// interfaceChange is c as the engine takes it.
+func interfaceChange(c ifwatch.Change, sys netcheck.System, log *slog.Logger) announce.InterfaceChange {
+	out := announce.InterfaceChange{Name: c.Name, Index: c.Index, MAC: c.MAC, Up: c.Up, Deleted: c.Deleted}
+	if c.MasterIndex == 0 || c.Deleted {
+		return out
+	}
+	l, err := sys.LinkByIndex(c.Index)
+	if err == nil {
+		out.Port, _, err = netcheck.PortOf(sys, l)
+	}
+	if err != nil {
+		// Gone again, most likely; the next change tells.
+		log.Debug("look up the master of an interface", "interface", c.Name, "err", err)
+	}
+	return out
 }

@@ -34,10 +34,14 @@ type Change struct {
 	// Deleted is true when the interface is gone (deleted, renamed, or moved
 	// to another namespace). Index and MAC are then its last known ones.
 	Deleted bool
+	// MasterIndex is the index of the interface's master (a bridge, bond
+	// or VRF it was made a port of), or 0 when it has none.
+	MasterIndex int
 }
 
 func (c Change) same(o Change) bool {
-	return c.Name == o.Name && c.Index == o.Index && c.Up == o.Up && c.Deleted == o.Deleted && bytes.Equal(c.MAC, o.MAC)
+	return c.Name == o.Name && c.Index == o.Index && c.Up == o.Up && c.Deleted == o.Deleted && bytes.Equal(c.MAC, o.MAC) &&
+		c.MasterIndex == o.MasterIndex
 }
 
 // Options configure Watch.
@@ -168,10 +172,11 @@ func (t *tracker) update(u netlink.LinkUpdate) []Change {
 		return out
 	}
 	c := Change{
-		Name:  attrs.Name,
-		Index: index,
-		MAC:   slices.Clone(attrs.HardwareAddr),
-		Up:    attrs.RawFlags&unix.IFF_UP != 0 && (attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown),
+		Name:        attrs.Name,
+		Index:       index,
+		MAC:         slices.Clone(attrs.HardwareAddr),
+		Up:          attrs.RawFlags&unix.IFF_UP != 0 && (attrs.OperState == netlink.OperUp || attrs.OperState == netlink.OperUnknown),
+		MasterIndex: attrs.MasterIndex,
 	}
 	if len(c.MAC) == 0 {
 		c.MAC = nil

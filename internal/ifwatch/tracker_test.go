@@ -25,6 +25,7 @@ type msg struct {
 	admin  bool // IFF_UP
 	oper   netlink.LinkOperState
 	mtu    int // a field Watch ignores
+	master int
 }
 
 func (m msg) update() netlink.LinkUpdate {
@@ -40,7 +41,7 @@ func (m msg) update() netlink.LinkUpdate {
 		IfInfomsg: nl.IfInfomsg{IfInfomsg: unix.IfInfomsg{Family: m.family, Index: int32(m.index), Flags: flags}},
 		Header:    unix.NlMsghdr{Type: typ},
 		Link: &netlink.Device{LinkAttrs: netlink.LinkAttrs{
-			Name: m.name, Index: m.index, HardwareAddr: m.mac, RawFlags: flags, OperState: m.oper, MTU: m.mtu,
+			Name: m.name, Index: m.index, HardwareAddr: m.mac, RawFlags: flags, OperState: m.oper, MTU: m.mtu, MasterIndex: m.master,
 		}},
 	}
 }
@@ -71,6 +72,10 @@ func TestTracker(t *testing.T) {
 		name: "operstate unknown counts as up",
 		msgs: []msg{with(up, func(m *msg) { m.oper = netlink.OperUnknown })},
 		want: []Change{eth0},
+	}, {
+		name: "made a port of a master, then freed",
+		msgs: []msg{up, with(up, func(m *msg) { m.master = 7 }), with(up, func(m *msg) { m.master = 7 }), up},
+		want: []Change{eth0, changed(eth0, func(c *Change) { c.MasterIndex = 7 }), eth0},
 	}, {
 		name: "new MAC",
 		msgs: []msg{up, with(up, func(m *msg) { m.mac = mac2 })},

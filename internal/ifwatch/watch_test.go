@@ -187,7 +187,10 @@ func TestWatch(t *testing.T) {
 	// interface itself stays. A rename, by contrast, ends the old name.
 	run(t, b, "ip", "link", "add", "br9", "type", "bridge")
 	run(t, b, "ip", "link", "set", "eth0peer", "master", "br9")
+	br9 := rec.waitFor(t, "br9 appearing", named("br9", func(ifwatch.Change) bool { return true }))
+	rec.waitFor(t, "eth0peer made a port of br9", named("eth0peer", func(c ifwatch.Change) bool { return c.MasterIndex == br9.Index }))
 	run(t, b, "ip", "link", "set", "eth0peer", "nomaster")
+	rec.waitFor(t, "eth0peer freed from br9", named("eth0peer", func(c ifwatch.Change) bool { return c.MasterIndex == 0 && c.Up }))
 	run(t, b, "ip", "link", "set", "eth0peer", "down")
 	run(t, b, "ip", "link", "set", "eth0peer", "name", "p9")
 	deleted := rec.waitFor(t, "eth0peer renamed away", named("eth0peer", func(c ifwatch.Change) bool { return c.Deleted }))
@@ -223,7 +226,8 @@ func TestWatch(t *testing.T) {
 }
 
 func same(a, b ifwatch.Change) bool {
-	return a.Name == b.Name && a.Index == b.Index && a.Up == b.Up && a.Deleted == b.Deleted && bytes.Equal(a.MAC, b.MAC)
+	return a.Name == b.Name && a.Index == b.Index && a.Up == b.Up && a.Deleted == b.Deleted && bytes.Equal(a.MAC, b.MAC) &&
+		a.MasterIndex == b.MasterIndex
 }
 
 // TestWatchBreaks checks that Watch reports a subscription that lost

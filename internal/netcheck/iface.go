@@ -72,7 +72,7 @@ func CheckInterface(sys System, name string) (Link, error) {
 		return Link{}, fmt.Errorf("look up interface %s: %w", name, err)
 	}
 	// First: bringing a port up or turning its ARP on would not help.
-	of, fix, err := port(sys, l)
+	of, fix, err := PortOf(sys, l)
 	if err != nil {
 		return Link{}, err
 	}
@@ -178,7 +178,7 @@ func (p *Picker) Pick(a netip.Addr) (string, error) {
 			}
 			if !l.Loopback {
 				c = &candidate{name: l.Name}
-				if c.of, c.fix, err = port(p.sys, l); err != nil {
+				if c.of, c.fix, err = PortOf(p.sys, l); err != nil {
 					return "", fmt.Errorf("find the interface for %s: %w", a, err)
 				}
 			}
