@@ -292,7 +292,7 @@ func (a *answerer) buf() []byte {
 }
 
 // flush sends the batch's replies and counts them.
-func (l *Link) flush(a *answerer) {
+func (r *socketResponder) flush(a *answerer) {
 	if len(a.pending) == 0 {
 		return
 	}
@@ -300,51 +300,51 @@ func (l *Link) flush(a *answerer) {
 	for _, h := range a.pending[:sent] {
 		h.answered.Add(1)
 	}
-	l.answered.Add(uint64(sent))
+	r.answered.Add(uint64(sent))
 	if err != nil {
-		if l.sendErrors.Add(uint64(len(a.pending)-sent)) == uint64(len(a.pending)-sent) {
-			l.log.Warn("sending an answer failed", "err", err)
+		if r.sendErrors.Add(uint64(len(a.pending)-sent)) == uint64(len(a.pending)-sent) {
+			r.log.Warn("sending an answer failed", "err", err)
 		}
 	}
 	clear(a.pending)
 	a.pending = a.pending[:0]
 }
 
-func (l *Link) reply(a *answerer, frame []byte, dst net.HardwareAddr, h *held) {
+func (r *socketResponder) reply(a *answerer, frame []byte, dst net.HardwareAddr, h *held) {
 	if a.batch != nil {
 		a.batch.Queue(len(frame))
 		a.pending = append(a.pending, h)
 		return
 	}
 	if err := a.io.Write(frame, dst); err != nil {
-		if l.sendErrors.Add(1) == 1 {
-			l.log.Warn("sending an answer failed", "err", err)
+		if r.sendErrors.Add(1) == 1 {
+			r.log.Warn("sending an answer failed", "err", err)
 		}
 		return
 	}
 	h.answered.Add(1)
-	l.answered.Add(1)
+	r.answered.Add(1)
 }
 
 // answerARP answers an ARP request for a held address.
-func (l *Link) answerARP(a *answerer, f []byte) {
+func (r *socketResponder) answerARP(a *answerer, f []byte) {
 	if len(f) < arpFrameLen || binary.BigEndian.Uint16(f[12:]) != wire.EtherTypeARP {
-		l.malformed.Add(1)
+		r.malformed.Add(1)
 		return
 	}
 	if binary.BigEndian.Uint16(f[14:]) != 1 || binary.BigEndian.Uint16(f[16:]) != 0x0800 || f[18] != 6 || f[19] != 4 {
-		l.malformed.Add(1)
+		r.malformed.Add(1)
 		return
 	}
 	if binary.BigEndian.Uint16(f[offARPOp:]) != 1 {
 		return // replies are not ours to answer
 	}
-	l.arpRequests.Add(1)
+	r.arpRequests.Add(1)
 	sha, ethSrc := net.HardwareAddr(f[offARPSHA:offARPSHA+6]), net.HardwareAddr(f[6:12])
-	if sameMAC(sha, l.mac) || sameMAC(ethSrc, l.mac) {
+	if sameMAC(sha, r.mac) || sameMAC(ethSrc, r.mac) {
 		return // our own announcement
 	}
-	h := l.lookup(netip.AddrFrom4([4]byte(f[offARPTPA : offARPTPA+4])))
+	h := r.lookup(netip.AddrFrom4([4]byte(f[offARPTPA : offARPTPA+4])))
 	if h == nil {
 		return
 	}
@@ -355,8 +355,8 @@ func (l *Link) answerARP(a *answerer, f []byte) {
 	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
 	// learn the address is taken from any packet with it as sender IP.
 	b := a.buf()[:arpFrameLen]
-	putARP(b, dst, l.mac, 2, [4]byte(f[offARPTPA:offARPTPA+4]), sha, [4]byte(f[offARPSPA:offARPSPA+4]))
-	l.reply(a, b, dst, h)
+	putARP(b, dst, r.mac, 2, [4]byte(f[offARPTPA:offARPTPA+4]), sha, [4]byte(f[offARPSPA:offARPSPA+4]))
+	r.reply(a, b, dst, h)
 }
 
 // putARP writes into b (arpFrameLen bytes) an ARP frame over Ethernet from
@@ -377,9 +377,9 @@ func putARP(b []byte, dst, mac net.HardwareAddr, op uint16, spa [4]byte, tha net
 
 // answerNS answers a neighbor solicitation for a held address, checking
 // what RFC 4861 section 7.1.1 asks of a receiver.
-func (l *Link) answerNS(a *answerer, f []byte) {
+func (r *socketResponder) answerNS(a *answerer, f []byte) {
 	if len(f) < offICMP || binary.BigEndian.Uint16(f[12:]) != wire.EtherTypeIPv6 {
-		l.malformed.Add(1)
+		r.malformed.Add(1)
 		return
 	}
 	ip := f[offIPv6:]
@@ -388,7 +388,7 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 	}
 	plen := int(binary.BigEndian.Uint16(ip[4:]))
 	if plen < 4 || wire.IPv6HeaderLen+plen > len(ip) {
-		l.malformed.Add(1)
+		r.malformed.Add(1)
 		return
 	}
 	icmp := ip[wire.IPv6HeaderLen : wire.IPv6HeaderLen+plen]
@@ -397,14 +397,14 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 	}
 	src, dst := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
 	if ip[7] != 255 || icmp[1] != 0 || plen < nsMinLen || wire.Checksum(src, dst, icmp) != 0 {
-		l.malformed.Add(1)
+		r.malformed.Add(1)
 		return
 	}
 	target := netip.AddrFrom16([16]byte(icmp[8:24]))
 	var sll net.HardwareAddr
 	for o := icmp[nsMinLen:]; len(o) > 0; {
 		if len(o) < 2 || o[1] == 0 || int(o[1])*8 > len(o) {
-			l.malformed.Add(1)
+			r.malformed.Add(1)
 			return
 		}
 		if o[0] == optSourceLLA {
@@ -412,19 +412,19 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 		}
 		o = o[int(o[1])*8:]
 	}
-	l.solicitations.Add(1)
+	r.solicitations.Add(1)
 	ethSrc := net.HardwareAddr(f[6:12])
-	if sameMAC(ethSrc, l.mac) {
+	if sameMAC(ethSrc, r.mac) {
 		return
 	}
 	dad := src.IsUnspecified()
 	// A DAD solicitation goes to a solicited-node group and carries no
 	// source link-layer address.
 	if target.IsMulticast() || target.Is4In6() || (dad && (sll != nil || !wire.IsSolicitedNode(dst))) {
-		l.malformed.Add(1)
+		r.malformed.Add(1)
 		return
 	}
-	h := l.lookup(target)
+	h := r.lookup(target)
 	if h == nil {
 		return
 	}
@@ -450,8 +450,8 @@ func (l *Link) answerNS(a *answerer, f []byte) {
 		}
 	}
 	b := a.buf()[:naFrameLen]
-	putNA(b, dstMAC, l.mac, target, dstIP, solicited)
-	l.reply(a, b, dstMAC, h)
+	putNA(b, dstMAC, r.mac, target, dstIP, solicited)
+	r.reply(a, b, dstMAC, h)
 }
 
 // putNA writes into b (naFrameLen bytes) a neighbor advertisement from
@@ -522,7 +522,7 @@ func targetFilter(static []bpf.Instruction, off uint32, words []uint32) []bpf.In
 
 // setFilters installs on each socket the filter for the held addresses it
 // answers; silent ones (the kernel answers them) stay out.
-func (l *Link) setFiltersLocked(held map[netip.Addr]*held) error {
+func (r *socketResponder) setFiltersLocked(held map[netip.Addr]*held) error {
 	var v4, v6 []uint32
 	for a, h := range held {
 		if h.silent {
@@ -537,8 +537,8 @@ func (l *Link) setFiltersLocked(held map[netip.Addr]*held) error {
 		}
 	}
 	return errors.Join(
-		setFilter(l.arpc, arpRequestFilter(), offARPTPA, v4),
-		setFilter(l.ip6c, solicitationFilter(), offNSTarget+12, v6),
+		setFilter(r.arpc, arpRequestFilter(), offARPTPA, v4),
+		setFilter(r.ip6c, solicitationFilter(), offNSTarget+12, v6),
 	)
 }
 

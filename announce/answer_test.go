@@ -75,8 +75,8 @@ func TestAnswerAllocatesNothing(t *testing.T) {
 		frame  []byte
 		answer func(*answerer, []byte)
 	}{
-		{"ARP", arpWhoHas(t, heldV4), l.answerARP},
-		{"NDP", nsFor(t, heldV6), l.answerNS},
+		{"ARP", arpWhoHas(t, heldV4), l.resp.answerARP},
+		{"NDP", nsFor(t, heldV6), l.resp.answerNS},
 	} {
 		before := d.writes
 		if n := testing.AllocsPerRun(1000, func() { tt.answer(a, tt.frame) }); n != 0 {
@@ -92,13 +92,13 @@ func TestAnswerAllocatesNothing(t *testing.T) {
 // independent decoders expect.
 func TestAnswerFramesParse(t *testing.T) {
 	l, a, d := answerRig(t)
-	l.answerARP(a, arpWhoHas(t, heldV4))
+	l.resp.answerARP(a, arpWhoHas(t, heldV4))
 	r, err := wire.ParseARP(d.last)
 	if err != nil || r.Packet.Operation != arp.OperationReply || r.Packet.SenderIP != heldV4 ||
 		r.Packet.SenderHardwareAddr.String() != ourMAC.String() || r.EthDst.String() != askerMAC.String() {
 		t.Errorf("ARP reply: got %+v, %v", r, err)
 	}
-	l.answerNS(a, nsFor(t, heldV6))
+	l.resp.answerNS(a, nsFor(t, heldV6))
 	n, err := wire.ParseNDP(d.last)
 	if err != nil {
 		t.Fatalf("NA: %v", err)
@@ -115,7 +115,7 @@ func BenchmarkAnswerARP(b *testing.B) {
 	f := arpWhoHas(b, heldV4)
 	b.ReportAllocs()
 	for b.Loop() {
-		l.answerARP(a, f)
+		l.resp.answerARP(a, f)
 	}
 }
 
@@ -124,7 +124,7 @@ func BenchmarkAnswerNS(b *testing.B) {
 	f := nsFor(b, heldV6)
 	b.ReportAllocs()
 	for b.Loop() {
-		l.answerNS(a, f)
+		l.resp.answerNS(a, f)
 	}
 }
 

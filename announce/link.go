@@ -6,12 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"os"
-	"runtime"
+	"slices"
 	"sync"
-	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
@@ -104,46 +100,23 @@ type LinkStats struct {
 	ReadErrors    uint64 // failed reads (a link going down counts one)
 }
 
-// Link answers ARP requests and neighbor solicitations for the addresses it
-// holds on one interface, and sends their gratuitous rounds, all through
-// packet sockets. Reading whole frames lets it answer on an interface without
-// an address of its own and see unicast solicitations the kernel drops.
+// Link is a Port over packet sockets, made of three parts with one job
+// each: a socketResponder answers ARP requests and neighbor solicitations
+// for the held addresses; a sender writes the gratuitous rounds and the
+// probes; groups keeps the solicited-node memberships of the IPv6 ones.
+// Reading whole frames lets it answer on an interface without an address of
+// its own and see unicast solicitations the kernel drops. The answering
+// part alone can be replaced (by an in-kernel responder): rounds, probes and
+// groups stay.
 type Link struct {
 	ifi    *net.Interface
-	mac    net.HardwareAddr
-	arpc   FrameConn
-	ip6c   FrameConn
-	cfg    LinkConfig
-	log    *slog.Logger
-	held   atomic.Pointer[map[netip.Addr]*held]
-	wg     sync.WaitGroup
-	closed atomic.Bool
+	resp   *socketResponder
+	send   *sender
+	groups *groups
 
-	mu        sync.Mutex // serialises Hold, Drop and Close
-	joiners   []*joiner
-	groupRefs map[netip.Addr]int
-	groupAt   map[netip.Addr]*joiner
-	// pending groups wait for the background joiner; meanwhile the
-	// interface receives all multicast.
-	pending    map[netip.Addr]bool
-	joining    bool
-	joinFailed bool
-	allMulti   bool
-
-	arpRequests, solicitations, answered, malformed, sendErrors, readErrors atomic.Uint64
-	// done is closed by Close, to end the readers' back-off waits.
-	done       chan struct{}
-	gratuitous gratuitousSender
-	// wake is an eventfd Close writes to end the readers' waits in poll
-	// (pollIO); -1 if there is none (they then wait in the runtime's
-	// poller, and closing the sockets ends the wait).
-	wake int
-}
-
-type held struct {
-	answered atomic.Uint64
-	// silent is set when the kernel answers for the address itself.
-	silent bool
+	mu     sync.Mutex // serialises Hold, Drop and Close
+	held   map[netip.Addr]bool
+	closed bool
 }
 
 // OpenLink opens packet sockets on ifi and starts answering for the
@@ -217,32 +190,19 @@ func assigned(ifi *net.Interface) map[netip.Addr]bool {
 // NewLink returns a Link on ifi that reads and writes through the conns in
 // cfg, and starts its readers. Close stops them.
 func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
-	if cfg.Log == nil {
-		cfg.Log = slog.New(slog.DiscardHandler)
+	log := cfg.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
 	}
-	l := &Link{
-		ifi:       ifi,
-		mac:       ifi.HardwareAddr,
-		arpc:      cfg.ARP,
-		ip6c:      cfg.IPv6,
-		cfg:       cfg,
-		log:       cfg.Log.With("interface", ifi.Name),
-		groupRefs: make(map[netip.Addr]int),
-		groupAt:   make(map[netip.Addr]*joiner),
-		pending:   make(map[netip.Addr]bool),
-		done:      make(chan struct{}),
+	log = log.With("interface", ifi.Name)
+	multi, _ := cfg.IPv6.(AllMultiConn)
+	return &Link{
+		ifi:    ifi,
+		resp:   newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, cfg.Assigned, log),
+		send:   newSender(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6),
+		groups: newGroups(ifi.Name, cfg.Groups, multi, log),
+		held:   make(map[netip.Addr]bool),
 	}
-	l.gratuitous.arp, l.gratuitous.ip6 = ioFor(cfg.ARP), ioFor(cfg.IPv6)
-	l.wake = -1
-	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
-		l.wake = fd
-	}
-	empty := map[netip.Addr]*held{}
-	l.held.Store(&empty)
-	l.wg.Add(2)
-	go l.readLoop(l.arpc, l.answerARP)
-	go l.readLoop(l.ip6c, l.answerNS)
-	return l
 }
 
 // Name returns the interface name.
@@ -252,93 +212,31 @@ func (l *Link) Name() string { return l.ifi.Name }
 func (l *Link) Index() int { return l.ifi.Index }
 
 // MAC returns the hardware address answers carry.
-func (l *Link) MAC() net.HardwareAddr { return l.mac }
+func (l *Link) MAC() net.HardwareAddr { return l.ifi.HardwareAddr }
 
 // Hold starts answering for addrs, all or none. For an IPv6 address it
 // joins the address's solicited-node group first.
 func (l *Link) Hold(addrs ...netip.Addr) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.closed.Load() {
+	if l.closed {
 		return net.ErrClosed
-	}
-	cur := *l.held.Load()
-	var kernel map[netip.Addr]bool
-	if l.cfg.Assigned != nil {
-		kernel = l.cfg.Assigned()
-	}
-	next := make(map[netip.Addr]*held, len(cur)+len(addrs))
-	for k, v := range cur {
-		next[k] = v
 	}
 	var fresh []netip.Addr
 	for _, a := range addrs {
-		if _, ok := next[a]; ok {
-			continue
+		if !l.held[a] && !slices.Contains(fresh, a) {
+			fresh = append(fresh, a)
 		}
-		h := &held{silent: kernel[a]}
-		if h.silent {
-			l.log.Info("address is assigned to the interface: the kernel answers for it, vip only announces it", "addr", a)
-		}
-		next[a] = h
-		fresh = append(fresh, a)
 	}
-	if err := l.joinAllLocked(fresh); err != nil {
+	if err := l.groups.join(fresh); err != nil {
 		return err
 	}
-	l.held.Store(&next)
-	if err := l.setFiltersLocked(next); err != nil {
-		l.log.Warn("cannot narrow the kernel filter to the held addresses: every request wakes vip", "err", err)
+	if err := l.resp.Hold(fresh...); err != nil {
+		_ = l.groups.leave(fresh)
+		return err
 	}
-	return nil
-}
-
-// syncJoins is the most new groups a Hold joins before it returns. Each
-// join costs the kernel about 0.1 ms (and a report on the wire), so a larger
-// batch turns on all-multicast reception at once, which lets every
-// solicitation in, and joins its groups in the background.
-const syncJoins = 64
-
-// joinAllLocked joins the groups of the IPv6 addresses among addrs: all of
-// them or, on error, none.
-func (l *Link) joinAllLocked(addrs []netip.Addr) error {
-	var newGroups []netip.Addr
-	seen := map[netip.Addr]bool{}
-	for _, a := range addrs {
-		if !a.Is6() {
-			continue
-		}
-		g, err := ndp.SolicitedNodeMulticast(a)
-		if err != nil {
-			return fmt.Errorf("solicited-node group of %s: %w", a, err)
-		}
-		if l.groupRefs[g] == 0 && !seen[g] {
-			seen[g] = true
-			newGroups = append(newGroups, g)
-		}
-	}
-	async := len(newGroups) > syncJoins || len(l.pending) > 0
-	if async {
-		if err := l.setAllMultiLocked(true); err != nil {
-			l.log.Warn("cannot receive all multicast: joining the groups before answering", "err", err)
-			async = false
-		}
-	}
-	var done []netip.Addr
-	for _, a := range addrs {
-		if !a.Is6() {
-			continue
-		}
-		if err := l.joinLocked(a, async); err != nil {
-			for _, j := range done {
-				_ = l.leaveLocked(j)
-			}
-			return err
-		}
-		done = append(done, a)
-	}
-	if async {
-		l.startJoinerLocked()
+	for _, a := range fresh {
+		l.held[a] = true
 	}
 	return nil
 }
@@ -348,387 +246,46 @@ func (l *Link) joinAllLocked(addrs []netip.Addr) error {
 func (l *Link) Drop(addrs ...netip.Addr) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	cur := *l.held.Load()
-	next := make(map[netip.Addr]*held, len(cur))
-	for k, v := range cur {
-		next[k] = v
-	}
 	var gone []netip.Addr
 	for _, a := range addrs {
-		if _, ok := next[a]; ok {
-			delete(next, a)
+		if l.held[a] {
+			delete(l.held, a)
 			gone = append(gone, a)
 		}
 	}
-	l.held.Store(&next)
-	if err := l.setFiltersLocked(next); err != nil {
-		l.log.Warn("cannot narrow the kernel filter to the held addresses: every request wakes vip", "err", err)
-	}
-	var errs []error
-	for _, a := range gone {
-		if a.Is6() {
-			errs = append(errs, l.leaveLocked(a))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// groupsPerSocket bounds the groups one ICMPv6 socket joins: the kernel
-// charges each membership to the socket's option memory (net.core.optmem_max,
-// 128 KiB here, room for about 2,000), so 10,000 IPv6 claims need several.
-const groupsPerSocket = 1000
-
-// joiner is one group socket and how many groups it has joined.
-type joiner struct {
-	GroupJoiner
-	n int
-}
-
-func (l *Link) joinLocked(addr netip.Addr, async bool) error {
-	g, err := ndp.SolicitedNodeMulticast(addr)
-	if err != nil {
-		return fmt.Errorf("solicited-node group of %s: %w", addr, err)
-	}
-	if l.groupRefs[g] > 0 {
-		l.groupRefs[g]++
-		return nil
-	}
-	if async {
-		l.groupRefs[g] = 1
-		l.pending[g] = true
-		return nil
-	}
-	if err := l.joinGroupLocked(g); err != nil {
-		return err
-	}
-	l.groupRefs[g] = 1
-	return nil
-}
-
-// joinGroupLocked joins g on a socket with room for it.
-func (l *Link) joinGroupLocked(g netip.Addr) error {
-	var j *joiner
-	for _, c := range l.joiners {
-		if c.n < groupsPerSocket {
-			j = c
-			break
-		}
-	}
-	if j == nil {
-		if l.cfg.Groups == nil {
-			return fmt.Errorf("join %s on %s: this link cannot join IPv6 multicast groups", g, l.ifi.Name)
-		}
-		gj, err := l.cfg.Groups()
-		if err != nil {
-			return err
-		}
-		j = &joiner{GroupJoiner: gj}
-		l.joiners = append(l.joiners, j)
-	}
-	if err := j.JoinGroup(g); err != nil {
-		return fmt.Errorf("join %s on %s: %w", g, l.ifi.Name, err)
-	}
-	j.n++
-	l.groupAt[g] = j
-	return nil
-}
-
-// startJoinerLocked starts the background joiner unless it runs.
-func (l *Link) startJoinerLocked() {
-	if l.joining {
-		return
-	}
-	l.joining = true
-	l.wg.Add(1)
-	go l.joinPending()
-}
-
-// joinPending joins the pending groups one at a time, letting Hold and Drop
-// in between, then turns all-multicast reception off again unless a join
-// failed.
-func (l *Link) joinPending() {
-	defer l.wg.Done()
-	// Background work: thousands of joins are seconds of system time, and
-	// all-multicast reception covers the groups meanwhile. At the lowest
-	// priority they yield the CPU to the answers and the gratuitous sender.
-	// The thread is never unlocked, so it ends with this goroutine instead
-	// of going back to the runtime at that priority.
-	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), 19)
-	for {
-		l.mu.Lock()
-		if l.closed.Load() {
-			l.joining = false
-			l.mu.Unlock()
-			return
-		}
-		var g netip.Addr
-		for p := range l.pending {
-			g = p
-			break
-		}
-		if !g.IsValid() {
-			if !l.joinFailed {
-				if err := l.setAllMultiLocked(false); err != nil {
-					l.log.Warn("cannot turn all-multicast reception off", "err", err)
-				}
-			}
-			l.joining = false
-			l.mu.Unlock()
-			return
-		}
-		delete(l.pending, g)
-		if err := l.joinGroupLocked(g); err != nil {
-			// All-multicast reception stays on, so the group's
-			// solicitations still arrive.
-			l.joinFailed = true
-			l.log.Warn("joining a solicited-node group failed: receiving all multicast instead", "group", g, "err", err)
-		}
-		l.mu.Unlock()
-	}
-}
-
-// AllMultiConn is a FrameConn that can make its interface receive every
-// multicast frame.
-type AllMultiConn interface {
-	SetAllMulti(on bool) error
-}
-
-func (l *Link) setAllMultiLocked(on bool) error {
-	if l.allMulti == on {
-		return nil
-	}
-	c, ok := l.ip6c.(AllMultiConn)
-	if !ok {
-		return errors.New("the IPv6 socket cannot receive all multicast")
-	}
-	if err := c.SetAllMulti(on); err != nil {
-		return err
-	}
-	l.allMulti = on
-	return nil
-}
-
-func (l *Link) leaveLocked(addr netip.Addr) error {
-	g, err := ndp.SolicitedNodeMulticast(addr)
-	if err != nil {
-		return fmt.Errorf("solicited-node group of %s: %w", addr, err)
-	}
-	switch l.groupRefs[g] {
-	case 0:
-		return nil
-	case 1:
-		delete(l.groupRefs, g)
-		if l.pending[g] {
-			delete(l.pending, g) // never joined
-			return nil
-		}
-		j := l.groupAt[g]
-		delete(l.groupAt, g)
-		if j == nil {
-			return nil // its join failed
-		}
-		j.n--
-		if err := j.LeaveGroup(g); err != nil {
-			return fmt.Errorf("leave %s on %s: %w", g, l.ifi.Name, err)
-		}
-	default:
-		l.groupRefs[g]--
-	}
-	return nil
+	return errors.Join(l.resp.Drop(gone...), l.groups.leave(gone))
 }
 
 // Groups returns the solicited-node groups joined and how many held
 // addresses share each.
-func (l *Link) Groups() map[netip.Addr]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[netip.Addr]int, len(l.groupRefs))
-	for g, n := range l.groupRefs {
-		out[g] = n
-	}
-	return out
-}
+func (l *Link) Groups() map[netip.Addr]int { return l.groups.counts() }
 
 // Answered returns how many requests for addr were answered while held.
-func (l *Link) Answered(addr netip.Addr) uint64 {
-	if h, ok := (*l.held.Load())[addr]; ok {
-		return h.answered.Load()
-	}
-	return 0
-}
+func (l *Link) Answered(addr netip.Addr) uint64 { return l.resp.Answered(addr) }
 
 // Stats returns the Link's counters.
-func (l *Link) Stats() LinkStats {
-	return LinkStats{
-		ARPRequests:   l.arpRequests.Load(),
-		Solicitations: l.solicitations.Load(),
-		Answered:      l.answered.Load(),
-		Malformed:     l.malformed.Load(),
-		SendErrors:    l.sendErrors.Load(),
-		ReadErrors:    l.readErrors.Load(),
-	}
+func (l *Link) Stats() LinkStats { return l.resp.stats() }
+
+// Announce sends one gratuitous round for addr (see sender).
+func (l *Link) Announce(addr netip.Addr, frames Frames) (int, error) {
+	return l.send.Announce(addr, frames)
 }
+
+// Probe sends one probe for addr; the answers come back to the capture
+// that looks for competing claimers.
+func (l *Link) Probe(addr netip.Addr) (int, error) { return l.send.Probe(addr) }
 
 // Close stops answering, leaves every group and closes the sockets.
 func (l *Link) Close() error {
 	l.mu.Lock()
-	if l.closed.Swap(true) {
-		l.mu.Unlock()
+	defer l.mu.Unlock()
+	if l.closed {
 		return nil
 	}
-	empty := map[netip.Addr]*held{}
-	l.held.Store(&empty)
-	close(l.done)
-	var errs []error
-	for _, j := range l.joiners {
-		errs = append(errs, j.Close()) // closing leaves every group
-	}
-	l.joiners = nil
-	l.groupRefs = map[netip.Addr]int{}
-	l.groupAt = map[netip.Addr]*joiner{}
-	l.pending = map[netip.Addr]bool{}
-	l.mu.Unlock()
-	if l.wake >= 0 {
-		_, _ = unix.Write(l.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
-	}
-	errs = append(errs, l.arpc.Close(), l.ip6c.Close())
-	l.wg.Wait()
-	if l.wake >= 0 {
-		unix.Close(l.wake)
-	}
-	return errors.Join(errs...)
+	l.closed = true
+	l.held = map[netip.Addr]bool{}
+	return errors.Join(l.groups.close(), l.resp.Close())
 }
-
-func (l *Link) readLoop(c FrameConn, answer func(*answerer, []byte)) {
-	defer l.wg.Done()
-	a := &answerer{}
-	var buf []byte
-	if p := pollIOFor(c, l.wake); p != nil {
-		defer p.close()
-		a.batch, a.pending = p, make([]*held, 0, batchSize)
-	} else {
-		a.io, buf = ioFor(c), make([]byte, 1<<16)
-	}
-	for {
-		var n int
-		var err error
-		if a.batch != nil {
-			n, err = a.batch.ReadBatch()
-		} else {
-			n, err = a.io.Read(buf)
-		}
-		if err != nil {
-			if l.closed.Load() || errors.Is(err, net.ErrClosed) || errors.Is(err, os.ErrClosed) {
-				return
-			}
-			l.readErrors.Add(1)
-			if errors.Is(err, syscall.ENETDOWN) {
-				// The kernel reports a link going down once on each
-				// packet socket, then delivers again when it comes up.
-				continue
-			}
-			l.log.Warn("read failed: retrying", "err", err)
-			select {
-			case <-time.After(100 * time.Millisecond): // no busy loop on a broken socket
-			case <-l.done:
-				return
-			}
-			continue
-		}
-		if a.batch == nil {
-			answer(a, buf[:n])
-			continue
-		}
-		for i := range n {
-			answer(a, a.batch.Frame(i))
-		}
-		l.flush(a)
-	}
-}
-
-func (l *Link) lookup(addr netip.Addr) *held {
-	h := (*l.held.Load())[addr]
-	if h == nil || h.silent {
-		return nil
-	}
-	return h
-}
-
-func (l *Link) connFor(frame []byte) FrameConn {
-	if len(frame) > 13 && frame[12] == 0x08 && frame[13] == 0x06 {
-		return l.arpc
-	}
-	return l.ip6c
-}
-
-func (l *Link) write(c FrameConn, frame []byte, dst net.HardwareAddr) (int, error) {
-	return c.WriteTo(frame, &packet.Addr{HardwareAddr: dst})
-}
-
-// Announce sends one gratuitous round for addr. The frames are built in the
-// Link's own buffer and written straight to the socket: a round allocates
-// nothing, so 10,000 claims' rounds cost the sender little beyond the
-// writes.
-func (l *Link) Announce(addr netip.Addr, frames Frames) (int, error) {
-	g := &l.gratuitous
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	var err error
-	sent := 0
-	emit := func(w frameIO, b []byte, dst net.HardwareAddr) {
-		if e := w.Write(b, dst); e != nil {
-			err = errors.Join(err, e)
-			return
-		}
-		sent++
-	}
-	if addr.Is4() {
-		a4 := addr.As4()
-		b := g.buf[:arpPaddedLen]
-		clear(b[arpFrameLen:])
-		if frames&FrameARPRequest != 0 {
-			putARP(b, wire.Broadcast, l.mac, 1, a4, zeroMAC, a4)
-			emit(g.arp, b, wire.Broadcast)
-		}
-		if frames&FrameARPReply != 0 {
-			putARP(b, wire.Broadcast, l.mac, 2, a4, wire.Broadcast, a4)
-			emit(g.arp, b, wire.Broadcast)
-		}
-	} else {
-		b := g.buf[:naFrameLen]
-		if frames&FrameNA != 0 {
-			putNA(b, allNodesMAC, l.mac, addr, wire.AllNodes, false)
-			emit(g.ip6, b, allNodesMAC)
-		}
-		if frames&FrameNARouters != 0 {
-			putNA(b, allRoutersMAC, l.mac, addr, wire.AllRouters, false)
-			emit(g.ip6, b, allRoutersMAC)
-		}
-	}
-	if err != nil {
-		return sent, fmt.Errorf("announce %s on %s: %w", addr, l.ifi.Name, err)
-	}
-	return sent, nil
-}
-
-// gratuitousSender is what Announce builds and writes with; the scheduler
-// calls it from one goroutine, and the mutex keeps any other caller apart.
-type gratuitousSender struct {
-	mu  sync.Mutex
-	buf [max(arpPaddedLen, naFrameLen)]byte
-	arp frameIO
-	ip6 frameIO
-}
-
-// arpPaddedLen is a gratuitous ARP frame's length: padded to Ethernet's
-// minimum, as wire builds it.
-const arpPaddedLen = 60
-
-var (
-	zeroMAC       = net.HardwareAddr{0, 0, 0, 0, 0, 0}
-	allRoutersMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 2}
-)
 
 // receiveBuffer is the receive buffer of the answering sockets.
 const receiveBuffer = 4 << 20
@@ -777,31 +334,6 @@ func (c *allMultiConn) SetAllMulti(on bool) error {
 		return err
 	}
 	return serr
-}
-
-// Probe sends one probe for addr; the answers come back to the capture
-// that looks for competing claimers.
-func (l *Link) Probe(addr netip.Addr) (int, error) {
-	var (
-		b   []byte
-		err error
-		dst = wire.Broadcast
-	)
-	if addr.Is4() {
-		b, err = wire.ARPProbe(l.mac, addr)
-	} else {
-		b, err = wire.DADSolicitation(l.mac, addr)
-		if g, gerr := ndp.SolicitedNodeMulticast(addr); gerr == nil {
-			dst = wire.MulticastMAC(g)
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("build a probe for %s: %w", addr, err)
-	}
-	if _, err := l.write(l.connFor(b), b, dst); err != nil {
-		return 0, fmt.Errorf("probe %s on %s: %w", addr, l.ifi.Name, err)
-	}
-	return 1, nil
 }
 
 func sameMAC(a, b net.HardwareAddr) bool {
