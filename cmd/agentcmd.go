@@ -17,6 +17,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/sniff"
 )
 
 type agentOptions struct {
@@ -31,7 +32,9 @@ type agentOptions struct {
 	Metrics     metricsOptions
 }
 
-func newAgentCmd(d *deps) *cobra.Command {
+// newAgentCmd builds vip agent; runF, when set, runs instead of the agent,
+// so tests check the flags apart.
+func newAgentCmd(d *deps, runF func(context.Context, *agentOptions) error) *cobra.Command {
 	o := &agentOptions{}
 	c := &cobra.Command{
 		Use:   "agent",
@@ -53,6 +56,9 @@ added. The socket is for root alone unless --group opens it to one group.`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Metrics.parsed(c)
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
 			return runAgent(c.Context(), d, o)
 		},
 	}
@@ -76,6 +82,9 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		return badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
 	}
 	if err := o.Metrics.check(); err != nil {
+		return err
+	}
+	if err := checkFilter(o.Filter); err != nil {
 		return err
 	}
 	if o.LogFile != "" {
@@ -166,4 +175,17 @@ func (d *deps) startAgent(ctx context.Context, rate float64) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// checkFilter refuses a --filter that libpcap cannot compile (or that this
+// build cannot use), before anything starts: it is bad input, unlike a
+// failure to start.
+func checkFilter(expr string) error {
+	if expr == "" {
+		return nil
+	}
+	if _, err := sniff.Filter(expr); err != nil {
+		return badInput("--filter: %v", err)
+	}
+	return nil
 }

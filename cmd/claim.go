@@ -239,6 +239,9 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	if err := o.Metrics.check(); err != nil {
 		return err
 	}
+	if err := checkFilter(o.Filter); err != nil {
+		return err
+	}
 	// In a terminal the claim shows the live view, and the logs go to a
 	// file so as not to tear it; elsewhere they go to standard error.
 	view := isTerminal(d.io.Out) && !o.JSON
@@ -270,7 +273,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	}
 	rt, err := agent.Start(cfg, agent.GuardConfig{Filter: o.Filter, AllTraffic: o.AllTraffic}, log)
 	if err != nil {
-		return badInput("--filter: %v", err)
+		return fmt.Errorf("start the claim's engine: %w", err)
 	}
 	eng, guard, stopEngine := rt.Engine, rt.Guard, rt.Stop
 	if o.Metrics.Addr != "" {

@@ -86,14 +86,8 @@ func TestClaimFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got *claimOptions
-			c := newClaimCmd(&deps{}, func(_ context.Context, o *claimOptions) error { got = o; return nil })
-			c.SetArgs(tt.args)
-			if err := c.Execute(); err != nil {
-				t.Fatal(err)
-			}
-			if fmt.Sprint(*got) != fmt.Sprint(tt.want) {
-				t.Errorf("got %+v, want %+v", *got, tt.want)
+			if got := parse(t, newClaimCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}
@@ -206,6 +200,8 @@ func TestExitCodes(t *testing.T) {
 		{"metrics bound negative", []string{"agent", "--metrics", ":9469", "--metrics-max-addrs", "-1"}, ExitBadInput, "--metrics-max-addrs -1 is negative"},
 		{"metrics bound alone", []string{"agent", "--metrics-max-addrs", "5"}, ExitBadInput, "give --metrics too"},
 		{"foreground metrics not HOST:PORT", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--metrics", "localhost"}, ExitBadInput, "is not HOST:PORT"},
+		{"agent filter that does not compile", []string{"agent", "--filter", "arp and ("}, ExitBadInput, "--filter"},
+		{"foreground filter that does not compile", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--filter", "no such (("}, ExitBadInput, "--filter"},
 		{"help", []string{"claim", "--help"}, ExitOK, ""},
 		{"version", []string{"--version"}, ExitOK, ""},
 	}

@@ -18,7 +18,9 @@ import (
 	"github.com/vipctl/vip/sniff"
 )
 
+// probeOptions are the flags and arguments of vip probe.
 type probeOptions struct {
+	Addrs     []string
 	Interface string
 	Count     int
 	Wait      time.Duration
@@ -32,7 +34,9 @@ type ProbeResult struct {
 	Claimers  []api.Claimer `json:"claimers"`
 }
 
-func newProbeCmd(d *deps) *cobra.Command {
+// newProbeCmd builds vip probe; runF, when set, runs instead of the probes,
+// so tests check the flags apart.
+func newProbeCmd(d *deps, runF func(context.Context, *probeOptions) error) *cobra.Command {
 	o := &probeOptions{}
 	c := &cobra.Command{
 		Use:   "probe ADDR... [-i IFACE]",
@@ -53,7 +57,11 @@ before it claims it, and that the old owner is silent after a failover.`,
 		},
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, args []string) error {
-			return runProbe(c.Context(), d, o, args)
+			o.Addrs = args
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runProbe(c.Context(), d, o)
 		},
 	}
 	f := c.Flags()
@@ -68,14 +76,14 @@ before it claims it, and that the old owner is silent after a failover.`,
 // probeSpacing separates the probes of one address.
 const probeSpacing = 250 * time.Millisecond
 
-func runProbe(ctx context.Context, d *deps, o *probeOptions, args []string) error {
+func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 	if o.Count < 1 || o.Count > 10 {
 		return badInput("--count %d: give 1 to 10 probes", o.Count)
 	}
 	if o.Wait < 0 || o.Wait > time.Minute {
 		return badInput("--wait %v: give a duration up to 1m", o.Wait)
 	}
-	plan, err := api.ClaimRequest{Addrs: args, Interface: o.Interface}.Validate(d.sys)
+	plan, err := api.ClaimRequest{Addrs: o.Addrs, Interface: o.Interface}.Validate(d.sys)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"context"
 	"fmt"
 	"runtime"
 	"runtime/debug"
@@ -49,21 +50,35 @@ func currentBuild() buildInfo {
 	return buildInfo{Version: v, Commit: c, Go: runtime.Version()}
 }
 
-func newVersionCmd(d *deps) *cobra.Command {
-	var asJSON bool
+// versionOptions are the flags of vip version.
+type versionOptions struct {
+	JSON bool
+}
+
+// newVersionCmd builds vip version; runF, when set, runs instead, so tests
+// check the flags apart.
+func newVersionCmd(d *deps, runF func(context.Context, *versionOptions) error) *cobra.Command {
+	o := &versionOptions{}
 	c := &cobra.Command{
 		Use:               "version",
 		Short:             "Print vip's version, commit and Go version",
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(*cobra.Command, []string) error {
-			if asJSON {
-				return writeJSON(d, currentBuild())
+		RunE: func(c *cobra.Command, _ []string) error {
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			_, err := fmt.Fprintf(d.io.Out, "vip %s\n", versionString())
-			return err
+			return runVersion(d, o)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the version as JSON")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the version as JSON")
 	return c
+}
+
+func runVersion(d *deps, o *versionOptions) error {
+	if o.JSON {
+		return writeJSON(d, currentBuild())
+	}
+	_, err := fmt.Fprintf(d.io.Out, "vip %s\n", versionString())
+	return err
 }

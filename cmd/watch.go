@@ -19,11 +19,9 @@ type watchOptions struct {
 	NoAutostart bool
 }
 
-func newWatchCmd(d *deps) *cobra.Command { return watchCmd(d, nil) }
-
-// watchCmd builds vip watch; runF, when set, runs instead of the view, so
-// tests check the flags apart.
-func watchCmd(d *deps, runF func(context.Context, *watchOptions) error) *cobra.Command {
+// newWatchCmd builds vip watch; runF, when set, runs instead of the view,
+// so tests check the flags apart.
+func newWatchCmd(d *deps, runF func(context.Context, *watchOptions) error) *cobra.Command {
 	o := &watchOptions{}
 	c := &cobra.Command{
 		Use:   "watch [-i IFACE]",

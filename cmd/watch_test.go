@@ -24,14 +24,8 @@ func TestWatchFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var got *watchOptions
-			c := watchCmd(&deps{}, func(_ context.Context, o *watchOptions) error { got = o; return nil })
-			c.SetArgs(tt.args)
-			if err := c.Execute(); err != nil {
-				t.Fatal(err)
-			}
-			if *got != tt.want {
-				t.Errorf("got %+v, want %+v", *got, tt.want)
+			if got := parse(t, newWatchCmd, tt.args...); got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
 	}

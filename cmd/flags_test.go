@@ -1,0 +1,75 @@
+package cmd
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/metrics"
+)
+
+// parse runs the command's flag parsing and returns what its run function
+// was given, without running anything.
+func parse[O any](t *testing.T, build func(*deps, func(context.Context, *O) error) *cobra.Command, args ...string) O {
+	t.Helper()
+	var got *O
+	c := build(&deps{}, func(_ context.Context, o *O) error { got = o; return nil })
+	c.SetArgs(args)
+	if err := c.Execute(); err != nil {
+		t.Fatalf("%v: %v", args, err)
+	}
+	return *got
+}
+
+func TestAgentFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want agentOptions
+	}{
+		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
+		{"every flag", []string{"--group", "vip", "--clean", "--rate", "100", "--log-file", "/tmp/vip.log", "--filter", "vlan",
+			"--all-traffic", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu"}, agentOptions{
+			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Filter: "vlan",
+			AllTraffic: true, Metrics: metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parse(t, newAgentCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestProbeFlags(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want probeOptions
+	}{
+		{"defaults", []string{"192.0.2.10"}, probeOptions{Addrs: []string{"192.0.2.10"}, Count: 2, Wait: time.Second}},
+		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--count", "5", "--wait", "3s", "--json"}, probeOptions{
+			Addrs: []string{"192.0.2.10", "2001:db8::10"}, Interface: "eth0", Count: 5, Wait: 3 * time.Second, JSON: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := parse(t, newProbeCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestVersionFlags(t *testing.T) {
+	if got := parse(t, newVersionCmd); got.JSON {
+		t.Errorf("defaults: got %+v, want plain output", got)
+	}
+	if got := parse(t, newVersionCmd, "--json"); !got.JSON {
+		t.Errorf("--json: got %+v, want JSON", got)
+	}
+}
