@@ -4,7 +4,8 @@
 # compiled them as the user, and `make demo` the lab.
 #
 # sudo resets what the tests need, so it is passed on: PATH (cmd/vip's tests
-# run go, which sudo's secure_path lacks), CI, and the Go settings, with
+# run go, which sudo's secure_path lacks) with root's sbin directories (ip
+# and sysctl, which a user's PATH may lack), CI, and the Go settings, with
 # -buildvcs=false (git refuses root a repository the user owns). Root keeps
 # its own Go build and module caches (sudo sets HOME to root's), so nothing
 # root-owned lands in the user's caches; it reads the modules from the user's
@@ -17,7 +18,7 @@ command -v sudo >/dev/null 2>&1 || {
   exit 1
 }
 
-keep=("PATH=$PATH")
+keep=("PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin")
 [ -n "${CI:-}" ] && keep+=("CI=$CI")
 while IFS= read -r name; do
   case "$name" in

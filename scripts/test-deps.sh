@@ -13,6 +13,8 @@
 set -euo pipefail
 
 mode=${1:-all}
+# iproute2 and procps install into sbin, which a user's PATH often lacks.
+PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
 # The compiler cgo runs: $CC, else gcc (go env CC's default).
 cc=${CC:-gcc}
 cc=${cc%% *}
