@@ -14,7 +14,7 @@ set -euo pipefail
 
 [ "$(id -u)" -eq 0 ] && exec "$@"
 command -v sudo >/dev/null 2>&1 || {
-  echo "$1 needs root: run make as root, or install sudo" >&2
+  echo "the lab and its tests need root: run make as root, or install sudo" >&2
   exit 1
 }
 
