@@ -229,7 +229,7 @@ func requireRoot(t *testing.T) {
 	if os.Geteuid() == 0 {
 		return
 	}
-	why := "needs root, to run make build both as root and as an unprivileged user; run as root, e.g. sudo go test ./internal/setup"
+	why := "needs root, to run make build both as root and as an unprivileged user; run it as root (make test does)"
 	if os.Getenv("CI") == "true" {
 		t.Fatal(why + " (CI=true, so this fails instead of skipping)")
 	}
