@@ -1,28 +1,68 @@
 #!/usr/bin/env bash
-# Installs what vip's tests use when it is missing: libpcap headers (cgo),
-# the lab's iproute2 and sysctl, and the peers the lab tests check vip
-# against (iputils arping and ping, ndisc6, tcpdump), and tmux, the terminal
-# the TUI's end-to-end test types into. Debian package names.
+# Installs what vip's build and tests use when it is missing: the C compiler
+# and libpcap headers the capture is built with (cgo), the lab's iproute2
+# and sysctl, the peers the lab tests check vip against (iputils arping and
+# ping, ndisc6, tcpdump, socat), setpriv, tmux (the terminal the TUI's
+# end-to-end test types into) and prometheus and promtool (the metrics lab
+# test). Debian package names.
+#
+# Root installs with apt-get; anyone else through sudo, and without sudo it
+# stops and says what to install. `test-deps.sh build` checks only what the
+# build needs (make build runs it): it installs that as root and otherwise
+# stops, never asking for sudo, so that no vip is built without its capture.
 set -euo pipefail
 
-declare -A pkg_for=(
+mode=${1:-all}
+# iproute2 and procps install into sbin, which a user's PATH often lacks.
+PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
+# The compiler cgo runs: $CC, else gcc (go env CC's default).
+cc=${CC:-gcc}
+cc=${cc%% *}
+
+declare -A test_pkg=(
   [ip]=iproute2 [bridge]=iproute2 [sysctl]=procps
   [arping]=iputils-arping [ping]=iputils-ping [ndisc6]=ndisc6 [tcpdump]=tcpdump
   [setpriv]=util-linux [socat]=socat [tmux]=tmux
+  [prometheus]=prometheus [promtool]=prometheus
 )
-missing=()
-for tool in "${!pkg_for[@]}"; do
-  command -v "$tool" >/dev/null 2>&1 || missing+=("${pkg_for[$tool]}")
-done
-[ -e /usr/include/pcap/pcap.h ] || missing+=(libpcap-dev)
+
+# check sets missing to the packages that provide what is not here.
+check() {
+  missing=()
+  # gcc only recommends the C library's headers, which cgo needs as well.
+  command -v "$cc" >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+  [ -e /usr/include/stdio.h ] || missing+=(libc6-dev)
+  [ -e /usr/include/pcap/pcap.h ] || missing+=(libpcap-dev)
+  if [ "$mode" != build ]; then
+    for tool in "${!test_pkg[@]}"; do
+      command -v "$tool" >/dev/null 2>&1 || missing+=("${test_pkg[$tool]}")
+    done
+  fi
+  [ ${#missing[@]} -eq 0 ] || mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+}
+
+# fail says in one sentence what is missing and how to install it.
+fail() {
+  if [ "$mode" = build ]; then
+    echo "vip needs a C compiler and libpcap for its capture: run \"make deps\", or \"apt-get install ${missing[*]}\" as root" >&2
+  else
+    echo "vip's build and tests need ${missing[*]}: run \"apt-get install ${missing[*]}\" as root, or \"make deps\" as a user with sudo" >&2
+  fi
+  exit 1
+}
+
+check
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
+as_root=()
 if [ "$(id -u)" -ne 0 ]; then
-  echo "test-deps: missing ${missing[*]}; run as root (sudo make test) to install them, or the tests that need them skip" >&2
-  exit 0
+  { [ "$mode" != build ] && command -v sudo >/dev/null 2>&1; } || fail
+  as_root=(sudo)
 fi
 echo "test-deps: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-apt-get update -qq
-apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# A failed install is reported by the check after it, in one sentence.
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || true
+check
+[ ${#missing[@]} -eq 0 ] || fail
