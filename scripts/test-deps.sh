@@ -64,5 +64,13 @@ echo "test-deps: installing ${missing[*]}" >&2
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq || true
 "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || true
+installed=("${missing[@]}")
 check
+# Debian's prometheus package enables and starts a server on :9090 for the
+# whole host; the tests start their own inside a lab namespace, so the one
+# the install started is stopped and disabled again.
+if printf '%s\n' "${installed[@]}" | grep -qx prometheus && [ -d /run/systemd/system ]; then
+  "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  echo "test-deps: stopped and disabled the prometheus service its package started (the tests run their own)" >&2
+fi
 [ ${#missing[@]} -eq 0 ] || fail
