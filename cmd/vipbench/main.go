@@ -99,7 +99,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if os.Geteuid() != 0 {
-		fmt.Fprintln(stderr, "vipbench: it builds network namespaces and opens packet sockets: run it as root (sudo make bench)")
+		fmt.Fprintln(stderr, "vipbench: it builds network namespaces and opens packet sockets: run it as root (make bench does, through sudo when not root)")
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
