@@ -520,14 +520,11 @@ func targetFilter(static []bpf.Instruction, off uint32, words []uint32) []bpf.In
 	return append(prog, bpf.RetConstant{Val: 0})
 }
 
-// setFilters installs on each socket the filter for the held addresses it
-// answers; silent ones (the kernel answers them) stay out.
+// setFiltersLocked installs on each socket the filter for the held
+// addresses it answers.
 func (r *socketResponder) setFiltersLocked(held map[netip.Addr]*held) error {
 	var v4, v6 []uint32
-	for a, h := range held {
-		if h.silent {
-			continue
-		}
+	for a := range held {
 		b := a.As16()
 		w := binary.BigEndian.Uint32(b[12:16])
 		if a.Is4() {

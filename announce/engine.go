@@ -37,7 +37,12 @@ type EngineConfig struct {
 	// Assigner adds and removes addresses for claims with Assign. Nil
 	// refuses such claims.
 	Assigner Assigner
-	Log      *slog.Logger
+	// Kernel returns the addresses the kernel has on the named interface,
+	// and so answers for itself: their ports stay silent for those rather
+	// than double every answer (see silence.go). Nil means none, unless
+	// Open is nil too: then the interfaces' own addresses are read.
+	Kernel func(ifname string) map[netip.Addr]bool
+	Log    *slog.Logger
 }
 
 // Request asks for one address on one interface.
@@ -129,9 +134,12 @@ type portRef struct {
 }
 
 type claimState struct {
-	claim   Claim
-	port    *portRef // nil while the interface is gone
-	refresh clockwork.Timer
+	claim Claim
+	port  *portRef // nil while the interface is gone
+	// answering is set while the port answers for the address: not when
+	// the kernel does (see silence.go).
+	answering bool
+	refresh   clockwork.Timer
 	// probeAt is when the claim's next probe is due, and probeIndex its
 	// place in the engine's probe queue (-1 when it is in none).
 	probeAt    time.Time
@@ -170,6 +178,9 @@ func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Open == nil {
 		log := cfg.Log
 		cfg.Open = func(name string) (Port, error) { return OpenInterface(name, log) }
+		if cfg.Kernel == nil {
+			cfg.Kernel = interfaceAddrs
+		}
 	}
 	e := &Engine{
 		cfg:            cfg,
@@ -342,7 +353,10 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 	undo := func() {
 		for _, cs := range fresh {
 			if cs.port != nil && holding[cs.port] {
-				_ = cs.port.Drop(cs.claim.Addr)
+				if cs.answering {
+					_ = cs.port.Drop(cs.claim.Addr)
+					cs.answering = false
+				}
 				cs.port.refs--
 			}
 		}
@@ -361,7 +375,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		refreshed    []*claimState
 		refreshedOpt []ClaimOptions
 	)
-	byPort := map[*portRef][]netip.Addr{}
+	byPort := map[*portRef][]*claimState{}
 	for _, c := range items {
 		if cs, ok := e.claims[c.Addr]; ok {
 			refreshed = append(refreshed, cs)
@@ -389,15 +403,15 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		cs := newClaimState(c, p)
 		fresh = append(fresh, cs)
 		if p != nil {
-			byPort[p] = append(byPort[p], c.Addr)
+			byPort[p] = append(byPort[p], cs)
 		}
 	}
-	for p, addrs := range byPort {
-		if err := p.Hold(addrs...); err != nil {
+	for p, css := range byPort {
+		if err := e.holdLocked(p, css); err != nil {
 			undo()
 			return nil, nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
 		}
-		p.refs += len(addrs)
+		p.refs += len(css)
 		holding[p] = true
 	}
 
@@ -684,7 +698,10 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 		if cs.port != nil {
 			e.sched.Cancel(cs.key())
 			e.sched.Cancel(cs.probeKey())
-			byPort[cs.port] = append(byPort[cs.port], cs.claim.Addr)
+			if cs.answering {
+				byPort[cs.port] = append(byPort[cs.port], cs.claim.Addr)
+				cs.answering = false
+			}
 		}
 		if cs.refresh != nil {
 			cs.refresh.Stop()
@@ -862,26 +879,10 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 		if c.Up {
 			event("up: bursts re-armed")
 			if added := e.reassignLocked(claims); len(added) > 0 {
-				// The port took these while they were not assigned (the
-				// interface came back down), so it answers for them, and
-				// now the kernel does too. Held afresh, the port sees they
-				// are assigned and stays silent: one answer per request.
-				_ = p.Drop(added...)
-				if err := p.Hold(added...); err != nil {
-					// They are answered by nobody now: say so, and
-					// let them wait for the next change.
-					e.log.Warn("cannot hold the addresses added back: those claims wait", "interface", c.Name, "err", err)
-					for _, cs := range claims {
-						if cs.port == p && slices.Contains(added, cs.claim.Addr) {
-							e.sched.Cancel(cs.key())
-							e.sched.Cancel(cs.probeKey())
-							e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
-							cs.port = nil
-							e.syncSendLocked(cs)
-							p.refs--
-						}
-					}
-				}
+				// The port answered for these while they were not
+				// assigned (the kernel drops IPv6 addresses with the
+				// link); now the kernel answers for them again.
+				e.silenceLocked(p, claims, added)
 			}
 			for _, cs := range claims {
 				if cs.port == p {
@@ -913,17 +914,15 @@ func (e *Engine) attachWaitingLocked(name string) {
 		return
 	}
 	var waiting []*claimState
-	var addrs []netip.Addr
 	for _, cs := range e.claims {
 		if cs.claim.Interface == name && cs.port == nil {
 			waiting = append(waiting, cs)
-			addrs = append(addrs, cs.claim.Addr)
 		}
 	}
 	if len(waiting) == 0 {
 		return
 	}
-	if err := p.Hold(addrs...); err != nil {
+	if err := e.holdLocked(p, waiting); err != nil {
 		e.log.Warn("cannot answer for waiting claims", "interface", name, "err", err)
 		return
 	}
@@ -947,7 +946,7 @@ func (e *Engine) closePortLocked(p *portRef, claims []*claimState) {
 		e.sched.Cancel(cs.key())
 		e.sched.Cancel(cs.probeKey())
 		e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
-		cs.port = nil
+		cs.port, cs.answering = nil, false
 		e.syncSendLocked(cs)
 	}
 	if err := p.Close(); err != nil {
@@ -964,16 +963,12 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 		e.log.Warn("interface is back but cannot be opened: its claims keep waiting", "interface", c.Name, "err", err)
 		return
 	}
-	addrs := make([]netip.Addr, len(claims))
-	for i, cs := range claims {
-		addrs[i] = cs.claim.Addr
-	}
-	// The addresses go back first, so that the port sees them assigned
-	// and leaves the answers to the kernel: one answer per request.
+	// The addresses go back first, so that they count as the kernel's,
+	// which answers for them: one answer per request.
 	if c.Up {
 		e.reassignLocked(claims)
 	}
-	if err := p.Hold(addrs...); err != nil {
+	if err := e.holdLocked(p, claims); err != nil {
 		_ = p.Close()
 		e.log.Warn("interface is back but vip cannot answer on it: its claims keep waiting", "interface", c.Name, "err", err)
 		return

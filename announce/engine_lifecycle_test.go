@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"errors"
+	"maps"
 	"net"
 	"net/netip"
 	"strings"
@@ -246,5 +247,54 @@ func TestEngineClaimsWaitWhileAPort(t *testing.T) {
 	}
 	if len(msgs) != 2 || !strings.Contains(msgs[0], "became a port of bridge br0, which receives its frames") || !strings.HasPrefix(msgs[1], "up") {
 		t.Errorf("got interface events %q, want one saying it became a port of br0, then up", msgs)
+	}
+}
+
+// kernel is the addresses the fake interfaces have, for EngineConfig.Kernel.
+func (f *fakeAssigner) kernel(string) map[netip.Addr]bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.have)
+}
+
+// TestEngineSilentWhereTheKernelAnswers: the port answers only for
+// addresses the kernel does not have on the interface (added by --assign, or
+// there before), so each request gets one answer; all are announced. An
+// address the kernel gets back when its interface comes up is dropped from
+// the port then.
+func TestEngineSilentWhereTheKernelAnswers(t *testing.T) {
+	h, fa := newAssignHarness(t, b4) // b4 was on the interface before vip
+	h.e.cfg.Kernel = fa.kernel
+	if _, err := h.claimWith(t, ClaimOptions{Assign: true}, Request{a4, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.claim(t, Request{b4, "eth0"}, Request{a6, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	p := h.ports["eth0"]
+	for a, want := range map[netip.Addr]bool{a4: false, b4: false, a6: true} {
+		if got := p.isHeld(a); got != want {
+			t.Errorf("%s held by the port: got %v, want %v (the kernel answers for a4, added, and b4, already there)", a, got, want)
+		}
+	}
+	waitFor(t, func() bool { return p.rounds() >= 3 }, "a first round for each, the silent ones too")
+
+	// The interface goes away with its addresses and comes back down: the
+	// port answers for a4 until the kernel has it again, once it is up.
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Deleted: true})
+	fa.mu.Lock()
+	delete(fa.have, a4)
+	fa.mu.Unlock()
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: p.MAC(), Up: false})
+	p = h.ports["eth0"]
+	if !p.isHeld(a4) {
+		t.Fatal("back but down, without its address: want the port answering for a4")
+	}
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: p.MAC(), Up: true})
+	if p.isHeld(a4) {
+		t.Error("up with a4 added back: want the port silent for it, the kernel answering")
+	}
+	if st := h.e.Status(a4)[0]; st.Answered != 7 || st.State != StateAnnouncing {
+		t.Errorf("a4 after the port fell silent: got %+v, want the port's 7 answers kept and a burst", st)
 	}
 }

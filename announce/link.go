@@ -83,11 +83,7 @@ type LinkConfig struct {
 	// held, so that an interface with IPv6 disabled can still hold IPv4.
 	// Nil refuses IPv6 addresses.
 	Groups func() (GroupJoiner, error)
-	// Assigned returns the addresses the kernel has on this interface and
-	// so answers for itself; the Link stays silent for those rather than
-	// doubling every answer. It is read once a Hold. Nil means none.
-	Assigned func() map[netip.Addr]bool
-	Log      *slog.Logger
+	Log    *slog.Logger
 }
 
 // LinkStats counts what a Link saw and did.
@@ -165,26 +161,8 @@ func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
 			}
 			return c, nil
 		},
-		Assigned: func() map[netip.Addr]bool { return assigned(ifi) },
-		Log:      log,
+		Log: log,
 	}), nil
-}
-
-// assigned returns the addresses configured on ifi.
-func assigned(ifi *net.Interface) map[netip.Addr]bool {
-	out := map[netip.Addr]bool{}
-	addrs, err := ifi.Addrs()
-	if err != nil {
-		return out
-	}
-	for _, a := range addrs {
-		if n, ok := a.(*net.IPNet); ok {
-			if ip, ok := netip.AddrFromSlice(n.IP); ok {
-				out[ip.Unmap()] = true
-			}
-		}
-	}
-	return out
 }
 
 // NewLink returns a Link on ifi that reads and writes through the conns in
@@ -198,7 +176,7 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 	multi, _ := cfg.IPv6.(AllMultiConn)
 	return &Link{
 		ifi:    ifi,
-		resp:   newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, cfg.Assigned, log),
+		resp:   newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log),
 		send:   newSender(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6),
 		groups: newGroups(ifi.Name, cfg.Groups, multi, log),
 		held:   make(map[netip.Addr]bool),

@@ -3,7 +3,6 @@ package announce
 import (
 	"bytes"
 	"errors"
-	"maps"
 	"net"
 	"net/netip"
 	"slices"
@@ -48,29 +47,20 @@ type linkRig struct {
 	arp, ip6 *fakeConn
 	joiner   *fakeJoiner
 	groups   *fakeGroups
-
-	mu       sync.Mutex
-	assigned map[netip.Addr]bool
 }
 
 func newLinkRig(t *testing.T, hold ...netip.Addr) *linkRig {
 	t.Helper()
 	r := &linkRig{
-		arp:      newFakeConn(),
-		ip6:      newFakeConn(),
-		joiner:   &fakeJoiner{},
-		assigned: map[netip.Addr]bool{},
+		arp:    newFakeConn(),
+		ip6:    newFakeConn(),
+		joiner: &fakeJoiner{},
 	}
 	r.groups = &fakeGroups{joiner: r.joiner}
 	r.link = NewLink(testInterface(), LinkConfig{
 		ARP:    r.arp,
 		IPv6:   r.ip6,
 		Groups: r.groups.open,
-		Assigned: func() map[netip.Addr]bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			return maps.Clone(r.assigned)
-		},
 	})
 	t.Cleanup(func() { closeLink(t, r.link) })
 	for _, a := range hold {
@@ -79,12 +69,6 @@ func newLinkRig(t *testing.T, hold ...netip.Addr) *linkRig {
 		}
 	}
 	return r
-}
-
-func (r *linkRig) setAssigned(a netip.Addr) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.assigned[a] = true
 }
 
 // closeLink closes l and fails the test if Close does not return, which
@@ -438,29 +422,6 @@ func TestLinkAnsweredCounts(t *testing.T) {
 	want := LinkStats{ARPRequests: 4, Solicitations: 1, Answered: 4}
 	if got := r.link.Stats(); got != want {
 		t.Errorf("Stats: got %+v, want %+v", got, want)
-	}
-}
-
-func TestLinkSilentForAssigned(t *testing.T) {
-	r := newLinkRig(t)
-	r.setAssigned(vipA4)
-	r.setAssigned(vipA6)
-	for _, a := range []netip.Addr{vipA4, vipA6} {
-		if err := r.link.Hold(a); err != nil {
-			t.Fatalf("Hold(%v): %v", a, err)
-		}
-	}
-	r.arp.deliver(t, buildARP(t, whoHas(vipA4)))
-	r.ip6.deliver(t, buildICMPv6(t, solicit(vipA6)))
-	if got := r.arp.sent(); len(got) != 0 {
-		t.Errorf("ARP: got %d answers for an address the kernel has, want none", len(got))
-	}
-	if got := r.ip6.sent(); len(got) != 0 {
-		t.Errorf("NDP: got %d answers for an address the kernel has, want none", len(got))
-	}
-	// Announcing is still vip's job.
-	if n, err := r.link.Announce(vipA4, FrameARPRequest); n != 1 || err != nil {
-		t.Errorf("Announce: got %d, %v; want 1, nil", n, err)
 	}
 }
 

@@ -24,10 +24,7 @@ type socketResponder struct {
 	mac    net.HardwareAddr
 	arpc   FrameConn
 	ip6c   FrameConn
-	// assigned returns the addresses the kernel answers for itself; nil
-	// means none.
-	assigned func() map[netip.Addr]bool
-	log      *slog.Logger
+	log    *slog.Logger
 
 	held   atomic.Pointer[map[netip.Addr]*held]
 	mu     sync.Mutex // serialises Hold, Drop and Close
@@ -45,13 +42,11 @@ type socketResponder struct {
 
 type held struct {
 	answered atomic.Uint64
-	// silent is set when the kernel answers for the address itself.
-	silent bool
 }
 
-func newSocketResponder(ifname string, mac net.HardwareAddr, arpc, ip6c FrameConn, assigned func() map[netip.Addr]bool, log *slog.Logger) *socketResponder {
+func newSocketResponder(ifname string, mac net.HardwareAddr, arpc, ip6c FrameConn, log *slog.Logger) *socketResponder {
 	r := &socketResponder{
-		ifname: ifname, mac: mac, arpc: arpc, ip6c: ip6c, assigned: assigned, log: log,
+		ifname: ifname, mac: mac, arpc: arpc, ip6c: ip6c, log: log,
 		done: make(chan struct{}), wake: -1,
 	}
 	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
@@ -65,9 +60,8 @@ func newSocketResponder(ifname string, mac net.HardwareAddr, arpc, ip6c FrameCon
 	return r
 }
 
-// Hold starts answering for addrs, except those the kernel has on the
-// interface and answers for itself (it stays silent for those rather than
-// double every answer).
+// Hold starts answering for addrs. Which addresses the kernel answers for
+// itself is the engine's to know: it holds only the others here.
 func (r *socketResponder) Hold(addrs ...netip.Addr) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -75,23 +69,14 @@ func (r *socketResponder) Hold(addrs ...netip.Addr) error {
 		return net.ErrClosed
 	}
 	cur := *r.held.Load()
-	var kernel map[netip.Addr]bool
-	if r.assigned != nil {
-		kernel = r.assigned()
-	}
 	next := make(map[netip.Addr]*held, len(cur)+len(addrs))
 	for k, v := range cur {
 		next[k] = v
 	}
 	for _, a := range addrs {
-		if _, ok := next[a]; ok {
-			continue
+		if _, ok := next[a]; !ok {
+			next[a] = &held{}
 		}
-		h := &held{silent: kernel[a]}
-		if h.silent {
-			r.log.Info("address is assigned to the interface: the kernel answers for it, vip only announces it", "addr", a)
-		}
-		next[a] = h
 	}
 	r.held.Store(&next)
 	r.narrowLocked(next)
@@ -210,9 +195,5 @@ func (r *socketResponder) readLoop(c FrameConn, answer func(*answerer, []byte)) 
 }
 
 func (r *socketResponder) lookup(addr netip.Addr) *held {
-	h := (*r.held.Load())[addr]
-	if h == nil || h.silent {
-		return nil
-	}
-	return h
+	return (*r.held.Load())[addr]
 }
