@@ -1,0 +1,392 @@
+package announce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Claim makes this host the owner of each requested address: it answers
+// for it from now on and a gratuitous window opens (or, for an address
+// already held, re-opens from now: a refresh, which also takes the new
+// options). Either every request takes effect or none does. Claim returns
+// once each address's first round has been sent.
+func (e *Engine) Claim(ctx context.Context, reqs []Request, opts ClaimOptions) ([]Status, error) {
+	now := e.clock.Now()
+	items := make([]Claim, len(reqs))
+	for i, r := range reqs {
+		items[i] = Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now, Options: opts}
+	}
+	return e.take(ctx, items, false)
+}
+
+// Adopt takes over claims recorded by an earlier run (after a crash): each
+// keeps its options, its ClaimedAt and whether vip added its address, and
+// gets a fresh burst. A claim whose interface is gone waits for it.
+func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
+	now := e.clock.Now()
+	items := slices.Clone(claims)
+	for i := range items {
+		items[i].RefreshedAt = now
+	}
+	return e.take(ctx, items, true)
+}
+
+func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status, error) {
+	lives, fresh, err := e.claim(ctx, items, adopt)
+	if err != nil {
+		return nil, err
+	}
+	for _, live := range lives {
+		select {
+		case <-live:
+		case <-ctx.Done():
+			// All or nothing: the new claims of an interrupted request
+			// are undone (refreshes of held ones stand).
+			if _, _, rerr := e.Release(context.WithoutCancel(ctx), fresh); rerr != nil {
+				return nil, fmt.Errorf("interrupted before the first gratuitous round, and undoing the claims failed: %w", errors.Join(ctx.Err(), rerr))
+			}
+			return nil, fmt.Errorf("interrupted before the first gratuitous round, so nothing new is held: %w", ctx.Err())
+		}
+	}
+	addrs := make([]netip.Addr, len(items))
+	for i, c := range items {
+		addrs[i] = c.Addr
+	}
+	return e.Status(addrs...), nil
+}
+
+// maxClaimLogLines is the most claims of one request logged a line each at
+// the info level; a larger request logs one line for all (a claim of
+// 10,000 addresses would otherwise write 10,000 lines under the engine's
+// lock).
+const maxClaimLogLines = 16
+
+func claimLogLevel(n int) slog.Level {
+	if n > maxClaimLogLines {
+		return slog.LevelDebug
+	}
+	return slog.LevelInfo
+}
+
+func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, freshAddrs []netip.Addr, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	seen := make(map[netip.Addr]bool, len(items))
+	for _, c := range items {
+		if seen[c.Addr] {
+			return nil, nil, fmt.Errorf("claim %s: address given twice", c.Addr)
+		}
+		seen[c.Addr] = true
+		if h, ok := e.claims[c.Addr]; ok && h.claim.Interface != c.Interface {
+			return nil, nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, h.claim.Interface)
+		}
+		if c.Options.Assign && e.cfg.Assigner == nil {
+			return nil, nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
+		}
+	}
+
+	// Everything below is undone if any step fails.
+	var (
+		opened   []string
+		assigned []Claim
+		fresh    []*claimState
+		holding  = map[*portRef]bool{} // ports whose batch Hold succeeded
+	)
+	undo := func() {
+		for _, cs := range fresh {
+			if cs.port != nil && holding[cs.port] {
+				if cs.answering {
+					_ = cs.port.Drop(cs.claim.Addr)
+					cs.answering = false
+				}
+				cs.port.refs--
+			}
+		}
+		for _, c := range assigned {
+			_ = e.cfg.Assigner.Remove(c.Interface, c.Addr)
+		}
+		for _, name := range opened {
+			if p := e.ports[name]; p != nil && p.refs == 0 {
+				_ = p.Close()
+				delete(e.ports, name)
+			}
+		}
+	}
+
+	var (
+		refreshed    []*claimState
+		refreshedOpt []ClaimOptions
+	)
+	byPort := map[*portRef][]*claimState{}
+	for _, c := range items {
+		if cs, ok := e.claims[c.Addr]; ok {
+			refreshed = append(refreshed, cs)
+			refreshedOpt = append(refreshedOpt, c.Options)
+			continue
+		}
+		p, err := e.portLocked(c.Interface, adopt, &opened)
+		if err != nil {
+			undo()
+			return nil, nil, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err)
+		}
+		if c.Options.Assign && p != nil {
+			added, err := e.cfg.Assigner.Add(c.Interface, c.Addr)
+			if err != nil {
+				undo()
+				return nil, nil, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err)
+			}
+			if added {
+				assigned = append(assigned, c)
+			} else if !c.AddedAddress {
+				e.log.Info("address was already on the interface: vip will leave it there at release", "addr", c.Addr, "interface", c.Interface)
+			}
+			c.AddedAddress = c.AddedAddress || added
+		}
+		cs := newClaimState(c, p)
+		fresh = append(fresh, cs)
+		if p != nil {
+			byPort[p] = append(byPort[p], cs)
+		}
+	}
+	for p, css := range byPort {
+		if err := e.holdLocked(p, css); err != nil {
+			undo()
+			return nil, nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
+		}
+		p.refs += len(css)
+		holding[p] = true
+	}
+
+	now := e.clock.Now()
+	records := make([]Claim, 0, len(fresh)+len(refreshed))
+	for _, cs := range fresh {
+		records = append(records, cs.claim)
+	}
+	for i, cs := range refreshed {
+		c := cs.claim
+		c.RefreshedAt = now
+		if !adopt {
+			// A re-claim takes the new burst options; whether the
+			// address is assigned stays as it was.
+			c.Options = refreshedOpt[i]
+			c.Options.Assign = cs.claim.Options.Assign
+		}
+		records = append(records, c)
+	}
+	if err := e.cfg.Book.Put(ctx, records...); err != nil {
+		undo()
+		return nil, nil, fmt.Errorf("record the claims: %w", err)
+	}
+
+	if len(fresh) > maxClaimLogLines {
+		// One line for a large request, not one per address (each
+		// claim's own line goes to the debug level).
+		first, last := fresh[0].claim, fresh[len(fresh)-1].claim
+		var ifaces []string
+		for _, cs := range fresh {
+			if !slices.Contains(ifaces, cs.claim.Interface) {
+				ifaces = append(ifaces, cs.claim.Interface)
+			}
+		}
+		e.log.Info("claim", "addresses", len(fresh), "first", first.Addr, "last", last.Addr, "interface", strings.Join(ifaces, ","),
+			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", adopt)
+	}
+	lives = make([]<-chan struct{}, 0, len(items))
+	for i, cs := range fresh {
+		cs.claim = records[i]
+		e.claims[cs.claim.Addr] = cs
+		e.byAddr = nil
+		e.syncSendLocked(cs)
+		e.armRefreshLocked(cs)
+		mac := ""
+		if cs.port != nil {
+			mac = cs.port.MAC().String()
+		}
+		msg := "claimed"
+		if adopt {
+			msg = "adopted from an earlier run"
+		}
+		if level := claimLogLevel(len(fresh)); e.log.Enabled(ctx, level) {
+			e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
+				"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
+		}
+		e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
+		if cs.live() {
+			lives = append(lives, e.armWithProbe(cs))
+		} else {
+			e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
+			e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		}
+	}
+	for i, cs := range refreshed {
+		cs.claim = records[len(fresh)+i]
+		e.syncSendLocked(cs)
+		e.armRefreshLocked(cs)
+		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface})
+		if cs.live() {
+			lives = append(lives, e.armWithProbe(cs))
+		}
+	}
+	for _, name := range opened {
+		e.attachWaitingLocked(name)
+	}
+	for _, cs := range fresh {
+		freshAddrs = append(freshAddrs, cs.claim.Addr)
+	}
+	return lives, freshAddrs, nil
+}
+
+// portLocked returns the open port of an interface, opening it if needed.
+// While adopting, an interface that cannot be opened is not an error: the
+// claim waits for it (nil port).
+func (e *Engine) portLocked(name string, adopt bool, opened *[]string) (*portRef, error) {
+	if p, ok := e.ports[name]; ok {
+		return p, nil
+	}
+	p, err := e.cfg.Open(name)
+	if err != nil {
+		if adopt {
+			e.log.Warn("interface not available: the adopted claim waits for it", "interface", name, "err", err)
+			return nil, nil
+		}
+		return nil, err
+	}
+	ref := &portRef{Port: p, up: true}
+	e.ports[name] = ref
+	*opened = append(*opened, name)
+	return ref, nil
+}
+
+func (e *Engine) window(cs *claimState) time.Duration {
+	if w := cs.claim.Options.Window; w > 0 {
+		return w
+	}
+	return e.cfg.Burst.Window
+}
+
+func (e *Engine) interval(cs *claimState) time.Duration {
+	if i := cs.claim.Options.Interval; i > 0 {
+		return i
+	}
+	return e.cfg.Burst.Interval
+}
+
+func (e *Engine) frames(cs *claimState) Frames {
+	if f := cs.claim.Options.Frames; f != 0 {
+		return f
+	}
+	return e.cfg.Frames
+}
+
+// arm opens or extends the claim's window; its port must be up.
+func (e *Engine) arm(cs *claimState) <-chan struct{} {
+	return e.sched.Arm(cs.key(), Burst{
+		Window:   e.window(cs),
+		Interval: e.interval(cs),
+		Cost:     e.frames(cs).PerRound(cs.claim.Addr.Is4()),
+	})
+}
+
+// armWithProbe arms the claim's window and probes for competing claimers
+// shortly after, then every ProbeEvery: a stale owner that sends nothing is
+// only found by asking.
+func (e *Engine) armWithProbe(cs *claimState) <-chan struct{} {
+	live := e.arm(cs)
+	e.probeLocked(cs, FirstProbeDelay)
+	return live
+}
+
+// FirstProbeDelay separates a claim (or a refresh) from its first probe,
+// within RFC 5227's PROBE_WAIT of up to 1 s, so that the capture that hears
+// the answers is listening on the claim's interface by then.
+const FirstProbeDelay = 500 * time.Millisecond
+
+func (e *Engine) probeEvery(cs *claimState) time.Duration {
+	switch p := cs.claim.Options.ProbeEvery; {
+	case p < 0:
+		return 0
+	case p == 0:
+		return DefaultProbeEvery
+	default:
+		return p
+	}
+}
+
+// armRefreshLocked (re)starts the claim's periodic refresh, if it has one.
+func (e *Engine) armRefreshLocked(cs *claimState) {
+	if cs.refresh != nil {
+		cs.refresh.Stop()
+		cs.refresh = nil
+	}
+	every := cs.claim.Options.RefreshEvery
+	if every <= 0 {
+		return
+	}
+	addr := cs.claim.Addr
+	cs.refresh = e.clock.AfterFunc(every, func() { e.autoRefresh(addr) })
+}
+
+// autoRefresh is a periodic refresh. It re-arms the window like Refresh but
+// leaves the book alone: recording it would rewrite a state file once per
+// claim and period, and an agent that re-adopts claims re-arms them anyway.
+func (e *Engine) autoRefresh(addr netip.Addr) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	cs, ok := e.claims[addr]
+	if !ok {
+		return
+	}
+	cs.claim.RefreshedAt = e.clock.Now()
+	e.armRefreshLocked(cs)
+	e.log.Info("refresh", "addr", addr, "interface", cs.claim.Interface, "periodic", true)
+	e.publish(Event{Kind: EventRefresh, Addr: addr, Interface: cs.claim.Interface, State: e.stateLocked(cs), Message: "periodic"})
+	if cs.live() {
+		e.armWithProbe(cs)
+	}
+}
+
+// Refresh re-opens the gratuitous window of each held address from now. It
+// returns the refreshed addresses and those not held, which it leaves alone.
+func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := e.clock.Now()
+	var records []Claim
+	var states []*claimState
+	for _, a := range addrs {
+		cs, ok := e.claims[a]
+		if !ok {
+			notHeld = append(notHeld, a)
+			continue
+		}
+		c := cs.claim
+		c.RefreshedAt = now
+		records = append(records, c)
+		states = append(states, cs)
+	}
+	if len(records) == 0 {
+		return nil, notHeld, nil
+	}
+	if err := e.cfg.Book.Put(ctx, records...); err != nil {
+		return nil, notHeld, fmt.Errorf("record the refresh: %w", err)
+	}
+	for i, cs := range states {
+		cs.claim = records[i]
+		e.syncSendLocked(cs)
+		e.armRefreshLocked(cs)
+		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface, State: e.stateLocked(cs)})
+		if cs.live() {
+			e.armWithProbe(cs)
+		}
+		refreshed = append(refreshed, cs.claim.Addr)
+	}
+	return refreshed, notHeld, nil
+}

@@ -1,0 +1,119 @@
+package announce
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// Release stops answering for each address at once, ends its window and
+// removes the address from its interface if vip added it. It returns the
+// released addresses and those that were not held.
+//
+// The book is where a release takes effect: the claims are forgotten there
+// first, and when that fails (ctx done, the state file cannot be written)
+// nothing is released, as a claim that cannot be recorded is not made.
+// Releasing anyway would leave the book holding claims that nothing answers
+// for, which the next agent would re-adopt, and which any later write of the
+// book would keep.
+func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
+	return e.release(ctx, addrs, false)
+}
+
+// release is Release; with force (the engine stopping) it releases even
+// when the book cannot forget the claims, and reports that.
+func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (released, notHeld []netip.Addr, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var gone []*claimState
+	// An address named twice is released once: releasing its claim twice
+	// would drop its port's reference twice and close the port under the
+	// claims still on it.
+	seen := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		if seen[a] {
+			continue
+		}
+		seen[a] = true
+		cs, ok := e.claims[a]
+		if !ok {
+			notHeld = append(notHeld, a)
+			continue
+		}
+		gone = append(gone, cs)
+		released = append(released, a)
+	}
+	var errs []error
+	if len(released) > 0 {
+		if err := e.cfg.Book.Delete(ctx, released...); err != nil {
+			if !force {
+				return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
+			}
+			errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
+		}
+	}
+	byPort := map[*portRef][]netip.Addr{}
+	// A port forgets what it answered for an address once it drops it:
+	// count the answers first.
+	answered := make(map[*claimState]uint64, len(gone))
+	for _, cs := range gone {
+		answered[cs] = e.answeredLocked(cs)
+		if cs.port != nil {
+			e.sched.Cancel(cs.key())
+			e.sched.Cancel(cs.probeKey())
+			if cs.answering {
+				byPort[cs.port] = append(byPort[cs.port], cs.claim.Addr)
+				cs.answering = false
+			}
+		}
+		if cs.refresh != nil {
+			cs.refresh.Stop()
+		}
+		e.unprobeLocked(cs)
+	}
+	for p, as := range byPort {
+		if err := p.Drop(as...); err != nil {
+			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
+		}
+	}
+	for _, cs := range gone {
+		c := cs.claim
+		if c.AddedAddress {
+			if err := e.cfg.Assigner.Remove(c.Interface, c.Addr); err != nil {
+				errs = append(errs, fmt.Errorf("release %s: remove it from %s: %w", c.Addr, c.Interface, err))
+			}
+		}
+	}
+	for _, cs := range gone {
+		a := cs.claim.Addr
+		e.totals.answeredReleased += answered[cs]
+		delete(e.claims, a)
+		e.byAddr = nil
+		e.syncSendLocked(cs)
+		delete(e.answeredBefore, a)
+		e.sentMu.Lock()
+		frames := e.sent[a]
+		delete(e.sent, a)
+		e.sentMu.Unlock()
+		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[cs], "gratuitous_frames", frames)
+		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[cs], frames)})
+		if p := cs.port; p != nil {
+			if p.refs--; p.refs == 0 {
+				if err := p.Close(); err != nil {
+					errs = append(errs, fmt.Errorf("close %s: %w", p.Name(), err))
+				}
+				delete(e.ports, p.Name())
+			}
+		}
+	}
+	return released, notHeld, errors.Join(errs...)
+}
+
+func (e *Engine) answeredLocked(cs *claimState) uint64 {
+	n := e.answeredBefore[cs.claim.Addr]
+	if cs.port != nil {
+		n += cs.port.Answered(cs.claim.Addr)
+	}
+	return n
+}
