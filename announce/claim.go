@@ -75,23 +75,57 @@ func claimLogLevel(n int) slog.Level {
 }
 
 func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, freshAddrs []netip.Addr, err error) {
+	e.op.Lock()
+	defer e.op.Unlock()
+
+	// Plan, under mu: which requests are new claims and which refresh
+	// held ones.
+	var (
+		refreshed    []*claimState
+		refreshedOpt []ClaimOptions
+		news         []Claim
+	)
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	seen := make(map[netip.Addr]bool, len(items))
 	for _, c := range items {
 		if seen[c.Addr] {
+			e.mu.Unlock()
 			return nil, nil, fmt.Errorf("claim %s: address given twice", c.Addr)
 		}
 		seen[c.Addr] = true
-		if h, ok := e.claims[c.Addr]; ok && h.claim.Interface != c.Interface {
-			return nil, nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, h.claim.Interface)
-		}
 		if c.Options.Assign && e.cfg.Assigner == nil {
+			e.mu.Unlock()
 			return nil, nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
 		}
+		cs, ok := e.claims[c.Addr]
+		switch {
+		case ok && cs.claim.Interface != c.Interface:
+			e.mu.Unlock()
+			return nil, nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, cs.claim.Interface)
+		case ok:
+			refreshed = append(refreshed, cs)
+			refreshedOpt = append(refreshedOpt, c.Options)
+		default:
+			news = append(news, c)
+		}
 	}
+	now := e.clock.Now()
+	records := make([]Claim, 0, len(items))
+	for i, cs := range refreshed {
+		c := cs.claim
+		c.RefreshedAt = now
+		if !adopt {
+			// A re-claim takes the new burst options; whether the
+			// address is assigned stays as it was.
+			c.Options = refreshedOpt[i]
+			c.Options.Assign = cs.claim.Options.Assign
+		}
+		records = append(records, c)
+	}
+	e.mu.Unlock()
 
-	// Everything below is undone if any step fails.
+	// The I/O, under op alone: status and the sender go on meanwhile.
+	// Everything here is undone if any step fails.
 	var (
 		opened   []string
 		assigned []Claim
@@ -118,19 +152,9 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 			}
 		}
 	}
-
-	var (
-		refreshed    []*claimState
-		refreshedOpt []ClaimOptions
-	)
 	byPort := map[*portRef][]*claimState{}
-	for _, c := range items {
-		if cs, ok := e.claims[c.Addr]; ok {
-			refreshed = append(refreshed, cs)
-			refreshedOpt = append(refreshedOpt, c.Options)
-			continue
-		}
-		p, err := e.portLocked(c.Interface, adopt, &opened)
+	for _, c := range news {
+		p, err := e.portOp(c.Interface, adopt, &opened)
 		if err != nil {
 			undo()
 			return nil, nil, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err)
@@ -155,35 +179,20 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		}
 	}
 	for p, css := range byPort {
-		if err := e.holdLocked(p, css); err != nil {
+		if err := e.holdOp(p, css); err != nil {
 			undo()
 			return nil, nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
 		}
 		p.refs += len(css)
 		holding[p] = true
 	}
-
-	now := e.clock.Now()
-	records := make([]Claim, 0, len(fresh)+len(refreshed))
 	for _, cs := range fresh {
 		records = append(records, cs.claim)
-	}
-	for i, cs := range refreshed {
-		c := cs.claim
-		c.RefreshedAt = now
-		if !adopt {
-			// A re-claim takes the new burst options; whether the
-			// address is assigned stays as it was.
-			c.Options = refreshedOpt[i]
-			c.Options.Assign = cs.claim.Options.Assign
-		}
-		records = append(records, c)
 	}
 	if err := e.cfg.Book.Put(ctx, records...); err != nil {
 		undo()
 		return nil, nil, fmt.Errorf("record the claims: %w", err)
 	}
-
 	if len(fresh) > maxClaimLogLines {
 		// One line for a large request, not one per address (each
 		// claim's own line goes to the debug level).
@@ -197,9 +206,11 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		e.log.Info("claim", "addresses", len(fresh), "first", first.Addr, "last", last.Addr, "interface", strings.Join(ifaces, ","),
 			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", adopt)
 	}
+
+	// Commit, under mu: the claims are live from here.
+	e.mu.Lock()
 	lives = make([]<-chan struct{}, 0, len(items))
-	for i, cs := range fresh {
-		cs.claim = records[i]
+	for _, cs := range fresh {
 		e.claims[cs.claim.Addr] = cs
 		e.byAddr = nil
 		e.syncSendLocked(cs)
@@ -223,9 +234,10 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 			e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
 			e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		}
+		freshAddrs = append(freshAddrs, cs.claim.Addr)
 	}
 	for i, cs := range refreshed {
-		cs.claim = records[len(fresh)+i]
+		cs.claim = records[i]
 		e.syncSendLocked(cs)
 		e.armRefreshLocked(cs)
 		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
@@ -234,19 +246,17 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 			lives = append(lives, e.armWithProbe(cs))
 		}
 	}
+	e.mu.Unlock()
 	for _, name := range opened {
-		e.attachWaitingLocked(name)
-	}
-	for _, cs := range fresh {
-		freshAddrs = append(freshAddrs, cs.claim.Addr)
+		e.attachWaitingOp(name)
 	}
 	return lives, freshAddrs, nil
 }
 
-// portLocked returns the open port of an interface, opening it if needed.
+// portOp returns the open port of an interface, opening it if needed.
 // While adopting, an interface that cannot be opened is not an error: the
-// claim waits for it (nil port).
-func (e *Engine) portLocked(name string, adopt bool, opened *[]string) (*portRef, error) {
+// claim waits for it (nil port). The caller holds e.op.
+func (e *Engine) portOp(name string, adopt bool, opened *[]string) (*portRef, error) {
 	if p, ok := e.ports[name]; ok {
 		return p, nil
 	}
@@ -337,6 +347,8 @@ func (e *Engine) armRefreshLocked(cs *claimState) {
 // leaves the book alone: recording it would rewrite a state file once per
 // claim and period, and an agent that re-adopts claims re-arms them anyway.
 func (e *Engine) autoRefresh(addr netip.Addr) {
+	e.op.Lock() // it changes the claim, as Refresh does
+	defer e.op.Unlock()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	cs, ok := e.claims[addr]
@@ -355,8 +367,9 @@ func (e *Engine) autoRefresh(addr netip.Addr) {
 // Refresh re-opens the gratuitous window of each held address from now. It
 // returns the refreshed addresses and those not held, which it leaves alone.
 func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {
+	e.op.Lock()
+	defer e.op.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	now := e.clock.Now()
 	var records []Claim
 	var states []*claimState
@@ -371,12 +384,15 @@ func (e *Engine) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, no
 		records = append(records, c)
 		states = append(states, cs)
 	}
+	e.mu.Unlock()
 	if len(records) == 0 {
 		return nil, notHeld, nil
 	}
 	if err := e.cfg.Book.Put(ctx, records...); err != nil {
 		return nil, notHeld, fmt.Errorf("record the refresh: %w", err)
 	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for i, cs := range states {
 		cs.claim = records[i]
 		e.syncSendLocked(cs)

@@ -98,8 +98,18 @@ type Engine struct {
 	log   *slog.Logger
 	hub   *hub
 
+	// op serialises the changes of the claims (claim, refresh, release,
+	// interface changes), which do I/O: opening sockets, adding addresses
+	// over netlink, joining groups, writing the book. mu guards the
+	// memory that status, the sender and the detector read, and is never
+	// held across I/O: a change plans under mu, does its I/O under op
+	// alone, and commits under mu again. op comes first when both are
+	// taken.
+	op sync.Mutex
+	// ports and each portRef's refs are the changes' own: guarded by op.
+	ports map[string]*portRef
+
 	mu     sync.Mutex
-	ports  map[string]*portRef
 	claims map[netip.Addr]*claimState
 	// byAddr is every claim ordered by address, for Status; nil once a
 	// claim comes or goes, until Status sorts them again.
@@ -128,15 +138,15 @@ type Engine struct {
 
 type portRef struct {
 	Port
-	refs int
-	up   bool
+	refs int  // guarded by op
+	up   bool // written under op and mu
 }
 
 type claimState struct {
 	claim Claim
 	port  *portRef // nil while the interface is gone
 	// answering is set while the port answers for the address: not when
-	// the kernel does (see silence.go).
+	// the kernel does (see silence.go). Written under op and mu.
 	answering bool
 	refresh   clockwork.Timer
 	// probeAt is when the claim's next probe is due, and probeIndex its

@@ -10,18 +10,22 @@ import (
 // InterfaceChanged tells the engine that an interface changed. Claims on an
 // interface that goes down or away wait; when it comes back up, or changes
 // MAC address, their bursts re-arm so the segment learns where they are.
+// Sockets are opened and closed, and addresses put back, outside the
+// engine's memory lock (see Engine).
 func (e *Engine) InterfaceChanged(c InterfaceChange) {
 	if c.Port != "" {
 		c.Up = false
 	}
+	e.op.Lock()
+	defer e.op.Unlock()
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	var claims []*claimState
 	for _, cs := range e.claims {
 		if cs.claim.Interface == c.Name {
 			claims = append(claims, cs)
 		}
 	}
+	e.mu.Unlock()
 	if len(claims) == 0 {
 		return
 	}
@@ -38,69 +42,79 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 	switch {
 	case c.Deleted:
 		if p != nil {
-			e.closePortLocked(p, claims)
+			e.closePortOp(p, claims)
 		}
 		event("deleted: its claims wait for an interface of that name")
 	case p != nil && (p.Index() != c.Index || (len(c.MAC) > 0 && !sameMAC(p.MAC(), c.MAC))):
-		e.closePortLocked(p, claims)
+		e.closePortOp(p, claims)
 		event("changed (new MAC address or new interface): claims re-armed with the new MAC")
-		e.reopenLocked(c, claims)
+		e.reopenOp(c, claims)
 	case p == nil:
 		event("returned")
-		e.reopenLocked(c, claims)
-	case p.up != c.Up:
-		p.up = c.Up
-		if c.Up {
-			event("up: bursts re-armed")
-			if added := e.reassignLocked(claims); len(added) > 0 {
-				// The port answered for these while they were not
-				// assigned (the kernel drops IPv6 addresses with the
-				// link); now the kernel answers for them again.
-				e.silenceLocked(p, claims, added)
-			}
-			for _, cs := range claims {
-				if cs.port == p {
-					e.armWithProbe(cs)
-				}
-			}
-		} else {
-			msg := "down: claims wait for it"
-			if c.Port != "" {
-				msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
-			}
-			event(msg)
-			for _, cs := range claims {
-				if cs.port == p {
-					e.sched.Cancel(cs.key())
-					e.sched.Cancel(cs.probeKey())
-				}
+		e.reopenOp(c, claims)
+	case p.up != c.Up && c.Up:
+		e.mu.Lock()
+		p.up = true
+		e.mu.Unlock()
+		event("up: bursts re-armed")
+		if added := e.reassignOp(claims); len(added) > 0 {
+			// The port answered for these while they were not assigned
+			// (the kernel drops IPv6 addresses with the link); now the
+			// kernel answers for them again.
+			e.silenceOp(p, claims, added)
+		}
+		e.mu.Lock()
+		for _, cs := range claims {
+			if cs.port == p {
+				e.armWithProbe(cs)
 			}
 		}
+		e.mu.Unlock()
+	case p.up != c.Up:
+		msg := "down: claims wait for it"
+		if c.Port != "" {
+			msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
+		}
+		event(msg)
+		e.mu.Lock()
+		p.up = false
+		for _, cs := range claims {
+			if cs.port == p {
+				e.sched.Cancel(cs.key())
+				e.sched.Cancel(cs.probeKey())
+			}
+		}
+		e.mu.Unlock()
 	}
-	e.attachWaitingLocked(c.Name)
+	e.attachWaitingOp(c.Name)
 }
 
-// attachWaitingLocked puts claims that wait on an interface (adopted while
-// it could not be opened) on its port once the port is open.
-func (e *Engine) attachWaitingLocked(name string) {
+// attachWaitingOp puts claims that wait on an interface (adopted while it
+// could not be opened) on its port once the port is open. The caller holds
+// e.op.
+func (e *Engine) attachWaitingOp(name string) {
 	p := e.ports[name]
 	if p == nil {
 		return
 	}
 	var waiting []*claimState
+	e.mu.Lock()
 	for _, cs := range e.claims {
 		if cs.claim.Interface == name && cs.port == nil {
 			waiting = append(waiting, cs)
 		}
 	}
+	e.mu.Unlock()
 	if len(waiting) == 0 {
 		return
 	}
-	if err := e.holdLocked(p, waiting); err != nil {
+	if err := e.holdOp(p, waiting); err != nil {
 		e.log.Warn("cannot answer for waiting claims", "interface", name, "err", err)
 		return
 	}
 	p.refs += len(waiting)
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, cs := range waiting {
 		cs.port = p
 		e.syncSendLocked(cs)
@@ -110,9 +124,10 @@ func (e *Engine) attachWaitingLocked(name string) {
 	}
 }
 
-// closePortLocked ends the bursts of claims on p and closes it; the claims
-// keep their answer counts and wait.
-func (e *Engine) closePortLocked(p *portRef, claims []*claimState) {
+// closePortOp ends the bursts of claims on p and closes it; the claims keep
+// their answer counts and wait. The caller holds e.op.
+func (e *Engine) closePortOp(p *portRef, claims []*claimState) {
+	e.mu.Lock()
 	for _, cs := range claims {
 		if cs.port != p {
 			continue
@@ -123,15 +138,16 @@ func (e *Engine) closePortLocked(p *portRef, claims []*claimState) {
 		cs.port, cs.answering = nil, false
 		e.syncSendLocked(cs)
 	}
+	e.mu.Unlock()
+	delete(e.ports, p.Name())
 	if err := p.Close(); err != nil {
 		e.log.Warn("close interface", "interface", p.Name(), "err", err)
 	}
-	delete(e.ports, p.Name())
 }
 
-// reopenLocked opens the interface again for waiting claims and, if it is
-// up, re-arms their bursts.
-func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
+// reopenOp opens the interface again for waiting claims and, if it is up,
+// re-arms their bursts. The caller holds e.op.
+func (e *Engine) reopenOp(c InterfaceChange, claims []*claimState) {
 	p, err := e.cfg.Open(c.Name)
 	if err != nil {
 		e.log.Warn("interface is back but cannot be opened: its claims keep waiting", "interface", c.Name, "err", err)
@@ -140,15 +156,17 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 	// The addresses go back first, so that they count as the kernel's,
 	// which answers for them: one answer per request.
 	if c.Up {
-		e.reassignLocked(claims)
+		e.reassignOp(claims)
 	}
-	if err := e.holdLocked(p, claims); err != nil {
+	if err := e.holdOp(p, claims); err != nil {
 		_ = p.Close()
 		e.log.Warn("interface is back but vip cannot answer on it: its claims keep waiting", "interface", c.Name, "err", err)
 		return
 	}
 	ref := &portRef{Port: p, refs: len(claims), up: c.Up}
 	e.ports[c.Name] = ref
+	e.mu.Lock()
+	defer e.mu.Unlock()
 	for _, cs := range claims {
 		cs.port = ref
 		e.syncSendLocked(cs)
@@ -158,14 +176,15 @@ func (e *Engine) reopenLocked(c InterfaceChange, claims []*claimState) {
 	}
 }
 
-// reassignLocked puts back the addresses of assigned claims: the kernel
-// drops IPv6 addresses when a link goes down, and every address when its
-// interface is deleted. It returns the addresses it added.
-func (e *Engine) reassignLocked(claims []*claimState) (added []netip.Addr) {
+// reassignOp puts back the addresses of assigned claims: the kernel drops
+// IPv6 addresses when a link goes down, and every address when its
+// interface is deleted. It returns the addresses it added. The caller holds
+// e.op.
+func (e *Engine) reassignOp(claims []*claimState) (added []netip.Addr) {
 	if e.cfg.Assigner == nil {
 		return nil
 	}
-	var changed []Claim
+	var changed []*claimState
 	for _, cs := range claims {
 		if !cs.claim.Options.Assign {
 			continue
@@ -176,18 +195,25 @@ func (e *Engine) reassignLocked(claims []*claimState) (added []netip.Addr) {
 			continue
 		}
 		if ok && !cs.claim.AddedAddress {
-			cs.claim.AddedAddress = true
-			changed = append(changed, cs.claim)
+			changed = append(changed, cs)
 		}
 		if ok {
 			e.log.Info("added the address back to its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 			added = append(added, cs.claim.Addr)
 		}
 	}
-	if len(changed) > 0 {
-		if err := e.cfg.Book.Put(context.Background(), changed...); err != nil {
-			e.log.Warn("record re-added addresses", "err", err)
-		}
+	if len(changed) == 0 {
+		return added
+	}
+	records := make([]Claim, len(changed))
+	e.mu.Lock()
+	for i, cs := range changed {
+		cs.claim.AddedAddress = true
+		records[i] = cs.claim
+	}
+	e.mu.Unlock()
+	if err := e.cfg.Book.Put(context.Background(), records...); err != nil {
+		e.log.Warn("record re-added addresses", "err", err)
 	}
 	return added
 }

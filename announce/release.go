@@ -24,13 +24,14 @@ func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, not
 // release is Release; with force (the engine stopping) it releases even
 // when the book cannot forget the claims, and reports that.
 func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (released, notHeld []netip.Addr, err error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
+	e.op.Lock()
+	defer e.op.Unlock()
 	var gone []*claimState
 	// An address named twice is released once: releasing its claim twice
 	// would drop its port's reference twice and close the port under the
 	// claims still on it.
 	seen := make(map[netip.Addr]bool, len(addrs))
+	e.mu.Lock()
 	for _, a := range addrs {
 		if seen[a] {
 			continue
@@ -44,34 +45,18 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 		gone = append(gone, cs)
 		released = append(released, a)
 	}
+	e.mu.Unlock()
+	if len(gone) == 0 {
+		return nil, notHeld, nil
+	}
 	var errs []error
-	if len(released) > 0 {
-		if err := e.cfg.Book.Delete(ctx, released...); err != nil {
-			if !force {
-				return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
-			}
-			errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
+	if err := e.cfg.Book.Delete(ctx, released...); err != nil {
+		if !force {
+			return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
 		}
+		errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
 	}
-	byPort := map[*portRef][]netip.Addr{}
-	// A port forgets what it answered for an address once it drops it:
-	// count the answers first.
-	answered := make(map[*claimState]uint64, len(gone))
-	for _, cs := range gone {
-		answered[cs] = e.answeredLocked(cs)
-		if cs.port != nil {
-			e.sched.Cancel(cs.key())
-			e.sched.Cancel(cs.probeKey())
-			if cs.answering {
-				byPort[cs.port] = append(byPort[cs.port], cs.claim.Addr)
-				cs.answering = false
-			}
-		}
-		if cs.refresh != nil {
-			cs.refresh.Stop()
-		}
-		e.unprobeLocked(cs)
-	}
+	answered, byPort := e.forgetLocked(gone)
 	for p, as := range byPort {
 		if err := p.Drop(as...); err != nil {
 			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
@@ -85,34 +70,77 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 			}
 		}
 	}
-	for _, cs := range gone {
+	for i, cs := range gone {
 		a := cs.claim.Addr
-		e.totals.answeredReleased += answered[cs]
+		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
+		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface,
+			Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[i].answers, answered[i].frames)})
+		errs = append(errs, e.unrefOp(cs.port))
+	}
+	return released, notHeld, errors.Join(errs...)
+}
+
+// counts are what a claim did while held.
+type counts struct{ answers, frames uint64 }
+
+// forgetLocked takes the claims out of the engine's memory at once, under
+// its lock: from then on status, the sender and the probes know nothing of
+// them. It returns what each did, and the addresses each port must stop
+// answering for, which the caller drops outside the lock.
+func (e *Engine) forgetLocked(gone []*claimState) ([]counts, map[*portRef][]netip.Addr) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	out := make([]counts, len(gone))
+	byPort := map[*portRef][]netip.Addr{}
+	for i, cs := range gone {
+		a := cs.claim.Addr
+		// A port forgets what it answered for an address once it drops
+		// it: count the answers first.
+		out[i].answers = e.answeredLocked(cs)
+		if cs.port != nil {
+			e.sched.Cancel(cs.key())
+			e.sched.Cancel(cs.probeKey())
+			if cs.answering {
+				byPort[cs.port] = append(byPort[cs.port], a)
+				cs.answering = false
+			}
+		}
+		if cs.refresh != nil {
+			cs.refresh.Stop()
+		}
+		e.unprobeLocked(cs)
+		e.totals.answeredReleased += out[i].answers
 		delete(e.claims, a)
 		e.byAddr = nil
 		e.syncSendLocked(cs)
 		delete(e.answeredBefore, a)
 		e.sentMu.Lock()
-		frames := e.sent[a]
+		out[i].frames = e.sent[a]
 		delete(e.sent, a)
 		e.sentMu.Unlock()
-		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[cs], "gratuitous_frames", frames)
-		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[cs], frames)})
-		if p := cs.port; p != nil {
-			if p.refs--; p.refs == 0 {
-				if err := p.Close(); err != nil {
-					errs = append(errs, fmt.Errorf("close %s: %w", p.Name(), err))
-				}
-				delete(e.ports, p.Name())
-			}
-		}
 	}
-	return released, notHeld, errors.Join(errs...)
+	return out, byPort
+}
+
+// unrefOp drops a claim's reference to its port, and closes the port with
+// the last. The caller holds e.op.
+func (e *Engine) unrefOp(p *portRef) error {
+	if p == nil {
+		return nil
+	}
+	if p.refs--; p.refs > 0 {
+		return nil
+	}
+	delete(e.ports, p.Name())
+	if err := p.Close(); err != nil {
+		return fmt.Errorf("close %s: %w", p.Name(), err)
+	}
+	return nil
 }
 
 func (e *Engine) answeredLocked(cs *claimState) uint64 {
 	n := e.answeredBefore[cs.claim.Addr]
-	if cs.port != nil {
+	if cs.port != nil && cs.answering {
 		n += cs.port.Answered(cs.claim.Addr)
 	}
 	return n

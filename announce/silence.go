@@ -13,10 +13,10 @@ import (
 // so the engine decides, claim by claim, who answers: the port, or the
 // kernel, with the port silent. vip announces both alike.
 
-// holdLocked has p answer for the claims, all or none, except those whose
-// address the kernel has on the interface.
-func (e *Engine) holdLocked(p Port, claims []*claimState) error {
-	kernel := e.kernelLocked(p.Name())
+// holdOp has p answer for the claims, all or none, except those whose
+// address the kernel has on the interface. The caller holds e.op.
+func (e *Engine) holdOp(p Port, claims []*claimState) error {
+	kernel := e.kernel(p.Name())
 	addrs := make([]netip.Addr, 0, len(claims))
 	level := claimLogLevel(len(claims))
 	for _, cs := range claims {
@@ -30,17 +30,20 @@ func (e *Engine) holdLocked(p Port, claims []*claimState) error {
 	if err := p.Hold(addrs...); err != nil {
 		return err
 	}
+	e.mu.Lock()
 	for _, cs := range claims {
 		cs.answering = !kernel[cs.claim.Addr]
 	}
+	e.mu.Unlock()
 	return nil
 }
 
-// silenceLocked has p stop answering for the claims among claims whose
-// address is in addrs (the kernel has them again); their answers so far
-// stay counted.
-func (e *Engine) silenceLocked(p *portRef, claims []*claimState, addrs []netip.Addr) {
+// silenceOp has p stop answering for the claims among claims whose address
+// is in addrs (the kernel has them again); their answers so far stay
+// counted. The caller holds e.op.
+func (e *Engine) silenceOp(p *portRef, claims []*claimState, addrs []netip.Addr) {
 	var drop []netip.Addr
+	e.mu.Lock()
 	for _, cs := range claims {
 		if cs.port == p && cs.answering && slices.Contains(addrs, cs.claim.Addr) {
 			e.answeredBefore[cs.claim.Addr] += p.Answered(cs.claim.Addr)
@@ -48,13 +51,14 @@ func (e *Engine) silenceLocked(p *portRef, claims []*claimState, addrs []netip.A
 			drop = append(drop, cs.claim.Addr)
 		}
 	}
+	e.mu.Unlock()
 	if err := p.Drop(drop...); err != nil {
 		e.log.Warn("cannot stop answering for addresses the kernel answers for again", "interface", p.Name(), "err", err)
 	}
 }
 
-// kernelLocked returns the addresses the kernel has on the interface.
-func (e *Engine) kernelLocked(ifname string) map[netip.Addr]bool {
+// kernel returns the addresses the kernel has on the interface.
+func (e *Engine) kernel(ifname string) map[netip.Addr]bool {
 	if e.cfg.Kernel == nil {
 		return nil
 	}
