@@ -246,7 +246,7 @@ func (e *Engine) Run(ctx context.Context) error {
 		_ = e.sched.Run(sctx) // ends only when stopped
 	}()
 	<-ctx.Done()
-	_, _, err := e.release(context.WithoutCancel(ctx), e.Held(), true)
+	_, _, err := e.release(context.WithoutCancel(ctx), e.Held(), releaseHow{force: true})
 	stop()
 	<-done
 	return err

@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -117,5 +118,52 @@ func TestStatusDoesNotWaitForIO(t *testing.T) {
 	}
 	if n := len(h.e.Status()); n != 2 {
 		t.Errorf("after the claim on eth1: got %d claims, want 2", n)
+	}
+}
+
+// TestRevoke: a claim the book takes back stops being answered and
+// announced at once, its added address goes, and an event says why; the
+// book, stalled here, is not written.
+func TestRevoke(t *testing.T) {
+	h, fa := newAssignHarness(t)
+	book := &stallingBook{MemBook: NewMemBook(), entered: make(chan struct{}, 1)}
+	h.e.cfg.Book = book
+	if _, err := h.claimWith(t, ClaimOptions{Assign: true}, Request{a4, "eth0"}, Request{a6, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	events, stop := h.e.Subscribe(16)
+	book.stall = make(chan struct{}) // a write now would hang the test
+	var revoked, notHeld []netip.Addr
+	var err error
+	within(t, "Revoke", func() { close(book.stall) }, func() {
+		revoked, notHeld, err = h.e.Revoke([]netip.Addr{a6, b4}, "lease lost")
+	})
+	stop()
+	book.stall = nil
+	if err != nil || len(revoked) != 1 || revoked[0] != a6 || len(notHeld) != 1 || notHeld[0] != b4 {
+		t.Fatalf("Revoke: got %v, not held %v, %v; want a6 revoked and b4 not held", revoked, notHeld, err)
+	}
+	p := h.ports["eth0"]
+	if p.isHeld(a6) || len(h.e.Status(a6)) != 0 || !p.isHeld(a4) {
+		t.Error("after Revoke: want a6 neither held by the port nor in status, a4 untouched")
+	}
+	if rm := fa.removedList(); len(rm) != 1 || rm[0] != a6 {
+		t.Errorf("after Revoke: got removed %v, want a6, which vip had added", rm)
+	}
+	if recorded, _ := book.MemBook.List(context.Background()); len(recorded) != 2 {
+		t.Errorf("after Revoke: the book has %d claims, want both still (the book took a6 back itself)", len(recorded))
+	}
+	var saw bool
+	for ev := range events {
+		if ev.Kind == EventRevoke && ev.Addr == a6 && strings.HasPrefix(ev.Message, "lease lost: ") {
+			saw = true
+		}
+	}
+	if !saw {
+		t.Error("want a revoke event for a6 saying why")
+	}
+	// Nothing is sent for it any more.
+	if n, _ := h.e.SendRound(context.Background(), Key{Ifindex: 2, Addr: a6}); n != 0 {
+		t.Errorf("SendRound for a6 after Revoke: sent %d frames, want none", n)
 	}
 }

@@ -12,9 +12,11 @@ type EventKind string
 
 // The kinds of Event, as `vip events` prints them.
 const (
-	EventClaim      EventKind = "claim"
-	EventRefresh    EventKind = "refresh"
-	EventRelease    EventKind = "release"
+	EventClaim   EventKind = "claim"
+	EventRefresh EventKind = "refresh"
+	EventRelease EventKind = "release"
+	// EventRevoke reports claims the book took back (Engine.Revoke).
+	EventRevoke     EventKind = "revoke"
 	EventBurstStart EventKind = "burst-start"
 	EventBurstEnd   EventKind = "burst-end"
 	EventInterface  EventKind = "interface"

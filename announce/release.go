@@ -18,12 +18,30 @@ import (
 // for, which the next agent would re-adopt, and which any later write of the
 // book would keep.
 func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
-	return e.release(ctx, addrs, false)
+	return e.release(ctx, addrs, releaseHow{})
 }
 
-// release is Release; with force (the engine stopping) it releases even
-// when the book cannot forget the claims, and reports that.
-func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (released, notHeld []netip.Addr, err error) {
+// Revoke takes claims back at once, when the book says they are no longer
+// this host's (a lease lost, another host's key): it stops answering and
+// sending for each address, removes the address from its interface if vip
+// added it, and publishes a revoke event that says why. It writes nothing
+// to the book, which took the claims back itself, so no slow or unreachable
+// book can delay it. It returns the revoked addresses and those not held.
+func (e *Engine) Revoke(addrs []netip.Addr, why string) (revoked, notHeld []netip.Addr, err error) {
+	return e.release(context.Background(), addrs, releaseHow{revoke: why})
+}
+
+// releaseHow says how a release treats the book.
+type releaseHow struct {
+	// force releases even when the book cannot forget the claims (the
+	// engine stopping), and reports that.
+	force bool
+	// revoke, when set, is why the book took the claims back: it is not
+	// written, and the events say revoke.
+	revoke string
+}
+
+func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow) (released, notHeld []netip.Addr, err error) {
 	e.op.Lock()
 	defer e.op.Unlock()
 	var gone []*claimState
@@ -50,11 +68,13 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 		return nil, notHeld, nil
 	}
 	var errs []error
-	if err := e.cfg.Book.Delete(ctx, released...); err != nil {
-		if !force {
-			return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
+	if how.revoke == "" {
+		if err := e.cfg.Book.Delete(ctx, released...); err != nil {
+			if !how.force {
+				return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
+			}
+			errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
 		}
-		errs = append(errs, fmt.Errorf("forget the released claims: %w", err))
 	}
 	answered, byPort := e.forgetLocked(gone)
 	for p, as := range byPort {
@@ -72,9 +92,14 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, force bool) (r
 	}
 	for i, cs := range gone {
 		a := cs.claim.Addr
-		e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
-		e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface,
-			Message: fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[i].answers, answered[i].frames)})
+		did := fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[i].answers, answered[i].frames)
+		if how.revoke != "" {
+			e.log.Warn("revoke", "addr", a, "interface", cs.claim.Interface, "why", how.revoke, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
+			e.publish(Event{Kind: EventRevoke, Addr: a, Interface: cs.claim.Interface, Message: how.revoke + ": " + did})
+		} else {
+			e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
+			e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: did})
+		}
 		errs = append(errs, e.unrefOp(cs.port))
 	}
 	return released, notHeld, errors.Join(errs...)
