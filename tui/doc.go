@@ -18,6 +18,7 @@
 // keymap that also feeds the help bar), styles.go (every style, from one
 // lipgloss renderer so NO_COLOR and tests' ASCII profile apply), msgs.go
 // (message types and the commands that produce them), eventlog.go (the
-// bounded log), model.go (Update), view.go (panes and layout) and run.go
+// bounded log), model.go (Update), actions.go (what keys do: prompts,
+// claims, releases and refreshes), view.go (panes and layout) and run.go
 // (the program).
 package tui
