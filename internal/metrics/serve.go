@@ -84,7 +84,7 @@ func Listen(addr string, reg *prometheus.Registry, log *slog.Logger) (*Server, e
 		}
 		s.done <- err
 	}()
-	log.Info("serving metrics", "addr", ln.Addr().String(), "path", "/metrics")
+	log.Info("serving metrics", "addr", s.Addr().String(), "path", "/metrics")
 	return s, nil
 }
 

@@ -124,17 +124,6 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
 }
 
-// PickInterface finds the one interface that has a on a connected route.
-// It fails, asking for -i, when none does or when several do: a guess could
-// claim the address on the wrong segment.
-func PickInterface(sys System, a netip.Addr) (string, error) {
-	p, err := NewPicker(sys)
-	if err != nil {
-		return "", fmt.Errorf("find the interface for %s: %w", a, err)
-	}
-	return p.Pick(a)
-}
-
 // Picker picks interfaces for many addresses from one reading of the routes.
 type Picker struct {
 	sys    System
@@ -158,7 +147,9 @@ func NewPicker(sys System) (*Picker, error) {
 	return &Picker{sys: sys, routes: routes, links: map[int]*candidate{}}, nil
 }
 
-// Pick works as PickInterface. When the one interface found is a port of a
+// Pick finds the one interface that has a on a connected route. It fails,
+// asking for -i, when none does or when several do: a guess could claim the
+// address on the wrong segment. When the one interface found is a port of a
 // bridge or bond (its connected route a leftover of the time before it
 // became one), Pick refuses it and names the master to claim on instead.
 func (p *Picker) Pick(a netip.Addr) (string, error) {

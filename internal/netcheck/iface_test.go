@@ -175,7 +175,7 @@ func TestPickInterface(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sys := &fakeSystem{links: links, routes: tt.routes}
-			got, err := netcheck.PickInterface(sys, netip.MustParseAddr(tt.addr))
+			got, err := pickInterface(sys, netip.MustParseAddr(tt.addr))
 			if tt.frag != nil {
 				checkInvalid(t, err, tt.frag...)
 				if got != "" {
@@ -195,7 +195,7 @@ func TestPickInterface(t *testing.T) {
 
 func TestPickInterfaceRoutesError(t *testing.T) {
 	sys := &fakeSystem{routesErr: os.ErrPermission}
-	_, err := netcheck.PickInterface(sys, netip.MustParseAddr("192.0.2.10"))
+	_, err := pickInterface(sys, netip.MustParseAddr("192.0.2.10"))
 	if !errors.Is(err, os.ErrPermission) || errors.Is(err, netcheck.ErrInvalid) {
 		t.Errorf("got %v, want a system error wrapping %v", err, os.ErrPermission)
 	}
@@ -211,7 +211,7 @@ func TestPickInterfaceUnknownLinkIsAnError(t *testing.T) {
 		return netcheck.Route{Dst: netip.MustParsePrefix(p), LinkIndex: index}
 	}
 	sys := &fakeSystem{links: []netcheck.Link{eth("eth0", 2)}, routes: []netcheck.Route{route("192.0.2.0/24", 99), route("192.0.2.0/24", 2)}}
-	got, err := netcheck.PickInterface(sys, netip.MustParseAddr("192.0.2.10"))
+	got, err := pickInterface(sys, netip.MustParseAddr("192.0.2.10"))
 	if err == nil || errors.Is(err, netcheck.ErrInvalid) || got != "" {
 		t.Errorf("got %q, %v; want a system error and no interface", got, err)
 	}
@@ -330,7 +330,7 @@ func TestPickInterfaceRefusesPorts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sys := masters()
 			sys.routes = tt.routes
-			got, err := netcheck.PickInterface(sys, netip.MustParseAddr("192.0.2.10"))
+			got, err := pickInterface(sys, netip.MustParseAddr("192.0.2.10"))
 			if tt.frag != "" {
 				checkInvalid(t, err, tt.frag)
 				if err != nil && err.Error() != tt.frag {
@@ -375,4 +375,14 @@ type countingSystem struct {
 func (s *countingSystem) LinkByIndex(i int) (netcheck.Link, error) {
 	s.byIndex++
 	return s.fakeSystem.LinkByIndex(i)
+}
+
+// pickInterface picks the interface for one address, as claim does for
+// each of its addresses.
+func pickInterface(sys netcheck.System, a netip.Addr) (string, error) {
+	p, err := netcheck.NewPicker(sys)
+	if err != nil {
+		return "", fmt.Errorf("find the interface for %s: %w", a, err)
+	}
+	return p.Pick(a)
 }
