@@ -11,22 +11,15 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Assigner adds a claimed address to an interface and removes it again. Add
-// reports added=false, and changes nothing, when the address was already on
-// the interface; the caller must then never Remove it. Remove of an address
-// that is not there succeeds.
-type Assigner interface {
-	Add(ifname string, a netip.Addr) (added bool, err error)
-	Remove(ifname string, a netip.Addr) error
-}
-
-// Netlink is an Assigner that changes a network namespace's interfaces
-// through rtnetlink. It is safe for concurrent use.
+// Netlink adds claimed addresses to a network namespace's interfaces and
+// removes them again, through rtnetlink; it is the engine's
+// announce.Assigner. Add reports added=false, and changes nothing, when the
+// address was already on the interface; the caller must then never Remove
+// it. Remove of an address that is not there succeeds. It is safe for
+// concurrent use.
 type Netlink struct {
 	h *netlink.Handle
 }
-
-var _ Assigner = (*Netlink)(nil)
 
 // New returns a Netlink for the namespace ns, or for the current one if ns is
 // nil. Close releases its socket.

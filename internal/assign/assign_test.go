@@ -89,7 +89,7 @@ func mustRun(t *testing.T, h *lab.Host, args ...string) string {
 	return out
 }
 
-func add(t *testing.T, as assign.Assigner, ifname string, a netip.Addr, wantAdded bool) {
+func add(t *testing.T, as *assign.Netlink, ifname string, a netip.Addr, wantAdded bool) {
 	t.Helper()
 	added, err := as.Add(ifname, a)
 	if err != nil {
@@ -100,7 +100,7 @@ func add(t *testing.T, as assign.Assigner, ifname string, a netip.Addr, wantAdde
 	}
 }
 
-func remove(t *testing.T, as assign.Assigner, ifname string, a netip.Addr) {
+func remove(t *testing.T, as *assign.Netlink, ifname string, a netip.Addr) {
 	t.Helper()
 	if err := as.Remove(ifname, a); err != nil {
 		t.Fatalf("remove %s from %s: %v", a, ifname, err)
