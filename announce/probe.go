@@ -16,7 +16,7 @@ const probeBatch = 256
 // 10,000 goroutines at the same instant, every ProbeEvery, each to queue
 // for the engine's lock; status and claims waited behind them.
 type probeQueue struct {
-	due   probeHeap
+	due   dueHeap[*claimState]
 	timer clockwork.Timer
 	// timerAt is when timer fires; gen tells its callback from those of
 	// timers stopped too late.
@@ -94,28 +94,6 @@ func (e *Engine) probeDue(gen uint64) {
 	e.wakeProbesLocked()
 }
 
-// probeHeap orders claims by their next probe.
-type probeHeap []*claimState
-
-func (h probeHeap) Len() int           { return len(h) }
-func (h probeHeap) Less(i, j int) bool { return h[i].probeAt.Before(h[j].probeAt) }
-func (h probeHeap) Swap(i, j int) {
-	h[i], h[j] = h[j], h[i]
-	h[i].probeIndex = i
-	h[j].probeIndex = j
-}
-
-func (h *probeHeap) Push(x any) {
-	cs := x.(*claimState)
-	cs.probeIndex = len(*h)
-	*h = append(*h, cs)
-}
-
-func (h *probeHeap) Pop() any {
-	old := *h
-	cs := old[len(old)-1]
-	old[len(old)-1] = nil
-	cs.probeIndex = -1
-	*h = old[:len(old)-1]
-	return cs
-}
+// dueTime and setHeapIndex put claims in the engine's dueHeap of probes.
+func (c *claimState) dueTime() time.Time { return c.probeAt }
+func (c *claimState) setHeapIndex(i int) { c.probeIndex = i }

@@ -144,7 +144,7 @@ type Scheduler struct {
 
 	mu      sync.Mutex
 	entries map[Key]*entry
-	queue   dueQueue
+	queue   dueHeap[*entry]
 	wake    chan struct{}
 
 	// onPark, set only by tests, is called each time Run parks with nothing
@@ -393,28 +393,6 @@ func (s *Scheduler) sleep(ctx context.Context, d time.Duration) error {
 	return nil
 }
 
-// dueQueue is a min-heap of entries by due time.
-type dueQueue []*entry
-
-func (q dueQueue) Len() int { return len(q) }
-func (q dueQueue) Less(i, j int) bool {
-	return q[i].due.Before(q[j].due)
-}
-func (q dueQueue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index = i
-	q[j].index = j
-}
-func (q *dueQueue) Push(x any) {
-	e := x.(*entry)
-	e.index = len(*q)
-	*q = append(*q, e)
-}
-func (q *dueQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	e.index = -1
-	*q = old[:len(old)-1]
-	return e
-}
+// dueTime and setHeapIndex put entries in the scheduler's dueHeap.
+func (e *entry) dueTime() time.Time { return e.due }
+func (e *entry) setHeapIndex(i int) { e.index = i }
