@@ -152,7 +152,7 @@ func (e *labEnv) up(ctx context.Context, d *deps) (bool, error) {
 		return false, err
 	}
 	fmt.Fprintln(d.io.Out, "lab up: a 192.0.2.1, b 192.0.2.2, client 192.0.2.3 (and 2001:db8::1, ::2, ::3) on one bridge")
-	fmt.Fprintln(d.io.Out, "try: sudo vip lab exec a -- vip claim 192.0.2.10; remove it with: sudo vip lab down")
+	fmt.Fprintf(d.io.Out, "try: %s; remove it with: %s\n", labHint("exec a -- vip claim 192.0.2.10"), labHint("down"))
 	return true, nil
 }
 
@@ -226,7 +226,7 @@ func (e *labEnv) exec(ctx context.Context, d *deps, host string, argv []string) 
 	if up, err := e.exists(ctx); err != nil {
 		return err
 	} else if !up {
-		return fmt.Errorf("the lab is not up: start it with \"sudo vip lab up\"")
+		return fmt.Errorf("the lab is not up: start it with \"%s\"", labHint("up"))
 	}
 	name := argv[0]
 	if name == "vip" {
@@ -346,6 +346,20 @@ func (e *labEnv) demo(ctx context.Context, d *deps) error {
 		return err
 	}
 	_ = show("b", "status")
-	say("failover clean. Explore with: sudo vip lab exec b -- vip events; remove it all with: sudo vip lab down")
+	say(fmt.Sprintf("failover clean. Explore with: %s; remove it all with: %s", labHint("exec b -- vip events"), labHint("down")))
 	return nil
+}
+
+// labHint is how to run "vip lab ARGS" the way this vip was run: by the
+// path typed (./vip from a checkout, vip from PATH), and through sudo only
+// when this run came through sudo (SUDO_USER), not when root typed it.
+func labHint(args string) string {
+	self := "vip"
+	if a0 := os.Args[0]; strings.Contains(a0, "/") && filepath.Base(a0) == "vip" {
+		self = a0
+	}
+	if os.Getenv("SUDO_USER") != "" {
+		self = "sudo " + self
+	}
+	return self + " lab " + args
 }
