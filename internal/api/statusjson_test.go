@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -236,6 +237,36 @@ func FuzzWriteJSON(f *testing.F) {
 			if err == nil && !bytes.Equal(got, want) {
 				t.Fatalf("indent %v: got:\n%s\nwant (encoding/json):\n%s", indent, got, want)
 			}
+		}
+	})
+}
+
+// FuzzAppendIndented holds AppendIndented to json.Indent for any JSON,
+// compact, at any depth.
+func FuzzAppendIndented(f *testing.F) {
+	for _, s := range []string{
+		`{"a":[],"b":{},"c":[1,{"d":"\\\"x\\","e":null}],"f":"\u003c:,{}[]"}`,
+		`"a string"`, `-1.5e3`, `[[[]],{}]`, `{"":{"":[true,false]}}`,
+	} {
+		f.Add([]byte(s), uint8(0))
+	}
+	b, err := stdJSON(api.StatusResponse{Agent: variedAgent(), Claims: api.ClaimsFromStatus(variedClaims(), statusNow, statusDefaults), Captures: variedCaptures()}, false)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b, uint8(2))
+	f.Fuzz(func(t *testing.T, src []byte, depth uint8) {
+		var compact bytes.Buffer
+		if json.Compact(&compact, src) != nil {
+			return
+		}
+		d := int(depth % 4)
+		var want bytes.Buffer
+		if err := json.Indent(&want, compact.Bytes(), strings.Repeat("  ", d), "  "); err != nil {
+			t.Fatal(err)
+		}
+		if got := api.AppendIndented([]byte("prefix"), compact.Bytes(), d); string(got) != "prefix"+want.String() {
+			t.Fatalf("%s at depth %d:\ngot  %q\nwant %q (json.Indent)", compact.Bytes(), d, got, "prefix"+want.String())
 		}
 	})
 }

@@ -1,0 +1,4 @@
+package api
+
+// AppendIndented is appendIndented, for FuzzAppendIndented.
+var AppendIndented = appendIndented
