@@ -130,7 +130,8 @@ func TestWriteJSONIsEncodingJSON(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(got, want) {
-					t.Fatalf("got:\n%.3000s\nwant (encoding/json):\n%.3000s", got, want)
+					at := firstDiff(got, want)
+					t.Fatalf("from byte %d on, got:\n%.1000s\nwant (encoding/json):\n%.1000s", at, got[at:], want[at:])
 				}
 				if writes < tt.minWrites {
 					t.Errorf("got %d writes, want at least %d: the answer goes in pieces", writes, tt.minWrites)
@@ -140,11 +141,23 @@ func TestWriteJSONIsEncodingJSON(t *testing.T) {
 					t.Fatalf("decode: %v", err)
 				}
 				if again, err := stdJSON(read, indent); err != nil || !bytes.Equal(again, want) {
-					t.Errorf("decoded and encoded again, got:\n%.3000s\nwant:\n%.3000s", again, want)
+					at := firstDiff(again, want)
+					t.Errorf("decoded and encoded again (%v), from byte %d on, got:\n%.1000s\nwant:\n%.1000s", err, at, again[at:], want[at:])
 				}
 			})
 		}
 	}
+}
+
+// firstDiff returns where a and b first differ.
+func firstDiff(a, b []byte) int {
+	n := min(len(a), len(b))
+	for i := range n {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return n
 }
 
 // TestStatusResponseMembers keeps WriteJSON, which lays out the members of
