@@ -1,6 +1,7 @@
 package cmd
 
 import (
+	"bytes"
 	"encoding/json"
 	"net"
 	"net/http"
@@ -28,12 +29,21 @@ func serveHandler(t *testing.T, h http.HandlerFunc) string {
 // indentingAgent answers status as the agent does: indented when asked.
 func indentingAgent(t *testing.T, st api.StatusResponse) string {
 	return serveHandler(t, func(w http.ResponseWriter, r *http.Request) {
-		b, err := api.AppendStatus(nil, &st, r.URL.Query().Get("indent") == "true")
-		if err != nil {
-			t.Error(err)
-		}
-		w.Write(b)
+		w.Write(statusJSON(t, st, r.URL.Query().Get("indent") == "true"))
 	})
+}
+
+// statusJSON is st as encoding/json writes it, indented or not.
+func statusJSON(t *testing.T, st api.StatusResponse, indent bool) []byte {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	if indent {
+		enc.SetIndent("", "  ")
+	}
+	if err := enc.Encode(st); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
 }
 
 // TestStatusJSON runs vip status --json against an agent that sends the
@@ -66,36 +76,36 @@ func TestStatusJSON(t *testing.T) {
 	}
 }
 
-// TestStatusJSONFailures checks that vip status --json prints nothing when
-// the agent's answer fails, and says why.
+// TestStatusJSONFailures checks that vip status --json fails, and says
+// why, when the agent's answer fails: having printed nothing, or, for an
+// answer cut short, what came of it.
 func TestStatusJSONFailures(t *testing.T) {
-	full, err := api.AppendStatus(nil, &statusFixture, true)
-	if err != nil {
-		t.Fatal(err)
-	}
+	full := statusJSON(t, statusFixture, true)
 	tests := []struct {
 		name     string
 		h        http.HandlerFunc
 		wantCode ExitCode
+		wantOut  string
 		wantErr  string
 	}{
 		{"an error answer", func(w http.ResponseWriter, _ *http.Request) {
 			w.WriteHeader(http.StatusInternalServerError)
 			json.NewEncoder(w).Encode(api.Error{Error: "the engine broke", Code: api.CodeInternal})
-		}, ExitFailure, "the engine broke"},
+		}, ExitFailure, "", "the engine broke"},
 		{"a cut answer", func(w http.ResponseWriter, _ *http.Request) {
 			w.Header().Set("Content-Length", "100000")
 			w.Write(full[:len(full)/2])
-		}, ExitFailure, "read the agent's answer"},
+		}, ExitFailure, string(full[:len(full)/2]), "read the agent's answer"},
 		{"an old agent's broken answer", func(w http.ResponseWriter, _ *http.Request) {
 			w.Write([]byte(`{"agent":`))
-		}, ExitFailure, "read the agent's answer"},
+		}, ExitFailure, "", "read the agent's answer"},
+		{"an empty answer", func(w http.ResponseWriter, _ *http.Request) {}, ExitFailure, "", "read the agent's answer"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, out, errOut := runVip(t, "status", "--json", "--socket", serveHandler(t, tt.h))
-			if code != tt.wantCode || out != "" || !strings.Contains(errOut, tt.wantErr) {
-				t.Errorf("got exit %d, stdout %q, stderr %q; want exit %d, nothing printed, and %q", code, out, errOut, tt.wantCode, tt.wantErr)
+			if code != tt.wantCode || out != tt.wantOut || !strings.Contains(errOut, tt.wantErr) {
+				t.Errorf("got exit %d, stdout %q, stderr %q; want exit %d, stdout %q, and %q", code, out, errOut, tt.wantCode, tt.wantOut, tt.wantErr)
 			}
 		})
 	}

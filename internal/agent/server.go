@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,10 +73,6 @@ type Server struct {
 	inflight atomic.Int64
 	served   atomic.Int64
 	events   atomic.Int64
-	// statusBufs keeps the buffers status answers are written in: at
-	// 10,000 claims each is megabytes, which a new one for every answer
-	// would make the garbage collector sweep up again and again.
-	statusBufs sync.Pool
 }
 
 // NewServer returns a Server for cfg.
@@ -331,9 +326,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, api.ReleaseResponse{Released: api.Strings(released), NotHeld: api.Strings(notHeld)})
 }
 
-// status answers with every claim. It writes the JSON itself (see
-// api.AppendStatus), indented when asked with ?indent=true so that vip
-// status --json can print the answer as it comes.
+// status answers with every claim, indented when asked with ?indent=true
+// so that vip status --json can print the answer as it comes. The answer
+// goes in pieces as it is encoded (see api.EngineStatus.WriteJSON).
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	indent := false
 	if v := r.URL.Query().Get("indent"); v != "" {
@@ -347,26 +342,21 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Watcher != nil {
 		st.Captures = s.cfg.Watcher.Captures()
 	}
-	// About 400 bytes a claim compact, 500 indented: room for either.
-	var buf []byte
-	if p, ok := s.statusBufs.Get().(*[]byte); ok {
-		buf = *p
-	}
-	if need := 1024 + 600*len(st.Claims); cap(buf) < need {
-		buf = make([]byte, 0, need)
-	}
-	b, err := st.AppendJSON(buf[:0], indent)
-	if err != nil {
-		s.fail(w, fmt.Errorf("write the status: %w", err))
-		return
-	}
 	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	growSendBuffer(r.Context(), len(b))
-	_, _ = w.Write(b)
-	// Write has handed every byte to the connection (or failed): the
-	// buffer is free again.
-	s.statusBufs.Put(&b)
+	// About 420 bytes a claim indented, 320 compact.
+	growSendBuffer(r.Context(), 1024+420*len(st.Claims))
+	written, err := st.WriteJSON(w, indent)
+	switch {
+	case err == nil:
+	case !written:
+		s.fail(w, fmt.Errorf("write the status: %w", err))
+	default:
+		// Part of the answer is out (or the client went away): cut the
+		// connection, net/http's way, rather than end the answer well
+		// but short, so that the client sees it fail.
+		s.cfg.Log.Warn("status answer cut short", "err", err)
+		panic(http.ErrAbortHandler)
+	}
 }
 
 func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {

@@ -251,15 +251,8 @@ func (cv *claimConverter) framesString(f announce.Frames) string {
 }
 
 func (cv *claimConverter) claim(s *announce.Status) Claim {
-	c := cv.claimWithoutAddr(s)
-	c.Addr = s.Addr.String()
-	return c
-}
-
-// claimWithoutAddr is claim but for the address, which AppendJSON writes
-// without making a string of it.
-func (cv *claimConverter) claimWithoutAddr(s *announce.Status) Claim {
 	c := Claim{
+		Addr:             s.Addr.String(),
 		Interface:        s.Interface,
 		MAC:              s.MAC,
 		State:            s.State,

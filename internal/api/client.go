@@ -135,45 +135,45 @@ func (c *Client) Release(ctx context.Context, r AddrsRequest) (ReleaseResponse, 
 
 // Status describes the agent and its claims.
 func (c *Client) Status(ctx context.Context) (StatusResponse, error) {
-	b, err := c.get(ctx, "/v1/status")
-	if err != nil {
-		return StatusResponse{}, err
-	}
-	return DecodeStatus(b)
+	var out StatusResponse
+	return out, c.do(ctx, http.MethodGet, "/v1/status", nil, &out)
 }
 
-// StatusJSON returns the agent's status as JSON indented by two spaces,
-// the form vip status --json prints, read whole but not decoded: the agent
-// formats it, so printing 10,000 claims needs no decoding and encoding
-// again. indented is false when the agent predates that form and answered
-// compact JSON instead.
-func (c *Client) StatusJSON(ctx context.Context) (body []byte, indented bool, err error) {
-	body, err = c.get(ctx, "/v1/status?indent=true")
+// StatusJSON opens the agent's status as JSON indented by two spaces, the
+// form vip status --json prints, for the caller to copy as it comes and
+// close: the agent formats it, so printing 10,000 claims needs no
+// decoding and encoding again, nor room for all of it. indented is false
+// when the agent predates that form and answers compact JSON instead.
+// Errors reading the body say that they are.
+func (c *Client) StatusJSON(ctx context.Context) (body io.ReadCloser, indented bool, err error) {
+	resp, err := c.send(ctx, http.MethodGet, "/v1/status?indent=true", nil)
 	if err != nil {
 		return nil, false, err
 	}
-	return body, bytes.HasPrefix(body, []byte("{\n")), nil
+	r := &answerReader{r: bufio.NewReaderSize(resp.Body, 64<<10), body: resp.Body}
+	head, err := r.r.Peek(2)
+	if err != nil && !errors.Is(err, io.EOF) {
+		resp.Body.Close()
+		return nil, false, fmt.Errorf("read the agent's answer: %w", err)
+	}
+	return r, bytes.Equal(head, []byte("{\n")), nil
 }
 
-// get returns the whole body of a GET's answer.
-func (c *Client) get(ctx context.Context, path string) ([]byte, error) {
-	resp, err := c.send(ctx, http.MethodGet, path, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	// Read into a buffer of the announced length (and room for ReadFrom's
-	// last look at the end) rather than grow one step by step.
-	size := resp.ContentLength
-	if size < 0 || size > 1<<30 {
-		size = 0
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead))
-	if _, err := buf.ReadFrom(resp.Body); err != nil {
-		return nil, fmt.Errorf("read the agent's answer: %w", err)
-	}
-	return buf.Bytes(), nil
+// answerReader reads the body of an answer, saying so in its errors.
+type answerReader struct {
+	r    *bufio.Reader
+	body io.Closer
 }
+
+func (a *answerReader) Read(p []byte) (int, error) {
+	n, err := a.r.Read(p)
+	if err != nil && err != io.EOF {
+		err = fmt.Errorf("read the agent's answer: %w", err)
+	}
+	return n, err
+}
+
+func (a *answerReader) Close() error { return a.body.Close() }
 
 // Traffic returns the who-has traffic the agent's captures saw.
 func (c *Client) Traffic(ctx context.Context) (TrafficResponse, error) {

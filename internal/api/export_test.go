@@ -1,5 +1,4 @@
 package api
 
-// DecodeStatusFast is the direct way of DecodeStatus, for tests that check
-// it is taken.
-var DecodeStatusFast = decodeStatusFast
+// AppendIndented is appendIndented, for FuzzAppendIndented.
+var AppendIndented = appendIndented
