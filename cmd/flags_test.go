@@ -73,3 +73,23 @@ func TestVersionFlags(t *testing.T) {
 		t.Errorf("--json: got %+v, want JSON", got)
 	}
 }
+
+func TestManageFlags(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"release", parse(t, newReleaseCmd, "192.0.2.10", "--strict", "--json"), addrsOptions{Addrs: []string{"192.0.2.10"}, Strict: true, JSON: true}},
+		{"release --all", parse(t, newReleaseCmd, "--all"), addrsOptions{All: true}},
+		{"refresh", parse(t, newRefreshCmd, "192.0.2.10", "2001:db8::10"), addrsOptions{Addrs: []string{"192.0.2.10", "2001:db8::10"}}},
+		{"refresh --all --json", parse(t, newRefreshCmd, "--all", "--json"), addrsOptions{All: true, JSON: true}},
+		{"status", parse(t, newStatusCmd), statusOptions{}},
+		{"status --json --check", parse(t, newStatusCmd, "--json", "--check"), statusOptions{JSON: true, Check: true}},
+		{"events --json", parse(t, newEventsCmd, "--json"), eventsOptions{JSON: true}},
+	} {
+		if fmt.Sprint(tt.got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: got %+v, want %+v", tt.name, tt.got, tt.want)
+		}
+	}
+}

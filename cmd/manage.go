@@ -25,13 +25,16 @@ import (
 // errNotHeld makes release --strict and refresh fail: exit 1.
 var errNotHeld = errors.New("not held")
 
+// addrsOptions are the flags and arguments of vip release and vip refresh.
 type addrsOptions struct {
+	Addrs  []string
 	All    bool
 	Strict bool
 	JSON   bool
 }
 
-func (o *addrsOptions) request(args []string) (api.AddrsRequest, error) {
+func (o *addrsOptions) request() (api.AddrsRequest, error) {
+	args := o.Addrs
 	switch {
 	case o.All && len(args) > 0:
 		return api.AddrsRequest{}, badInput("give addresses or --all, not both")
@@ -45,7 +48,9 @@ func (o *addrsOptions) request(args []string) (api.AddrsRequest, error) {
 	return r, nil
 }
 
-func newReleaseCmd(d *deps) *cobra.Command {
+// newReleaseCmd builds vip release; runF, when set, runs instead, so tests
+// check the flags apart.
+func newReleaseCmd(d *deps, runF func(context.Context, *addrsOptions) error) *cobra.Command {
 	o := &addrsOptions{}
 	c := &cobra.Command{
 		Use:   "release ADDR... | --all",
@@ -60,35 +65,11 @@ so scripts can run it twice; --strict makes it exit 1 instead.`,
   sudo vip release --all`,
 		ValidArgsFunction: heldCompletion(d),
 		RunE: func(c *cobra.Command, args []string) error {
-			req, err := o.request(args)
-			if err != nil {
-				return err
+			o.Addrs = args
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			resp, err := d.client().Release(c.Context(), req)
-			if errors.Is(err, api.ErrUnreachable) {
-				// No agent: nothing is held.
-				resp, err = api.ReleaseResponse{Released: []string{}, NotHeld: req.Addrs}, nil
-				fmt.Fprintf(d.io.ErrOut, "vip: no agent answers on %s, so nothing is held\n", d.socket)
-			}
-			if err != nil {
-				return err
-			}
-			if o.JSON {
-				if err := writeJSON(d, resp); err != nil {
-					return err
-				}
-			} else {
-				for _, a := range resp.Released {
-					fmt.Fprintf(d.io.Out, "released %s\n", a)
-				}
-				for _, a := range resp.NotHeld {
-					fmt.Fprintf(d.io.ErrOut, "vip: %s was not held\n", a)
-				}
-			}
-			if o.Strict && len(resp.NotHeld) > 0 {
-				return fmt.Errorf("%d address(es) %w", len(resp.NotHeld), errNotHeld)
-			}
-			return nil
+			return runRelease(c.Context(), d, o)
 		},
 	}
 	c.Flags().BoolVar(&o.All, "all", false, "release every held address")
@@ -97,7 +78,9 @@ so scripts can run it twice; --strict makes it exit 1 instead.`,
 	return c
 }
 
-func newRefreshCmd(d *deps) *cobra.Command {
+// newRefreshCmd builds vip refresh; runF, when set, runs instead, so tests
+// check the flags apart.
+func newRefreshCmd(d *deps, runF func(context.Context, *addrsOptions) error) *cobra.Command {
 	o := &addrsOptions{}
 	c := &cobra.Command{
 		Use:   "refresh ADDR... | --all",
@@ -108,27 +91,11 @@ when a slow node rejoins. An address that is not held makes it exit 1.`,
 		Example:           `  sudo vip refresh --all`,
 		ValidArgsFunction: heldCompletion(d),
 		RunE: func(c *cobra.Command, args []string) error {
-			req, err := o.request(args)
-			if err != nil {
-				return err
+			o.Addrs = args
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			resp, err := d.client().Refresh(c.Context(), req)
-			if err != nil {
-				return err
-			}
-			if o.JSON {
-				if err := writeJSON(d, resp); err != nil {
-					return err
-				}
-			} else {
-				for _, a := range resp.Refreshed {
-					fmt.Fprintf(d.io.Out, "refreshed %s\n", a)
-				}
-			}
-			if len(resp.NotHeld) > 0 {
-				return fmt.Errorf("%v %w: claim it first", resp.NotHeld, errNotHeld)
-			}
-			return nil
+			return runRefresh(c.Context(), d, o)
 		},
 	}
 	c.Flags().BoolVar(&o.All, "all", false, "refresh every held address")
@@ -139,8 +106,16 @@ when a slow node rejoins. An address that is not held makes it exit 1.`,
 // errConflict makes status --check and probe exit 3.
 var errConflict = errors.New("a competing claimer is present")
 
-func newStatusCmd(d *deps) *cobra.Command {
-	var asJSON, check bool
+// statusOptions are the flags of vip status.
+type statusOptions struct {
+	JSON  bool
+	Check bool
+}
+
+// newStatusCmd builds vip status; runF, when set, runs instead, so tests
+// check the flags apart.
+func newStatusCmd(d *deps, runF func(context.Context, *statusOptions) error) *cobra.Command {
+	o := &statusOptions{}
 	c := &cobra.Command{
 		Use:   "status",
 		Short: "Show every claim the agent holds",
@@ -151,39 +126,14 @@ answered and gratuitous frames sent.`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
-			// The command reads one answer, megabytes at 10,000 claims, and
-			// ends: a garbage collection would free next to nothing, yet
-			// scan every global of the binary, a tenth of its time.
-			defer debug.SetGCPercent(debug.SetGCPercent(-1))
-			if asJSON && !check {
-				return printStatusJSON(c.Context(), d)
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			st, err := d.client().Status(c.Context())
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				err = writeJSON(d, st)
-			} else {
-				err = printStatus(d, st, time.Now())
-			}
-			if err != nil || !check {
-				return err
-			}
-			var conflicted []string
-			for _, cl := range st.Claims {
-				if cl.State == announce.StateConflict {
-					conflicted = append(conflicted, cl.Addr)
-				}
-			}
-			if len(conflicted) > 0 {
-				return fmt.Errorf("%w for %s", errConflict, strings.Join(conflicted, ", "))
-			}
-			return nil
+			return runStatus(c.Context(), d, o)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
-	c.Flags().BoolVar(&check, "check", false, "exit 3 while a competing claimer was seen in the last 10s (is the failover clean?)")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the status as JSON")
+	c.Flags().BoolVar(&o.Check, "check", false, "exit 3 while a competing claimer was seen in the last 10s (is the failover clean?)")
 	return c
 }
 
@@ -298,8 +248,15 @@ func writeTabwriter(w io.Writer, rows []statusRow) error {
 	return tw.Flush()
 }
 
-func newEventsCmd(d *deps) *cobra.Command {
-	var asJSON bool
+// eventsOptions are the flags of vip events.
+type eventsOptions struct {
+	JSON bool
+}
+
+// newEventsCmd builds vip events; runF, when set, runs instead, so tests
+// check the flags apart.
+func newEventsCmd(d *deps, runF func(context.Context, *eventsOptions) error) *cobra.Command {
+	o := &eventsOptions{}
 	c := &cobra.Command{
 		Use:   "events",
 		Short: "Follow the agent's events: claims, refreshes, releases, bursts, interfaces",
@@ -309,33 +266,13 @@ conflict. With --json each line is a JSON object.`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(c.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			s, err := d.client().Events(ctx)
-			if err != nil {
-				return err
+			if runF != nil {
+				return runF(c.Context(), o)
 			}
-			defer s.Close()
-			enc := json.NewEncoder(d.io.Out)
-			for {
-				ev, err := s.Next()
-				if err != nil {
-					if ctx.Err() != nil {
-						return nil
-					}
-					return fmt.Errorf("the agent ended the event stream: %w", err)
-				}
-				if asJSON {
-					if err := enc.Encode(ev); err != nil {
-						return err
-					}
-					continue
-				}
-				fmt.Fprintln(d.io.Out, formatEvent(ev))
-			}
+			return runEvents(c.Context(), d, o)
 		},
 	}
-	c.Flags().BoolVar(&asJSON, "json", false, "print each event as a JSON object")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print each event as a JSON object")
 	return c
 }
 
@@ -363,5 +300,120 @@ func heldCompletion(d *deps) func(*cobra.Command, []string, string) ([]string, c
 			out[i] = cl.Addr + "\t" + cl.Interface
 		}
 		return out, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
+func runRelease(ctx context.Context, d *deps, o *addrsOptions) error {
+	req, err := o.request()
+	if err != nil {
+		return err
+	}
+	resp, err := d.client().Release(ctx, req)
+	if errors.Is(err, api.ErrUnreachable) {
+		// No agent: nothing is held.
+		resp, err = api.ReleaseResponse{Released: []string{}, NotHeld: req.Addrs}, nil
+		fmt.Fprintf(d.io.ErrOut, "vip: no agent answers on %s, so nothing is held\n", d.socket)
+	}
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		if err := writeJSON(d, resp); err != nil {
+			return err
+		}
+	} else {
+		for _, a := range resp.Released {
+			fmt.Fprintf(d.io.Out, "released %s\n", a)
+		}
+		for _, a := range resp.NotHeld {
+			fmt.Fprintf(d.io.ErrOut, "vip: %s was not held\n", a)
+		}
+	}
+	if o.Strict && len(resp.NotHeld) > 0 {
+		return fmt.Errorf("%d address(es) %w", len(resp.NotHeld), errNotHeld)
+	}
+	return nil
+}
+
+func runRefresh(ctx context.Context, d *deps, o *addrsOptions) error {
+	req, err := o.request()
+	if err != nil {
+		return err
+	}
+	resp, err := d.client().Refresh(ctx, req)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		if err := writeJSON(d, resp); err != nil {
+			return err
+		}
+	} else {
+		for _, a := range resp.Refreshed {
+			fmt.Fprintf(d.io.Out, "refreshed %s\n", a)
+		}
+	}
+	if len(resp.NotHeld) > 0 {
+		return fmt.Errorf("%v %w: claim it first", resp.NotHeld, errNotHeld)
+	}
+	return nil
+}
+
+func runStatus(ctx context.Context, d *deps, o *statusOptions) error {
+	// The command reads one answer, megabytes at 10,000 claims, and
+	// ends: a garbage collection would free next to nothing, yet
+	// scan every global of the binary, a tenth of its time.
+	defer debug.SetGCPercent(debug.SetGCPercent(-1))
+	if o.JSON && !o.Check {
+		return printStatusJSON(ctx, d)
+	}
+	st, err := d.client().Status(ctx)
+	if err != nil {
+		return err
+	}
+	if o.JSON {
+		err = writeJSON(d, st)
+	} else {
+		err = printStatus(d, st, time.Now())
+	}
+	if err != nil || !o.Check {
+		return err
+	}
+	var conflicted []string
+	for _, cl := range st.Claims {
+		if cl.State == announce.StateConflict {
+			conflicted = append(conflicted, cl.Addr)
+		}
+	}
+	if len(conflicted) > 0 {
+		return fmt.Errorf("%w for %s", errConflict, strings.Join(conflicted, ", "))
+	}
+	return nil
+}
+
+func runEvents(ctx context.Context, d *deps, o *eventsOptions) error {
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	s, err := d.client().Events(ctx)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	enc := json.NewEncoder(d.io.Out)
+	for {
+		ev, err := s.Next()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("the agent ended the event stream: %w", err)
+		}
+		if o.JSON {
+			if err := enc.Encode(ev); err != nil {
+				return err
+			}
+			continue
+		}
+		fmt.Fprintln(d.io.Out, formatEvent(ev))
 	}
 }
