@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/hostnet"
 	"github.com/vipctl/vip/internal/journal"
 	"github.com/vipctl/vip/internal/netcheck"
 )
@@ -110,7 +111,7 @@ switches and neighbours learn the new owner at once.`,
 
 // Main runs vip with args and returns its exit code.
 func Main(args []string, streams IO) ExitCode {
-	return run(context.Background(), args, streams, netcheck.Netlink{})
+	return run(context.Background(), args, streams, hostnet.System{})
 }
 
 func run(ctx context.Context, args []string, streams IO, sys netcheck.System) ExitCode {
@@ -131,5 +132,5 @@ func run(ctx context.Context, args []string, streams IO, sys netcheck.System) Ex
 // Command returns vip's root command, for the tools that generate shell
 // completions and man pages from it.
 func Command() *cobra.Command {
-	return newRootCmd(&deps{io: StdIO(), sys: netcheck.Netlink{}, ctx: context.Background()})
+	return newRootCmd(&deps{io: StdIO(), sys: hostnet.System{}, ctx: context.Background()})
 }

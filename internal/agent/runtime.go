@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/hostnet"
 	"github.com/vipctl/vip/internal/metrics"
-	"github.com/vipctl/vip/internal/netcheck"
 )
 
 // Runtime is a claim engine at work with what watches for it: the interface
@@ -34,7 +34,7 @@ func Start(cfg announce.EngineConfig, guard GuardConfig, log *slog.Logger) (*Run
 	engCtx, r.stopEngine = context.WithCancel(context.Background())
 	go func() { r.engineDone <- r.Engine.Run(engCtx) }()
 	watchCtx, r.stopWatch = context.WithCancel(context.Background())
-	r.waitWatch = FollowInterfaces(watchCtx, r.Engine, netcheck.Netlink{}, log)
+	r.waitWatch = FollowInterfaces(watchCtx, r.Engine, hostnet.System{}, log)
 	guardCtx, r.stopGuard = context.WithCancel(context.Background())
 	guard.Log = log
 	g, err := StartGuard(guardCtx, r.Engine, guard)

@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
-
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 )
 
 // Link is what validation needs to know of an interface.
@@ -194,89 +190,4 @@ func (p *Picker) Pick(a netip.Addr) (string, error) {
 		return names[0], nil
 	}
 	return "", Invalidf("%s is on-link on %s and %s: pass -i to choose one", a, strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
-}
-
-// Netlink is the System of the running host, read through rtnetlink.
-type Netlink struct{}
-
-// Link implements System.
-func (Netlink) Link(name string) (Link, error) {
-	nl, err := netlink.LinkByName(name)
-	if err != nil {
-		var nf netlink.LinkNotFoundError
-		if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
-			return Link{}, fmt.Errorf("%s: %w", name, ErrNoInterface)
-		}
-		return Link{}, err
-	}
-	return fromNetlink(nl)
-}
-
-// LinkByIndex implements System.
-func (Netlink) LinkByIndex(i int) (Link, error) {
-	nl, err := netlink.LinkByIndex(i)
-	if err != nil {
-		return Link{}, err
-	}
-	return fromNetlink(nl)
-}
-
-// ConnectedRoutes implements System.
-func (Netlink) ConnectedRoutes() ([]Route, error) {
-	rs, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return nil, err
-	}
-	var out []Route
-	for _, r := range rs {
-		if r.Dst == nil || r.Gw != nil || len(r.MultiPath) > 0 || r.Type != unix.RTN_UNICAST {
-			continue
-		}
-		p, ok := prefixOf(r.Dst)
-		if !ok {
-			continue
-		}
-		out = append(out, Route{Dst: p, LinkIndex: r.LinkIndex})
-	}
-	return out, nil
-}
-
-func fromNetlink(nl netlink.Link) (Link, error) {
-	at := nl.Attrs()
-	l := Link{
-		Name:        at.Name,
-		Index:       at.Index,
-		MAC:         at.HardwareAddr,
-		Up:          at.Flags&net.FlagUp != 0,
-		Loopback:    at.Flags&net.FlagLoopback != 0,
-		NoARP:       at.RawFlags&unix.IFF_NOARP != 0,
-		Carrier:     at.OperState == netlink.OperUp || at.OperState == netlink.OperUnknown,
-		Kind:        nl.Type(),
-		MasterIndex: at.MasterIndex,
-	}
-	if v, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + at.Name + "/disable_ipv6"); err != nil || strings.TrimSpace(string(v)) != "0" {
-		l.IPv6Disabled = true
-	}
-	addrs, err := netlink.AddrList(nl, netlink.FAMILY_ALL)
-	if err != nil {
-		return Link{}, fmt.Errorf("list addresses of %s: %w", at.Name, err)
-	}
-	for _, a := range addrs {
-		if p, ok := prefixOf(a.IPNet); ok {
-			l.Prefixes = append(l.Prefixes, p)
-		}
-	}
-	return l, nil
-}
-
-func prefixOf(n *net.IPNet) (netip.Prefix, bool) {
-	if n == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(n.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, _ := n.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), ones), true
 }
