@@ -17,6 +17,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/sniff"
 )
 
 type agentOptions struct {
@@ -78,6 +79,9 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	if err := o.Metrics.check(); err != nil {
 		return err
 	}
+	if err := checkFilter(o.Filter); err != nil {
+		return err
+	}
 	if o.LogFile != "" {
 		f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {
@@ -116,6 +120,21 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Sys:         d.sys,
 		Log:         log,
 	})
+}
+
+// checkFilter refuses a --filter expression the capture cannot use, before
+// anything starts: one that libpcap does not compile, or any in a build
+// without libpcap.
+func checkFilter(expr string) error {
+	_, err := sniff.Filter(expr)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sniff.ErrNoLibpcap):
+		return badInput("--filter needs libpcap, and this vip was built without cgo: build it with CGO_ENABLED=1 and libpcap-dev, or leave --filter out")
+	default:
+		return badInput("--filter: %v", err)
+	}
 }
 
 // agentStartTimeout bounds how long claim waits for an agent it started.

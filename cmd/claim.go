@@ -239,6 +239,9 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	if err := o.Metrics.check(); err != nil {
 		return err
 	}
+	if err := checkFilter(o.Filter); err != nil {
+		return err
+	}
 	// In a terminal the claim shows the live view, and the logs go to a
 	// file so as not to tear it; elsewhere they go to standard error.
 	view := isTerminal(d.io.Out) && !o.JSON
