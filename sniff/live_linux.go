@@ -179,15 +179,7 @@ func (s *packetSource) configure(opts Options) error {
 			return err
 		}
 	}
-	s.frameStart = vlanLen + s.snaplen
-	s.bufs = make([]byte, liveBatch*s.frameStart)
-	for i := range s.msgs {
-		s.iovs[i].Base = &s.bufs[i*s.frameStart+vlanLen]
-		s.iovs[i].SetLen(s.snaplen)
-		s.msgs[i].Hdr.Iov = &s.iovs[i]
-		s.msgs[i].Hdr.SetIovlen(1)
-		s.msgs[i].Hdr.Control = &s.ctrl[i][0]
-	}
+	s.initBatch()
 	s.readBatch = func(fd uintptr) bool {
 		for {
 			n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd, uintptr(unsafe.Pointer(&s.msgs[0])), liveBatch, unix.MSG_DONTWAIT, 0, 0)
@@ -202,6 +194,19 @@ func (s *packetSource) configure(opts Options) error {
 		}
 	}
 	return nil
+}
+
+// initBatch sets up the buffers of a batch for s.snaplen bytes a frame.
+func (s *packetSource) initBatch() {
+	s.frameStart = vlanLen + s.snaplen
+	s.bufs = make([]byte, liveBatch*s.frameStart)
+	for i := range s.msgs {
+		s.iovs[i].Base = &s.bufs[i*s.frameStart+vlanLen]
+		s.iovs[i].SetLen(s.snaplen)
+		s.msgs[i].Hdr.Iov = &s.iovs[i]
+		s.msgs[i].Hdr.SetIovlen(1)
+		s.msgs[i].Hdr.Control = &s.ctrl[i][0]
+	}
 }
 
 // ReadFrame returns the next frame of the batch read last, reading a new
