@@ -26,6 +26,7 @@ const DefaultSnapLen = 2048
 type Options struct {
 	// Filter is a libpcap expression (pcap-filter(7)) ANDed with
 	// BaseFilter, e.g. "ether host 00:00:5e:00:53:01". Empty adds nothing.
+	// libpcap compiles it, so a build without cgo refuses one.
 	Filter string
 	// SnapLen is how many bytes of each frame to capture; zero means
 	// DefaultSnapLen.
