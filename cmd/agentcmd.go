@@ -127,6 +127,21 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	})
 }
 
+// checkFilter refuses a --filter expression the capture cannot use, before
+// anything starts: one that libpcap does not compile, or any in a build
+// without libpcap.
+func checkFilter(expr string) error {
+	_, err := sniff.Filter(expr)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, sniff.ErrNoLibpcap):
+		return badInput("--filter needs libpcap, and this vip was built without cgo: build it with CGO_ENABLED=1 and libpcap-dev, or leave --filter out")
+	default:
+		return badInput("--filter: %v", err)
+	}
+}
+
 // agentStartTimeout bounds how long claim waits for an agent it started.
 const agentStartTimeout = 10 * time.Second
 
@@ -175,17 +190,4 @@ func (d *deps) startAgent(ctx context.Context, rate float64) error {
 		case <-tick.C:
 		}
 	}
-}
-
-// checkFilter refuses a --filter that libpcap cannot compile (or that this
-// build cannot use), before anything starts: it is bad input, unlike a
-// failure to start.
-func checkFilter(expr string) error {
-	if expr == "" {
-		return nil
-	}
-	if _, err := sniff.Filter(expr); err != nil {
-		return badInput("--filter: %v", err)
-	}
-	return nil
 }

@@ -11,23 +11,22 @@ import (
 	"time"
 )
 
-// ErrNoLibpcap is returned by Open, OpenFile and Filter in a build without
-// cgo, which has no libpcap to capture with or compile filters.
-var ErrNoLibpcap = errors.New("built without libpcap (cgo); capturing needs a build with CGO_ENABLED=1")
+// ErrNoLibpcap is wrapped by the errors of OpenFile, and of Open and
+// Filter given a user's expression, in a build without cgo, which has no
+// libpcap to read capture files or compile expressions with. A live
+// capture without one needs no libpcap.
+var ErrNoLibpcap = errors.New("this vip was built without cgo")
 
 // DefaultSnapLen is the number of bytes kept of each frame unless Options
 // say otherwise: enough for any neighbor discovery message with its options
 // and extension headers; longer ones are counted as undecodable.
 const DefaultSnapLen = 2048
 
-// pollInterval is the longest a read waits for a frame before Run looks at
-// its context again; it also bounds how long Close waits for a read.
-const pollInterval = 100 * time.Millisecond
-
 // Options configure Open and OpenFile. The zero value is usable.
 type Options struct {
 	// Filter is a libpcap expression (pcap-filter(7)) ANDed with
 	// BaseFilter, e.g. "ether host 00:00:5e:00:53:01". Empty adds nothing.
+	// libpcap compiles it, so a build without cgo refuses one.
 	Filter string
 	// SnapLen is how many bytes of each frame to capture; zero means
 	// DefaultSnapLen.
@@ -38,13 +37,14 @@ type Options struct {
 	// broadcast ARP, its own traffic and the groups joined (vip joins
 	// those of the addresses it holds).
 	Promiscuous bool
-	// BufferSize is the kernel buffer in bytes; zero keeps libpcap's
-	// default (2 MiB).
+	// BufferSize is the socket's receive buffer in bytes (SO_RCVBUF; the
+	// kernel counts each frame's overhead against twice this); zero means
+	// 2 MiB, libpcap's default.
 	BufferSize int
 }
 
-// Source yields captured Ethernet frames. Open and OpenFile make one on
-// libpcap; tests and other capture mechanisms (AF_XDP, a packet socket)
+// Source yields captured Ethernet frames. Open makes one on a packet
+// socket, OpenFile on libpcap; tests and other capture mechanisms (AF_XDP)
 // provide their own.
 type Source interface {
 	// ReadFrame returns the next frame and its capture time. The frame is
@@ -121,7 +121,7 @@ type scoper interface {
 // Watch narrows the capture to the frames about addrs: ARP whose sender or
 // target protocol address is one of them, neighbor solicitations and
 // advertisements whose target or IPv6 source is. Run hands observers only
-// those. A libpcap capture on an interface also drops the others in the
+// those. A live capture on an interface also drops the others in the
 // kernel, so that a flood of requests for other addresses costs the process
 // nothing; beyond MaxScopeAddrs addresses, or on a source that cannot
 // filter, the kernel keeps handing over all neighbour traffic and Watch
@@ -230,7 +230,8 @@ func (c *Capture) Stats() Stats {
 }
 
 // Close stops the capture and releases its source. A Run in progress
-// returns nil once its current read ends, within about a fifth of a second.
+// returns nil once its current read ends; a live capture's read ends at
+// once.
 func (c *Capture) Close() error {
 	return c.src.Close()
 }

@@ -5,8 +5,8 @@
 // The parts fit together in one direction:
 //
 //   - A Capture reads Ethernet frames from a Source. Open makes one on an
-//     interface with libpcap, with a kernel filter that lets only ARP and
-//     IPv6 neighbor solicitations and advertisements reach the process;
+//     interface, a packet socket with a kernel filter that lets only ARP
+//     and IPv6 neighbor solicitations and advertisements reach the process;
 //     OpenFile reads a saved capture.
 //   - Decode turns each frame into an Observation: an ARP who-has, probe,
 //     reply or gratuitous announcement, or a neighbor solicitation
@@ -25,7 +25,23 @@
 // Detector work on observations alone, so they are tested without a network
 // or privileges; only Open needs CAP_NET_RAW.
 //
-// Open, OpenFile and Filter use libpcap through cgo (pcap.go). A build
-// without cgo keeps the rest of the package and has those three return
-// ErrNoLibpcap, so that vip still builds with CGO_ENABLED=0.
+// The live capture is pure Go (live_linux.go): a packet socket of
+// github.com/mdlayher/packet, read with recvmmsg, up to 64 frames a system
+// call, and waited on in the Go runtime's poller, which costs nothing while
+// no frame comes. Its kernel filter is baseProgram, the BaseFilter
+// expression built in classic BPF here, with Watch's narrowing in front.
+// gopacket's afpacket would read a TPACKET_V3 ring, but it needs cgo and
+// waits in poll(2), blocking a thread, which closing the socket does not
+// wake: stopping it takes a poll timeout, which wakes it every timeout
+// while idle. libpcap's reads wait inside C, which keeps the runtime's
+// monitor thread waking (reading libpcap's own descriptor through the
+// poller needed gopacket's unexported handle, by reflection). A packet
+// socket's buffer holds frames only while they wait, where a ring is
+// resident.
+//
+// libpcap, through gopacket/pcap and cgo (pcap.go), does what users want it
+// for: a user's filter expression (pcap-filter(7)), which it compiles to
+// classic BPF for the same socket, and reading capture files. A build
+// without cgo captures all the same; there Filter refuses an expression
+// and OpenFile a file, with errors wrapping ErrNoLibpcap.
 package sniff

@@ -18,3 +18,12 @@ func ScopeProgram(addrs []netip.Addr, next []bpf.RawInstruction) ([]bpf.RawInstr
 	}
 	return bpf.Assemble(prog)
 }
+
+// BaseProgram is baseProgram assembled, for the tests.
+func BaseProgram(snaplen uint32) ([]bpf.RawInstruction, error) {
+	prog, err := baseProgram(snaplen)
+	if err != nil {
+		return nil, err
+	}
+	return bpf.Assemble(prog)
+}

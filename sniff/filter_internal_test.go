@@ -9,7 +9,7 @@ import (
 )
 
 func TestBaseFilterRunsInKernel(t *testing.T) {
-	prog, err := compile(BaseFilter())
+	prog, err := compile(BaseFilter(), DefaultSnapLen)
 	if err != nil {
 		t.Fatalf("compile the base filter: %v", err)
 	}
@@ -18,7 +18,7 @@ func TestBaseFilterRunsInKernel(t *testing.T) {
 	}
 	// protochain is what the base filter avoids: libpcap compiles it to a
 	// jump backwards.
-	prog, err = compile("ip6 protochain 58")
+	prog, err = compile("ip6 protochain 58", DefaultSnapLen)
 	if err != nil {
 		t.Fatalf("compile protochain: %v", err)
 	}

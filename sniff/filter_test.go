@@ -3,6 +3,9 @@
 package sniff_test
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,47 +32,7 @@ func matches(t *testing.T, user string, frame []byte) bool {
 }
 
 func TestFilterPasses(t *testing.T) {
-	valid := map[string][]byte{}
-	for _, c := range validCases(t) {
-		valid[c.name] = c.frame
-	}
-	bad := map[string][]byte{}
-	for _, c := range badCases(t) {
-		bad[c.name] = c.frame
-	}
-	tests := []struct {
-		frame []byte
-		name  string
-		want  bool
-	}{
-		{valid["arp-who-has"], "who-has", true},
-		{valid["arp-who-has-padded"], "padded who-has", true},
-		{valid["arp-gratuitous-reply"], "gratuitous reply", true},
-		{valid["ns"], "solicitation", true},
-		{valid["ns-dad"], "DAD", true},
-		{valid["na-solicited"], "advertisement", true},
-		{valid["ns-hop-by-hop"], "solicitation behind hop-by-hop", true},
-		{valid["na-hop-by-hop-destination"], "advertisement behind hop-by-hop and destination options", true},
-		{valid["ns-dad-destination"], "DAD behind destination options", true},
-		// Invalid neighbor discovery still passes, to be counted.
-		{bad["ns-bad-checksum"], "solicitation with a bad checksum", true},
-		{bad["ns-hop-limit-64"], "solicitation with hop limit 64", true},
-
-		{bad["ipv4"], "IPv4", false},
-		{bad["ipv6-udp"], "UDP over IPv6", false},
-		{bad["icmpv6-echo"], "echo request", false},
-		{bad["router-solicitation"], "router solicitation", false},
-		{bad["mld-report-hop-by-hop"], "MLD report behind hop-by-hop", false},
-		{bad["ns-long-chain"], "solicitation behind five headers", false},
-		// The tag is in the frame's bytes here; on Linux the kernel has
-		// taken it off before the filter runs, on the VLAN's interface
-		// and on its parent alike.
-		{valid["arp-who-has-vlan"], "who-has with a VLAN tag in its bytes", false},
-	}
-	for _, tt := range tests {
-		if tt.frame == nil {
-			t.Fatalf("%s: no frame", tt.name)
-		}
+	for _, tt := range filterCases(t) {
 		if got := matches(t, "", tt.frame); got != tt.want {
 			t.Errorf("%s: filter passes it %v, want %v", tt.name, got, tt.want)
 		}
@@ -111,4 +74,77 @@ func TestFilterUser(t *testing.T) {
 	if got, err := sniff.Filter("  "); err != nil || got != sniff.BaseFilter() {
 		t.Errorf("Filter of blanks: got %q, %v; want the base filter", got, err)
 	}
+}
+
+// TestBaseProgramIsBaseFilter runs libpcap's compilation of BaseFilter and
+// the base program built in Go over the same frames: the corpus, and
+// variations of it on the bytes the filter reads (EtherType, next headers,
+// extension header lengths, ICMPv6 types) and on its length. A frame must
+// pass one iff it passes the other.
+func TestBaseProgramIsBaseFilter(t *testing.T) {
+	pcapBPF, err := pcap.NewBPF(layers.LinkTypeEthernet, sniff.DefaultSnapLen, sniff.BaseFilter())
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := baseVM(t)
+	check := func(name string, frame []byte) bool {
+		t.Helper()
+		want := pcapBPF.Matches(gopacket.CaptureInfo{CaptureLength: len(frame), Length: len(frame)}, frame)
+		n, err := vm.Run(frame)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := n > 0; got != want {
+			t.Errorf("%s (% x): the Go program passes it %v, libpcap's %v", name, frame, got, want)
+			return false
+		}
+		return want
+	}
+	var corpus [][]byte
+	for _, c := range filterCases(t) {
+		check(c.name, c.frame)
+		corpus = append(corpus, c.frame)
+	}
+	for _, c := range validCases(t) {
+		corpus = append(corpus, c.frame)
+	}
+	for _, c := range badCases(t) {
+		if len(c.frame) > 0 { // gopacket's Matches takes no empty frame
+			corpus = append(corpus, c.frame)
+		}
+	}
+	// Values that steer the filter: next headers it follows or stops at,
+	// the ICMPv6 types it keeps and others, short extension lengths.
+	steer := []byte{0, 1, 2, 6, 17, 43, 44, 58, 59, 60, 128, 133, 135, 136, 143, 255}
+	rng := rand.New(rand.NewPCG(1, 2))
+	passed, n := 0, 20000
+	for i := range n {
+		f := slices.Clone(corpus[rng.IntN(len(corpus))])
+		if len(f) > 13 && rng.IntN(8) == 0 {
+			et := []uint16{0x0806, 0x86dd, 0x0800, 0x8100}[rng.IntN(4)]
+			f[12], f[13] = byte(et>>8), byte(et)
+		}
+		if len(f) > 20 && rng.IntN(2) == 0 {
+			f[20] = steer[rng.IntN(len(steer))]
+		}
+		for range rng.IntN(4) {
+			if len(f) > 54 {
+				f[54+rng.IntN(min(len(f)-54, 48))] = steer[rng.IntN(len(steer))]
+			}
+		}
+		if rng.IntN(4) == 0 {
+			f = f[:1+rng.IntN(len(f))] // gopacket's Matches takes no empty frame
+		}
+		if check(fmt.Sprintf("variation %d", i), f) {
+			passed++
+		}
+		if t.Failed() {
+			break
+		}
+	}
+	// Both outcomes must be common, or the variations test little.
+	if passed < n/20 || passed > n-n/20 {
+		t.Errorf("%d of %d variations passed: want both outcomes well represented", passed, n)
+	}
+	t.Logf("%d of %d variations passed both filters", passed, n)
 }

@@ -1,5 +1,3 @@
-//go:build cgo
-
 package sniff_test
 
 import (
@@ -9,6 +7,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -218,16 +217,10 @@ func TestLabCapture(t *testing.T) {
 
 // TestLabCloseWhileRunning closes a live capture under its Run, as an
 // agent does when a claim ends: Run returns at once with nil, and nothing
-// reads the closed handle. The capture reads through the poller.
+// reads the closed socket.
 func TestLabCloseWhileRunning(t *testing.T) {
 	l := labtest.New(t, lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24")})
 	c := openIn(t, l.Host("mon"), "eth0", sniff.Options{})
-	// A live capture waits for frames in the Go runtime's poller, not in
-	// C (which kept the runtime's monitor thread busy): this fails if a
-	// gopacket upgrade hides the handle it needs.
-	if err := sniff.PollReaderErr(c); err != nil {
-		t.Errorf("the capture reads through gopacket, waiting in C: %v", err)
-	}
 	done := make(chan error, 1)
 	go func() { done <- c.Run(context.Background()) }()
 	time.Sleep(50 * time.Millisecond)
@@ -334,5 +327,54 @@ func TestLabCancelWhileIdle(t *testing.T) {
 			t.Fatalf("run %d: Run still running 2s after its context was cancelled", round)
 		}
 		t.Logf("run %d: Run returned %v after cancel", round, time.Since(start))
+	}
+}
+
+// TestLabCaptureVLANParent captures on the parent of a VLAN: the kernel has
+// taken the tag off before the filter and the socket see the frame, and
+// the capture puts it back, so that a who-has on VLAN 7 is observed as
+// VLAN 7's (the detector leaves such frames to their own segment) and an
+// untagged one as untagged.
+func TestLabCaptureVLANParent(t *testing.T) {
+	l := labtest.New(t,
+		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
+		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24")},
+	)
+	mon, client := l.Host("mon"), l.Host("client")
+	for _, args := range [][]string{
+		{"link", "add", "link", "eth0", "name", "eth0.7", "type", "vlan", "id", "7"},
+		{"addr", "add", "198.51.100.3/24", "dev", "eth0.7"},
+		{"link", "set", "eth0.7", "up"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := client.Command(ctx, "ip", args...).CombinedOutput()
+		cancel()
+		if err != nil && strings.Contains(string(out), "Unknown device type") {
+			labtest.Unavailable(t, "needs VLAN interfaces, which this kernel lacks (no 8021q module)")
+		}
+		if err != nil {
+			t.Fatalf("ip %v on %s: %v\n%s", args, client.Name, err, out)
+		}
+	}
+	c := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
+	var seen collect
+	runCapture(t, c, &seen)
+	runPeer(t, client, 1, "arping", "-c", "1", "-w", "1", "-I", "eth0.7", "198.51.100.20")
+	runPeer(t, client, 1, "arping", "-c", "1", "-w", "1", "-I", "eth0", "192.0.2.20")
+	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		seen.mu.Lock()
+		defer seen.mu.Unlock()
+		return len(seen.obs) == 2, fmt.Sprintf("observed %d frames, want the two who-has", len(seen.obs))
+	})
+	seen.mu.Lock()
+	defer seen.mu.Unlock()
+	want := []struct {
+		target string
+		vlan   uint16
+	}{{"198.51.100.20", 7}, {"192.0.2.20", 0}}
+	for i, w := range want {
+		if o := seen.obs[i]; o.Kind != sniff.KindWhoHas || o.Target != netip.MustParseAddr(w.target) || o.VLAN != w.vlan {
+			t.Errorf("frame %d: got %v for %s on VLAN %d, want a who-has for %s on VLAN %d", i, o.Kind, o.Target, o.VLAN, w.target, w.vlan)
+		}
 	}
 }

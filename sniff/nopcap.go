@@ -2,22 +2,38 @@
 
 package sniff
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
 
-// Open would capture on iface with libpcap; this build has none, so it
-// returns ErrNoLibpcap.
-func Open(iface string, opts Options) (*Capture, error) {
-	return nil, fmt.Errorf("capture on %s: %w", iface, ErrNoLibpcap)
-}
+	"golang.org/x/net/bpf"
+)
+
+// maxKernelInsns is the longest classic BPF program Linux accepts
+// (BPF_MAXINSNS).
+const maxKernelInsns = 4096
 
 // OpenFile would read a capture file with libpcap; this build has none, so
-// it returns ErrNoLibpcap.
+// it returns an error wrapping ErrNoLibpcap.
 func OpenFile(path string, opts Options) (*Capture, error) {
-	return nil, fmt.Errorf("read capture %s: %w", path, ErrNoLibpcap)
+	return nil, fmt.Errorf("read capture %s: reading a capture file needs libpcap, and %w: build it with CGO_ENABLED=1 and libpcap-dev", path, ErrNoLibpcap)
 }
 
-// Filter would compile the capture filter with libpcap; this build has
-// none, so it returns ErrNoLibpcap.
+// Filter returns the capture filter for a user's libpcap expression. This
+// build has no libpcap to compile one, so it returns the BaseFilter for an
+// empty expression, and for any other an error wrapping ErrNoLibpcap.
 func Filter(user string) (string, error) {
-	return "", fmt.Errorf("capture filter: %w", ErrNoLibpcap)
+	if strings.TrimSpace(user) == "" {
+		return BaseFilter(), nil
+	}
+	return "", fmt.Errorf("capture filter %q needs libpcap, and %w: build it with CGO_ENABLED=1 and libpcap-dev, or leave the filter out", user, ErrNoLibpcap)
+}
+
+// userProgram would compile Filter(user) with libpcap; this build has none.
+func userProgram(user string, snaplen int) ([]bpf.Instruction, error) {
+	_, err := Filter(user)
+	if err == nil {
+		err = fmt.Errorf("capture filter %q needs libpcap, and %w", user, ErrNoLibpcap)
+	}
+	return nil, err
 }

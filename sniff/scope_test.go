@@ -1,5 +1,3 @@
-//go:build cgo
-
 package sniff_test
 
 import (
@@ -10,23 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/gopacket/layers"
-	"github.com/google/gopacket/pcap"
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/sniff"
 )
 
-// baseRaw is the base filter as libpcap compiles it.
+// baseRaw is the base filter as a live capture without a user's
+// expression runs it.
 func baseRaw(t *testing.T) []bpf.RawInstruction {
 	t.Helper()
-	base, err := pcap.CompileBPFFilter(layers.LinkTypeEthernet, sniff.DefaultSnapLen, sniff.BaseFilter())
+	raw, err := sniff.BaseProgram(sniff.DefaultSnapLen)
 	if err != nil {
 		t.Fatal(err)
-	}
-	raw := make([]bpf.RawInstruction, len(base))
-	for i, in := range base {
-		raw[i] = bpf.RawInstruction{Op: in.Code, Jt: in.Jt, Jf: in.Jf, K: in.K}
 	}
 	return raw
 }

@@ -34,7 +34,13 @@ func sockDir(t *testing.T) string {
 // listens.
 func startAgent(t *testing.T, h *lab.Host, sock string, args ...string) *labtest.Proc {
 	t.Helper()
-	p := labtest.Start(t, h, vipBin, append([]string{"agent", "--socket", sock}, args...)...)
+	return startAgentOf(t, vipBin, h, sock, args...)
+}
+
+// startAgentOf is startAgent with the vip binary bin.
+func startAgentOf(t *testing.T, bin string, h *lab.Host, sock string, args ...string) *labtest.Proc {
+	t.Helper()
+	p := labtest.Start(t, h, bin, append([]string{"agent", "--socket", sock}, args...)...)
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		_, code := vipOn(t, h, sock, "status")
 		return code == 0, "waiting for the agent to answer"
