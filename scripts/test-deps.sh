@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs what vip's build and tests use when it is missing: the C compiler
-# and libpcap headers the capture is built with (cgo), the lab's iproute2
+# and libpcap headers vip is built with (cgo, for --filter), the lab's iproute2
 # and sysctl, the peers the lab tests check vip against (iputils arping and
 # ping, ndisc6, tcpdump, socat), setpriv, tmux (the terminal the TUI's
 # end-to-end test types into) and prometheus and promtool (the metrics lab
@@ -44,7 +44,7 @@ check() {
 # fail says in one sentence what is missing and how to install it.
 fail() {
   if [ "$mode" = build ]; then
-    echo "vip needs a C compiler and libpcap for its capture: run \"make deps\", or \"apt-get install ${missing[*]}\" as root" >&2
+    echo "vip is built with cgo and libpcap (for --filter capture expressions): run \"make deps\", or \"apt-get install ${missing[*]}\" as root" >&2
   else
     echo "vip's build and tests need ${missing[*]}: run \"apt-get install ${missing[*]}\" as root, or \"make deps\" as a user with sudo" >&2
   fi

@@ -15,7 +15,7 @@ import (
 )
 
 // sentence starts what make build says when vip's capture cannot be built.
-const sentence = "vip needs a C compiler and libpcap for its capture: "
+const sentence = "vip is built with cgo and libpcap (for --filter capture expressions): "
 
 // nobody is the unprivileged user the build runs as.
 const nobody = 65534
