@@ -53,9 +53,9 @@ test: deps vet
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 200000x ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 200000x ./sniff
-	$(GO) test -run '^$$' -fuzz '^FuzzClaimRequestValidate$$' -fuzztime 30000x ./internal/api
-	$(GO) test -run '^$$' -fuzz '^FuzzWriteJSON$$' -fuzztime 10000x ./internal/api
-	$(GO) test -run '^$$' -fuzz '^FuzzAppendIndented$$' -fuzztime 200000x ./internal/api
+	$(GO) test -run '^$$' -fuzz '^FuzzClaimRequestValidate$$' -fuzztime 30000x ./internal/agent
+	$(GO) test -run '^$$' -fuzz '^FuzzWriteJSON$$' -fuzztime 10000x ./internal/agent
+	$(GO) test -run '^$$' -fuzz '^FuzzAppendIndented$$' -fuzztime 200000x ./internal/agent
 	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime 20000x ./internal/agent
 	$(GO) test -run '^$$' -fuzz '^FuzzServerEngine$$' -fuzztime 20000x ./internal/agent
 

@@ -1,7 +1,6 @@
 package announce
 
 import (
-	"fmt"
 	"net/netip"
 	"sync"
 	"time"
@@ -95,29 +94,4 @@ func (h *hub) publish(ev Event) {
 			s.lost++
 		}
 	}
-}
-
-// Summary describes the event in words, without its time: kind, address,
-// interface, MAC, counts and message, each when present.
-func (ev Event) Summary() string {
-	s := string(ev.Kind)
-	if ev.Addr.IsValid() {
-		s += " " + ev.Addr.String()
-	}
-	if ev.Interface != "" {
-		s += " on " + ev.Interface
-	}
-	if ev.MAC != "" {
-		s += " mac " + ev.MAC
-	}
-	if ev.Rounds > 0 {
-		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
-	}
-	if ev.Count > 0 {
-		s += fmt.Sprintf(" count=%d", ev.Count)
-	}
-	if ev.Message != "" {
-		s += ": " + ev.Message
-	}
-	return s
 }

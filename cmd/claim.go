@@ -232,7 +232,7 @@ func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimR
 }
 
 func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) error {
-	plan, err := req.Validate(d.sys)
+	plan, err := agent.PlanClaim(req, d.sys)
 	if err != nil {
 		return err
 	}
@@ -303,7 +303,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	now := time.Now()
 	claims := make([]api.Claim, len(st))
 	for i, s := range st {
-		claims[i] = api.ClaimFromStatus(s, now, eng.Config())
+		claims[i] = agent.ClaimFromStatus(s, now, eng.Config())
 	}
 	if err := printClaims(d, o.JSON, claims); err != nil {
 		_ = stopEngine()

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/netcheck"
 )
@@ -125,9 +125,9 @@ func TestClaimValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req, err := tt.opts.request(strings.NewReader(""))
-			var p api.Plan
+			var p agent.Plan
 			if err == nil {
-				p, err = req.Validate(fakeSys{})
+				p, err = agent.PlanClaim(req, fakeSys{})
 			}
 			if tt.wantErr != "" {
 				code, _ := exitCode(err)
@@ -152,7 +152,7 @@ func TestClaimWindowZeroIsOneRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := req.Validate(fakeSys{})
+	p, err := agent.PlanClaim(req, fakeSys{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/sniff"
 )
@@ -83,7 +84,7 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 	if o.Wait < 0 || o.Wait > time.Minute {
 		return badInput("--wait %v: give a duration up to 1m", o.Wait)
 	}
-	plan, err := api.ClaimRequest{Addrs: o.Addrs, Interface: o.Interface}.Validate(d.sys)
+	plan, err := agent.PlanClaim(api.ClaimRequest{Addrs: o.Addrs, Interface: o.Interface}, d.sys)
 	if err != nil {
 		return err
 	}

@@ -267,7 +267,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) {
 		return
 	}
-	plan, err := req.Validate(s.cfg.Sys)
+	plan, err := PlanClaim(req, s.cfg.Sys)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -281,7 +281,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) claimList(st []announce.Status) []api.Claim {
-	return api.ClaimsFromStatus(st, time.Now(), s.cfg.Engine.Config())
+	return ClaimsFromStatus(st, time.Now(), s.cfg.Engine.Config())
 }
 
 func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, bool) {
@@ -328,7 +328,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 
 // status answers with every claim, indented when asked with ?indent=true
 // so that vip status --json can print the answer as it comes. The answer
-// goes in pieces as it is encoded (see api.EngineStatus.WriteJSON).
+// goes in pieces as it is encoded (see EngineStatus.WriteJSON).
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	indent := false
 	if v := r.URL.Query().Get("indent"); v != "" {
@@ -338,7 +338,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st := api.EngineStatus{Agent: s.cfg.Info, Claims: s.cfg.Engine.Status(), Now: time.Now(), Defaults: s.cfg.Engine.Config()}
+	st := EngineStatus{Agent: s.cfg.Info, Claims: s.cfg.Engine.Status(), Now: time.Now(), Defaults: s.cfg.Engine.Config()}
 	if s.cfg.Watcher != nil {
 		st.Captures = s.cfg.Watcher.Captures()
 	}

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -192,8 +191,49 @@ type CaptureStat struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Event is one entry of the agent's event stream.
-type Event = announce.Event
+// Event is one entry of the agent's event stream: what happened to a
+// claim or an interface. Kind is claim, refresh, release, revoke,
+// burst-start, burst-end, interface, conflict, owner-change, or lost (how
+// many events a slow reader missed, in Count).
+type Event struct {
+	Time      time.Time  `json:"time"`
+	Kind      string     `json:"kind"`
+	Addr      netip.Addr `json:"addr,omitzero"`
+	Interface string     `json:"interface,omitempty"`
+	MAC       string     `json:"mac,omitempty"`
+	State     string     `json:"state,omitempty"`
+	// Rounds and Frames count a finished burst; Count the events lost.
+	Rounds int `json:"rounds,omitempty"`
+	Frames int `json:"frames,omitempty"`
+	Count  int `json:"count,omitempty"`
+	// Message says in words what happened, for logs and terminals.
+	Message string `json:"message,omitempty"`
+}
+
+// Summary describes the event in words, without its time: kind, address,
+// interface, MAC, counts and message, each when present.
+func (ev Event) Summary() string {
+	s := ev.Kind
+	if ev.Addr.IsValid() {
+		s += " " + ev.Addr.String()
+	}
+	if ev.Interface != "" {
+		s += " on " + ev.Interface
+	}
+	if ev.MAC != "" {
+		s += " mac " + ev.MAC
+	}
+	if ev.Rounds > 0 {
+		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
+	}
+	if ev.Count > 0 {
+		s += fmt.Sprintf(" count=%d", ev.Count)
+	}
+	if ev.Message != "" {
+		s += ": " + ev.Message
+	}
+	return s
+}
 
 // Error is the body of every error response.
 type Error struct {
@@ -212,182 +252,6 @@ const (
 	CodeInternal  = "internal"  // 500: the agent failed
 	CodeShutdown  = "shutting_down"
 )
-
-// ClaimFromStatus converts the engine's status of a claim for clients.
-func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineConfig) Claim {
-	cv := newClaimConverter(now, defaults)
-	return cv.claim(&s)
-}
-
-// ClaimsFromStatus converts the engine's status of every claim for
-// clients, as ClaimFromStatus does one.
-func ClaimsFromStatus(st []announce.Status, now time.Time, defaults announce.EngineConfig) []Claim {
-	cv := newClaimConverter(now, defaults)
-	out := make([]Claim, len(st))
-	for i := range st {
-		out[i] = cv.claim(&st[i])
-	}
-	return out
-}
-
-// claimConverter formats each frame set once rather than once per claim:
-// thousands of claims share a handful.
-type claimConverter struct {
-	now        time.Time
-	defaults   announce.EngineConfig
-	frames     announce.Frames
-	framesText string
-}
-
-func newClaimConverter(now time.Time, defaults announce.EngineConfig) *claimConverter {
-	return &claimConverter{now: now, defaults: defaults, frames: defaults.Frames, framesText: defaults.Frames.String()}
-}
-
-func (cv *claimConverter) framesString(f announce.Frames) string {
-	if f != cv.frames {
-		cv.frames, cv.framesText = f, f.String()
-	}
-	return cv.framesText
-}
-
-func (cv *claimConverter) claim(s *announce.Status) Claim {
-	c := Claim{
-		Addr:             s.Addr.String(),
-		Interface:        s.Interface,
-		MAC:              s.MAC,
-		State:            s.State,
-		ClaimedAt:        s.ClaimedAt,
-		RefreshedAt:      s.RefreshedAt,
-		WindowEnd:        s.WindowEnd,
-		Answered:         s.Answered,
-		GratuitousFrames: s.GratuitousFrames,
-		Assigned:         s.AddedAddress,
-		Window:           Duration(cv.defaults.Burst.Window),
-		Interval:         Duration(cv.defaults.Burst.Interval),
-		RefreshEvery:     Duration(s.Options.RefreshEvery),
-		OnConflict:       string(s.Options.OnConflict),
-	}
-	if c.OnConflict == "" {
-		c.OnConflict = string(announce.PolicyDefend)
-	}
-	for _, cl := range s.Claimers {
-		c.Claimers = append(c.Claimers, Claimer{MAC: cl.MAC.String(), Kind: cl.Kind, FirstSeen: cl.FirstSeen, LastSeen: cl.LastSeen, Count: cl.Count})
-	}
-	if w := s.Options.Window; w > 0 {
-		c.Window = Duration(w)
-	}
-	if i := s.Options.Interval; i > 0 {
-		c.Interval = Duration(i)
-	}
-	f := cv.defaults.Frames
-	if s.Options.Frames != 0 {
-		f = s.Options.Frames
-	}
-	c.Frames = cv.framesString(f)
-	if !s.WindowEnd.IsZero() && s.WindowEnd.After(cv.now) {
-		c.WindowRemaining = Duration(s.WindowEnd.Sub(cv.now).Round(time.Millisecond))
-	}
-	return c
-}
-
-// Plan is a validated claim request: what the engine is asked to do.
-type Plan struct {
-	Requests []announce.Request
-	Options  announce.ClaimOptions
-}
-
-// Validate checks r like the command line checks its flags and arguments,
-// against the host's interfaces, and returns the plan. Errors about the
-// input satisfy errors.Is(err, netcheck.ErrInvalid).
-func (r ClaimRequest) Validate(sys netcheck.System) (Plan, error) {
-	var p Plan
-	if len(r.Addrs) > MaxAddrs {
-		return p, netcheck.Invalidf("%d addresses in one request: give at most %d", len(r.Addrs), MaxAddrs)
-	}
-	addrs, err := netcheck.ParseAddrs(r.Addrs)
-	if err != nil {
-		return p, err
-	}
-	opts := announce.ClaimOptions{Assign: r.Assign}
-	if opts.OnConflict, err = announce.ParseConflictPolicy(r.OnConflict); err != nil {
-		return p, netcheck.Invalidf("on-conflict: %v", err)
-	}
-	if r.ProbeEvery != nil {
-		switch pe := time.Duration(*r.ProbeEvery); {
-		case pe < 0:
-			return p, netcheck.Invalidf("probe-every %v is negative: give a period such as 10s, or 0 to turn probing off", pe)
-		case pe == 0:
-			opts.ProbeEvery = -1
-		case pe < time.Second:
-			return p, netcheck.Invalidf("probe-every %v is too short: give at least 1s", pe)
-		default:
-			opts.ProbeEvery = pe
-		}
-	}
-	if r.Frames != "" {
-		if opts.Frames, err = announce.ParseFrames(r.Frames); err != nil {
-			return p, netcheck.Invalidf("frames: %v", err)
-		}
-	}
-	frames := opts.Frames
-	if frames == 0 {
-		frames = announce.DefaultFrames
-	}
-	if r.Window != nil {
-		switch w := time.Duration(*r.Window); {
-		case w < 0:
-			return p, netcheck.Invalidf("window %v is negative: give a duration such as 5s, or 0 for a single round", w)
-		case w == 0:
-			opts.Window = time.Nanosecond // shorter than any interval: one round
-		default:
-			opts.Window = w
-		}
-	}
-	switch i, e := time.Duration(r.Interval), time.Duration(r.RefreshEvery); {
-	case i != 0 && i < MinInterval:
-		return p, netcheck.Invalidf("interval %v is too short: give at least %v (the default %v stays above Linux's 1 s neighbour locktime)", i, MinInterval, announce.DefaultInterval)
-	case e < 0:
-		return p, netcheck.Invalidf("refresh-every %v is negative: give a period such as 30s, or 0 to turn it off", e)
-	case e > 0 && e < time.Second:
-		return p, netcheck.Invalidf("refresh-every %v is too short: give at least 1s", e)
-	default:
-		opts.Interval, opts.RefreshEvery = i, e
-	}
-	var picker *netcheck.Picker
-	links := map[string]netcheck.Link{}
-	for _, a := range addrs {
-		if a.Is4() && !frames.IPv4() {
-			return p, netcheck.Invalidf("frames %s has no ARP kind, so %s would never be announced: add arp-request or arp-reply", frames, a)
-		}
-		if a.Is6() && !frames.IPv6() {
-			return p, netcheck.Invalidf("frames %s has no NA kind, so %s would never be announced: add na or na-routers", frames, a)
-		}
-		name := r.Interface
-		if name == "" {
-			if picker == nil {
-				if picker, err = netcheck.NewPicker(sys); err != nil {
-					return p, err
-				}
-			}
-			if name, err = picker.Pick(a); err != nil {
-				return p, err
-			}
-		}
-		l, ok := links[name]
-		if !ok {
-			if l, err = netcheck.CheckInterface(sys, name); err != nil {
-				return p, err
-			}
-			links[name] = l
-		}
-		if err := netcheck.CheckAddrOnLink(a, l); err != nil {
-			return p, err
-		}
-		p.Requests = append(p.Requests, announce.Request{Addr: a, Interface: name})
-	}
-	p.Options = opts
-	return p, nil
-}
 
 // ParseAddrsRequest checks the addresses of a refresh or release request.
 // With All set, no addresses may be given.

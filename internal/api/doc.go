@@ -1,7 +1,10 @@
 // Package api is the contract between the vip agent and its clients: the
 // JSON requests and responses of the HTTP API served on the agent's unix
-// socket, their validation (the same as on the command line, so the agent
-// refuses bad input with the same sentence), and a client.
+// socket, the syntax checks of what a client may send, and a client. It links
+// nothing of the engine, the capture or netlink (a test holds it to that), so
+// a client such as the live view carries none of them: checking a request
+// against this host's interfaces, and converting the engine's state into
+// these types, are the agent's (agent.PlanClaim, agent.ClaimsFromStatus).
 //
 // The endpoints, all under /v1:
 //

@@ -1,4 +1,4 @@
-package api_test
+package agent_test
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 )
@@ -98,7 +99,7 @@ func FuzzClaimRequestValidate(f *testing.F) {
 			p := api.Duration(probeEvery)
 			r.ProbeEvery = &p
 		}
-		plan, err := r.Validate(fuzzSys{})
+		plan, err := agent.PlanClaim(r, fuzzSys{})
 		if err != nil {
 			if !errors.Is(err, netcheck.ErrInvalid) {
 				t.Fatalf("Validate(%+v): got %v, which is not bad input: the server would answer 500 for input alone", r, err)
@@ -109,7 +110,7 @@ func FuzzClaimRequestValidate(f *testing.F) {
 		} else {
 			checkPlan(t, r, plan)
 		}
-		again, err2 := r.Validate(fuzzSys{})
+		again, err2 := agent.PlanClaim(r, fuzzSys{})
 		if (err == nil) != (err2 == nil) || !reflect.DeepEqual(plan, again) {
 			t.Fatalf("Validate(%+v) is not deterministic: %+v, %v then %+v, %v", r, plan, err, again, err2)
 		}
@@ -123,14 +124,14 @@ func FuzzClaimRequestValidate(f *testing.F) {
 		if uerr := json.Unmarshal(b, &decoded); uerr != nil {
 			t.Fatalf("decode %s (marshalled from %+v): %v", b, r, uerr)
 		}
-		viaJSON, err3 := decoded.Validate(fuzzSys{})
+		viaJSON, err3 := agent.PlanClaim(decoded, fuzzSys{})
 		if (err == nil) != (err3 == nil) || (err == nil && !reflect.DeepEqual(plan, viaJSON)) {
 			t.Fatalf("through JSON %s: got %+v, %v; sent %+v, %v", b, viaJSON, err3, plan, err)
 		}
 	})
 }
 
-func checkPlan(t *testing.T, r api.ClaimRequest, p api.Plan) {
+func checkPlan(t *testing.T, r api.ClaimRequest, p agent.Plan) {
 	t.Helper()
 	if len(p.Requests) != len(r.Addrs) || len(p.Requests) == 0 || len(p.Requests) > api.MaxAddrs {
 		t.Fatalf("accepted %+v with %d requests, want one per address (%d)", r, len(p.Requests), len(r.Addrs))

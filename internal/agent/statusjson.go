@@ -1,4 +1,4 @@
-package api
+package agent
 
 import (
 	"bytes"
@@ -7,17 +7,18 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 )
 
 // EngineStatus is a status as the agent has it: the engine's view of each
 // claim, not yet converted for clients.
 type EngineStatus struct {
-	Agent  Agent
+	Agent  api.Agent
 	Claims []announce.Status
 	// Now and Defaults convert the claims, as for ClaimsFromStatus.
 	Now      time.Time
 	Defaults announce.EngineConfig
-	Captures []CaptureStat
+	Captures []api.CaptureStat
 }
 
 // statusFlushAt is how much of a status WriteJSON gathers before it
@@ -25,7 +26,7 @@ type EngineStatus struct {
 const statusFlushAt = 128 << 10
 
 // WriteJSON writes to w what an encoding/json Encoder writes for the
-// StatusResponse of s, whose claims ClaimsFromStatus converts (no claims
+// api.StatusResponse of s, whose claims ClaimsFromStatus converts (no claims
 // is an empty list, not null), and with indent what it writes after
 // SetIndent("", "  "), the form vip status --json prints.
 //
@@ -49,7 +50,7 @@ func (s *EngineStatus) WriteJSON(w io.Writer, indent bool) (written bool, err er
 	e.key(1, `"claims":`)
 	e.raw("[")
 	cv := newClaimConverter(s.Now, s.Defaults)
-	var c Claim // one for all, rather than one on the heap for each
+	var c api.Claim // one for all, rather than one on the heap for each
 	for i := range s.Claims {
 		if i > 0 {
 			e.raw(",")

@@ -1,4 +1,4 @@
-package api
+package agent
 
 // AppendIndented is appendIndented, for FuzzAppendIndented.
 var AppendIndented = appendIndented

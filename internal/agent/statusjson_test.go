@@ -1,4 +1,4 @@
-package api_test
+package agent_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 )
 
@@ -30,7 +31,7 @@ func stdJSON(v any, indent bool) ([]byte, error) {
 }
 
 // writeJSON is what WriteJSON writes for s, and the writes it made.
-func writeJSON(s *api.EngineStatus, indent bool) ([]byte, int, error) {
+func writeJSON(s *agent.EngineStatus, indent bool) ([]byte, int, error) {
 	var w countingWriter
 	_, err := s.WriteJSON(&w, indent)
 	return w.b.Bytes(), w.writes, err
@@ -119,12 +120,12 @@ func TestWriteJSONIsEncodingJSON(t *testing.T) {
 	for _, tt := range tests {
 		for _, indent := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/indent=%v", tt.name, indent), func(t *testing.T) {
-				sent := api.StatusResponse{Agent: variedAgent(), Claims: api.ClaimsFromStatus(tt.claims, statusNow, statusDefaults), Captures: tt.captures}
+				sent := api.StatusResponse{Agent: variedAgent(), Claims: agent.ClaimsFromStatus(tt.claims, statusNow, statusDefaults), Captures: tt.captures}
 				want, err := stdJSON(sent, indent)
 				if err != nil {
 					t.Fatal(err)
 				}
-				st := api.EngineStatus{Agent: sent.Agent, Claims: tt.claims, Now: statusNow, Defaults: statusDefaults, Captures: tt.captures}
+				st := agent.EngineStatus{Agent: sent.Agent, Claims: tt.claims, Now: statusNow, Defaults: statusDefaults, Captures: tt.captures}
 				got, writes, err := writeJSON(&st, indent)
 				if err != nil {
 					t.Fatal(err)
@@ -190,10 +191,10 @@ func TestWriteJSONFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := stdJSON(api.StatusResponse{Claims: api.ClaimsFromStatus(tt.claims, statusNow, statusDefaults)}, false); err == nil {
+			if _, err := stdJSON(api.StatusResponse{Claims: agent.ClaimsFromStatus(tt.claims, statusNow, statusDefaults)}, false); err == nil {
 				t.Fatal("encoding/json wrote it: the case tests nothing")
 			}
-			st := api.EngineStatus{Claims: tt.claims, Now: statusNow, Defaults: statusDefaults}
+			st := agent.EngineStatus{Claims: tt.claims, Now: statusNow, Defaults: statusDefaults}
 			written, err := st.WriteJSON(io.Discard, true)
 			if err == nil || written != tt.wantWritten {
 				t.Errorf("got written %v, error %v; want written %v and an error as from encoding/json", written, err, tt.wantWritten)
@@ -201,7 +202,7 @@ func TestWriteJSONFails(t *testing.T) {
 		})
 	}
 	t.Run("a failing writer", func(t *testing.T) {
-		st := api.EngineStatus{Claims: many, Now: statusNow, Defaults: statusDefaults}
+		st := agent.EngineStatus{Claims: many, Now: statusNow, Defaults: statusDefaults}
 		w := &failingWriter{after: 1}
 		written, err := st.WriteJSON(w, true)
 		if !written || !errors.Is(err, errWriter) || w.writes != 2 {
@@ -238,11 +239,11 @@ func FuzzWriteJSON(f *testing.F) {
 		}
 		now := time.Unix(sec, 0)
 		claims := []announce.Status{c, {}}
-		agent := api.Agent{PID: int(sec), Version: s1, Started: at, Socket: s2, Autostarted: flag}
+		ag := api.Agent{PID: int(sec), Version: s1, Started: at, Socket: s2, Autostarted: flag}
 		captures := []api.CaptureStat{{Interface: s1, Received: n, Error: s2}}
 		for _, indent := range []bool{false, true} {
-			want, werr := stdJSON(api.StatusResponse{Agent: agent, Claims: api.ClaimsFromStatus(claims, now, statusDefaults), Captures: captures}, indent)
-			st := api.EngineStatus{Agent: agent, Claims: claims, Now: now, Defaults: statusDefaults, Captures: captures}
+			want, werr := stdJSON(api.StatusResponse{Agent: ag, Claims: agent.ClaimsFromStatus(claims, now, statusDefaults), Captures: captures}, indent)
+			st := agent.EngineStatus{Agent: ag, Claims: claims, Now: now, Defaults: statusDefaults, Captures: captures}
 			got, _, err := writeJSON(&st, indent)
 			if (err != nil) != (werr != nil) {
 				t.Fatalf("indent %v: got error %v, encoding/json's %v", indent, err, werr)
@@ -263,7 +264,7 @@ func FuzzAppendIndented(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint8(0))
 	}
-	b, err := stdJSON(api.StatusResponse{Agent: variedAgent(), Claims: api.ClaimsFromStatus(variedClaims(), statusNow, statusDefaults), Captures: variedCaptures()}, false)
+	b, err := stdJSON(api.StatusResponse{Agent: variedAgent(), Claims: agent.ClaimsFromStatus(variedClaims(), statusNow, statusDefaults), Captures: variedCaptures()}, false)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -278,7 +279,7 @@ func FuzzAppendIndented(f *testing.F) {
 		if err := json.Indent(&want, compact.Bytes(), strings.Repeat("  ", d), "  "); err != nil {
 			t.Fatal(err)
 		}
-		if got := api.AppendIndented([]byte("prefix"), compact.Bytes(), d); string(got) != "prefix"+want.String() {
+		if got := agent.AppendIndented([]byte("prefix"), compact.Bytes(), d); string(got) != "prefix"+want.String() {
 			t.Fatalf("%s at depth %d:\ngot  %q\nwant %q (json.Indent)", compact.Bytes(), d, got, "prefix"+want.String())
 		}
 	})
@@ -288,12 +289,12 @@ func FuzzAppendIndented(f *testing.F) {
 // of the converted status, on 10,000 claims, compact (the agent's answer)
 // and indented (vip status --json).
 func BenchmarkStatusJSON(b *testing.B) {
-	st := api.EngineStatus{Agent: variedAgent(), Claims: manyClaims(10000), Now: statusNow, Defaults: statusDefaults}
+	st := agent.EngineStatus{Agent: variedAgent(), Claims: manyClaims(10000), Now: statusNow, Defaults: statusDefaults}
 	for _, indent := range []bool{false, true} {
 		b.Run(fmt.Sprintf("encoding-json/indent=%v", indent), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				sr := api.StatusResponse{Agent: st.Agent, Claims: api.ClaimsFromStatus(st.Claims, st.Now, st.Defaults)}
+				sr := api.StatusResponse{Agent: st.Agent, Claims: agent.ClaimsFromStatus(st.Claims, st.Now, st.Defaults)}
 				if _, err := stdJSON(sr, indent); err != nil {
 					b.Fatal(err)
 				}

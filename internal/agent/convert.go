@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+)
+
+// ClaimFromStatus converts the engine's status of a claim for clients.
+func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineConfig) api.Claim {
+	cv := newClaimConverter(now, defaults)
+	return cv.claim(&s)
+}
+
+// ClaimsFromStatus converts the engine's status of every claim for
+// clients, as ClaimFromStatus does one.
+func ClaimsFromStatus(st []announce.Status, now time.Time, defaults announce.EngineConfig) []api.Claim {
+	cv := newClaimConverter(now, defaults)
+	out := make([]api.Claim, len(st))
+	for i := range st {
+		out[i] = cv.claim(&st[i])
+	}
+	return out
+}
+
+// claimConverter formats each frame set once rather than once per claim:
+// thousands of claims share a handful.
+type claimConverter struct {
+	now        time.Time
+	defaults   announce.EngineConfig
+	frames     announce.Frames
+	framesText string
+}
+
+func newClaimConverter(now time.Time, defaults announce.EngineConfig) *claimConverter {
+	return &claimConverter{now: now, defaults: defaults, frames: defaults.Frames, framesText: defaults.Frames.String()}
+}
+
+func (cv *claimConverter) framesString(f announce.Frames) string {
+	if f != cv.frames {
+		cv.frames, cv.framesText = f, f.String()
+	}
+	return cv.framesText
+}
+
+func (cv *claimConverter) claim(s *announce.Status) api.Claim {
+	c := api.Claim{
+		Addr:             s.Addr.String(),
+		Interface:        s.Interface,
+		MAC:              s.MAC,
+		State:            s.State,
+		ClaimedAt:        s.ClaimedAt,
+		RefreshedAt:      s.RefreshedAt,
+		WindowEnd:        s.WindowEnd,
+		Answered:         s.Answered,
+		GratuitousFrames: s.GratuitousFrames,
+		Assigned:         s.AddedAddress,
+		Window:           api.Duration(cv.defaults.Burst.Window),
+		Interval:         api.Duration(cv.defaults.Burst.Interval),
+		RefreshEvery:     api.Duration(s.Options.RefreshEvery),
+		OnConflict:       string(s.Options.OnConflict),
+	}
+	if c.OnConflict == "" {
+		c.OnConflict = string(announce.PolicyDefend)
+	}
+	for _, cl := range s.Claimers {
+		c.Claimers = append(c.Claimers, api.Claimer{MAC: cl.MAC.String(), Kind: cl.Kind, FirstSeen: cl.FirstSeen, LastSeen: cl.LastSeen, Count: cl.Count})
+	}
+	if w := s.Options.Window; w > 0 {
+		c.Window = api.Duration(w)
+	}
+	if i := s.Options.Interval; i > 0 {
+		c.Interval = api.Duration(i)
+	}
+	f := cv.defaults.Frames
+	if s.Options.Frames != 0 {
+		f = s.Options.Frames
+	}
+	c.Frames = cv.framesString(f)
+	if !s.WindowEnd.IsZero() && s.WindowEnd.After(cv.now) {
+		c.WindowRemaining = api.Duration(s.WindowEnd.Sub(cv.now).Round(time.Millisecond))
+	}
+	return c
+}
