@@ -15,6 +15,9 @@ type ClaimOptions struct {
 	// engine's defaults.
 	Window   time.Duration `json:"window,omitempty"`
 	Interval time.Duration `json:"interval,omitempty"`
+	// SingleRound sends one round for each claim or refresh, and no
+	// window of them (vip claim --window 0).
+	SingleRound bool `json:"single_round,omitempty"`
 	// Frames are the gratuitous frame kinds; zero takes the engine's.
 	Frames Frames `json:"frames,omitempty"`
 	// RefreshEvery, when positive, re-arms the window on that period.
@@ -23,8 +26,10 @@ type ClaimOptions struct {
 	// local services receive its traffic.
 	Assign bool `json:"assign,omitempty"`
 	// ProbeEvery is the period of the probes that find silent competing
-	// claimers: zero takes DefaultProbeEvery, negative turns them off.
+	// claimers; zero takes DefaultProbeEvery.
 	ProbeEvery time.Duration `json:"probe_every,omitempty"`
+	// ProbesOff sends no probes for the claim (vip claim --probe-every 0).
+	ProbesOff bool `json:"probes_off,omitempty"`
 	// OnConflict says what to do when another MAC answers for the
 	// address; empty means PolicyDefend.
 	OnConflict ConflictPolicy `json:"on_conflict,omitempty"`

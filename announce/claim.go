@@ -274,7 +274,13 @@ func (e *Engine) portOp(name string, adopt bool, opened *[]string) (*portRef, er
 	return ref, nil
 }
 
+// window, interval and frames are the claim's burst with the engine's
+// defaults filled in: the one place they are (status reports them so).
+// A single-round claim has no window.
 func (e *Engine) window(cs *claimState) time.Duration {
+	if cs.claim.Options.SingleRound {
+		return 0
+	}
 	if w := cs.claim.Options.Window; w > 0 {
 		return w
 	}
@@ -298,9 +304,10 @@ func (e *Engine) frames(cs *claimState) Frames {
 // arm opens or extends the claim's window; its port must be up.
 func (e *Engine) arm(cs *claimState) <-chan struct{} {
 	return e.sched.Arm(cs.key(), Burst{
-		Window:   e.window(cs),
-		Interval: e.interval(cs),
-		Cost:     e.frames(cs).PerRound(cs.claim.Addr.Is4()),
+		Window:      e.window(cs),
+		Interval:    e.interval(cs),
+		SingleRound: cs.claim.Options.SingleRound,
+		Cost:        e.frames(cs).PerRound(cs.claim.Addr.Is4()),
 	})
 }
 
@@ -320,9 +327,9 @@ const FirstProbeDelay = 500 * time.Millisecond
 
 func (e *Engine) probeEvery(cs *claimState) time.Duration {
 	switch p := cs.claim.Options.ProbeEvery; {
-	case p < 0:
+	case cs.claim.Options.ProbesOff:
 		return 0
-	case p == 0:
+	case p <= 0:
 		return DefaultProbeEvery
 	default:
 		return p

@@ -105,7 +105,7 @@ func TestProbesAtClaimAndPeriodically(t *testing.T) {
 		h.fc.Advance(DefaultProbeEvery)
 		waitFor(t, func() bool { return p.probes() == i }, "a periodic probe")
 	}
-	if _, err := h.claimWith(t, ClaimOptions{ProbeEvery: -1}, Request{b4, "eth0"}); err != nil {
+	if _, err := h.claimWith(t, ClaimOptions{ProbesOff: true}, Request{b4, "eth0"}); err != nil {
 		t.Fatal(err)
 	}
 	h.fc.Advance(DefaultProbeEvery)

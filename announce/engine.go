@@ -69,6 +69,11 @@ type Status struct {
 	Answered uint64 `json:"answered"`
 	// GratuitousFrames counts gratuitous frames sent for the address.
 	GratuitousFrames uint64 `json:"gratuitous_frames"`
+	// Window (zero for a single round), Interval and Frames are the
+	// claim's bursts, the engine's defaults filled in.
+	Window   time.Duration `json:"window"`
+	Interval time.Duration `json:"interval"`
+	Frames   Frames        `json:"frames"`
 	// Claimers are the other MACs seen answering for the address.
 	Claimers []Claimer `json:"claimers,omitempty"`
 }

@@ -209,6 +209,9 @@ func (s *Scheduler) Config() SchedulerConfig { return s.cfg }
 type Burst struct {
 	// Window and Interval override the scheduler's when positive.
 	Window, Interval time.Duration
+	// SingleRound sends one round and opens no window (a probe, or a
+	// claim with --window 0).
+	SingleRound bool
 	// Cost is the number of frames one round sends, charged against the
 	// rate cap.
 	Cost int
@@ -219,7 +222,10 @@ type Burst struct {
 // new window has been sent, or at once when a window was already running.
 func (s *Scheduler) Arm(k Key, b Burst) <-chan struct{} {
 	b.Cost = min(max(b.Cost, 1), maxRoundCost)
-	if b.Window <= 0 {
+	switch {
+	case b.SingleRound:
+		b.Window = 0 // the first round's slot is the window's end
+	case b.Window <= 0:
 		b.Window = s.cfg.Window
 	}
 	if b.Interval <= 0 {

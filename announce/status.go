@@ -41,7 +41,8 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 	var mac string
 	for i, cs := range held {
 		st := &out[i]
-		*st = Status{Claim: cs.claim, State: StateWaiting, Answered: e.answeredLocked(cs)}
+		*st = Status{Claim: cs.claim, State: StateWaiting, Answered: e.answeredLocked(cs),
+			Window: e.window(cs), Interval: e.interval(cs), Frames: e.frames(cs)}
 		if cs.port != nil {
 			if cs.port != macPort {
 				macPort, mac = cs.port, cs.port.MAC().String()

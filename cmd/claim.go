@@ -303,7 +303,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	now := time.Now()
 	claims := make([]api.Claim, len(st))
 	for i, s := range st {
-		claims[i] = agent.ClaimFromStatus(s, now, eng.Config())
+		claims[i] = agent.ClaimFromStatus(s, now)
 	}
 	if err := printClaims(d, o.JSON, claims); err != nil {
 		_ = stopEngine()

@@ -156,8 +156,8 @@ func TestClaimWindowZeroIsOneRound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if w := p.Options.Window; w <= 0 || w >= o.Interval {
-		t.Errorf("got window %v, want a positive window shorter than the interval", w)
+	if !p.Options.SingleRound || p.Options.Window != 0 {
+		t.Errorf("got options %+v, want a single round said as such, not a window", p.Options)
 	}
 }
 

@@ -8,15 +8,15 @@ import (
 )
 
 // ClaimFromStatus converts the engine's status of a claim for clients.
-func ClaimFromStatus(s announce.Status, now time.Time, defaults announce.EngineConfig) api.Claim {
-	cv := newClaimConverter(now, defaults)
+func ClaimFromStatus(s announce.Status, now time.Time) api.Claim {
+	cv := newClaimConverter(now)
 	return cv.claim(&s)
 }
 
 // ClaimsFromStatus converts the engine's status of every claim for
 // clients, as ClaimFromStatus does one.
-func ClaimsFromStatus(st []announce.Status, now time.Time, defaults announce.EngineConfig) []api.Claim {
-	cv := newClaimConverter(now, defaults)
+func ClaimsFromStatus(st []announce.Status, now time.Time) []api.Claim {
+	cv := newClaimConverter(now)
 	out := make([]api.Claim, len(st))
 	for i := range st {
 		out[i] = cv.claim(&st[i])
@@ -28,13 +28,12 @@ func ClaimsFromStatus(st []announce.Status, now time.Time, defaults announce.Eng
 // thousands of claims share a handful.
 type claimConverter struct {
 	now        time.Time
-	defaults   announce.EngineConfig
 	frames     announce.Frames
 	framesText string
 }
 
-func newClaimConverter(now time.Time, defaults announce.EngineConfig) *claimConverter {
-	return &claimConverter{now: now, defaults: defaults, frames: defaults.Frames, framesText: defaults.Frames.String()}
+func newClaimConverter(now time.Time) *claimConverter {
+	return &claimConverter{now: now, frames: announce.DefaultFrames, framesText: announce.DefaultFrames.String()}
 }
 
 func (cv *claimConverter) framesString(f announce.Frames) string {
@@ -44,6 +43,8 @@ func (cv *claimConverter) framesString(f announce.Frames) string {
 	return cv.framesText
 }
 
+// claim converts s. The engine has filled in its defaults (window,
+// interval, frames); the policy's is defend.
 func (cv *claimConverter) claim(s *announce.Status) api.Claim {
 	c := api.Claim{
 		Addr:             s.Addr.String(),
@@ -56,8 +57,9 @@ func (cv *claimConverter) claim(s *announce.Status) api.Claim {
 		Answered:         s.Answered,
 		GratuitousFrames: s.GratuitousFrames,
 		Assigned:         s.AddedAddress,
-		Window:           api.Duration(cv.defaults.Burst.Window),
-		Interval:         api.Duration(cv.defaults.Burst.Interval),
+		Window:           api.Duration(s.Window),
+		Interval:         api.Duration(s.Interval),
+		Frames:           cv.framesString(s.Frames),
 		RefreshEvery:     api.Duration(s.Options.RefreshEvery),
 		OnConflict:       string(s.Options.OnConflict),
 	}
@@ -67,17 +69,6 @@ func (cv *claimConverter) claim(s *announce.Status) api.Claim {
 	for _, cl := range s.Claimers {
 		c.Claimers = append(c.Claimers, api.Claimer{MAC: cl.MAC.String(), Kind: cl.Kind, FirstSeen: cl.FirstSeen, LastSeen: cl.LastSeen, Count: cl.Count})
 	}
-	if w := s.Options.Window; w > 0 {
-		c.Window = api.Duration(w)
-	}
-	if i := s.Options.Interval; i > 0 {
-		c.Interval = api.Duration(i)
-	}
-	f := cv.defaults.Frames
-	if s.Options.Frames != 0 {
-		f = s.Options.Frames
-	}
-	c.Frames = cv.framesString(f)
 	if !s.WindowEnd.IsZero() && s.WindowEnd.After(cv.now) {
 		c.WindowRemaining = api.Duration(s.WindowEnd.Sub(cv.now).Round(time.Millisecond))
 	}

@@ -218,7 +218,7 @@ func FuzzServerEngine(f *testing.F) {
 		for _, a := range held {
 			reqs = append(reqs, announce.Request{Addr: a, Interface: "eth0"})
 		}
-		if _, err := eng.Claim(cctx, reqs, announce.ClaimOptions{ProbeEvery: -1}); err != nil {
+		if _, err := eng.Claim(cctx, reqs, announce.ClaimOptions{ProbesOff: true}); err != nil {
 			t.Fatal(err)
 		}
 		before := eng.Held()

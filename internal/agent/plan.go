@@ -35,7 +35,7 @@ func PlanClaim(r api.ClaimRequest, sys netcheck.System) (Plan, error) {
 		case pe < 0:
 			return p, netcheck.Invalidf("probe-every %v is negative: give a period such as 10s, or 0 to turn probing off", pe)
 		case pe == 0:
-			opts.ProbeEvery = -1
+			opts.ProbesOff = true
 		case pe < time.Second:
 			return p, netcheck.Invalidf("probe-every %v is too short: give at least 1s", pe)
 		default:
@@ -56,7 +56,7 @@ func PlanClaim(r api.ClaimRequest, sys netcheck.System) (Plan, error) {
 		case w < 0:
 			return p, netcheck.Invalidf("window %v is negative: give a duration such as 5s, or 0 for a single round", w)
 		case w == 0:
-			opts.Window = time.Nanosecond // shorter than any interval: one round
+			opts.SingleRound = true
 		default:
 			opts.Window = w
 		}

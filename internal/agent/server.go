@@ -281,7 +281,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) claimList(st []announce.Status) []api.Claim {
-	return ClaimsFromStatus(st, time.Now(), s.cfg.Engine.Config())
+	return ClaimsFromStatus(st, time.Now())
 }
 
 func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, bool) {
@@ -338,7 +338,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	st := EngineStatus{Agent: s.cfg.Info, Claims: s.cfg.Engine.Status(), Now: time.Now(), Defaults: s.cfg.Engine.Config()}
+	st := EngineStatus{Agent: s.cfg.Info, Claims: s.cfg.Engine.Status(), Now: time.Now()}
 	if s.cfg.Watcher != nil {
 		st.Captures = s.cfg.Watcher.Captures()
 	}

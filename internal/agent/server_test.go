@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -40,7 +41,12 @@ func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts anno
 	}
 	var out []announce.Status
 	for _, r := range reqs {
-		st := announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, Options: opts}, MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing}
+		// The engine fills in its defaults; this one has the real ones.
+		st := announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, Options: opts}, MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing,
+			Window: cmp.Or(opts.Window, announce.DefaultWindow), Interval: cmp.Or(opts.Interval, announce.DefaultInterval), Frames: cmp.Or(opts.Frames, announce.DefaultFrames)}
+		if opts.SingleRound {
+			st.Window = 0
+		}
 		f.held[r.Addr] = st
 		out = append(out, st)
 	}

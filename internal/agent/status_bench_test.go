@@ -45,7 +45,7 @@ func BenchmarkStatus(b *testing.B) {
 	}
 	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 	defer ccancel()
-	if _, err := eng.Claim(cctx, reqs, announce.ClaimOptions{ProbeEvery: -1}); err != nil {
+	if _, err := eng.Claim(cctx, reqs, announce.ClaimOptions{ProbesOff: true}); err != nil {
 		b.Fatal(err)
 	}
 	srv := NewServer(ServerConfig{Engine: eng, Sys: oneLinkSys{}, Allow: RootOnly})

@@ -90,7 +90,7 @@ func TestServerStatus(t *testing.T) {
 			}
 			// And what it says is the engine's status, converted.
 			now := time.Now()
-			conv := ClaimsFromStatus(eng.Status(), now, eng.Config())
+			conv := ClaimsFromStatus(eng.Status(), now)
 			for i := range conv {
 				conv[i].WindowRemaining, st.Claims[i].WindowRemaining = 0, 0
 			}

@@ -15,9 +15,8 @@ import (
 type EngineStatus struct {
 	Agent  api.Agent
 	Claims []announce.Status
-	// Now and Defaults convert the claims, as for ClaimsFromStatus.
+	// Now is when the status was taken, for the windows remaining.
 	Now      time.Time
-	Defaults announce.EngineConfig
 	Captures []api.CaptureStat
 }
 
@@ -49,7 +48,7 @@ func (s *EngineStatus) WriteJSON(w io.Writer, indent bool) (written bool, err er
 	e.raw(",")
 	e.key(1, `"claims":`)
 	e.raw("[")
-	cv := newClaimConverter(s.Now, s.Defaults)
+	cv := newClaimConverter(s.Now)
 	var c api.Claim // one for all, rather than one on the heap for each
 	for i := range s.Claims {
 		if i > 0 {

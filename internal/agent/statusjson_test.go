@@ -50,7 +50,6 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 var (
 	statusAt       = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
 	statusNow      = statusAt.Add(time.Minute + time.Second)
-	statusDefaults = announce.EngineConfig{Burst: announce.SchedulerConfig{Window: 5 * time.Second, Interval: 1100 * time.Millisecond}, Frames: announce.DefaultFrames}
 )
 
 // variedClaims sets every field of a claim somewhere, with the values that
@@ -120,12 +119,12 @@ func TestWriteJSONIsEncodingJSON(t *testing.T) {
 	for _, tt := range tests {
 		for _, indent := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/indent=%v", tt.name, indent), func(t *testing.T) {
-				sent := api.StatusResponse{Agent: variedAgent(), Claims: agent.ClaimsFromStatus(tt.claims, statusNow, statusDefaults), Captures: tt.captures}
+				sent := api.StatusResponse{Agent: variedAgent(), Claims: agent.ClaimsFromStatus(tt.claims, statusNow), Captures: tt.captures}
 				want, err := stdJSON(sent, indent)
 				if err != nil {
 					t.Fatal(err)
 				}
-				st := agent.EngineStatus{Agent: sent.Agent, Claims: tt.claims, Now: statusNow, Defaults: statusDefaults, Captures: tt.captures}
+				st := agent.EngineStatus{Agent: sent.Agent, Claims: tt.claims, Now: statusNow, Captures: tt.captures}
 				got, writes, err := writeJSON(&st, indent)
 				if err != nil {
 					t.Fatal(err)
@@ -191,10 +190,10 @@ func TestWriteJSONFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := stdJSON(api.StatusResponse{Claims: agent.ClaimsFromStatus(tt.claims, statusNow, statusDefaults)}, false); err == nil {
+			if _, err := stdJSON(api.StatusResponse{Claims: agent.ClaimsFromStatus(tt.claims, statusNow)}, false); err == nil {
 				t.Fatal("encoding/json wrote it: the case tests nothing")
 			}
-			st := agent.EngineStatus{Claims: tt.claims, Now: statusNow, Defaults: statusDefaults}
+			st := agent.EngineStatus{Claims: tt.claims, Now: statusNow}
 			written, err := st.WriteJSON(io.Discard, true)
 			if err == nil || written != tt.wantWritten {
 				t.Errorf("got written %v, error %v; want written %v and an error as from encoding/json", written, err, tt.wantWritten)
@@ -202,7 +201,7 @@ func TestWriteJSONFails(t *testing.T) {
 		})
 	}
 	t.Run("a failing writer", func(t *testing.T) {
-		st := agent.EngineStatus{Claims: many, Now: statusNow, Defaults: statusDefaults}
+		st := agent.EngineStatus{Claims: many, Now: statusNow}
 		w := &failingWriter{after: 1}
 		written, err := st.WriteJSON(w, true)
 		if !written || !errors.Is(err, errWriter) || w.writes != 2 {
@@ -242,8 +241,8 @@ func FuzzWriteJSON(f *testing.F) {
 		ag := api.Agent{PID: int(sec), Version: s1, Started: at, Socket: s2, Autostarted: flag}
 		captures := []api.CaptureStat{{Interface: s1, Received: n, Error: s2}}
 		for _, indent := range []bool{false, true} {
-			want, werr := stdJSON(api.StatusResponse{Agent: ag, Claims: agent.ClaimsFromStatus(claims, now, statusDefaults), Captures: captures}, indent)
-			st := agent.EngineStatus{Agent: ag, Claims: claims, Now: now, Defaults: statusDefaults, Captures: captures}
+			want, werr := stdJSON(api.StatusResponse{Agent: ag, Claims: agent.ClaimsFromStatus(claims, now), Captures: captures}, indent)
+			st := agent.EngineStatus{Agent: ag, Claims: claims, Now: now, Captures: captures}
 			got, _, err := writeJSON(&st, indent)
 			if (err != nil) != (werr != nil) {
 				t.Fatalf("indent %v: got error %v, encoding/json's %v", indent, err, werr)
@@ -264,7 +263,7 @@ func FuzzAppendIndented(f *testing.F) {
 	} {
 		f.Add([]byte(s), uint8(0))
 	}
-	b, err := stdJSON(api.StatusResponse{Agent: variedAgent(), Claims: agent.ClaimsFromStatus(variedClaims(), statusNow, statusDefaults), Captures: variedCaptures()}, false)
+	b, err := stdJSON(api.StatusResponse{Agent: variedAgent(), Claims: agent.ClaimsFromStatus(variedClaims(), statusNow), Captures: variedCaptures()}, false)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -289,12 +288,12 @@ func FuzzAppendIndented(f *testing.F) {
 // of the converted status, on 10,000 claims, compact (the agent's answer)
 // and indented (vip status --json).
 func BenchmarkStatusJSON(b *testing.B) {
-	st := agent.EngineStatus{Agent: variedAgent(), Claims: manyClaims(10000), Now: statusNow, Defaults: statusDefaults}
+	st := agent.EngineStatus{Agent: variedAgent(), Claims: manyClaims(10000), Now: statusNow}
 	for _, indent := range []bool{false, true} {
 		b.Run(fmt.Sprintf("encoding-json/indent=%v", indent), func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				sr := api.StatusResponse{Agent: st.Agent, Claims: agent.ClaimsFromStatus(st.Claims, st.Now, st.Defaults)}
+				sr := api.StatusResponse{Agent: st.Agent, Claims: agent.ClaimsFromStatus(st.Claims, st.Now)}
 				if _, err := stdJSON(sr, indent); err != nil {
 					b.Fatal(err)
 				}

@@ -392,6 +392,19 @@ func validate(c announce.Claim) error {
 	return nil
 }
 
+// upgradeOptions reads options as an earlier vip wrote them: before it said
+// "one round" and "no probes" in so many words (single_round, probes_off),
+// it recorded them as a window of 1 ns and a negative probe period.
+func upgradeOptions(o announce.ClaimOptions) announce.ClaimOptions {
+	if o.Window == time.Nanosecond {
+		o.Window, o.SingleRound = 0, true
+	}
+	if o.ProbeEvery < 0 {
+		o.ProbeEvery, o.ProbesOff = 0, true
+	}
+	return o
+}
+
 // parallelFrom is the batch size from which entries encodes on every CPU:
 // encoding is most of the cost of a large batch.
 const parallelFrom = 1024
@@ -463,6 +476,7 @@ func decode(data []byte) (claims []announce.Claim, dropped int, problem error) {
 		var c announce.Claim
 		err := json.Unmarshal(raw, &c)
 		if err == nil {
+			c.Options = upgradeOptions(c.Options)
 			err = validate(c)
 		}
 		if err == nil && seen[c.Addr] {

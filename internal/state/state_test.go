@@ -187,6 +187,28 @@ func TestRoundTrip(t *testing.T) {
 	}
 }
 
+// TestOldOptionsUpgrade: a file of an earlier vip, which wrote a single
+// round as a window of 1 ns and probes off as a negative period, reads as
+// those options said plainly.
+func TestOldOptionsUpgrade(t *testing.T) {
+	old := []byte(`{"version":1,"claims":[
+{"addr":"192.0.2.10","interface":"eth0","claimed_at":"2025-03-04T05:06:07.89Z","refreshed_at":"2025-03-04T05:07:37.89Z","options":{"window":1,"probe_every":-1}}
+]}`)
+	claims, dropped, problem := decode(old)
+	if problem != nil || dropped != 0 || len(claims) != 1 {
+		t.Fatalf("decode: got %+v, dropped %d, %v", claims, dropped, problem)
+	}
+	want := announce.ClaimOptions{SingleRound: true, ProbesOff: true}
+	if got := claims[0].Options; got != want {
+		t.Errorf("got options %+v, want %+v", got, want)
+	}
+	// Written again, they stay as they are said now.
+	again, _, problem := decode(encode(mustEntries(claims)))
+	if problem != nil || len(again) != 1 || again[0].Options != want {
+		t.Errorf("written and read again: got %+v, %v; want options %+v", again, problem, want)
+	}
+}
+
 func TestGolden(t *testing.T) {
 	golden := filepath.Join("testdata", "v1.json")
 	got := encode(mustEntries(sorted(sample()...)))
