@@ -342,6 +342,7 @@ func TestBurstOnTheWire(t *testing.T) {
 	}{
 		{"defaults", nil, 5, 1100 * time.Millisecond},
 		{"custom window and interval", []string{"--window", "2300ms", "--interval", "500ms"}, 5, 500 * time.Millisecond},
+		{"a single round", []string{"--window", "0"}, 1, 1100 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
