@@ -14,8 +14,15 @@ import (
 // Claim makes this host the owner of each requested address: it answers
 // for it from now on and a gratuitous window opens (or, for an address
 // already held, re-opens from now: a refresh, which also takes the new
-// options). Either every request takes effect or none does. Claim returns
-// once each address's first round has been sent.
+// options). Claim returns once each address's first round has been sent,
+// with the status of each address it claimed or refreshed.
+//
+// Each address stands alone: one that cannot be claimed (held on another
+// interface, an interface that cannot be opened, an address that cannot be
+// added, one the book refuses) is refused, what was done for it undone, and
+// the others are claimed all the same; the error is then a *RefusedError
+// that names each refusal. Errors of the whole request (an address given
+// twice, a book that cannot be written at all) claim nothing.
 func (e *Engine) Claim(ctx context.Context, reqs []Request, opts ClaimOptions) ([]Status, error) {
 	now := e.clock.Now()
 	items := make([]Claim, len(reqs))
@@ -38,7 +45,7 @@ func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
 }
 
 func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status, error) {
-	lives, fresh, err := e.claim(ctx, items, adopt)
+	lives, claimed, fresh, refused, err := e.claim(ctx, items, adopt)
 	if err != nil {
 		return nil, err
 	}
@@ -46,21 +53,24 @@ func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status,
 		select {
 		case <-live:
 		case <-ctx.Done():
-			// All or nothing: the new claims of an interrupted request
-			// are undone (refreshes of held ones stand).
+			// The new claims of an interrupted request are undone
+			// (refreshes of held ones stand).
 			if _, _, rerr := e.Release(context.WithoutCancel(ctx), fresh); rerr != nil {
 				return nil, fmt.Errorf("interrupted before the first gratuitous round, and undoing the claims failed: %w", errors.Join(ctx.Err(), rerr))
 			}
 			return nil, fmt.Errorf("interrupted before the first gratuitous round, so nothing new is held: %w", ctx.Err())
 		}
 	}
-	addrs := make([]netip.Addr, len(items))
-	for i, c := range items {
-		addrs[i] = c.Addr
+	var st []Status
+	if len(claimed) > 0 {
+		st = e.Status(claimed...)
 	}
-	return e.Status(addrs...), nil
+	if len(refused) > 0 {
+		slices.SortFunc(refused, func(x, y Refusal) int { return x.Addr.Compare(y.Addr) })
+		return st, &RefusedError{Refused: refused}
+	}
+	return st, nil
 }
-
 // maxClaimLogLines is the most claims of one request logged a line each at
 // the info level; a larger request logs one line for all (a claim of
 // 10,000 addresses would otherwise write 10,000 lines under the engine's
@@ -74,12 +84,13 @@ func claimLogLevel(n int) slog.Level {
 	return slog.LevelInfo
 }
 
-func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, freshAddrs []netip.Addr, err error) {
+func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, claimed, freshAddrs []netip.Addr, refused []Refusal, err error) {
 	e.op.Lock()
 	defer e.op.Unlock()
+	refuse := func(a netip.Addr, err error) { refused = append(refused, Refusal{Addr: a, Err: err}) }
 
-	// Plan, under mu: which requests are new claims and which refresh
-	// held ones.
+	// Plan, under mu: which requests are new claims, which refresh held
+	// ones, and which cannot be.
 	var (
 		refreshed    []*claimState
 		refreshedOpt []ClaimOptions
@@ -90,18 +101,17 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 	for _, c := range items {
 		if seen[c.Addr] {
 			e.mu.Unlock()
-			return nil, nil, fmt.Errorf("claim %s: address given twice", c.Addr)
+			return nil, nil, nil, nil, fmt.Errorf("claim %s: address given twice", c.Addr)
 		}
 		seen[c.Addr] = true
 		if c.Options.Assign && e.cfg.Assigner == nil {
 			e.mu.Unlock()
-			return nil, nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
+			return nil, nil, nil, nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
 		}
 		cs, ok := e.claims[c.Addr]
 		switch {
 		case ok && cs.claim.Interface != c.Interface:
-			e.mu.Unlock()
-			return nil, nil, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, cs.claim.Interface)
+			refuse(c.Addr, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, cs.claim.Interface))
 		case ok:
 			refreshed = append(refreshed, cs)
 			refreshedOpt = append(refreshedOpt, c.Options)
@@ -124,75 +134,103 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 	}
 	e.mu.Unlock()
 
-	// The I/O, under op alone: status and the sender go on meanwhile.
-	// Everything here is undone if any step fails.
+	// The I/O, under op alone: status and the sender go on meanwhile. An
+	// address that cannot be claimed is refused and its steps undone; the
+	// others go on.
 	var (
-		opened   []string
-		assigned []Claim
-		fresh    []*claimState
-		holding  = map[*portRef]bool{} // ports whose batch Hold succeeded
+		opened  []string
+		openErr = map[string]error{}
+		fresh   []*claimState
+		added   = map[*claimState]bool{} // vip added the address for this claim
 	)
-	undo := func() {
-		for _, cs := range fresh {
-			if cs.port != nil && holding[cs.port] {
-				if cs.answering {
-					_ = cs.port.Drop(cs.claim.Addr)
-					cs.answering = false
-				}
-				cs.port.refs--
-			}
+	undo := func(cs *claimState) {
+		if cs.port != nil && cs.answering {
+			_ = cs.port.Drop(cs.claim.Addr)
+			cs.answering = false
 		}
-		for _, c := range assigned {
-			_ = e.cfg.Assigner.Remove(c.Interface, c.Addr)
-		}
-		for _, name := range opened {
-			if p := e.ports[name]; p != nil && p.refs == 0 {
-				_ = p.Close()
-				delete(e.ports, name)
-			}
+		if added[cs] {
+			_ = e.cfg.Assigner.Remove(cs.claim.Interface, cs.claim.Addr)
 		}
 	}
 	byPort := map[*portRef][]*claimState{}
 	for _, c := range news {
+		if err := openErr[c.Interface]; err != nil {
+			refuse(c.Addr, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err))
+			continue
+		}
 		p, err := e.portOp(c.Interface, adopt, &opened)
 		if err != nil {
-			undo()
-			return nil, nil, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err)
+			openErr[c.Interface] = err
+			refuse(c.Addr, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err))
+			continue
 		}
+		var ok bool
 		if c.Options.Assign && p != nil {
-			added, err := e.cfg.Assigner.Add(c.Interface, c.Addr)
+			ok, err = e.cfg.Assigner.Add(c.Interface, c.Addr)
 			if err != nil {
-				undo()
-				return nil, nil, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err)
+				refuse(c.Addr, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err))
+				continue
 			}
-			if added {
-				assigned = append(assigned, c)
-			} else if !c.AddedAddress {
+			if !ok && !c.AddedAddress {
 				e.log.Info("address was already on the interface: vip will leave it there at release", "addr", c.Addr, "interface", c.Interface)
 			}
-			c.AddedAddress = c.AddedAddress || added
+			c.AddedAddress = c.AddedAddress || ok
 		}
 		cs := newClaimState(c, p)
-		fresh = append(fresh, cs)
+		added[cs] = ok
 		if p != nil {
 			byPort[p] = append(byPort[p], cs)
+		} else {
+			fresh = append(fresh, cs)
 		}
 	}
 	for p, css := range byPort {
 		if err := e.holdOp(p, css); err != nil {
-			undo()
-			return nil, nil, fmt.Errorf("claim on %s: %w", p.Name(), err)
+			for _, cs := range css {
+				undo(cs)
+				refuse(cs.claim.Addr, fmt.Errorf("claim %s on %s: %w", cs.claim.Addr, p.Name(), err))
+			}
+			continue
 		}
 		p.refs += len(css)
-		holding[p] = true
+		fresh = append(fresh, css...)
 	}
+	slices.SortFunc(fresh, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
 	for _, cs := range fresh {
 		records = append(records, cs.claim)
 	}
-	if err := e.cfg.Book.Put(ctx, records...); err != nil {
-		undo()
-		return nil, nil, fmt.Errorf("record the claims: %w", err)
+	if len(records) > 0 {
+		err := e.cfg.Book.Put(ctx, records...)
+		var some *RefusedError
+		switch {
+		case errors.As(err, &some):
+			// The book refused these, and recorded the others.
+			no := some.byAddr()
+			refreshed, records = keepRefreshed(refreshed, records, no)
+			kept := fresh[:0]
+			for _, cs := range fresh {
+				if why, ok := no[cs.claim.Addr]; ok {
+					e.dropFreshOp(cs, undo)
+					refuse(cs.claim.Addr, why)
+				} else {
+					kept = append(kept, cs)
+				}
+			}
+			fresh = kept
+			for a, why := range no {
+				if !slices.ContainsFunc(refused, func(r Refusal) bool { return r.Addr == a }) {
+					refuse(a, why)
+				}
+			}
+		case err != nil:
+			for _, cs := range fresh {
+				e.dropFreshOp(cs, undo)
+			}
+			e.closeUnusedOp(opened)
+			return nil, nil, nil, nil, fmt.Errorf("record the claims: %w", err)
+		}
 	}
+	e.closeUnusedOp(opened)
 	if len(fresh) > maxClaimLogLines {
 		// One line for a large request, not one per address (each
 		// claim's own line goes to the debug level).
@@ -205,6 +243,9 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		}
 		e.log.Info("claim", "addresses", len(fresh), "first", first.Addr, "last", last.Addr, "interface", strings.Join(ifaces, ","),
 			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", adopt)
+	}
+	for _, r := range refused {
+		e.log.Warn("claim refused", "addr", r.Addr, "err", r.Err)
 	}
 
 	// Commit, under mu: the claims are live from here.
@@ -235,6 +276,7 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 			e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		}
 		freshAddrs = append(freshAddrs, cs.claim.Addr)
+		claimed = append(claimed, cs.claim.Addr)
 	}
 	for i, cs := range refreshed {
 		cs.claim = records[i]
@@ -245,12 +287,47 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 		if cs.live() {
 			lives = append(lives, e.armWithProbe(cs))
 		}
+		claimed = append(claimed, cs.claim.Addr)
 	}
 	e.mu.Unlock()
 	for _, name := range opened {
 		e.attachWaitingOp(name)
 	}
-	return lives, freshAddrs, nil
+	return lives, claimed, freshAddrs, refused, nil
+}
+
+// keepRefreshed drops from refreshed, and from the records that start with
+// theirs, the claims the book refused: they stay as they were.
+func keepRefreshed(refreshed []*claimState, records []Claim, no map[netip.Addr]error) ([]*claimState, []Claim) {
+	var keptCS []*claimState
+	var keptRec []Claim
+	for i, cs := range refreshed {
+		if _, ok := no[cs.claim.Addr]; !ok {
+			keptCS = append(keptCS, cs)
+			keptRec = append(keptRec, records[i])
+		}
+	}
+	return keptCS, append(keptRec, records[len(refreshed):]...)
+}
+
+// dropFreshOp undoes a new claim that will not be made: what undo undoes,
+// and its port reference. The caller holds e.op.
+func (e *Engine) dropFreshOp(cs *claimState, undo func(*claimState)) {
+	undo(cs)
+	if cs.port != nil {
+		cs.port.refs--
+	}
+}
+
+// closeUnusedOp closes the ports this claim opened that no claim uses.
+// The caller holds e.op.
+func (e *Engine) closeUnusedOp(opened []string) {
+	for _, name := range opened {
+		if p := e.ports[name]; p != nil && p.refs == 0 {
+			_ = p.Close()
+			delete(e.ports, name)
+		}
+	}
 }
 
 // portOp returns the open port of an interface, opening it if needed.

@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -212,18 +213,36 @@ func TestEngineClaimIsLiveAndRecorded(t *testing.T) {
 	}
 }
 
-func TestEngineClaimIsAllOrNothing(t *testing.T) {
+// refusedAddrs returns the addresses a claim's error refused, and fails
+// the test unless the error is a *RefusedError.
+func refusedAddrs(t *testing.T, err error) []netip.Addr {
+	t.Helper()
+	var re *RefusedError
+	if !errors.As(err, &re) {
+		t.Fatalf("got %v, want a *RefusedError", err)
+	}
+	var out []netip.Addr
+	for _, r := range re.Refused {
+		out = append(out, r.Addr)
+	}
+	return out
+}
+
+// TestEngineClaimRefusesPerAddress: an address that cannot be claimed is
+// refused alone, with what was done for it undone; the others are claimed.
+// Errors of the whole request claim nothing.
+func TestEngineClaimRefusesPerAddress(t *testing.T) {
 	t.Run("an interface fails to open", func(t *testing.T) {
 		h := newEngineHarness(t, map[string]error{"eth1": errors.New("boom")})
-		_, err := h.claim(t, Request{a4, "eth0"}, Request{b4, "eth1"})
-		if err == nil {
-			t.Fatal("want an error")
+		st, err := h.claim(t, Request{a4, "eth0"}, Request{b4, "eth1"}, Request{a6, "eth1"})
+		if got := refusedAddrs(t, err); !slices.Equal(got, []netip.Addr{b4, a6}) {
+			t.Errorf("refused %v, want b4 and a6, both on eth1", got)
 		}
-		if p := h.ports["eth0"]; p.isHeld(a4) || !p.isClosed() {
-			t.Error("eth0: want a4 not held and the port closed again")
+		if len(st) != 1 || st[0].Addr != a4 || !h.ports["eth0"].isHeld(a4) {
+			t.Errorf("got status %+v, want a4 claimed on eth0 all the same", st)
 		}
-		if st := h.e.Status(); len(st) != 0 {
-			t.Errorf("got status %+v, want nothing held", st)
+		if n := slices.Index(h.opens, "eth1"); n < 0 || slices.Index(h.opens[n+1:], "eth1") >= 0 {
+			t.Errorf("opens %v: want eth1 tried once for both its addresses", h.opens)
 		}
 	})
 	t.Run("a hold fails", func(t *testing.T) {
@@ -232,8 +251,8 @@ func TestEngineClaimIsAllOrNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.ports["eth0"].holdErr = errors.New("no group")
-		if _, err := h.claim(t, Request{b4, "eth0"}, Request{a6, "eth0"}); err == nil {
-			t.Fatal("want an error")
+		if got := refusedAddrs(t, func() error { _, err := h.claim(t, Request{b4, "eth0"}, Request{a6, "eth0"}); return err }()); len(got) != 2 {
+			t.Errorf("refused %v, want both", got)
 		}
 		st := h.e.Status()
 		if len(st) != 1 || st[0].Addr != a4 {
@@ -248,20 +267,62 @@ func TestEngineClaimIsAllOrNothing(t *testing.T) {
 		if _, err := h.claim(t, Request{a4, "eth0"}); err != nil {
 			t.Fatal(err)
 		}
-		_, err := h.claim(t, Request{b4, "eth1"}, Request{a4, "eth1"})
+		st, err := h.claim(t, Request{b4, "eth1"}, Request{a4, "eth1"})
 		if !errors.Is(err, ErrHeldElsewhere) {
-			t.Fatalf("got %v, want ErrHeldElsewhere", err)
+			t.Fatalf("got %v, want ErrHeldElsewhere among the refusals", err)
 		}
-		if len(h.e.Status()) != 1 {
-			t.Error("want b4 not claimed")
+		if got := refusedAddrs(t, err); !slices.Equal(got, []netip.Addr{a4}) {
+			t.Errorf("refused %v, want a4 alone", got)
+		}
+		if len(st) != 1 || st[0].Addr != b4 || len(h.e.Status()) != 2 {
+			t.Errorf("got %+v, want b4 claimed on eth1 beside a4 on eth0", st)
+		}
+	})
+	t.Run("the book refuses some", func(t *testing.T) {
+		h := newEngineHarness(t, nil)
+		h.e.cfg.Book = &refusingBook{MemBook: h.book, refuse: map[netip.Addr]bool{b4: true}}
+		st, err := h.claim(t, Request{a4, "eth0"}, Request{b4, "eth0"})
+		if got := refusedAddrs(t, err); !slices.Equal(got, []netip.Addr{b4}) {
+			t.Errorf("refused %v, want b4", got)
+		}
+		if len(st) != 1 || st[0].Addr != a4 || h.ports["eth0"].isHeld(b4) {
+			t.Errorf("got %+v, want a4 alone claimed and b4 not answered", st)
 		}
 	})
 	t.Run("the same address twice", func(t *testing.T) {
 		h := newEngineHarness(t, nil)
-		if _, err := h.claim(t, Request{a4, "eth0"}, Request{a4, "eth0"}); err == nil {
-			t.Fatal("want an error")
+		st, err := h.claim(t, Request{a4, "eth0"}, Request{a4, "eth0"})
+		var re *RefusedError
+		if err == nil || errors.As(err, &re) || len(st) != 0 || len(h.e.Status()) != 0 {
+			t.Fatalf("got %v, %v; want the whole request refused", st, err)
 		}
 	})
+}
+
+// refusingBook records claims but those of the addresses it refuses, as a
+// book backed by a store refuses what another host holds.
+type refusingBook struct {
+	*MemBook
+	refuse map[netip.Addr]bool
+}
+
+func (b *refusingBook) Put(ctx context.Context, claims ...Claim) error {
+	var ok []Claim
+	var no []Refusal
+	for _, c := range claims {
+		if b.refuse[c.Addr] {
+			no = append(no, Refusal{Addr: c.Addr, Err: fmt.Errorf("claim %s: held by another host", c.Addr)})
+		} else {
+			ok = append(ok, c)
+		}
+	}
+	if err := b.MemBook.Put(ctx, ok...); err != nil {
+		return err
+	}
+	if len(no) > 0 {
+		return &RefusedError{Refused: no}
+	}
+	return nil
 }
 
 func TestEngineReclaimIsRefresh(t *testing.T) {

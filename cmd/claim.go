@@ -209,11 +209,20 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	if err != nil {
 		return err
 	}
-	if err := printClaims(d, o.JSON, resp.Claims); err != nil {
+	if err := printClaims(d, o.JSON, resp); err != nil {
 		return err
 	}
 	noteAssigned(d, req, resp.Claims)
-	return nil
+	return refusedError(len(req.Addrs), resp.Refused)
+}
+
+// refusedError is the error of a claim that the agent took only in part:
+// exit 1, naming how many were refused (each was printed with its reason).
+func refusedError(asked int, refused []api.Refused) error {
+	if len(refused) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d addresses were refused, and the others claimed: see each reason above", len(refused), asked)
 }
 
 func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) (api.ClaimResponse, error) {
@@ -286,6 +295,8 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	}
 	st, err := eng.Claim(ctx, plan.Requests, plan.Options)
 	if err != nil {
+		// A foreground claim is all or nothing: it has no agent to keep
+		// the part that went through, nor a later command to report to.
 		_ = stopEngine()
 		if ctx.Err() != nil {
 			return nil // interrupted before the claim went live: nothing is held
@@ -300,12 +311,8 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		fmt.Fprintf(errOut, "vip: released; the claim's log is in %s\n", logPath)
 		return err
 	}
-	now := time.Now()
-	claims := make([]api.Claim, len(st))
-	for i, s := range st {
-		claims[i] = agent.ClaimFromStatus(s, now)
-	}
-	if err := printClaims(d, o.JSON, claims); err != nil {
+	claims := agent.ClaimsFromStatus(st, time.Now())
+	if err := printClaims(d, o.JSON, api.ClaimResponse{Claims: claims}); err != nil {
 		_ = stopEngine()
 		return err
 	}
@@ -362,12 +369,15 @@ func noteAssigned(d *deps, req api.ClaimRequest, claims []api.Claim) {
 	}
 }
 
-func printClaims(d *deps, asJSON bool, claims []api.Claim) error {
+func printClaims(d *deps, asJSON bool, resp api.ClaimResponse) error {
 	if asJSON {
-		return writeJSON(d, api.ClaimResponse{Claims: claims})
+		return writeJSON(d, resp)
+	}
+	for _, r := range resp.Refused {
+		fmt.Fprintf(d.io.ErrOut, "vip: refused %s: %s\n", r.Addr, r.Error)
 	}
 	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
-	for _, c := range claims {
+	for _, c := range resp.Claims {
 		verb := "claimed"
 		if !c.RefreshedAt.Equal(c.ClaimedAt) {
 			verb = "refreshed"

@@ -393,3 +393,35 @@ func TestAgentTenThousandClaims(t *testing.T) {
 	}
 	mustVip(t, b, sock, "release", "--all")
 }
+
+// TestAgentClaimRefusesOneOfMany: of a claim of several addresses, one held
+// on another interface is refused with its reason, and the others are
+// claimed all the same (exit 1; --json names which).
+func TestAgentClaimRefusesOneOfMany(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t, lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.1/24"), Links: 2})
+	a := l.Host("a")
+	sock := filepath.Join(sockDir(t), "vip.sock")
+	startAgent(t, a, sock)
+	mustVip(t, a, sock, "claim", vip4.String(), "-i", "eth0")
+	out, code := vipOn(t, a, sock, "claim", vip4.String(), other.String(), "-i", "eth1")
+	if code != 1 || !strings.Contains(out, "claimed  "+other.String()) || !strings.Contains(out, "vip: refused "+vip4.String()+": ") ||
+		!strings.Contains(out, "already held on another interface (eth0)") || !strings.Contains(out, "1 of 2 addresses were refused") {
+		t.Fatalf("claim of a held and a free address on eth1: exit %d, want 1 with one claimed and one refused:\n%s", code, out)
+	}
+	st := status(t, a, sock)
+	if got := claimed(st); len(got) != 2 {
+		t.Errorf("after the partial claim: got %v held, want both (the first on eth0)", got)
+	}
+	for _, c := range st.Claims {
+		if want := map[string]string{vip4.String(): "eth0", other.String(): "eth1"}[c.Addr]; c.Interface != want {
+			t.Errorf("%s is on %s, want %s", c.Addr, c.Interface, want)
+		}
+	}
+	cmd := a.Command(ctxFor(t, 30*time.Second), vipBin, "claim", vip4.String(), "198.51.100.7", "-i", "eth1", "--json", "--socket", sock)
+	js, _ := cmd.Output()
+	var resp api.ClaimResponse
+	if err := json.Unmarshal(js, &resp); err != nil || len(resp.Refused) != 1 || resp.Refused[0].Addr != vip4.String() || len(resp.Claims) != 1 {
+		t.Errorf("claim --json with a refusal: got %+v (%v), want one claimed and %s refused:\n%s", resp, err, vip4, js)
+	}
+}

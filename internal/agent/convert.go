@@ -7,14 +7,7 @@ import (
 	"github.com/vipctl/vip/internal/api"
 )
 
-// ClaimFromStatus converts the engine's status of a claim for clients.
-func ClaimFromStatus(s announce.Status, now time.Time) api.Claim {
-	cv := newClaimConverter(now)
-	return cv.claim(&s)
-}
-
-// ClaimsFromStatus converts the engine's status of every claim for
-// clients, as ClaimFromStatus does one.
+// ClaimsFromStatus converts the engine's status of claims for clients.
 func ClaimsFromStatus(st []announce.Status, now time.Time) []api.Claim {
 	cv := newClaimConverter(now)
 	out := make([]api.Claim, len(st))

@@ -249,17 +249,25 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 
 // fail answers an engine or validation error with the right status.
 func (s *Server) fail(w http.ResponseWriter, err error) {
+	status, code, msg := s.classify(err)
+	if status == http.StatusInternalServerError {
+		s.cfg.Log.Error("request failed", "err", err)
+	}
+	writeError(w, status, code, msg)
+}
+
+// classify says how an error is answered: its HTTP status, its code and
+// its sentence.
+func (s *Server) classify(err error) (status int, code, msg string) {
 	switch {
 	case errors.Is(err, netcheck.ErrInvalid), errors.Is(err, announce.ErrNoAssigner):
-		writeError(w, http.StatusBadRequest, api.CodeBadInput, err.Error())
+		return http.StatusBadRequest, api.CodeBadInput, err.Error()
 	case errors.Is(err, announce.ErrHeldElsewhere):
-		writeError(w, http.StatusConflict, api.CodeConflict, err.Error())
+		return http.StatusConflict, api.CodeConflict, err.Error()
 	case errors.Is(err, context.Canceled):
-		writeError(w, http.StatusServiceUnavailable, api.CodeShutdown, "the agent is shutting down: try again")
-	default:
-		s.cfg.Log.Error("request failed", "err", err)
-		writeError(w, http.StatusInternalServerError, api.CodeInternal, err.Error())
+		return http.StatusServiceUnavailable, api.CodeShutdown, "the agent is shutting down: try again"
 	}
+	return http.StatusInternalServerError, api.CodeInternal, err.Error()
 }
 
 func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
@@ -273,6 +281,17 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	st, err := s.cfg.Engine.Claim(r.Context(), plan.Requests, plan.Options)
+	var refused *announce.RefusedError
+	if errors.As(err, &refused) && len(st) > 0 {
+		// Some were claimed: say which were not, each with its reason.
+		resp := api.ClaimResponse{Claims: s.claimList(st)}
+		for _, rf := range refused.Refused {
+			_, code, _ := s.classify(rf.Err)
+			resp.Refused = append(resp.Refused, api.Refused{Addr: rf.Addr.String(), Error: rf.Err.Error(), Code: code})
+		}
+		writeJSON(w, resp)
+		return
+	}
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -27,7 +27,9 @@ type fakeEngine struct {
 	held     map[netip.Addr]announce.Status
 	claims   int
 	claimErr error
-	subs     []chan announce.Event
+	// refuse are addresses the engine refuses while it claims the others.
+	refuse map[netip.Addr]error
+	subs   []chan announce.Event
 }
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{held: map[netip.Addr]announce.Status{}} }
@@ -40,7 +42,12 @@ func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts anno
 		return nil, f.claimErr
 	}
 	var out []announce.Status
+	var refused []announce.Refusal
 	for _, r := range reqs {
+		if why, ok := f.refuse[r.Addr]; ok {
+			refused = append(refused, announce.Refusal{Addr: r.Addr, Err: why})
+			continue
+		}
 		// The engine fills in its defaults; this one has the real ones.
 		st := announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, Options: opts}, MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing,
 			Window: cmp.Or(opts.Window, announce.DefaultWindow), Interval: cmp.Or(opts.Interval, announce.DefaultInterval), Frames: cmp.Or(opts.Frames, announce.DefaultFrames)}
@@ -49,6 +56,9 @@ func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts anno
 		}
 		f.held[r.Addr] = st
 		out = append(out, st)
+	}
+	if len(refused) > 0 {
+		return out, &announce.RefusedError{Refused: refused}
 	}
 	return out, nil
 }
@@ -281,6 +291,29 @@ func TestServerEngineErrors(t *testing.T) {
 	_, err = c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10"}})
 	if s, code := remoteCode(err); s != 500 || code != api.CodeInternal || !strings.Contains(err.Error(), "not permitted") {
 		t.Errorf("engine failure: got %d %s (%v), want 500 with the cause", s, code, err)
+	}
+}
+
+// TestServerClaimRefusesSome: a claim of which some addresses are refused
+// answers with the claimed ones and each refusal, its reason and code; one
+// of which all are refused is an error.
+func TestServerClaimRefusesSome(t *testing.T) {
+	eng := newFakeEngine()
+	c, _ := serve(t, eng, nil)
+	eng.refuse = map[netip.Addr]error{
+		netip.MustParseAddr("192.0.2.11"): fmt.Errorf("claim 192.0.2.11 on eth0: %w (eth1); release it first", announce.ErrHeldElsewhere),
+	}
+	resp, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10", "192.0.2.11"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Claims) != 1 || resp.Claims[0].Addr != "192.0.2.10" || len(resp.Refused) != 1 ||
+		resp.Refused[0].Addr != "192.0.2.11" || resp.Refused[0].Code != api.CodeConflict || !strings.Contains(resp.Refused[0].Error, "release it first") {
+		t.Fatalf("got %+v, want 192.0.2.10 claimed and 192.0.2.11 refused as a conflict, with the reason", resp)
+	}
+	_, err = c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.11"}})
+	if s, code := remoteCode(err); s != 409 || code != api.CodeConflict {
+		t.Errorf("all refused: got %d %s (%v), want 409 conflict", s, code, err)
 	}
 }
 

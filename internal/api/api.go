@@ -63,9 +63,20 @@ type ClaimRequest struct {
 	ProbeEvery *Duration `json:"probe_every,omitempty"`
 }
 
-// ClaimResponse lists the claims as they are once live.
+// ClaimResponse lists the claims as they are once live, and the addresses
+// that were refused while the others were claimed. A request whose every
+// address is refused gets an Error instead.
 type ClaimResponse struct {
-	Claims []Claim `json:"claims"`
+	Claims  []Claim   `json:"claims"`
+	Refused []Refused `json:"refused,omitempty"`
+}
+
+// Refused is an address of a claim request that was not claimed.
+type Refused struct {
+	Addr  string `json:"addr"`
+	Error string `json:"error"`
+	// Code is one of the Code values, as an Error would give it.
+	Code string `json:"code"`
 }
 
 // AddrsRequest names addresses for refresh and release, or all of them.
