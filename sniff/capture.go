@@ -118,16 +118,16 @@ type scoper interface {
 	scope(addrs []netip.Addr, all bool) error
 }
 
-// Watch narrows the capture to the frames about addrs: ARP whose sender or
+// Narrow narrows the capture to the frames about addrs: ARP whose sender or
 // target protocol address is one of them, neighbor solicitations and
 // advertisements whose target or IPv6 source is. Run hands observers only
 // those. A live capture on an interface also drops the others in the
 // kernel, so that a flood of requests for other addresses costs the process
 // nothing; beyond MaxScopeAddrs addresses, or on a source that cannot
-// filter, the kernel keeps handing over all neighbour traffic and Watch
+// filter, the kernel keeps handing over all neighbour traffic and Narrow
 // says so in its error, but the capture is narrowed all the same. An empty
-// addrs lets nothing through; WatchAll widens the capture again.
-func (c *Capture) Watch(addrs []netip.Addr) error {
+// addrs lets nothing through; Widen widens the capture again.
+func (c *Capture) Narrow(addrs []netip.Addr) error {
 	set := newScopeSet(addrs)
 	c.scope.Store(&set)
 	if sc, ok := c.src.(scoper); ok {
@@ -138,9 +138,9 @@ func (c *Capture) Watch(addrs []netip.Addr) error {
 	return nil
 }
 
-// WatchAll widens the capture to all neighbour traffic, as it is when
+// Widen widens the capture to all neighbour traffic, as it is when
 // opened.
-func (c *Capture) WatchAll() error {
+func (c *Capture) Widen() error {
 	if sc, ok := c.src.(scoper); ok {
 		if err := sc.scope(nil, true); err != nil {
 			return fmt.Errorf("capture on %s: %w", c.name, err)

@@ -255,7 +255,7 @@ func TestLabCaptureWatch(t *testing.T) {
 	)
 	mon, client := l.Host("mon"), l.Host("client")
 	capture := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
-	if err := capture.Watch([]netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}); err != nil {
+	if err := capture.Narrow([]netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}); err != nil {
 		t.Fatalf("Watch: %v", err)
 	}
 	var seen collect
@@ -285,7 +285,7 @@ func TestLabCaptureWatch(t *testing.T) {
 	}
 
 	// Widened again, the capture sees requests for any address.
-	if err := capture.WatchAll(); err != nil {
+	if err := capture.Widen(); err != nil {
 		t.Fatal(err)
 	}
 	runPeer(t, client, 1, "arping", "-c", "1", "-w", "1", "-I", "eth0", "192.0.2.20")

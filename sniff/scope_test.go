@@ -165,7 +165,7 @@ func TestCaptureWatch(t *testing.T) {
 	}
 	src := newFakeSource(frames...)
 	c := sniff.NewCapture("fake", src)
-	if err := c.Watch([]netip.Addr{vip4, vip6}); err != nil {
+	if err := c.Narrow([]netip.Addr{vip4, vip6}); err != nil {
 		t.Fatalf("Watch on a source that cannot filter in the kernel: %v, want the capture narrowed in Run without complaint", err)
 	}
 	var got collect
@@ -189,12 +189,12 @@ func TestCaptureWatch(t *testing.T) {
 	if s := c.Stats(); s.OutOfScope != 2 {
 		t.Errorf("narrowed: OutOfScope %d, want 2", s.OutOfScope)
 	}
-	if err := c.WatchAll(); err != nil {
+	if err := c.Widen(); err != nil {
 		t.Fatal(err)
 	}
 	src.frames <- buildARP(t, whoHasOther)
 	waitFor("a frame about another address after WatchAll", func() bool { return len(got.kinds()) == 4 })
-	if err := c.Watch(nil); err != nil {
+	if err := c.Narrow(nil); err != nil {
 		t.Fatal(err)
 	}
 	src.frames <- frameNamed(t, "arp-who-has")

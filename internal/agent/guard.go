@@ -25,7 +25,7 @@ type GuardConfig struct {
 	// address on its interface: the traffic table then shows who asks for
 	// anything, and owner changes of other addresses are reported. By
 	// default a capture is narrowed to the addresses held on its interface
-	// (sniff.Capture.Watch), so that a flood of requests for others is
+	// (sniff.Capture.Narrow), so that a flood of requests for others is
 	// dropped in the kernel and costs the agent nothing.
 	AllTraffic bool
 	// Open opens a capture; nil means sniff.Open.
@@ -157,7 +157,7 @@ func (g *Guard) reconcile(ctx context.Context) {
 		// of a second): not under the lock the API's requests take.
 		for _, n := range narrow {
 			state := "held"
-			if err := n.cap.Watch(n.addrs); err != nil {
+			if err := n.cap.Narrow(n.addrs); err != nil {
 				state = "held-userspace"
 				g.log.Warn("the kernel hands the agent all neighbour traffic", "interface", n.name, "err", err)
 			}
