@@ -292,7 +292,7 @@ func TestLabCaptureWatch(t *testing.T) {
 	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
 		seen.mu.Lock()
 		defer seen.mu.Unlock()
-		return len(seen.obs) == 4, fmt.Sprintf("observed %d frames after WatchAll, want 4", len(seen.obs))
+		return len(seen.obs) == 4, fmt.Sprintf("observed %d frames after Widen, want 4", len(seen.obs))
 	})
 }
 

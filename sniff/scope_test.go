@@ -150,7 +150,7 @@ func TestScopeProgramSize(t *testing.T) {
 }
 
 // TestCaptureWatch narrows a capture whose source cannot filter: Run checks
-// whole addresses, counts what it leaves out, and WatchAll widens it again.
+// whole addresses, counts what it leaves out, and Widen widens it again.
 func TestCaptureWatch(t *testing.T) {
 	nsAlias := solicitation()
 	nsAlias.target = netip.MustParseAddr("2001:db8:1::10") // vip6's last word
@@ -193,7 +193,7 @@ func TestCaptureWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	src.frames <- buildARP(t, whoHasOther)
-	waitFor("a frame about another address after WatchAll", func() bool { return len(got.kinds()) == 4 })
+	waitFor("a frame about another address after Widen", func() bool { return len(got.kinds()) == 4 })
 	if err := c.Narrow(nil); err != nil {
 		t.Fatal(err)
 	}
