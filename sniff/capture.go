@@ -87,7 +87,7 @@ type Stats struct {
 	// frames.
 	Undecodable uint64 `json:"undecodable"`
 	// OutOfScope counts neighbour frames about addresses outside the
-	// scope Watch set that the kernel could not drop (see Watch).
+	// scope Narrow set that the kernel could not drop (see Narrow).
 	OutOfScope uint64 `json:"out_of_scope"`
 }
 

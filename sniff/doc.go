@@ -29,7 +29,7 @@
 // github.com/mdlayher/packet, read with recvmmsg, up to 64 frames a system
 // call, and waited on in the Go runtime's poller, which costs nothing while
 // no frame comes. Its kernel filter is baseProgram, the BaseFilter
-// expression built in classic BPF here, with Watch's narrowing in front.
+// expression built in classic BPF here, with Narrow's prefix in front.
 // gopacket's afpacket would read a TPACKET_V3 ring, but it needs cgo and
 // waits in poll(2), blocking a thread, which closing the socket does not
 // wake: stopping it takes a poll timeout, which wakes it every timeout

@@ -243,12 +243,12 @@ func TestLabCloseWhileRunning(t *testing.T) {
 	_ = c.Stats()
 }
 
-// TestLabCaptureWatch narrows a live capture to held addresses: requests
+// TestLabCaptureNarrow narrows a live capture to held addresses: requests
 // from a real arping and ndisc6 for other addresses never reach the process
 // (the kernel drops them: they are not even received), an IPv6 address that
 // only shares the held one's last 32 bits gets through the kernel and is
 // left out by Run, and requests for the held addresses are all seen.
-func TestLabCaptureWatch(t *testing.T) {
+func TestLabCaptureNarrow(t *testing.T) {
 	l := labtest.New(t,
 		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24"), IPv6: netip.MustParsePrefix("2001:db8::1/64")},
 		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24"), IPv6: netip.MustParsePrefix("2001:db8::3/64")},
@@ -256,7 +256,7 @@ func TestLabCaptureWatch(t *testing.T) {
 	mon, client := l.Host("mon"), l.Host("client")
 	capture := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
 	if err := capture.Narrow([]netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")}); err != nil {
-		t.Fatalf("Watch: %v", err)
+		t.Fatalf("Narrow: %v", err)
 	}
 	var seen collect
 	runCapture(t, capture, &seen)
