@@ -23,29 +23,29 @@ import (
 // (198.51.100.2/24, IPv6 off).
 type fakeSys struct{}
 
-var fakeLinks = []netcheck.Link{
+var fakeLinks = []netcheck.Interface{
 	{Name: "eth0", Index: 2, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Up: true, Carrier: true,
 		Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/24"), netip.MustParsePrefix("2001:db8::2/64")}},
 	{Name: "eth1", Index: 3, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 3}, Up: true, Carrier: true, IPv6Disabled: true,
 		Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.2/24")}},
 }
 
-func (fakeSys) Link(name string) (netcheck.Link, error) {
+func (fakeSys) Interface(name string) (netcheck.Interface, error) {
 	for _, l := range fakeLinks {
 		if l.Name == name {
 			return l, nil
 		}
 	}
-	return netcheck.Link{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
+	return netcheck.Interface{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
 }
 
-func (fakeSys) LinkByIndex(i int) (netcheck.Link, error) {
+func (fakeSys) InterfaceByIndex(i int) (netcheck.Interface, error) {
 	for _, l := range fakeLinks {
 		if l.Index == i {
 			return l, nil
 		}
 	}
-	return netcheck.Link{}, errors.New("no such index")
+	return netcheck.Interface{}, errors.New("no such index")
 }
 
 func (fakeSys) ConnectedRoutes() ([]netcheck.Route, error) {

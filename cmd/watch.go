@@ -59,7 +59,7 @@ script, follow "vip events" instead.`,
 
 func runWatch(ctx context.Context, d *deps, o *watchOptions) error {
 	if o.Interface != "" {
-		if _, err := d.sys.Link(o.Interface); err != nil {
+		if _, err := d.sys.Interface(o.Interface); err != nil {
 			if errors.Is(err, netcheck.ErrNoInterface) {
 				return badInput("interface %q does not exist: list the interfaces with \"ip link\"", o.Interface)
 			}

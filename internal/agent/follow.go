@@ -44,7 +44,7 @@ func interfaceChange(c ifwatch.Change, sys netcheck.System, log *slog.Logger) an
 	if c.MasterIndex == 0 || c.Deleted {
 		return out
 	}
-	l, err := sys.LinkByIndex(c.Index)
+	l, err := sys.InterfaceByIndex(c.Index)
 	if err == nil {
 		out.Port, _, err = netcheck.PortOf(sys, l)
 	}

@@ -72,7 +72,7 @@ func PlanClaim(r api.ClaimRequest, sys netcheck.System) (Plan, error) {
 		opts.Interval, opts.RefreshEvery = i, e
 	}
 	var picker *netcheck.Picker
-	links := map[string]netcheck.Link{}
+	links := map[string]netcheck.Interface{}
 	for _, a := range addrs {
 		if a.Is4() && !frames.IPv4() {
 			return p, netcheck.Invalidf("frames %s has no ARP kind, so %s would never be announced: add arp-request or arp-reply", frames, a)

@@ -22,7 +22,7 @@ import (
 // 192.0.2.0/24 too (so that picking by route can be ambiguous).
 type fuzzSys struct{}
 
-var fuzzLinks = []netcheck.Link{
+var fuzzLinks = []netcheck.Interface{
 	{Name: "lo", Index: 1, Up: true, Carrier: true, Loopback: true, Prefixes: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
 	{Name: "eth0", Index: 2, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Up: true, Carrier: true,
 		Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/24"), netip.MustParsePrefix("2001:db8::2/64")}},
@@ -34,22 +34,22 @@ var fuzzLinks = []netcheck.Link{
 	{Name: "eth5", Index: 7, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 7}, Up: true, Carrier: false},
 }
 
-func (fuzzSys) Link(name string) (netcheck.Link, error) {
+func (fuzzSys) Interface(name string) (netcheck.Interface, error) {
 	for _, l := range fuzzLinks {
 		if l.Name == name {
 			return l, nil
 		}
 	}
-	return netcheck.Link{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
+	return netcheck.Interface{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
 }
 
-func (fuzzSys) LinkByIndex(i int) (netcheck.Link, error) {
+func (fuzzSys) InterfaceByIndex(i int) (netcheck.Interface, error) {
 	for _, l := range fuzzLinks {
 		if l.Index == i {
 			return l, nil
 		}
 	}
-	return netcheck.Link{}, errors.New("no such index")
+	return netcheck.Interface{}, errors.New("no such index")
 }
 
 func (fuzzSys) ConnectedRoutes() ([]netcheck.Route, error) {

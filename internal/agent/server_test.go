@@ -148,21 +148,21 @@ func (f *fakeEngine) claimCalls() int {
 // oneLinkSys is a host with eth0 on 192.0.2.0/24 and 2001:db8::/64.
 type oneLinkSys struct{}
 
-var eth0 = netcheck.Link{Name: "eth0", Index: 2, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Up: true, Carrier: true,
+var eth0 = netcheck.Interface{Name: "eth0", Index: 2, MAC: net.HardwareAddr{2, 0, 0, 0, 0, 2}, Up: true, Carrier: true,
 	Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/24")}}
 
-func (oneLinkSys) Link(name string) (netcheck.Link, error) {
+func (oneLinkSys) Interface(name string) (netcheck.Interface, error) {
 	if name == "eth0" {
 		return eth0, nil
 	}
-	return netcheck.Link{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
+	return netcheck.Interface{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
 }
 
-func (oneLinkSys) LinkByIndex(i int) (netcheck.Link, error) {
+func (oneLinkSys) InterfaceByIndex(i int) (netcheck.Interface, error) {
 	if i == 2 {
 		return eth0, nil
 	}
-	return netcheck.Link{}, errors.New("no such index")
+	return netcheck.Interface{}, errors.New("no such index")
 }
 
 func (oneLinkSys) ConnectedRoutes() ([]netcheck.Route, error) {

@@ -21,23 +21,23 @@ var _ netcheck.System = System{}
 type System struct{}
 
 // Link implements netcheck.System.
-func (System) Link(name string) (netcheck.Link, error) {
+func (System) Interface(name string) (netcheck.Interface, error) {
 	nl, err := netlink.LinkByName(name)
 	if err != nil {
 		var nf netlink.LinkNotFoundError
 		if errors.As(err, &nf) || errors.Is(err, unix.ENODEV) {
-			return netcheck.Link{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
+			return netcheck.Interface{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
 		}
-		return netcheck.Link{}, err
+		return netcheck.Interface{}, err
 	}
 	return fromNetlink(nl)
 }
 
-// LinkByIndex implements netcheck.System.
-func (System) LinkByIndex(i int) (netcheck.Link, error) {
+// InterfaceByIndex implements netcheck.System.
+func (System) InterfaceByIndex(i int) (netcheck.Interface, error) {
 	nl, err := netlink.LinkByIndex(i)
 	if err != nil {
-		return netcheck.Link{}, err
+		return netcheck.Interface{}, err
 	}
 	return fromNetlink(nl)
 }
@@ -62,9 +62,9 @@ func (System) ConnectedRoutes() ([]netcheck.Route, error) {
 	return out, nil
 }
 
-func fromNetlink(nl netlink.Link) (netcheck.Link, error) {
+func fromNetlink(nl netlink.Link) (netcheck.Interface, error) {
 	at := nl.Attrs()
-	l := netcheck.Link{
+	l := netcheck.Interface{
 		Name:        at.Name,
 		Index:       at.Index,
 		MAC:         at.HardwareAddr,
@@ -80,7 +80,7 @@ func fromNetlink(nl netlink.Link) (netcheck.Link, error) {
 	}
 	addrs, err := netlink.AddrList(nl, netlink.FAMILY_ALL)
 	if err != nil {
-		return netcheck.Link{}, fmt.Errorf("list addresses of %s: %w", at.Name, err)
+		return netcheck.Interface{}, fmt.Errorf("list addresses of %s: %w", at.Name, err)
 	}
 	for _, a := range addrs {
 		if p, ok := prefixOf(a.IPNet); ok {

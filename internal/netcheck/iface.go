@@ -9,8 +9,8 @@ import (
 	"strings"
 )
 
-// Link is what validation needs to know of an interface.
-type Link struct {
+// Interface is what validation needs to know of an interface.
+type Interface struct {
 	Name     string
 	Index    int
 	MAC      net.HardwareAddr
@@ -40,11 +40,11 @@ type Route struct {
 // System answers questions about the host's interfaces and routes. Netlink
 // is the real one; tests use a fake.
 type System interface {
-	// Link returns the named interface, or an error satisfying
+	// Interface returns the named interface, or an error satisfying
 	// errors.Is(err, ErrNoInterface).
-	Link(name string) (Link, error)
-	// LinkByIndex returns the interface with index i.
-	LinkByIndex(i int) (Link, error)
+	Interface(name string) (Interface, error)
+	// InterfaceByIndex returns the interface with index i.
+	InterfaceByIndex(i int) (Interface, error)
 	// ConnectedRoutes lists the on-link routes of the main table.
 	ConnectedRoutes() ([]Route, error)
 }
@@ -56,36 +56,36 @@ var ErrNoInterface = errors.New("no such interface")
 // on it: it exists, is not a port of a master that takes its frames (a
 // bridge, bond, team or Open vSwitch; a VRF member is fine), is up with a
 // carrier, is not loopback, has an Ethernet address and does ARP.
-func CheckInterface(sys System, name string) (Link, error) {
+func CheckInterface(sys System, name string) (Interface, error) {
 	if name == "" {
-		return Link{}, Invalidf("empty interface name: pass -i with an interface such as eth0")
+		return Interface{}, Invalidf("empty interface name: pass -i with an interface such as eth0")
 	}
-	l, err := sys.Link(name)
+	l, err := sys.Interface(name)
 	if errors.Is(err, ErrNoInterface) {
-		return Link{}, Invalidf("interface %q does not exist: list the interfaces with \"ip link\"", name)
+		return Interface{}, Invalidf("interface %q does not exist: list the interfaces with \"ip link\"", name)
 	}
 	if err != nil {
-		return Link{}, fmt.Errorf("look up interface %s: %w", name, err)
+		return Interface{}, fmt.Errorf("look up interface %s: %w", name, err)
 	}
 	// First: bringing a port up or turning its ARP on would not help.
 	of, fix, err := PortOf(sys, l)
 	if err != nil {
-		return Link{}, err
+		return Interface{}, err
 	}
 	if of != "" {
-		return Link{}, Invalidf("interface %s is %s, which receives its frames: %s", name, of, fix)
+		return Interface{}, Invalidf("interface %s is %s, which receives its frames: %s", name, of, fix)
 	}
 	switch {
 	case l.Loopback:
-		return Link{}, Invalidf("interface %s is a loopback interface: pick the interface on the segment where the address should live", name)
+		return Interface{}, Invalidf("interface %s is a loopback interface: pick the interface on the segment where the address should live", name)
 	case len(l.MAC) != 6:
-		return Link{}, Invalidf("interface %s has no Ethernet address, so nobody can resolve an address to it: pick an Ethernet interface", name)
+		return Interface{}, Invalidf("interface %s has no Ethernet address, so nobody can resolve an address to it: pick an Ethernet interface", name)
 	case l.NoARP:
-		return Link{}, Invalidf("interface %s has ARP turned off (NOARP): turn it on with \"ip link set %s arp on\" or pick another interface", name, name)
+		return Interface{}, Invalidf("interface %s has ARP turned off (NOARP): turn it on with \"ip link set %s arp on\" or pick another interface", name, name)
 	case !l.Up:
-		return Link{}, Invalidf("interface %s is down: bring it up with \"ip link set %s up\"", name, name)
+		return Interface{}, Invalidf("interface %s is down: bring it up with \"ip link set %s up\"", name, name)
 	case !l.Carrier:
-		return Link{}, Invalidf("interface %s has no carrier (its link is down): check the cable or its peer, then try again", name)
+		return Interface{}, Invalidf("interface %s has no carrier (its link is down): check the cable or its peer, then try again", name)
 	}
 	return l, nil
 }
@@ -93,7 +93,7 @@ func CheckInterface(sys System, name string) (Link, error) {
 // CheckAddrOnLink refuses addresses that cannot be claimed on l: the
 // broadcast address of one of its IPv4 subnets, or an IPv6 address where
 // IPv6 is turned off.
-func CheckAddrOnLink(a netip.Addr, l Link) error {
+func CheckAddrOnLink(a netip.Addr, l Interface) error {
 	if a.Is6() && l.IPv6Disabled {
 		return Invalidf("IPv6 is turned off on %s: turn it on with \"sysctl net.ipv6.conf.%s.disable_ipv6=0\" or claim an IPv4 address", l.Name, l.Name)
 	}
@@ -158,7 +158,7 @@ func (p *Picker) Pick(a netip.Addr) (string, error) {
 		seen[r.LinkIndex] = true
 		c, ok := p.links[r.LinkIndex]
 		if !ok {
-			l, err := p.sys.LinkByIndex(r.LinkIndex)
+			l, err := p.sys.InterfaceByIndex(r.LinkIndex)
 			if err != nil {
 				// Skipping it could leave one confident, wrong answer.
 				return "", fmt.Errorf("find the interface for %s: look up interface %d: %w", a, r.LinkIndex, err)

@@ -16,31 +16,31 @@ var mac = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
 
 // fakeSystem is a System with a fixed set of interfaces and routes.
 type fakeSystem struct {
-	links     []netcheck.Link
+	links     []netcheck.Interface
 	routes    []netcheck.Route
 	linkErr   error // returned by Link for every name, when set
 	routesErr error
 }
 
-func (s *fakeSystem) Link(name string) (netcheck.Link, error) {
+func (s *fakeSystem) Interface(name string) (netcheck.Interface, error) {
 	if s.linkErr != nil {
-		return netcheck.Link{}, s.linkErr
+		return netcheck.Interface{}, s.linkErr
 	}
 	for _, l := range s.links {
 		if l.Name == name {
 			return l, nil
 		}
 	}
-	return netcheck.Link{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
+	return netcheck.Interface{}, fmt.Errorf("%s: %w", name, netcheck.ErrNoInterface)
 }
 
-func (s *fakeSystem) LinkByIndex(i int) (netcheck.Link, error) {
+func (s *fakeSystem) InterfaceByIndex(i int) (netcheck.Interface, error) {
 	for _, l := range s.links {
 		if l.Index == i {
 			return l, nil
 		}
 	}
-	return netcheck.Link{}, fmt.Errorf("link index %d: %w", i, netcheck.ErrNoInterface)
+	return netcheck.Interface{}, fmt.Errorf("link index %d: %w", i, netcheck.ErrNoInterface)
 }
 
 func (s *fakeSystem) ConnectedRoutes() ([]netcheck.Route, error) {
@@ -48,27 +48,27 @@ func (s *fakeSystem) ConnectedRoutes() ([]netcheck.Route, error) {
 }
 
 // eth returns a healthy Ethernet interface.
-func eth(name string, index int, prefixes ...string) netcheck.Link {
-	l := netcheck.Link{Name: name, Index: index, MAC: mac, Up: true, Carrier: true}
+func eth(name string, index int, prefixes ...string) netcheck.Interface {
+	l := netcheck.Interface{Name: name, Index: index, MAC: mac, Up: true, Carrier: true}
 	for _, p := range prefixes {
 		l.Prefixes = append(l.Prefixes, netip.MustParsePrefix(p))
 	}
 	return l
 }
 
-func loopback() netcheck.Link {
-	return netcheck.Link{Name: "lo", Index: 1, MAC: net.HardwareAddr{0, 0, 0, 0, 0, 0}, Up: true, Carrier: true, Loopback: true, NoARP: true}
+func loopback() netcheck.Interface {
+	return netcheck.Interface{Name: "lo", Index: 1, MAC: net.HardwareAddr{0, 0, 0, 0, 0, 0}, Up: true, Carrier: true, Loopback: true, NoARP: true}
 }
 
 func TestCheckInterface(t *testing.T) {
-	with := func(f func(l *netcheck.Link)) netcheck.Link {
+	with := func(f func(l *netcheck.Interface)) netcheck.Interface {
 		l := eth("eth0", 2, "192.0.2.1/24")
 		f(&l)
 		return l
 	}
 	tests := []struct {
 		name string
-		link netcheck.Link
+		link netcheck.Interface
 		ask  string
 		frag []string // nil: accepted
 	}{
@@ -76,15 +76,15 @@ func TestCheckInterface(t *testing.T) {
 		{name: "empty name", link: eth("eth0", 2), ask: "", frag: []string{"empty interface name", "-i"}},
 		{name: "missing", link: eth("eth0", 2), ask: "eth9", frag: []string{`interface "eth9" does not exist`, "ip link"}},
 		{name: "loopback", link: loopback(), ask: "lo", frag: []string{"interface lo is a loopback interface"}},
-		{name: "no MAC", link: with(func(l *netcheck.Link) { l.MAC = nil }), ask: "eth0", frag: []string{"eth0 has no Ethernet address"}},
-		{name: "20-byte InfiniBand address", link: with(func(l *netcheck.Link) { l.MAC = make(net.HardwareAddr, 20) }), ask: "eth0", frag: []string{"no Ethernet address"}},
-		{name: "NOARP", link: with(func(l *netcheck.Link) { l.NoARP = true }), ask: "eth0", frag: []string{"NOARP", `"ip link set eth0 arp on"`}},
-		{name: "down", link: with(func(l *netcheck.Link) { l.Up = false; l.Carrier = false }), ask: "eth0", frag: []string{"eth0 is down", `"ip link set eth0 up"`}},
-		{name: "no carrier", link: with(func(l *netcheck.Link) { l.Carrier = false }), ask: "eth0", frag: []string{"eth0 has no carrier"}},
+		{name: "no MAC", link: with(func(l *netcheck.Interface) { l.MAC = nil }), ask: "eth0", frag: []string{"eth0 has no Ethernet address"}},
+		{name: "20-byte InfiniBand address", link: with(func(l *netcheck.Interface) { l.MAC = make(net.HardwareAddr, 20) }), ask: "eth0", frag: []string{"no Ethernet address"}},
+		{name: "NOARP", link: with(func(l *netcheck.Interface) { l.NoARP = true }), ask: "eth0", frag: []string{"NOARP", `"ip link set eth0 arp on"`}},
+		{name: "down", link: with(func(l *netcheck.Interface) { l.Up = false; l.Carrier = false }), ask: "eth0", frag: []string{"eth0 is down", `"ip link set eth0 up"`}},
+		{name: "no carrier", link: with(func(l *netcheck.Interface) { l.Carrier = false }), ask: "eth0", frag: []string{"eth0 has no carrier"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sys := &fakeSystem{links: []netcheck.Link{loopback(), tt.link}}
+			sys := &fakeSystem{links: []netcheck.Interface{loopback(), tt.link}}
 			got, err := netcheck.CheckInterface(sys, tt.ask)
 			if tt.frag != nil {
 				checkInvalid(t, err, tt.frag...)
@@ -121,7 +121,7 @@ func TestCheckAddrOnLink(t *testing.T) {
 	tests := []struct {
 		name string
 		addr string
-		link netcheck.Link
+		link netcheck.Interface
 		frag []string // nil: accepted
 	}{
 		{"host in a /24", "192.0.2.10", eth("eth0", 2, "192.0.2.1/24"), nil},
@@ -154,7 +154,7 @@ func TestPickInterface(t *testing.T) {
 	route := func(p string, index int) netcheck.Route {
 		return netcheck.Route{Dst: netip.MustParsePrefix(p), LinkIndex: index}
 	}
-	links := []netcheck.Link{loopback(), eth("eth0", 2), eth("eth1", 3), eth("br0", 4)}
+	links := []netcheck.Interface{loopback(), eth("eth0", 2), eth("eth1", 3), eth("br0", 4)}
 	tests := []struct {
 		name   string
 		addr   string
@@ -210,7 +210,7 @@ func TestPickInterfaceUnknownLinkIsAnError(t *testing.T) {
 	route := func(p string, index int) netcheck.Route {
 		return netcheck.Route{Dst: netip.MustParsePrefix(p), LinkIndex: index}
 	}
-	sys := &fakeSystem{links: []netcheck.Link{eth("eth0", 2)}, routes: []netcheck.Route{route("192.0.2.0/24", 99), route("192.0.2.0/24", 2)}}
+	sys := &fakeSystem{links: []netcheck.Interface{eth("eth0", 2)}, routes: []netcheck.Route{route("192.0.2.0/24", 99), route("192.0.2.0/24", 2)}}
 	got, err := pickInterface(sys, netip.MustParseAddr("192.0.2.10"))
 	if err == nil || errors.Is(err, netcheck.ErrInvalid) || got != "" {
 		t.Errorf("got %q, %v; want a system error and no interface", got, err)
@@ -218,7 +218,7 @@ func TestPickInterfaceUnknownLinkIsAnError(t *testing.T) {
 }
 
 func TestCheckAddrOnLinkRefusesNetworkAddress(t *testing.T) {
-	l := netcheck.Link{Name: "eth0", Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/24")}}
+	l := netcheck.Interface{Name: "eth0", Prefixes: []netip.Prefix{netip.MustParsePrefix("192.0.2.2/24")}}
 	err := netcheck.CheckAddrOnLink(netip.MustParseAddr("192.0.2.0"), l)
 	if !errors.Is(err, netcheck.ErrInvalid) || !strings.Contains(err.Error(), "network address of 192.0.2.0/24") {
 		t.Errorf("got %v, want the network address refused", err)
@@ -228,11 +228,11 @@ func TestCheckAddrOnLinkRefusesNetworkAddress(t *testing.T) {
 // masters is a host with ports of every kind of master: each ethN is a port
 // of the master named in its comment.
 func masters() *fakeSystem {
-	in := func(l netcheck.Link, master int) netcheck.Link { l.MasterIndex = master; return l }
-	kind := func(l netcheck.Link, k string) netcheck.Link { l.Kind = k; return l }
+	in := func(l netcheck.Interface, master int) netcheck.Interface { l.MasterIndex = master; return l }
+	kind := func(l netcheck.Interface, k string) netcheck.Interface { l.Kind = k; return l }
 	down := eth("eth10", 30)
 	down.Up, down.Carrier = false, false
-	return &fakeSystem{links: []netcheck.Link{
+	return &fakeSystem{links: []netcheck.Interface{
 		loopback(),
 		kind(eth("br0", 10, "192.0.2.1/24"), "bridge"),
 		kind(eth("bond0", 11), "bond"),
@@ -363,7 +363,7 @@ func TestPickerLooksUpMastersOnce(t *testing.T) {
 		}
 	}
 	if sys.byIndex != 2 { // eth5, then its VRF
-		t.Errorf("got %d LinkByIndex calls for 100 picks, want 2", sys.byIndex)
+		t.Errorf("got %d InterfaceByIndex calls for 100 picks, want 2", sys.byIndex)
 	}
 }
 
@@ -372,9 +372,9 @@ type countingSystem struct {
 	byIndex int
 }
 
-func (s *countingSystem) LinkByIndex(i int) (netcheck.Link, error) {
+func (s *countingSystem) InterfaceByIndex(i int) (netcheck.Interface, error) {
 	s.byIndex++
-	return s.fakeSystem.LinkByIndex(i)
+	return s.fakeSystem.InterfaceByIndex(i)
 }
 
 // pickInterface picks the interface for one address, as claim does for

@@ -23,14 +23,14 @@ func takesFrames(kind string) bool { return kind != "vrf" }
 // PortOf says what l is a port of, e.g. "a port of bridge br0", and how to
 // claim instead, when l's master takes its frames; both are "" otherwise.
 // A refusal reads "<l> is <of>, which receives its frames: <fix>".
-func PortOf(sys System, l Link) (of, fix string, err error) {
+func PortOf(sys System, l Interface) (of, fix string, err error) {
 	var (
-		chain []string // "a port of bridge br0", outermost last
-		top   Link     // the master that receives the frames
-		below Link     // the port of top
+		chain []string  // "a port of bridge br0", outermost last
+		top   Interface // the master that receives the frames
+		below Interface // the port of top
 	)
 	for cur := l; cur.MasterIndex != 0 && len(chain) < maxNesting; {
-		m, err := sys.LinkByIndex(cur.MasterIndex)
+		m, err := sys.InterfaceByIndex(cur.MasterIndex)
 		if err != nil {
 			return "", "", fmt.Errorf("look up the master of %s (index %d): %w", cur.Name, cur.MasterIndex, err)
 		}
@@ -54,7 +54,7 @@ func PortOf(sys System, l Link) (of, fix string, err error) {
 
 // relation says what a port is to its master m, e.g. "a slave of bond
 // bond0".
-func relation(m Link) string {
+func relation(m Interface) string {
 	switch m.Kind {
 	case "bond":
 		return "a slave of bond " + m.Name
