@@ -71,6 +71,7 @@ func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status,
 	}
 	return st, nil
 }
+
 // maxClaimLogLines is the most claims of one request logged a line each at
 // the info level; a larger request logs one line for all (a claim of
 // 10,000 addresses would otherwise write 10,000 lines under the engine's

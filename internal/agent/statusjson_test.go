@@ -48,8 +48,8 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 }
 
 var (
-	statusAt       = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
-	statusNow      = statusAt.Add(time.Minute + time.Second)
+	statusAt  = time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	statusNow = statusAt.Add(time.Minute + time.Second)
 )
 
 // variedClaims sets every field of a claim somewhere, with the values that
