@@ -1,47 +1,31 @@
 package announce
 
 import (
-	"net/netip"
 	"sync"
-	"time"
+
+	"github.com/vipctl/vip/internal/event"
 )
 
 // EventKind names what an Event reports.
-type EventKind string
+type EventKind = event.Kind
 
 // The kinds of Event, as `vip events` prints them.
 const (
-	EventClaim   EventKind = "claim"
-	EventRefresh EventKind = "refresh"
-	EventRelease EventKind = "release"
-	// EventRevoke reports claims the book took back (Engine.Revoke).
-	EventRevoke     EventKind = "revoke"
-	EventBurstStart EventKind = "burst-start"
-	EventBurstEnd   EventKind = "burst-end"
-	EventInterface  EventKind = "interface"
-	EventConflict   EventKind = "conflict"
-	// EventOwnerChange reports an address this host does not hold moving
-	// to another MAC, or flip-flopping back.
-	EventOwnerChange EventKind = "owner-change"
-	// EventLost tells a slow subscriber how many events it missed.
-	EventLost EventKind = "lost"
+	EventClaim       = event.Claim
+	EventRefresh     = event.Refresh
+	EventRelease     = event.Release
+	EventRevoke      = event.Revoke // claims the book took back (Engine.Revoke)
+	EventBurstStart  = event.BurstStart
+	EventBurstEnd    = event.BurstEnd
+	EventInterface   = event.Interface
+	EventConflict    = event.Conflict
+	EventOwnerChange = event.OwnerChange // an address not held here moved, or flip-flopped
+	EventLost        = event.Lost        // how many events a slow subscriber missed
 )
 
-// Event is one thing that happened to a claim or an interface.
-type Event struct {
-	Time      time.Time  `json:"time"`
-	Kind      EventKind  `json:"kind"`
-	Addr      netip.Addr `json:"addr,omitzero"`
-	Interface string     `json:"interface,omitempty"`
-	MAC       string     `json:"mac,omitempty"`
-	State     string     `json:"state,omitempty"`
-	// Rounds and Frames count a finished burst; Count the events lost.
-	Rounds int `json:"rounds,omitempty"`
-	Frames int `json:"frames,omitempty"`
-	Count  int `json:"count,omitempty"`
-	// Message says in words what happened, for logs and terminals.
-	Message string `json:"message,omitempty"`
-}
+// Event is one thing that happened to a claim or an interface; the
+// agent's clients read the same type (package event).
+type Event = event.Event
 
 // hub fans events out to subscribers without ever blocking the publisher:
 // a subscriber that does not keep up loses events and is told how many.

@@ -365,7 +365,7 @@ func TestServerEvents(t *testing.T) {
 	}
 	eng.publish(announce.Event{Kind: announce.EventClaim, Addr: netip.MustParseAddr("192.0.2.10")})
 	ev, err := s.Next()
-	if err != nil || ev.Kind != string(announce.EventClaim) || ev.Addr != netip.MustParseAddr("192.0.2.10") {
+	if err != nil || ev.Kind != announce.EventClaim || ev.Addr != netip.MustParseAddr("192.0.2.10") {
 		t.Errorf("got %+v, %v; want the claim event", ev, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -203,48 +204,8 @@ type CaptureStat struct {
 }
 
 // Event is one entry of the agent's event stream: what happened to a
-// claim or an interface. Kind is claim, refresh, release, revoke,
-// burst-start, burst-end, interface, conflict, owner-change, or lost (how
-// many events a slow reader missed, in Count).
-type Event struct {
-	Time      time.Time  `json:"time"`
-	Kind      string     `json:"kind"`
-	Addr      netip.Addr `json:"addr,omitzero"`
-	Interface string     `json:"interface,omitempty"`
-	MAC       string     `json:"mac,omitempty"`
-	State     string     `json:"state,omitempty"`
-	// Rounds and Frames count a finished burst; Count the events lost.
-	Rounds int `json:"rounds,omitempty"`
-	Frames int `json:"frames,omitempty"`
-	Count  int `json:"count,omitempty"`
-	// Message says in words what happened, for logs and terminals.
-	Message string `json:"message,omitempty"`
-}
-
-// Summary describes the event in words, without its time: kind, address,
-// interface, MAC, counts and message, each when present.
-func (ev Event) Summary() string {
-	s := ev.Kind
-	if ev.Addr.IsValid() {
-		s += " " + ev.Addr.String()
-	}
-	if ev.Interface != "" {
-		s += " on " + ev.Interface
-	}
-	if ev.MAC != "" {
-		s += " mac " + ev.MAC
-	}
-	if ev.Rounds > 0 {
-		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
-	}
-	if ev.Count > 0 {
-		s += fmt.Sprintf(" count=%d", ev.Count)
-	}
-	if ev.Message != "" {
-		s += ": " + ev.Message
-	}
-	return s
-}
+// claim or an interface (package event holds its one definition).
+type Event = event.Event
 
 // Error is the body of every error response.
 type Error struct {

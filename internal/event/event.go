@@ -1,0 +1,73 @@
+// Package event is the one definition of an event that the engine publishes
+// and the agent's clients read: what happened to a claim or an interface. It
+// is types alone, so that a client (the live view, vip events) reads events
+// without linking the engine.
+package event
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Kind names what an Event reports.
+type Kind string
+
+// The kinds of Event, as `vip events` prints them.
+const (
+	Claim   Kind = "claim"
+	Refresh Kind = "refresh"
+	Release Kind = "release"
+	// Revoke reports claims the book took back.
+	Revoke     Kind = "revoke"
+	BurstStart Kind = "burst-start"
+	BurstEnd   Kind = "burst-end"
+	Interface  Kind = "interface"
+	Conflict   Kind = "conflict"
+	// OwnerChange reports an address this host does not hold moving to
+	// another MAC, or flip-flopping back.
+	OwnerChange Kind = "owner-change"
+	// Lost tells a slow subscriber how many events it missed.
+	Lost Kind = "lost"
+)
+
+// Event is one thing that happened to a claim or an interface.
+type Event struct {
+	Time      time.Time  `json:"time"`
+	Kind      Kind       `json:"kind"`
+	Addr      netip.Addr `json:"addr,omitzero"`
+	Interface string     `json:"interface,omitempty"`
+	MAC       string     `json:"mac,omitempty"`
+	State     string     `json:"state,omitempty"`
+	// Rounds and Frames count a finished burst; Count the events lost.
+	Rounds int `json:"rounds,omitempty"`
+	Frames int `json:"frames,omitempty"`
+	Count  int `json:"count,omitempty"`
+	// Message says in words what happened, for logs and terminals.
+	Message string `json:"message,omitempty"`
+}
+
+// Summary describes the event in words, without its time: kind, address,
+// interface, MAC, counts and message, each when present.
+func (ev Event) Summary() string {
+	s := string(ev.Kind)
+	if ev.Addr.IsValid() {
+		s += " " + ev.Addr.String()
+	}
+	if ev.Interface != "" {
+		s += " on " + ev.Interface
+	}
+	if ev.MAC != "" {
+		s += " mac " + ev.MAC
+	}
+	if ev.Rounds > 0 {
+		s += fmt.Sprintf(" rounds=%d frames=%d", ev.Rounds, ev.Frames)
+	}
+	if ev.Count > 0 {
+		s += fmt.Sprintf(" count=%d", ev.Count)
+	}
+	if ev.Message != "" {
+		s += ": " + ev.Message
+	}
+	return s
+}
