@@ -17,7 +17,6 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/sniff"
 )
 
 type agentOptions struct {
@@ -27,8 +26,7 @@ type agentOptions struct {
 	Rate        float64
 	LogFile     string
 	CPUProfile  string
-	Filter      string
-	AllTraffic  bool
+	Capture     captureOptions
 	Metrics     metricsOptions
 }
 
@@ -67,8 +65,7 @@ added. The socket is for root alone unless --group opens it to one group.`,
 	f.BoolVar(&o.Clean, "clean", false, "remove what a crashed agent left behind and exit, without re-adopting its claims")
 	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together")
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
-	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers")
-	f.BoolVar(&o.AllTraffic, "all-traffic", false, "capture who-has traffic for every address on the claimed interfaces, not only the held ones (costs CPU under a flood)")
+	o.Capture.addFlags(c, "")
 	o.Metrics.addFlags(c, "")
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
@@ -84,7 +81,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	if err := o.Metrics.check(); err != nil {
 		return err
 	}
-	if err := checkFilter(o.Filter); err != nil {
+	if err := o.Capture.check(); err != nil {
 		return err
 	}
 	if o.LogFile != "" {
@@ -118,28 +115,13 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Clean:       o.Clean,
 		Autostarted: o.Autostarted,
 		Rate:        o.Rate,
-		Filter:      o.Filter,
-		AllTraffic:  o.AllTraffic,
+		Filter:      o.Capture.Filter,
+		AllTraffic:  o.Capture.AllTraffic,
 		Metrics:     o.Metrics.config(),
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,
 	})
-}
-
-// checkFilter refuses a --filter expression the capture cannot use, before
-// anything starts: one that libpcap does not compile, or any in a build
-// without libpcap.
-func checkFilter(expr string) error {
-	_, err := sniff.Filter(expr)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, sniff.ErrNoLibpcap):
-		return badInput("--filter needs libpcap, and this vip was built without cgo: build it with CGO_ENABLED=1 and libpcap-dev, or leave --filter out")
-	default:
-		return badInput("--filter: %v", err)
-	}
 }
 
 // agentStartTimeout bounds how long claim waits for an agent it started.

@@ -42,8 +42,7 @@ type claimOptions struct {
 	Assign       bool
 	OnConflict   string
 	ProbeEvery   time.Duration
-	Filter       string
-	AllTraffic   bool
+	Capture      captureOptions
 	Metrics      metricsOptions
 	// probeSet tells an explicit --probe-every 0 (off) from the default.
 	probeSet bool
@@ -116,8 +115,7 @@ fails when none or several do.`,
 	f.BoolVar(&o.Assign, "assign", false, "also add the address to the interface (/32 or /128) so local services receive its traffic; removed at release")
 	f.StringVar(&o.OnConflict, "on-conflict", string(announce.PolicyDefend), "when another MAC answers for the address: defend (re-arm the burst, at most every 10s), warn, or yield (release it)")
 	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
-	f.StringVar(&o.Filter, "filter", "", "libpcap expression narrowing the capture that finds competing claimers (--foreground)")
-	f.BoolVar(&o.AllTraffic, "all-traffic", false, "capture who-has traffic for every address on the interface, not only the claimed ones (--foreground)")
+	o.Capture.addFlags(c, " (--foreground)")
 	o.Metrics.addFlags(c, " (--foreground)")
 	_ = c.RegisterFlagCompletionFunc("on-conflict", cobra.FixedCompletions([]string{"defend", "warn", "yield"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("frames", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -198,7 +196,7 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	if o.Foreground {
 		return claimForeground(ctx, d, o, req)
 	}
-	if o.Filter != "" || o.AllTraffic {
+	if o.Capture.given() {
 		// The agent's capture is the agent's: set it where it starts.
 		return badInput("--filter and --all-traffic shape the capture of a --foreground claim; for claims held by the agent, give them to vip agent")
 	}
@@ -248,7 +246,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	if err := o.Metrics.check(); err != nil {
 		return err
 	}
-	if err := checkFilter(o.Filter); err != nil {
+	if err := o.Capture.check(); err != nil {
 		return err
 	}
 	// In a terminal the claim shows the live view, and the logs go to a
@@ -280,7 +278,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		defer a.Close()
 		cfg.Assigner = a
 	}
-	rt, err := agent.Start(cfg, agent.GuardConfig{Filter: o.Filter, AllTraffic: o.AllTraffic}, log)
+	rt, err := agent.Start(cfg, agent.GuardConfig{Filter: o.Capture.Filter, AllTraffic: o.Capture.AllTraffic}, log)
 	if err != nil {
 		return fmt.Errorf("start the claim's engine: %w", err)
 	}

@@ -81,7 +81,7 @@ func TestClaimFlags(t *testing.T) {
 			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8"}, claimOptions{
 			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
-			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Filter: "vlan", AllTraffic: true, probeSet: true, windowSet: true,
+			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", AllTraffic: true}, probeSet: true, windowSet: true,
 			Metrics: metricsOptions{Addr: "127.0.0.1:9469", MaxAddrs: 8, given: true}}},
 	}
 	for _, tt := range tests {

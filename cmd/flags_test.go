@@ -34,8 +34,8 @@ func TestAgentFlags(t *testing.T) {
 		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
 		{"every flag", []string{"--group", "vip", "--clean", "--rate", "100", "--log-file", "/tmp/vip.log", "--filter", "vlan",
 			"--all-traffic", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu"}, agentOptions{
-			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Filter: "vlan",
-			AllTraffic: true, Metrics: metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true}}},
+			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Capture: captureOptions{Filter: "vlan", AllTraffic: true},
+			Metrics: metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
