@@ -93,3 +93,19 @@ func TestManageFlags(t *testing.T) {
 		}
 	}
 }
+
+func TestLabFlags(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want labOptions
+	}{
+		{[]string{"up"}, labOptions{Dir: "/run/vip", Name: defaultLabName, Action: "up"}},
+		{[]string{"down", "--dir", "/tmp/lab", "--name", "other"}, labOptions{Dir: "/tmp/lab", Name: "other", Action: "down"}},
+		{[]string{"exec", "a", "--", "vip", "status", "--json"}, labOptions{Dir: "/run/vip", Name: defaultLabName, Action: "exec", Host: "a", Argv: []string{"vip", "status", "--json"}}},
+		{[]string{"demo"}, labOptions{Dir: "/run/vip", Name: defaultLabName, Action: "demo"}},
+	} {
+		if got := parse(t, newLabCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("vip lab %v: got %+v, want %+v", tt.args, got, tt.want)
+		}
+	}
+}

@@ -45,8 +45,27 @@ func (e *labEnv) socket(host string) string {
 	return filepath.Join(e.dir, e.prefix+"-"+host+".sock")
 }
 
-func newLabCmd(d *deps) *cobra.Command {
-	env := &labEnv{prefix: defaultLabName, dir: "/run/vip"}
+// labOptions are the flags and arguments of vip lab and its subcommands.
+type labOptions struct {
+	Dir, Name string
+	// Action is the subcommand: up, down, exec or demo; Host and Argv are
+	// exec's.
+	Action string
+	Host   string
+	Argv   []string
+}
+
+// newLabCmd builds vip lab; runF, when set, runs instead of the
+// subcommands, so tests check the flags apart.
+func newLabCmd(d *deps, runF func(context.Context, *labOptions) error) *cobra.Command {
+	o := &labOptions{Name: defaultLabName, Dir: "/run/vip"}
+	run := func(c *cobra.Command, action string) error {
+		o.Action = action
+		if runF != nil {
+			return runF(c.Context(), o)
+		}
+		return runLab(c.Context(), d, o)
+	}
 	c := &cobra.Command{
 		Use:   "lab up|down|exec HOST -- CMD|demo",
 		Short: "A sandbox segment in network namespaces, to rehearse claims and failovers safely",
@@ -68,25 +87,20 @@ vip lab demo plays a short scripted failover. vip lab down removes everything
 the lab made, its agents too, also after a crash.`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 	}
-	c.PersistentFlags().StringVar(&env.dir, "dir", env.dir, "directory for the lab agents' sockets, state and logs")
-	c.PersistentFlags().StringVar(&env.prefix, "name", env.prefix, "name of the lab: the prefix of its namespaces")
+	c.PersistentFlags().StringVar(&o.Dir, "dir", o.Dir, "directory for the lab agents' sockets, state and logs")
+	c.PersistentFlags().StringVar(&o.Name, "name", o.Name, "name of the lab: the prefix of its namespaces")
 	_ = c.PersistentFlags().MarkHidden("name")
 	up := &cobra.Command{
 		Use:   "up",
 		Short: "Build the lab (a no-op when it is up)",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			_, err := env.up(c.Context(), d)
-			return err
-		},
+		RunE: func(c *cobra.Command, _ []string) error { return run(c, "up") },
 	}
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Remove the lab: its agents, namespaces, links and files",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			return env.down(d)
-		},
+		RunE: func(c *cobra.Command, _ []string) error { return run(c, "down") },
 	}
 	execCmd := &cobra.Command{
 		Use:   "exec HOST -- CMD [ARG...]",
@@ -108,19 +122,34 @@ the lab made, its agents too, also after a crash.`,
 			return names, cobra.ShellCompDirectiveNoFileComp
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			return env.exec(c.Context(), d, args[0], args[1:])
+			o.Host, o.Argv = args[0], args[1:]
+			return run(c, "exec")
 		},
 	}
 	demo := &cobra.Command{
 		Use:   "demo",
 		Short: "Play a scripted failover in the lab: a claims, b takes over, a releases",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			return env.demo(c.Context(), d)
-		},
+		RunE: func(c *cobra.Command, _ []string) error { return run(c, "demo") },
 	}
 	c.AddCommand(up, down, execCmd, demo)
 	return c
+}
+
+func runLab(ctx context.Context, d *deps, o *labOptions) error {
+	env := &labEnv{prefix: o.Name, dir: o.Dir}
+	switch o.Action {
+	case "up":
+		_, err := env.up(ctx, d)
+		return err
+	case "down":
+		return env.down(d)
+	case "exec":
+		return env.exec(ctx, d, o.Host, o.Argv)
+	case "demo":
+		return env.demo(ctx, d)
+	}
+	return fmt.Errorf("vip lab %s: no such subcommand", o.Action)
 }
 
 func (e *labEnv) exists(ctx context.Context) (bool, error) {

@@ -104,7 +104,7 @@ switches and neighbours learn the new owner at once.`,
 		newWatchCmd(d, nil),
 		newProbeCmd(d, nil),
 		newVersionCmd(d, nil),
-		newLabCmd(d),
+		newLabCmd(d, nil),
 	)
 	return root
 }
