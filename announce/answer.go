@@ -339,9 +339,13 @@ func (r *socketResponder) answerARP(a *answerer, b []byte) {
 	}
 	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
 	// learn the address is taken from any packet with it as sender IP.
-	reply := wire.ARP{Op: wire.OpReply, SenderMAC: me, SenderIP: f.ARP.TargetIP, TargetMAC: f.ARP.SenderMAC, TargetIP: f.ARP.SenderIP}
+	// The reply is the request turned round, in place.
+	p := &f.ARP
+	p.Op = wire.OpReply
+	p.SenderMAC, p.TargetMAC = me, p.SenderMAC
+	p.SenderIP, p.TargetIP = p.TargetIP, p.SenderIP
 	out := a.buf()
-	out = out[:wire.PutARP(out, dst, me, &reply)]
+	out = out[:wire.PutARP(out, dst, me, p)]
 	// The socket address is the frame's own destination: a slice of a
 	// local would escape through the interface, and allocate.
 	r.reply(a, out, net.HardwareAddr(out[0:6:6]), h)

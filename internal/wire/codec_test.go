@@ -473,3 +473,22 @@ func TestSolicitedNode(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkParse is the codec's share of the answer path: one request read.
+func BenchmarkParse(b *testing.B) {
+	arpFrame := putARP(wire.BroadcastMAC, peerMAC, wire.ARP{Op: wire.OpRequest, SenderMAC: peerMAC, SenderIP: peer4, TargetIP: vip4})
+	nsFrame := putND(wire.GroupMAC(snm6), peerMAC, wire.ND{Type: wire.TypeNeighborSolicitation, Src: peer6, Dst: snm6, Target: vip6, LinkLayer: peerMAC, HasLinkLayer: true})
+	for _, bb := range []struct {
+		name  string
+		frame []byte
+	}{{"arp", arpFrame}, {"ns", nsFrame}} {
+		b.Run(bb.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := wire.Parse(bb.frame, wire.Answer); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -175,8 +175,7 @@ func (n *ND) IsDAD() bool { return n.Type == TypeNeighborSolicitation && n.Src.I
 // differ only in mode. It keeps no reference to frame, allocates nothing
 // and never panics; a frame it cannot use yields an error wrapping one of
 // ErrNotNeighbor, ErrTruncated, ErrMalformed or ErrInvalid.
-func Parse(frame []byte, mode Mode) (Frame, error) {
-	var f Frame
+func Parse(frame []byte, mode Mode) (f Frame, err error) {
 	if len(frame) < EthernetHeaderLen {
 		return Frame{}, errEthernet
 	}
@@ -200,7 +199,6 @@ func Parse(frame []byte, mode Mode) (Frame, error) {
 		b = b[4:]
 	}
 	f.EtherType = etherType
-	var err error
 	switch etherType {
 	case EtherTypeARP:
 		err = parseARP(&f.ARP, b)
