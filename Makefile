@@ -51,7 +51,7 @@ test: deps vet
 # counted in executions, about ten seconds each: a run bounded by time can
 # end on a spurious "context deadline exceeded" from the fuzzing engine.
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 200000x ./internal/wire
+	$(GO) test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime 600000x ./internal/wire
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime 200000x ./sniff
 	$(GO) test -run '^$$' -fuzz '^FuzzClaimRequestValidate$$' -fuzztime 30000x ./internal/agent
 	$(GO) test -run '^$$' -fuzz '^FuzzWriteJSON$$' -fuzztime 10000x ./internal/agent

@@ -20,22 +20,9 @@ import (
 // place, replies are built in a buffer the goroutine owns, and the socket is
 // read and written through its raw file descriptor with callbacks made once.
 
-// Offsets in an untagged Ethernet frame.
-const (
-	offARPOp     = 20
-	offARPSHA    = 22
-	offARPSPA    = 28
-	offARPTHA    = 32
-	offARPTPA    = 38
-	arpFrameLen  = 42
-	offIPv6      = wire.EthernetHeaderLen
-	offICMP      = wire.ICMPv6Offset
-	offNSTarget  = offICMP + 8
-	nsMinLen     = 24 // ICMPv6 header, reserved word and target
-	naFrameLen   = offICMP + 24 + 8
-	optSourceLLA = 1
-	optTargetLLA = 2
-)
+// naFrameLen is the longest reply the answer path builds: an
+// advertisement with its target link-layer option.
+const naFrameLen = wire.NDLenWithLinkLayer
 
 // frameIO reads and writes whole frames on one socket for one goroutine.
 type frameIO interface {
@@ -326,163 +313,98 @@ func (r *socketResponder) reply(a *answerer, frame []byte, dst net.HardwareAddr,
 	r.answered.Add(1)
 }
 
-// answerARP answers an ARP request for a held address.
-func (r *socketResponder) answerARP(a *answerer, f []byte) {
-	if len(f) < arpFrameLen || binary.BigEndian.Uint16(f[12:]) != wire.EtherTypeARP {
+// answerARP answers an ARP request for a held address. The ARP socket
+// reads nothing but ARP, so whatever the codec refuses is malformed.
+func (r *socketResponder) answerARP(a *answerer, b []byte) {
+	f, err := wire.Parse(b, wire.Answer)
+	if err != nil || f.EtherType != wire.EtherTypeARP {
 		r.malformed.Add(1)
 		return
 	}
-	if binary.BigEndian.Uint16(f[14:]) != 1 || binary.BigEndian.Uint16(f[16:]) != 0x0800 || f[18] != 6 || f[19] != 4 {
-		r.malformed.Add(1)
-		return
-	}
-	if binary.BigEndian.Uint16(f[offARPOp:]) != 1 {
+	if f.ARP.Op != wire.OpRequest {
 		return // replies are not ours to answer
 	}
 	r.arpRequests.Add(1)
-	sha, ethSrc := net.HardwareAddr(f[offARPSHA:offARPSHA+6]), net.HardwareAddr(f[6:12])
-	if sameMAC(sha, r.mac) || sameMAC(ethSrc, r.mac) {
+	me, ok := wire.MACOf(r.mac)
+	if !ok || f.ARP.SenderMAC == me || f.EthSrc == me {
 		return // our own announcement
 	}
-	h := r.lookup(netip.AddrFrom4([4]byte(f[offARPTPA : offARPTPA+4])))
+	h := r.lookup(f.ARP.TargetIP)
 	if h == nil {
 		return
 	}
-	dst := sha
-	if !usableUnicast(dst) {
-		dst = ethSrc
+	dst := f.ARP.SenderMAC
+	if !usableUnicast(dst[:]) {
+		dst = f.EthSrc
 	}
 	// A probe (sender IP 0.0.0.0) gets the same reply: RFC 5227 probers
 	// learn the address is taken from any packet with it as sender IP.
-	b := a.buf()[:arpFrameLen]
-	putARP(b, dst, r.mac, 2, [4]byte(f[offARPTPA:offARPTPA+4]), sha, [4]byte(f[offARPSPA:offARPSPA+4]))
-	r.reply(a, b, dst, h)
+	// The reply is the request turned round, in place.
+	p := &f.ARP
+	p.Op = wire.OpReply
+	p.SenderMAC, p.TargetMAC = me, p.SenderMAC
+	p.SenderIP, p.TargetIP = p.TargetIP, p.SenderIP
+	out := a.buf()
+	out = out[:wire.PutARP(out, dst, me, p)]
+	// The socket address is the frame's own destination: a slice of a
+	// local would escape through the interface, and allocate.
+	r.reply(a, out, net.HardwareAddr(out[0:6:6]), h)
 }
 
-// putARP writes into b (arpFrameLen bytes) an ARP frame over Ethernet from
-// mac: operation op, sender mac and spa, target tha and tpa.
-func putARP(b []byte, dst, mac net.HardwareAddr, op uint16, spa [4]byte, tha net.HardwareAddr, tpa [4]byte) {
-	copy(b[0:6], dst)
-	copy(b[6:12], mac)
-	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeARP)
-	binary.BigEndian.PutUint16(b[14:], 1)
-	binary.BigEndian.PutUint16(b[16:], 0x0800)
-	b[18], b[19] = 6, 4
-	binary.BigEndian.PutUint16(b[offARPOp:], op)
-	copy(b[offARPSHA:], mac)
-	copy(b[offARPSPA:offARPSPA+4], spa[:])
-	copy(b[offARPTHA:offARPTHA+6], tha)
-	copy(b[offARPTPA:offARPTPA+4], tpa[:])
-}
-
-// answerNS answers a neighbor solicitation for a held address, checking
-// what RFC 4861 section 7.1.1 asks of a receiver.
-func (r *socketResponder) answerNS(a *answerer, f []byte) {
-	if len(f) < offICMP || binary.BigEndian.Uint16(f[12:]) != wire.EtherTypeIPv6 {
+// answerNS answers a neighbor solicitation for a held address. The codec
+// checks what RFC 4861 section 7.1.1 asks of a receiver; other ICMPv6 or
+// IPv6 traffic a loose filter lets in is not malformed, only not ours.
+func (r *socketResponder) answerNS(a *answerer, b []byte) {
+	f, err := wire.Parse(b, wire.Answer)
+	if errors.Is(err, wire.ErrNotNeighbor) {
+		return
+	}
+	if err != nil {
 		r.malformed.Add(1)
 		return
 	}
-	ip := f[offIPv6:]
-	if ip[0]>>4 != 6 || ip[6] != 58 {
-		return // not ICMPv6 right after the IPv6 header: not a solicitation
-	}
-	plen := int(binary.BigEndian.Uint16(ip[4:]))
-	if plen < 4 || wire.IPv6HeaderLen+plen > len(ip) {
-		r.malformed.Add(1)
+	ns := &f.ND
+	if f.EtherType != wire.EtherTypeIPv6 || ns.Type != wire.TypeNeighborSolicitation {
 		return
-	}
-	icmp := ip[wire.IPv6HeaderLen : wire.IPv6HeaderLen+plen]
-	if icmp[0] != wire.TypeNeighborSolicitation {
-		return
-	}
-	src, dst := netip.AddrFrom16([16]byte(ip[8:24])), netip.AddrFrom16([16]byte(ip[24:40]))
-	if ip[7] != 255 || icmp[1] != 0 || plen < nsMinLen || wire.Checksum(src, dst, icmp) != 0 {
-		r.malformed.Add(1)
-		return
-	}
-	target := netip.AddrFrom16([16]byte(icmp[8:24]))
-	var sll net.HardwareAddr
-	for o := icmp[nsMinLen:]; len(o) > 0; {
-		if len(o) < 2 || o[1] == 0 || int(o[1])*8 > len(o) {
-			r.malformed.Add(1)
-			return
-		}
-		if o[0] == optSourceLLA {
-			sll = net.HardwareAddr(o[2:8])
-		}
-		o = o[int(o[1])*8:]
 	}
 	r.solicitations.Add(1)
-	ethSrc := net.HardwareAddr(f[6:12])
-	if sameMAC(ethSrc, r.mac) {
+	me, ok := wire.MACOf(r.mac)
+	if !ok || f.EthSrc == me {
 		return
 	}
-	dad := src.IsUnspecified()
-	// A DAD solicitation goes to a solicited-node group and carries no
-	// source link-layer address.
-	if target.IsMulticast() || target.Is4In6() || (dad && (sll != nil || !wire.IsSolicitedNode(dst))) {
-		r.malformed.Add(1)
-		return
-	}
-	h := r.lookup(target)
+	h := r.lookup(ns.Target)
 	if h == nil {
 		return
 	}
 	// Only a solicitation to the target's own group, or straight to the
 	// target (NUD), asks about it.
-	if !(dst == target || wire.IsSolicitedNode(dst) && [3]byte(dst.AsSlice()[13:16]) == [3]byte(target.AsSlice()[13:16])) {
+	if ns.Dst != ns.Target && ns.Dst != wire.SolicitedNode(ns.Target) {
 		return
 	}
 	var (
-		dstMAC    net.HardwareAddr
+		dstMAC    wire.MAC
 		dstIP     netip.Addr
 		solicited bool
 	)
-	if dad {
+	if ns.IsDAD() {
 		// Defend the address: tell everyone, as the prober cannot be
 		// reached by unicast.
 		dstMAC, dstIP = allNodesMAC, wire.AllNodes
 	} else {
-		dstIP, solicited = src, true
-		dstMAC = sll
-		if !usableUnicast(dstMAC) {
-			dstMAC = ethSrc
+		dstIP, solicited = ns.Src, true
+		dstMAC = ns.LinkLayer
+		if !ns.HasLinkLayer || !usableUnicast(dstMAC[:]) {
+			dstMAC = f.EthSrc
 		}
 	}
-	b := a.buf()[:naFrameLen]
-	putNA(b, dstMAC, r.mac, target, dstIP, solicited)
-	r.reply(a, b, dstMAC, h)
-}
-
-// putNA writes into b (naFrameLen bytes) a neighbor advertisement from
-// mac, for target, to dstIP at dstMAC, with the override flag, the
-// solicited flag if asked, and mac as the target link-layer option.
-func putNA(b []byte, dstMAC, mac net.HardwareAddr, target, dstIP netip.Addr, solicited bool) {
-	copy(b[0:6], dstMAC)
-	copy(b[6:12], mac)
-	binary.BigEndian.PutUint16(b[12:], wire.EtherTypeIPv6)
-	o := b[offIPv6:]
-	o[0], o[1], o[2], o[3] = 6<<4, 0, 0, 0
-	binary.BigEndian.PutUint16(o[4:], 32)
-	o[6], o[7] = 58, 255
-	t16, d16 := target.As16(), dstIP.As16()
-	copy(o[8:24], t16[:])
-	copy(o[24:40], d16[:])
-	m := o[wire.IPv6HeaderLen:]
-	m[0], m[1], m[2], m[3] = wire.TypeNeighborAdvertisement, 0, 0, 0
-	m[4] = 0x20 // override: we own the address
-	if solicited {
-		m[4] |= 0x40
-	}
-	m[5], m[6], m[7] = 0, 0, 0
-	copy(m[8:24], t16[:])
-	m[24], m[25] = optTargetLLA, 1
-	copy(m[26:32], mac)
-	binary.BigEndian.PutUint16(m[2:], wire.Checksum(target, dstIP, m))
+	na := wire.Advertisement(me, ns.Target, dstIP, solicited)
+	out := a.buf()
+	out = out[:wire.PutND(out, dstMAC, me, &na)]
+	r.reply(a, out, net.HardwareAddr(out[0:6:6]), h)
 }
 
 // allNodesMAC is where an advertisement to ff02::1 goes.
-var allNodesMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 1}
+var allNodesMAC = wire.GroupMAC(wire.AllNodes)
 
 // Kernel filters. The static ones let only requests in; once addresses are
 // held, a filter that also checks the target lets in only requests for them
@@ -534,8 +456,8 @@ func (r *socketResponder) setFiltersLocked(held map[netip.Addr]*held) error {
 		}
 	}
 	return errors.Join(
-		setFilter(r.arpc, arpRequestFilter(), offARPTPA, v4),
-		setFilter(r.ip6c, solicitationFilter(), offNSTarget+12, v6),
+		setFilter(r.arpc, arpRequestFilter(), wire.ARPTargetIPOffset, v4),
+		setFilter(r.ip6c, solicitationFilter(), wire.NDTargetOffset+12, v6),
 	)
 }
 

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // discardIO is a frameIO that keeps the last frame written.
@@ -48,7 +49,7 @@ func answerRig(t testing.TB) (*Link, *answerer, *discardIO) {
 
 func arpWhoHas(t testing.TB, target netip.Addr) []byte {
 	t.Helper()
-	f, err := wire.ARPFrame(wire.Broadcast, askerMAC, arp.OperationRequest, askerMAC, netip.MustParseAddr("192.0.2.3"), net.HardwareAddr{0, 0, 0, 0, 0, 0}, target)
+	f, err := wiretest.ARPFrame(wire.Broadcast, askerMAC, arp.OperationRequest, askerMAC, netip.MustParseAddr("192.0.2.3"), net.HardwareAddr{0, 0, 0, 0, 0, 0}, target)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func nsFor(t testing.TB, target netip.Addr) []byte {
 	t.Helper()
 	g, _ := ndp.SolicitedNodeMulticast(target)
 	ns := &ndp.NeighborSolicitation{TargetAddress: target, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: askerMAC}}}
-	f, err := wire.NDPFrame(wire.MulticastMAC(g), askerMAC, netip.MustParseAddr("2001:db8::3"), g, ns)
+	f, err := wiretest.NDPFrame(wiretest.MulticastMAC(g), askerMAC, netip.MustParseAddr("2001:db8::3"), g, ns)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,18 +94,18 @@ func TestAnswerAllocatesNothing(t *testing.T) {
 func TestAnswerFramesParse(t *testing.T) {
 	l, a, d := answerRig(t)
 	l.resp.answerARP(a, arpWhoHas(t, heldV4))
-	r, err := wire.ParseARP(d.last)
+	r, err := wiretest.ParseARP(d.last)
 	if err != nil || r.Packet.Operation != arp.OperationReply || r.Packet.SenderIP != heldV4 ||
 		r.Packet.SenderHardwareAddr.String() != ourMAC.String() || r.EthDst.String() != askerMAC.String() {
 		t.Errorf("ARP reply: got %+v, %v", r, err)
 	}
 	l.resp.answerNS(a, nsFor(t, heldV6))
-	n, err := wire.ParseNDP(d.last)
+	n, err := wiretest.ParseNDP(d.last)
 	if err != nil {
 		t.Fatalf("NA: %v", err)
 	}
 	na, ok := n.Message.(*ndp.NeighborAdvertisement)
-	if !ok || !na.Solicited || !na.Override || na.TargetAddress != heldV6 || wire.TargetLinkLayer(na.Options).String() != ourMAC.String() ||
+	if !ok || !na.Solicited || !na.Override || na.TargetAddress != heldV6 || wiretest.TargetLinkLayer(na.Options).String() != ourMAC.String() ||
 		n.Src != heldV6 || n.Dst != netip.MustParseAddr("2001:db8::3") || n.EthDst.String() != askerMAC.String() {
 		t.Errorf("NA: got %+v from %v to %v", na, n.Src, n.Dst)
 	}
@@ -153,15 +154,15 @@ func TestTargetFilters(t *testing.T) {
 			}
 			v4[count-1] = 0xc000020a // 192.0.2.10, last: the farthest jump
 			v6[count-1] = 0x10       // 2001:db8::10
-			arpProg := targetFilter(arpRequestFilter(), offARPTPA, v4)
-			nsProg := targetFilter(solicitationFilter(), offNSTarget+12, v6)
+			arpProg := targetFilter(arpRequestFilter(), wire.ARPTargetIPOffset, v4)
+			nsProg := targetFilter(solicitationFilter(), wire.NDTargetOffset+12, v6)
 			if !runFilter(t, arpProg, arpWhoHas(t, heldV4)) {
 				t.Error("a request for a held IPv4 address was filtered out")
 			}
 			if runFilter(t, arpProg, arpWhoHas(t, netip.MustParseAddr("203.0.113.99"))) {
 				t.Error("a request for an address not held got through")
 			}
-			reply, _ := wire.ARPGratuitousReply(askerMAC, heldV4)
+			reply, _ := wiretest.ARPGratuitousReply(askerMAC, heldV4)
 			if runFilter(t, arpProg, reply) {
 				t.Error("an ARP reply got through")
 			}

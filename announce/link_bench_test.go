@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // The benchmarks here answer a request through a whole Link: its reader
@@ -30,7 +31,7 @@ var (
 // benchVIP6, as a peer's kernel sends them.
 func benchRequests(b testing.TB) (arpReq, ns []byte) {
 	b.Helper()
-	arpReq, err := wire.ARPFrame(wire.Broadcast, benchAskerMAC, arp.OperationRequest, benchAskerMAC,
+	arpReq, err := wiretest.ARPFrame(wire.Broadcast, benchAskerMAC, arp.OperationRequest, benchAskerMAC,
 		netip.MustParseAddr("192.0.2.3"), net.HardwareAddr{0, 0, 0, 0, 0, 0}, benchVIP4)
 	if err != nil {
 		b.Fatal(err)
@@ -39,7 +40,7 @@ func benchRequests(b testing.TB) (arpReq, ns []byte) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	ns, err = wire.NDPFrame(wire.MulticastMAC(g), benchAskerMAC, netip.MustParseAddr("2001:db8::3"), g,
+	ns, err = wiretest.NDPFrame(wiretest.MulticastMAC(g), benchAskerMAC, netip.MustParseAddr("2001:db8::3"), g,
 		&ndp.NeighborSolicitation{
 			TargetAddress: benchVIP6,
 			Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: benchAskerMAC}},

@@ -16,11 +16,13 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
 var (
 	linkMAC  = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
+	zeroMAC  = net.HardwareAddr{0, 0, 0, 0, 0, 0}
 	askerMAC = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x02}
 	// proxyMAC is a source link-layer address that differs from the
 	// frame's Ethernet source, to tell which of the two an answer uses.
@@ -145,7 +147,7 @@ type icmpSpec struct {
 func solicit(target netip.Addr) icmpSpec {
 	g := solicitedNode(target)
 	return icmpSpec{
-		ethDst: wire.MulticastMAC(g), ethSrc: askerMAC,
+		ethDst: wiretest.MulticastMAC(g), ethSrc: askerMAC,
 		src: asker6, dst: g, hopLimit: 255, typ: wire.TypeNeighborSolicitation,
 		target: target, sll: askerMAC,
 	}
@@ -495,11 +497,11 @@ func TestLinkAnswersNDP(t *testing.T) {
 		}, nil, 1},
 		{"no room for the target", func(s *icmpSpec) { s.body = make([]byte, 12) }, nil, 1},
 		{"address not held", func(s *icmpSpec) {
-			s.target, s.dst, s.ethDst = other6, solicitedNode(other6), wire.MulticastMAC(solicitedNode(other6))
+			s.target, s.dst, s.ethDst = other6, solicitedNode(other6), wiretest.MulticastMAC(solicitedNode(other6))
 		}, nil, 0},
 		{"from our own MAC", func(s *icmpSpec) { s.ethSrc, s.sll = linkMAC, linkMAC }, nil, 0},
 		{"an advertisement, not a solicitation", func(s *icmpSpec) {
-			s.typ, s.dst, s.ethDst = wire.TypeNeighborAdvertisement, wire.AllNodes, wire.MulticastMAC(wire.AllNodes)
+			s.typ, s.dst, s.ethDst = wire.TypeNeighborAdvertisement, wire.AllNodes, wiretest.MulticastMAC(wire.AllNodes)
 		}, nil, 0},
 		{"echo request", func(s *icmpSpec) { s.typ, s.dst, s.ethDst = 128, vipA6, linkMAC }, nil, 0},
 	}
@@ -868,7 +870,7 @@ func TestFilters(t *testing.T) {
 	dad := solicit(vipA6)
 	dad.src, dad.sll = unspec6, nil
 	na := solicit(vipA6)
-	na.typ, na.dst, na.ethDst = wire.TypeNeighborAdvertisement, wire.AllNodes, wire.MulticastMAC(wire.AllNodes)
+	na.typ, na.dst, na.ethDst = wire.TypeNeighborAdvertisement, wire.AllNodes, wiretest.MulticastMAC(wire.AllNodes)
 	echo := solicit(vipA6)
 	echo.typ, echo.dst, echo.ethDst = 128, vipA6, linkMAC
 	reply := whoHas(vipA4)

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // TestLinkPollReader answers through the reader that waits in poll(2) on a
@@ -31,7 +33,7 @@ func TestLinkPollReader(t *testing.T) {
 		peer  int
 		frame []byte
 		want  int
-	}{{"arp", arpPeer, arpReq, arpFrameLen}, {"ns", ip6Peer, ns, naFrameLen}} {
+	}{{"arp", arpPeer, arpReq, wire.ARPLen}, {"ns", ip6Peer, ns, naFrameLen}} {
 		for i := range 3 {
 			if _, err := unix.Write(tt.peer, tt.frame); err != nil {
 				t.Fatal(err)
@@ -154,8 +156,8 @@ func TestLinkAnswersInBatches(t *testing.T) {
 	reply := make([]byte, 1500)
 	for i := range n {
 		m, err := unix.Read(peer, reply)
-		if err != nil || m != arpFrameLen {
-			t.Fatalf("reply %d of %d: %d bytes (%v), want %d", i+1, n, m, err, arpFrameLen)
+		if err != nil || m != wire.ARPLen {
+			t.Fatalf("reply %d of %d: %d bytes (%v), want %d", i+1, n, m, err, wire.ARPLen)
 		}
 	}
 	if err := unix.SetsockoptTimeval(peer, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100_000}); err != nil {

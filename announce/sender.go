@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/mdlayher/ndp"
-
 	"github.com/vipctl/vip/internal/wire"
 )
 
@@ -33,49 +31,56 @@ func newSender(ifname string, mac net.HardwareAddr, arp, ip6 FrameConn) *sender 
 }
 
 // arpPaddedLen is a gratuitous ARP frame's length: padded to Ethernet's
-// minimum, as wire builds it.
-const arpPaddedLen = 60
+// minimum, as a kernel pads the frames it sends.
+const arpPaddedLen = wire.MinFrameLen
 
-var (
-	zeroMAC       = net.HardwareAddr{0, 0, 0, 0, 0, 0}
-	allRoutersMAC = net.HardwareAddr{0x33, 0x33, 0, 0, 0, 2}
-)
+var allRoutersMAC = wire.GroupMAC(wire.AllRouters)
+
+// errNotEthernet is a port whose hardware address is not an Ethernet one:
+// it has no frames to send.
+var errNotEthernet = errors.New("the interface has no Ethernet address")
 
 // Announce sends one gratuitous round for addr: the kinds in frames that fit
 // its family. It returns the number of frames sent.
 func (s *sender) Announce(addr netip.Addr, frames Frames) (int, error) {
+	me, ok := wire.MACOf(s.mac)
+	if !ok {
+		return 0, fmt.Errorf("announce %s on %s: %w", addr, s.ifname, errNotEthernet)
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var err error
 	sent := 0
-	emit := func(w frameIO, b []byte, dst net.HardwareAddr) {
-		if e := w.Write(b, dst); e != nil {
+	// The socket address is the frame's own destination (a slice of a
+	// local MAC would escape through the interface, and allocate).
+	emit := func(w frameIO, b []byte) {
+		if e := w.Write(b, b[0:6:6]); e != nil {
 			err = errors.Join(err, e)
 			return
 		}
 		sent++
 	}
 	if addr.Is4() {
-		a4 := addr.As4()
 		b := s.buf[:arpPaddedLen]
-		clear(b[arpFrameLen:])
+		clear(b[wire.ARPLen:])
 		if frames&FrameARPRequest != 0 {
-			putARP(b, wire.Broadcast, s.mac, 1, a4, zeroMAC, a4)
-			emit(s.arp, b, wire.Broadcast)
+			a := wire.ARPAnnouncement(me, addr, wire.OpRequest)
+			wire.PutARP(b, wire.BroadcastMAC, me, &a)
+			emit(s.arp, b)
 		}
 		if frames&FrameARPReply != 0 {
-			putARP(b, wire.Broadcast, s.mac, 2, a4, wire.Broadcast, a4)
-			emit(s.arp, b, wire.Broadcast)
+			a := wire.ARPAnnouncement(me, addr, wire.OpReply)
+			wire.PutARP(b, wire.BroadcastMAC, me, &a)
+			emit(s.arp, b)
 		}
 	} else {
-		b := s.buf[:naFrameLen]
 		if frames&FrameNA != 0 {
-			putNA(b, allNodesMAC, s.mac, addr, wire.AllNodes, false)
-			emit(s.ip6, b, allNodesMAC)
+			na := wire.Advertisement(me, addr, wire.AllNodes, false)
+			emit(s.ip6, s.buf[:wire.PutND(s.buf[:], allNodesMAC, me, &na)])
 		}
 		if frames&FrameNARouters != 0 {
-			putNA(b, allRoutersMAC, s.mac, addr, wire.AllRouters, false)
-			emit(s.ip6, b, allRoutersMAC)
+			na := wire.Advertisement(me, addr, wire.AllRouters, false)
+			emit(s.ip6, s.buf[:wire.PutND(s.buf[:], allRoutersMAC, me, &na)])
 		}
 	}
 	if err != nil {
@@ -86,29 +91,31 @@ func (s *sender) Announce(addr netip.Addr, frames Frames) (int, error) {
 
 // Probe sends one probe for addr, an RFC 5227 ARP probe or a duplicate
 // address detection solicitation; the answers come back to the capture
-// that looks for competing claimers.
+// that looks for competing claimers. Like a round, it is built in the
+// sender's buffer and allocates nothing.
 func (s *sender) Probe(addr netip.Addr) (int, error) {
-	var (
-		b   []byte
-		err error
-		dst = wire.Broadcast
-		w   = s.arp
-	)
-	if addr.Is4() {
-		b, err = wire.ARPProbe(s.mac, addr)
-	} else {
-		w = s.ip6
-		b, err = wire.DADSolicitation(s.mac, addr)
-		if g, gerr := ndp.SolicitedNodeMulticast(addr); gerr == nil {
-			dst = wire.MulticastMAC(g)
-		}
-	}
-	if err != nil {
-		return 0, fmt.Errorf("build a probe for %s: %w", addr, err)
+	me, ok := wire.MACOf(s.mac)
+	if !ok {
+		return 0, fmt.Errorf("probe %s on %s: %w", addr, s.ifname, errNotEthernet)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := w.Write(b, dst); err != nil {
+	var (
+		b   []byte
+		dst = wire.BroadcastMAC
+		w   = s.arp
+	)
+	if addr.Is4() {
+		p := wire.ARPProbe(me, addr)
+		b = s.buf[:arpPaddedLen]
+		clear(b[wire.ARPLen:])
+		wire.PutARP(b, dst, me, &p)
+	} else {
+		p := wire.DADProbe(addr)
+		w, dst = s.ip6, wire.GroupMAC(p.Dst)
+		b = s.buf[:wire.PutND(s.buf[:], dst, me, &p)]
+	}
+	if err := w.Write(b, b[0:6:6]); err != nil {
 		return 0, fmt.Errorf("probe %s on %s: %w", addr, s.ifname, err)
 	}
 	return 1, nil

@@ -11,8 +11,10 @@
 //   - Decode turns each frame into an Observation: an ARP who-has, probe,
 //     reply or gratuitous announcement, or a neighbor solicitation
 //     (address resolution, unreachability detection, duplicate address
-//     detection) or advertisement. A frame that does not decode is counted
-//     in the capture's Stats and skipped.
+//     detection) or advertisement. It parses with vip's one frame codec,
+//     internal/wire, in its Capture mode: the responder's verdict on what
+//     is valid, with VLAN tags and extension headers read too. A frame that
+//     does not decode is counted in the capture's Stats and skipped.
 //   - Observers take the observations. A Table counts, per target address,
 //     the requests, their rate, who asks and which MACs answer, in bounded
 //     memory. A Detector reports competing claimers of the addresses this

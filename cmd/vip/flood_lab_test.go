@@ -23,6 +23,7 @@ import (
 	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/loadgen"
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // floodFor is how long the random flood lasts: a minute, as the design
@@ -81,7 +82,7 @@ func randomFlood(ctx context.Context, t *testing.T, h *lab.Host, rate int) (int6
 					p := prefixes[r.IntN(3)]
 					target := netip.AddrFrom4([4]byte{p[0], p[1], p[2], byte(20 + r.IntN(230))})
 					sender := netip.AddrFrom4([4]byte{p[0], p[1], p[2], byte(20 + r.IntN(230))})
-					frame, err = wire.ARPFrame(wire.Broadcast, asker, 1, asker, sender, net.HardwareAddr{0, 0, 0, 0, 0, 0}, target)
+					frame, err = wiretest.ARPFrame(wire.Broadcast, asker, 1, asker, sender, net.HardwareAddr{0, 0, 0, 0, 0, 0}, target)
 				} else {
 					var tb, sb [16]byte
 					copy(tb[:], []byte{0x20, 0x01, 0x0d, 0xb8, 0, 0x77})
@@ -110,7 +111,7 @@ func randomFlood(ctx context.Context, t *testing.T, h *lab.Host, rate int) (int6
 func solicitation(asker net.HardwareAddr, src, target netip.Addr) ([]byte, error) {
 	group := netip.AddrFrom16([16]byte{0xff, 0x02, 11: 1, 12: 0xff, 13: target.As16()[13], 14: target.As16()[14], 15: target.As16()[15]})
 	ns := &ndp.NeighborSolicitation{TargetAddress: target, Options: []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: asker}}}
-	return wire.NDPFrame(wire.MulticastMAC(group), asker, src, group, ns)
+	return wiretest.NDPFrame(wiretest.MulticastMAC(group), asker, src, group, ns)
 }
 
 // TestRandomFloodKeepsHeldAnswered floods a host holding two VIPs with

@@ -28,6 +28,7 @@ import (
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // This file holds the reliability tests of RELIABILITY.md: floods of hostile
@@ -76,7 +77,7 @@ func hostileFrames(t *testing.T, n int, src, dst net.HardwareAddr) [][]byte {
 	rng := rand.New(rand.NewPCG(8, 1))
 	bcast := net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 	group, _ := ndp.SolicitedNodeMulticast(vip6)
-	groupMAC := wire.MulticastMAC(group)
+	groupMAC := wiretest.MulticastMAC(group)
 	peer4 := netip.MustParseAddr("192.0.2.66")
 	peer6 := netip.MustParseAddr("2001:db8::66")
 	must := func(b []byte, err error) []byte {
@@ -85,8 +86,8 @@ func hostileFrames(t *testing.T, n int, src, dst net.HardwareAddr) [][]byte {
 		}
 		return b
 	}
-	arpReq := must(wire.ARPFrame(dst, src, arp.OperationRequest, src, peer4, make(net.HardwareAddr, 6), vip4))
-	ns := must(wire.NDPFrame(groupMAC, src, peer6, group, &ndp.NeighborSolicitation{
+	arpReq := must(wiretest.ARPFrame(dst, src, arp.OperationRequest, src, peer4, make(net.HardwareAddr, 6), vip4))
+	ns := must(wiretest.NDPFrame(groupMAC, src, peer6, group, &ndp.NeighborSolicitation{
 		TargetAddress: vip6,
 		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: src}},
 	}))

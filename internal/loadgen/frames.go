@@ -7,29 +7,18 @@ import (
 	"net/netip"
 
 	"github.com/mdlayher/arp"
-	"github.com/mdlayher/ndp"
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/internal/wire"
 )
 
-// Offsets in an untagged Ethernet frame.
+// Offsets in an untagged Ethernet frame, for the kernel filters only: the
+// frames themselves are built and read by the codec (internal/wire).
 const (
 	offEtherType = 12
-	offARPOp     = 20
-	offARPSHA    = 22
-	offARPSPA    = 28
-	offARPTHA    = 32
-	offARPTPA    = 38
-	arpLen       = 42
+	offARPOp     = wire.EthernetHeaderLen + 6
 	offIPv6      = wire.EthernetHeaderLen
-	offIPv6Src   = offIPv6 + 8
-	offIPv6Dst   = offIPv6 + 24
 	offICMP      = wire.ICMPv6Offset
-	offTarget    = offICMP + 8
-	offNSOption  = offICMP + 24
-	nsLen        = offNSOption + 8
-	naMinLen     = offICMP + 24
 )
 
 // seqMAC returns the hardware address that carries sequence number seq of
@@ -46,47 +35,39 @@ func seqFrom(run uint8, mac []byte) (uint32, bool) {
 	return binary.BigEndian.Uint32(mac[2:6]), true
 }
 
-// request is a request frame built once and patched for each sequence
-// number, so that sending allocates nothing.
+// request is a request frame built once and built again in place for each
+// sequence number, so that sending allocates nothing.
 type request struct {
 	frame   []byte
 	v6      bool
 	run     uint8
 	sources int
 	base    [16]byte // the first NDP source address
-	dst     netip.Addr
+	src     wire.MAC // the generator's Ethernet address
+	dst     wire.MAC // where requests go: broadcast, or the target's group
+	arp     wire.ARP
+	ns      wire.ND
 }
 
 // newRequest builds the request of cfg with sequence number 0.
 func newRequest(cfg *Config, mac net.HardwareAddr) (*request, error) {
-	r := &request{v6: cfg.Target.Is6(), run: cfg.Run, sources: cfg.Sources}
-	seq := seqMAC(cfg.Run, 0)
-	var err error
+	src, ok := wire.MACOf(mac)
+	if !ok {
+		return nil, fmt.Errorf("build a request from %s: not an Ethernet address", mac)
+	}
+	r := &request{v6: cfg.Target.Is6(), run: cfg.Run, sources: cfg.Sources, src: src, base: cfg.Sender.As16()}
 	if !r.v6 {
-		r.frame, err = wire.ARPFrame(wire.Broadcast, mac, arp.OperationRequest, seq[:], cfg.Sender,
-			net.HardwareAddr{0, 0, 0, 0, 0, 0}, cfg.Target)
-		if err != nil {
-			return nil, fmt.Errorf("build ARP request: %w", err)
-		}
-		return r, nil
+		r.dst = wire.BroadcastMAC
+		r.arp = wire.ARP{Op: wire.OpRequest, SenderIP: cfg.Sender, TargetIP: cfg.Target}
+		// Padded to Ethernet's minimum, as a kernel sends ARP.
+		r.frame = make([]byte, wire.MinFrameLen)
+	} else {
+		group := wire.SolicitedNode(cfg.Target)
+		r.dst = wire.GroupMAC(group)
+		r.ns = wire.ND{Type: wire.TypeNeighborSolicitation, Src: cfg.Sender, Dst: group, Target: cfg.Target, HasLinkLayer: true}
+		r.frame = make([]byte, wire.NDLenWithLinkLayer)
 	}
-	group, err := ndp.SolicitedNodeMulticast(cfg.Target)
-	if err != nil {
-		return nil, fmt.Errorf("solicited-node group of %s: %w", cfg.Target, err)
-	}
-	r.dst = group
-	r.base = cfg.Sender.As16()
-	ns := &ndp.NeighborSolicitation{
-		TargetAddress: cfg.Target,
-		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: seq[:]}},
-	}
-	r.frame, err = wire.NDPFrame(wire.MulticastMAC(group), mac, cfg.Sender, group, ns)
-	if err != nil {
-		return nil, fmt.Errorf("build neighbor solicitation: %w", err)
-	}
-	if len(r.frame) != nsLen || r.frame[offNSOption] != 1 {
-		return nil, fmt.Errorf("neighbor solicitation: got %d bytes, want %d with the source link-layer option last", len(r.frame), nsLen)
-	}
+	r.set(0)
 	return r, nil
 }
 
@@ -102,34 +83,30 @@ func (r *request) source(seq uint32) [16]byte {
 
 // set makes the frame request number seq.
 func (r *request) set(seq uint32) []byte {
-	mac := seqMAC(r.run, seq)
-	f := r.frame
+	mac := wire.MAC(seqMAC(r.run, seq))
 	if !r.v6 {
-		copy(f[offARPSHA:], mac[:])
-		return f
+		r.arp.SenderMAC = mac
+		wire.PutARP(r.frame, r.dst, r.src, &r.arp)
+		return r.frame
 	}
-	src := r.source(seq)
-	copy(f[offIPv6Src:], src[:])
-	copy(f[offNSOption+2:], mac[:])
-	icmp := f[offICMP:]
-	icmp[2], icmp[3] = 0, 0
-	binary.BigEndian.PutUint16(icmp[2:], wire.Checksum(netip.AddrFrom16(src), r.dst, icmp))
-	return f
+	r.ns.Src, r.ns.LinkLayer = netip.AddrFrom16(r.source(seq)), mac
+	wire.PutND(r.frame, r.dst, r.src, &r.ns)
+	return r.frame
 }
 
 // seqOfRequest returns the sequence number a request frame of this run
 // carries, as a transmit timestamp hands the frame back.
-func (r *request) seqOfRequest(f []byte) (uint32, bool) {
-	if !r.v6 {
-		if len(f) < arpLen || binary.BigEndian.Uint16(f[offEtherType:]) != wire.EtherTypeARP {
-			return 0, false
-		}
-		return seqFrom(r.run, f[offARPSHA:offARPSHA+6])
-	}
-	if len(f) < nsLen || binary.BigEndian.Uint16(f[offEtherType:]) != wire.EtherTypeIPv6 {
+func (r *request) seqOfRequest(b []byte) (uint32, bool) {
+	f, err := wire.Parse(b, wire.Answer)
+	switch {
+	case err != nil:
 		return 0, false
+	case !r.v6 && f.EtherType == wire.EtherTypeARP:
+		return seqFrom(r.run, f.ARP.SenderMAC[:])
+	case r.v6 && f.EtherType == wire.EtherTypeIPv6 && f.ND.HasLinkLayer:
+		return seqFrom(r.run, f.ND.LinkLayer[:])
 	}
-	return seqFrom(r.run, f[offNSOption+2:offNSOption+8])
+	return 0, false
 }
 
 // reply is what a reply frame says.
@@ -145,40 +122,33 @@ type reply struct {
 }
 
 // parseReply decodes a reply to a request of r for target. It never
-// allocates.
-func (r *request) parseReply(f []byte, target netip.Addr) (reply, bool) {
+// allocates. A reply the codec refuses (a bad checksum, say) is none: no
+// neighbour would take it as an answer either.
+func (r *request) parseReply(b []byte, target netip.Addr) (reply, bool) {
 	var rep reply
-	if len(f) < 14 {
+	f, err := wire.Parse(b, wire.Answer)
+	if err != nil {
 		return rep, false
 	}
-	seq, ok := seqFrom(r.run, f[0:6])
+	seq, ok := seqFrom(r.run, f.EthDst[:])
 	if !ok {
 		return rep, false
 	}
-	rep.seq = seq
-	copy(rep.from[:], f[6:12])
+	rep.seq, rep.from = seq, f.EthSrc
 	if !r.v6 {
-		if len(f) < arpLen || binary.BigEndian.Uint16(f[offEtherType:]) != wire.EtherTypeARP ||
-			binary.BigEndian.Uint16(f[offARPOp:]) != uint16(arp.OperationReply) {
+		a := &f.ARP
+		if f.EtherType != wire.EtherTypeARP || a.Op != wire.OpReply || a.SenderIP != target {
 			return rep, false
 		}
-		t4 := target.As4()
-		if [4]byte(f[offARPSPA:offARPSPA+4]) != t4 {
-			return rep, false
-		}
-		tha, ok := seqFrom(r.run, f[offARPTHA:offARPTHA+6])
-		rep.agrees = ok && tha == seq && [4]byte(f[offARPTPA:offARPTPA+4]) == [4]byte(r.frame[offARPSPA:offARPSPA+4])
+		tha, ok := seqFrom(r.run, a.TargetMAC[:])
+		rep.agrees = ok && tha == seq && a.TargetIP == r.arp.SenderIP
 		return rep, true
 	}
-	if len(f) < naMinLen || binary.BigEndian.Uint16(f[offEtherType:]) != wire.EtherTypeIPv6 ||
-		f[offIPv6+6] != 58 || f[offICMP] != wire.TypeNeighborAdvertisement {
+	n := &f.ND
+	if f.EtherType != wire.EtherTypeIPv6 || n.Type != wire.TypeNeighborAdvertisement || n.Target != target {
 		return rep, false
 	}
-	if [16]byte(f[offTarget:offTarget+16]) != target.As16() {
-		return rep, false
-	}
-	solicited := f[offICMP+4]&0x40 != 0
-	rep.agrees = solicited && [16]byte(f[offIPv6Dst:offIPv6Dst+16]) == r.source(seq)
+	rep.agrees = n.Solicited && n.Dst.As16() == r.source(seq)
 	return rep, true
 }
 
@@ -215,22 +185,14 @@ func replyFilter(v6 bool, run uint8) []bpf.Instruction {
 // announcementOf reports whether f announces addr: an ARP request or reply
 // with sender and target IP both addr, or an unsolicited neighbor
 // advertisement of addr.
-func announcementOf(f []byte, addr netip.Addr) bool {
-	if len(f) < 14 {
+func announcementOf(b []byte, addr netip.Addr) bool {
+	f, err := wire.Parse(b, wire.Answer)
+	switch {
+	case err != nil:
 		return false
+	case f.EtherType == wire.EtherTypeARP:
+		return f.ARP.SenderIP == addr && f.ARP.TargetIP == addr
+	default:
+		return f.ND.Type == wire.TypeNeighborAdvertisement && !f.ND.Solicited && f.ND.Target == addr
 	}
-	switch binary.BigEndian.Uint16(f[offEtherType:]) {
-	case wire.EtherTypeARP:
-		if !addr.Is4() || len(f) < arpLen {
-			return false
-		}
-		a := addr.As4()
-		return [4]byte(f[offARPSPA:offARPSPA+4]) == a && [4]byte(f[offARPTPA:offARPTPA+4]) == a
-	case wire.EtherTypeIPv6:
-		if !addr.Is6() || len(f) < naMinLen || f[offIPv6+6] != 58 || f[offICMP] != wire.TypeNeighborAdvertisement {
-			return false
-		}
-		return f[offICMP+4]&0x40 == 0 && [16]byte(f[offTarget:offTarget+16]) == addr.As16()
-	}
-	return false
 }

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
@@ -56,7 +57,7 @@ func TestSeqMAC(t *testing.T) {
 func TestARPRequest(t *testing.T) {
 	r := newTestRequest(t, target4, sender4)
 	for _, seq := range []uint32{0, 1, 70000} {
-		f, err := wire.ParseARP(r.set(seq))
+		f, err := wiretest.ParseARP(r.set(seq))
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
@@ -76,7 +77,7 @@ func TestNeighborSolicitation(t *testing.T) {
 	r := newTestRequest(t, target6, sender6)
 	group := netip.MustParseAddr("ff02::1:ff00:10")
 	for _, seq := range []uint32{0, 1, 63, 64, 70001} {
-		f, err := wire.ParseNDP(r.set(seq)) // checks hop limit and checksum
+		f, err := wiretest.ParseNDP(r.set(seq)) // checks hop limit and checksum
 		if err != nil {
 			t.Fatalf("seq %d: %v", seq, err)
 		}
@@ -88,8 +89,8 @@ func TestNeighborSolicitation(t *testing.T) {
 		wantSrc := sender6.As16()
 		wantSrc[15] += byte(seq % DefaultSources)
 		if ns.TargetAddress != target6 || f.Dst != group || f.Src != netip.AddrFrom16(wantSrc) ||
-			wire.SourceLinkLayer(ns.Options).String() != net.HardwareAddr(want[:]).String() ||
-			f.EthDst.String() != wire.MulticastMAC(group).String() {
+			wiretest.SourceLinkLayer(ns.Options).String() != net.HardwareAddr(want[:]).String() ||
+			f.EthDst.String() != wiretest.MulticastMAC(group).String() {
 			t.Errorf("seq %d: got %+v from %s to %s (%s), want target %s from %s to %s with option %x",
 				seq, ns, f.Src, f.Dst, f.EthDst, target6, netip.AddrFrom16(wantSrc), group, want)
 		}
@@ -111,7 +112,7 @@ func TestSetAllocatesNothing(t *testing.T) {
 func arpReply(t *testing.T, run uint8, seq uint32, from netip.Addr) []byte {
 	t.Helper()
 	mac := seqMAC(run, seq)
-	f, err := wire.ARPFrame(mac[:], responderMAC, arp.OperationReply, responderMAC, from, mac[:], sender4)
+	f, err := wiretest.ARPFrame(mac[:], responderMAC, arp.OperationReply, responderMAC, from, mac[:], sender4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +122,7 @@ func arpReply(t *testing.T, run uint8, seq uint32, from netip.Addr) []byte {
 func naReply(t *testing.T, r *request, seq uint32, to netip.Addr, solicited bool) []byte {
 	t.Helper()
 	mac := seqMAC(r.run, seq)
-	f, err := wire.NeighborAdvertisement(mac[:], responderMAC, target6, to, solicited)
+	f, err := wiretest.NeighborAdvertisement(mac[:], responderMAC, target6, to, solicited)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +134,7 @@ func TestParseReply(t *testing.T) {
 	r6 := newTestRequest(t, target6, sender6)
 	src := func(seq uint32) netip.Addr { return netip.AddrFrom16(r6.source(seq)) }
 	wrongTHA := arpReply(t, 7, 5, target4)
-	copy(wrongTHA[offARPTHA:], []byte{2, 7, 0, 0, 0, 6})
+	copy(wrongTHA[wire.EthernetHeaderLen+18:], []byte{2, 7, 0, 0, 0, 6})
 	tests := []struct {
 		name       string
 		r          *request
@@ -186,8 +187,8 @@ func runFilter(t *testing.T, prog []bpf.Instruction, frame []byte) bool {
 func TestReplyFilter(t *testing.T) {
 	r4 := newTestRequest(t, target4, sender4)
 	r6 := newTestRequest(t, target6, sender6)
-	gratuitous, _ := wire.ARPGratuitousReply(responderMAC, target4)
-	unsolicited, _ := wire.NeighborAdvertisement(wire.MulticastMAC(wire.AllNodes), responderMAC, target6, wire.AllNodes, false)
+	gratuitous, _ := wiretest.ARPGratuitousReply(responderMAC, target4)
+	unsolicited, _ := wiretest.NeighborAdvertisement(wiretest.MulticastMAC(wire.AllNodes), responderMAC, target6, wire.AllNodes, false)
 	tests := []struct {
 		name  string
 		v6    bool
@@ -212,11 +213,11 @@ func TestReplyFilter(t *testing.T) {
 }
 
 func TestAnnouncementOf(t *testing.T) {
-	announce, _ := wire.ARPAnnouncement(responderMAC, target4)
-	gratuitous, _ := wire.ARPGratuitousReply(responderMAC, target4)
-	probe, _ := wire.ARPProbe(responderMAC, target4)
-	unsolicited, _ := wire.NeighborAdvertisement(wire.MulticastMAC(wire.AllNodes), responderMAC, target6, wire.AllNodes, false)
-	solicited, _ := wire.NeighborAdvertisement(askerMAC, responderMAC, target6, sender6, true)
+	announce, _ := wiretest.ARPAnnouncement(responderMAC, target4)
+	gratuitous, _ := wiretest.ARPGratuitousReply(responderMAC, target4)
+	probe, _ := wiretest.ARPProbe(responderMAC, target4)
+	unsolicited, _ := wiretest.NeighborAdvertisement(wiretest.MulticastMAC(wire.AllNodes), responderMAC, target6, wire.AllNodes, false)
+	solicited, _ := wiretest.NeighborAdvertisement(askerMAC, responderMAC, target6, sender6, true)
 	tests := []struct {
 		name  string
 		frame []byte

@@ -117,30 +117,18 @@ func (r *Recorder) read() {
 }
 
 // heardOf reads what a frame the filter let in is about.
-func heardOf(f []byte) (Heard, bool) {
-	if len(f) < offEtherType+2 {
+func heardOf(b []byte) (Heard, bool) {
+	f, err := wire.Parse(b, wire.Answer)
+	switch {
+	case err != nil:
 		return Heard{}, false
+	case f.EtherType == wire.EtherTypeARP && f.ARP.SenderIP.IsUnspecified():
+		return Heard{Addr: f.ARP.TargetIP, Probe: true}, true
+	case f.EtherType == wire.EtherTypeARP:
+		return Heard{Addr: f.ARP.SenderIP}, true
+	default:
+		return Heard{Addr: f.ND.Target, Probe: f.ND.Type == wire.TypeNeighborSolicitation}, true
 	}
-	switch binary.BigEndian.Uint16(f[offEtherType:]) {
-	case wire.EtherTypeARP:
-		// Sender protocol address at 14, target at 24, in the ARP body.
-		if len(f) < 14+28 {
-			return Heard{}, false
-		}
-		sender, _ := netip.AddrFromSlice(f[14+14 : 14+18])
-		if sender.IsUnspecified() {
-			target, _ := netip.AddrFromSlice(f[14+24 : 14+28])
-			return Heard{Addr: target, Probe: true}, true
-		}
-		return Heard{Addr: sender}, true
-	case wire.EtherTypeIPv6:
-		if len(f) < offICMP+24 {
-			return Heard{}, false
-		}
-		target, _ := netip.AddrFromSlice(f[offICMP+8 : offICMP+24])
-		return Heard{Addr: target, Probe: f[offICMP] == wire.TypeNeighborSolicitation}, true
-	}
-	return Heard{}, false
 }
 
 // Stop ends the recording and returns what was kept, in the order

@@ -4,15 +4,16 @@ import (
 	"testing"
 
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 func TestRecordFilterAndHeard(t *testing.T) {
-	announce, _ := wire.ARPAnnouncement(responderMAC, target4)
-	gratuitous, _ := wire.ARPGratuitousReply(responderMAC, target4)
-	probe, _ := wire.ARPProbe(responderMAC, target4)
-	unsolicited, _ := wire.NeighborAdvertisement(wire.MulticastMAC(wire.AllNodes), responderMAC, target6, wire.AllNodes, false)
-	dad, _ := wire.DADSolicitation(responderMAC, target6)
-	otherHost, _ := wire.ARPAnnouncement(askerMAC, target4)
+	announce, _ := wiretest.ARPAnnouncement(responderMAC, target4)
+	gratuitous, _ := wiretest.ARPGratuitousReply(responderMAC, target4)
+	probe, _ := wiretest.ARPProbe(responderMAC, target4)
+	unsolicited, _ := wiretest.NeighborAdvertisement(wiretest.MulticastMAC(wire.AllNodes), responderMAC, target6, wire.AllNodes, false)
+	dad, _ := wiretest.DADSolicitation(responderMAC, target6)
+	otherHost, _ := wiretest.ARPAnnouncement(askerMAC, target4)
 	request := newTestRequest(t, target4, sender4).set(3) // from the asker's sequence MAC
 	// An MLD report from the responder: ICMPv6, but neither NS nor NA.
 	mld := append([]byte(nil), unsolicited...)

@@ -1,4 +1,4 @@
-package wire_test
+package wiretest_test
 
 import (
 	"bytes"
@@ -14,6 +14,7 @@ import (
 	"github.com/mdlayher/ndp"
 
 	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 )
 
 // Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
@@ -144,7 +145,7 @@ func buildNDP(t testing.TB, s ndpSpec) []byte {
 // with a source link-layer address option, as a kernel sends it.
 func solicitation() ndpSpec {
 	return ndpSpec{
-		ethDst: wire.MulticastMAC(snm6), ethSrc: peerMAC,
+		ethDst: wiretest.MulticastMAC(snm6), ethSrc: peerMAC,
 		src: peer6, dst: snm6, hopLimit: 255,
 		typ: wire.TypeNeighborSolicitation, target: vip6, lla: peerMAC,
 	}
@@ -163,20 +164,20 @@ func TestARPBuilders(t *testing.T) {
 	}{
 		{
 			name:   "announcement is a request with a zero target MAC",
-			build:  func() ([]byte, error) { return wire.ARPAnnouncement(ourMAC, vip4) },
+			build:  func() ([]byte, error) { return wiretest.ARPAnnouncement(ourMAC, vip4) },
 			ethDst: wire.Broadcast, op: layers.ARPRequest,
 			senderMAC: ourMAC, senderIP: vip4, targetMAC: zeroMAC, targetIP: vip4,
 		},
 		{
 			name:   "gratuitous reply has a broadcast target MAC",
-			build:  func() ([]byte, error) { return wire.ARPGratuitousReply(ourMAC, vip4) },
+			build:  func() ([]byte, error) { return wiretest.ARPGratuitousReply(ourMAC, vip4) },
 			ethDst: wire.Broadcast, op: layers.ARPReply,
 			senderMAC: ourMAC, senderIP: vip4, targetMAC: wire.Broadcast, targetIP: vip4,
 		},
 		{
 			name: "reply to a request",
 			build: func() ([]byte, error) {
-				return wire.ARPFrame(peerMAC, ourMAC, arp.OperationReply, ourMAC, vip4, peerMAC, peer4)
+				return wiretest.ARPFrame(peerMAC, ourMAC, arp.OperationReply, ourMAC, vip4, peerMAC, peer4)
 			},
 			ethDst: peerMAC, op: layers.ARPReply,
 			senderMAC: ourMAC, senderIP: vip4, targetMAC: peerMAC, targetIP: peer4,
@@ -184,7 +185,7 @@ func TestARPBuilders(t *testing.T) {
 		{
 			name: "reply to a probe",
 			build: func() ([]byte, error) {
-				return wire.ARPFrame(peerMAC, ourMAC, arp.OperationReply, ourMAC, vip4, peerMAC, netip.IPv4Unspecified())
+				return wiretest.ARPFrame(peerMAC, ourMAC, arp.OperationReply, ourMAC, vip4, peerMAC, netip.IPv4Unspecified())
 			},
 			ethDst: peerMAC, op: layers.ARPReply,
 			senderMAC: ourMAC, senderIP: vip4, targetMAC: peerMAC, targetIP: netip.IPv4Unspecified(),
@@ -230,7 +231,7 @@ func TestARPBuilders(t *testing.T) {
 			}
 
 			// ParseARP reads back what was built.
-			info, err := wire.ParseARP(frame)
+			info, err := wiretest.ParseARP(frame)
 			if err != nil {
 				t.Fatalf("ParseARP: %v", err)
 			}
@@ -262,7 +263,7 @@ func TestARPFrameRefusesBadInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if b, err := wire.ARPFrame(peerMAC, ourMAC, arp.OperationReply, tt.senderMAC, tt.senderIP, peerMAC, tt.targetIP); err == nil {
+			if b, err := wiretest.ARPFrame(peerMAC, ourMAC, arp.OperationReply, tt.senderMAC, tt.senderIP, peerMAC, tt.targetIP); err == nil {
 				t.Errorf("got frame % x, want an error", b)
 			}
 		})
@@ -299,7 +300,7 @@ func TestParseARPReadsPeerFrames(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			d := decode(t, tt.frame)
-			info, err := wire.ParseARP(tt.frame)
+			info, err := wiretest.ParseARP(tt.frame)
 			if err != nil {
 				t.Fatalf("ParseARP: %v", err)
 			}
@@ -321,7 +322,7 @@ func TestParseARPReadsPeerFrames(t *testing.T) {
 }
 
 func TestParseARPRejects(t *testing.T) {
-	good, err := wire.ARPAnnouncement(ourMAC, vip4)
+	good, err := wiretest.ARPAnnouncement(ourMAC, vip4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,17 +336,17 @@ func TestParseARPRejects(t *testing.T) {
 		frame []byte
 		want  error
 	}{
-		{"IPv4 ethertype", with(12, 0x08, 0x00), wire.ErrNotARP},
-		{"IPv6 ethertype", with(12, 0x86, 0xdd), wire.ErrNotARP},
-		{"IEEE 802 hardware type", with(14, 0x00, 0x06), wire.ErrNotARP},
-		{"IPv6 protocol type", with(16, 0x86, 0xdd), wire.ErrNotARP},
-		{"8-byte hardware addresses", with(18, 8), wire.ErrNotARP},
-		{"16-byte protocol addresses", with(19, 16), wire.ErrNotARP},
-		{"no ethernet header", good[:13], wire.ErrTruncated},
+		{"IPv4 ethertype", with(12, 0x08, 0x00), wiretest.ErrNotARP},
+		{"IPv6 ethertype", with(12, 0x86, 0xdd), wiretest.ErrNotARP},
+		{"IEEE 802 hardware type", with(14, 0x00, 0x06), wiretest.ErrNotARP},
+		{"IPv6 protocol type", with(16, 0x86, 0xdd), wiretest.ErrNotARP},
+		{"8-byte hardware addresses", with(18, 8), wiretest.ErrNotARP},
+		{"16-byte protocol addresses", with(19, 16), wiretest.ErrNotARP},
+		{"no ethernet header", good[:13], wiretest.ErrTruncated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info, err := wire.ParseARP(tt.frame)
+			info, err := wiretest.ParseARP(tt.frame)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %+v, %v; want error %v", info, err, tt.want)
 			}
@@ -354,7 +355,7 @@ func TestParseARPRejects(t *testing.T) {
 }
 
 func TestParseARPTruncated(t *testing.T) {
-	frame, err := wire.ARPGratuitousReply(ourMAC, vip4)
+	frame, err := wiretest.ARPGratuitousReply(ourMAC, vip4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -365,10 +366,10 @@ func TestParseARPTruncated(t *testing.T) {
 		t.Fatalf("frame is %d bytes, want at least %d", len(frame), arpEnd)
 	}
 	for n := 0; n <= len(frame); n++ {
-		_, err := wire.ParseARP(frame[:n:n]) // capacity n: a read past n panics
+		_, err := wiretest.ParseARP(frame[:n:n]) // capacity n: a read past n panics
 		switch {
-		case n < 14 && !errors.Is(err, wire.ErrTruncated):
-			t.Errorf("%d bytes: got error %v, want %v", n, err, wire.ErrTruncated)
+		case n < 14 && !errors.Is(err, wiretest.ErrTruncated):
+			t.Errorf("%d bytes: got error %v, want %v", n, err, wiretest.ErrTruncated)
 		case n < arpEnd && err == nil:
 			t.Errorf("%d bytes: got no error, want one", n)
 		case n >= arpEnd && err != nil:
@@ -385,12 +386,12 @@ func TestNDPBuilders(t *testing.T) {
 		solicited bool
 	}{
 		{"solicited to the asker", peerMAC, peer6, true},
-		{"unsolicited to all nodes", wire.MulticastMAC(wire.AllNodes), wire.AllNodes, false},
-		{"unsolicited to all routers", wire.MulticastMAC(wire.AllRouters), wire.AllRouters, false},
+		{"unsolicited to all nodes", wiretest.MulticastMAC(wire.AllNodes), wire.AllNodes, false},
+		{"unsolicited to all routers", wiretest.MulticastMAC(wire.AllRouters), wire.AllRouters, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			frame, err := wire.NeighborAdvertisement(tt.dstMAC, ourMAC, vip6, tt.dst, tt.solicited)
+			frame, err := wiretest.NeighborAdvertisement(tt.dstMAC, ourMAC, vip6, tt.dst, tt.solicited)
 			if err != nil {
 				t.Fatalf("NeighborAdvertisement: %v", err)
 			}
@@ -445,7 +446,7 @@ func TestNDPBuilders(t *testing.T) {
 			}
 
 			// ParseNDP reads it back.
-			info, err := wire.ParseNDP(frame)
+			info, err := wiretest.ParseNDP(frame)
 			if err != nil {
 				t.Fatalf("ParseNDP: %v", err)
 			}
@@ -457,7 +458,7 @@ func TestNDPBuilders(t *testing.T) {
 				t.Errorf("ParseNDP: got %v > %v hop %d eth %v > %v, want %v > %v hop 255 eth %v > %v",
 					info.Src, info.Dst, info.HopLimit, info.EthSrc, info.EthDst, vip6, tt.dst, ourMAC, tt.dstMAC)
 			}
-			if na.Router || na.Solicited != tt.solicited || !na.Override || na.TargetAddress != vip6 || !bytes.Equal(wire.TargetLinkLayer(na.Options), ourMAC) {
+			if na.Router || na.Solicited != tt.solicited || !na.Override || na.TargetAddress != vip6 || !bytes.Equal(wiretest.TargetLinkLayer(na.Options), ourMAC) {
 				t.Errorf("ParseNDP NA: got %+v, want S=%t O=true target %v TLLA %v", na, tt.solicited, vip6, ourMAC)
 			}
 		})
@@ -469,7 +470,7 @@ func TestNDPFrameSolicitation(t *testing.T) {
 		TargetAddress: vip6,
 		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: peerMAC}},
 	}
-	frame, err := wire.NDPFrame(wire.MulticastMAC(snm6), peerMAC, peer6, snm6, ns)
+	frame, err := wiretest.NDPFrame(wiretest.MulticastMAC(snm6), peerMAC, peer6, snm6, ns)
 	if err != nil {
 		t.Fatalf("NDPFrame: %v", err)
 	}
@@ -488,7 +489,7 @@ func TestNDPFrameSolicitation(t *testing.T) {
 
 func TestNDPFrameRefusesBadMessage(t *testing.T) {
 	bad := &ndp.NeighborAdvertisement{TargetAddress: vip4}
-	if b, err := wire.NDPFrame(peerMAC, ourMAC, vip6, peer6, bad); err == nil {
+	if b, err := wiretest.NDPFrame(peerMAC, ourMAC, vip6, peer6, bad); err == nil {
 		t.Errorf("got frame % x for an IPv4 target, want an error", b)
 	}
 }
@@ -518,7 +519,7 @@ func TestParseNDPAcceptsSolicitations(t *testing.T) {
 			s := solicitation()
 			tt.spec(&s)
 			frame := buildNDP(t, s)
-			info, err := wire.ParseNDP(frame)
+			info, err := wiretest.ParseNDP(frame)
 			if err != nil {
 				t.Fatalf("ParseNDP: %v\n% x", err, frame)
 			}
@@ -535,10 +536,10 @@ func TestParseNDPAcceptsSolicitations(t *testing.T) {
 			if ns.TargetAddress != s.target {
 				t.Errorf("target: got %v, want %v", ns.TargetAddress, s.target)
 			}
-			if got := wire.SourceLinkLayer(ns.Options); !bytes.Equal(got, s.lla) {
+			if got := wiretest.SourceLinkLayer(ns.Options); !bytes.Equal(got, s.lla) {
 				t.Errorf("source link-layer address: got %v, want %v", got, s.lla)
 			}
-			if got := wire.TargetLinkLayer(ns.Options); got != nil {
+			if got := wiretest.TargetLinkLayer(ns.Options); got != nil {
 				t.Errorf("target link-layer address: got %v, want none", got)
 			}
 		})
@@ -549,7 +550,7 @@ func TestParseNDPAcceptsTrailingBytes(t *testing.T) {
 	// Bytes after the IPv6 payload (Ethernet padding, a trailer) are not
 	// part of the message.
 	frame := append(buildNDP(t, solicitation()), 0, 0, 0, 0, 0xde, 0xad)
-	if _, err := wire.ParseNDP(frame); err != nil {
+	if _, err := wiretest.ParseNDP(frame); err != nil {
 		t.Errorf("got %v, want no error", err)
 	}
 }
@@ -577,7 +578,7 @@ func TestParseNDPRejects(t *testing.T) {
 		}
 		return serialize(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: ourMAC, EthernetType: layers.EthernetTypeIPv6}, ip6, udp, gopacket.Payload("hello"))
 	}
-	arpFrame, err := wire.ARPAnnouncement(ourMAC, vip4)
+	arpFrame, err := wiretest.ARPAnnouncement(ourMAC, vip4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,31 +587,31 @@ func TestParseNDPRejects(t *testing.T) {
 		frame []byte
 		want  error
 	}{
-		{"hop limit 254", spec(func(s *ndpSpec) { s.hopLimit = 254 }), wire.ErrHopLimit},
-		{"hop limit 1", spec(func(s *ndpSpec) { s.hopLimit = 1 }), wire.ErrHopLimit},
-		{"checksum off by one", mutate(ns, func(b []byte) { b[wire.ICMPv6Offset+3]++ }), wire.ErrChecksum},
-		{"target changed after checksumming", mutate(ns, func(b []byte) { b[wire.ICMPv6Offset+8+15] ^= 0x01 }), wire.ErrChecksum},
-		{"source changed after checksumming", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen+8+15] ^= 0x01 }), wire.ErrChecksum},
-		{"code 1", spec(func(s *ndpSpec) { s.code = 1 }), wire.ErrBadICMPCode},
-		{"ARP ethertype", arpFrame, wire.ErrNotNDP},
-		{"UDP", udp6(), wire.ErrNotNDP},
-		{"IP version 4 in an IPv6 ethertype", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen] = 0x45 }), wire.ErrNotNDP},
-		{"hop-by-hop header first", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen+6] = 0 }), wire.ErrNotNDP},
-		{"echo request", spec(func(s *ndpSpec) { s.typ, s.body = 128, []byte{0, 1, 0, 1} }), wire.ErrNotNDP},
-		{"router advertisement", spec(func(s *ndpSpec) { s.typ, s.body = 134, make([]byte, 12) }), wire.ErrNotNDP},
-		{"solicitation too short for a target", spec(func(s *ndpSpec) { s.body = make([]byte, 12) }), wire.ErrBadMessage},
+		{"hop limit 254", spec(func(s *ndpSpec) { s.hopLimit = 254 }), wiretest.ErrHopLimit},
+		{"hop limit 1", spec(func(s *ndpSpec) { s.hopLimit = 1 }), wiretest.ErrHopLimit},
+		{"checksum off by one", mutate(ns, func(b []byte) { b[wire.ICMPv6Offset+3]++ }), wiretest.ErrChecksum},
+		{"target changed after checksumming", mutate(ns, func(b []byte) { b[wire.ICMPv6Offset+8+15] ^= 0x01 }), wiretest.ErrChecksum},
+		{"source changed after checksumming", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen+8+15] ^= 0x01 }), wiretest.ErrChecksum},
+		{"code 1", spec(func(s *ndpSpec) { s.code = 1 }), wiretest.ErrBadICMPCode},
+		{"ARP ethertype", arpFrame, wiretest.ErrNotNDP},
+		{"UDP", udp6(), wiretest.ErrNotNDP},
+		{"IP version 4 in an IPv6 ethertype", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen] = 0x45 }), wiretest.ErrNotNDP},
+		{"hop-by-hop header first", mutate(ns, func(b []byte) { b[wire.EthernetHeaderLen+6] = 0 }), wiretest.ErrNotNDP},
+		{"echo request", spec(func(s *ndpSpec) { s.typ, s.body = 128, []byte{0, 1, 0, 1} }), wiretest.ErrNotNDP},
+		{"router advertisement", spec(func(s *ndpSpec) { s.typ, s.body = 134, make([]byte, 12) }), wiretest.ErrNotNDP},
+		{"solicitation too short for a target", spec(func(s *ndpSpec) { s.body = make([]byte, 12) }), wiretest.ErrBadMessage},
 		{"option of length 0", spec(func(s *ndpSpec) {
 			s.body = append(append(make([]byte, 4), vip6.AsSlice()...), 1, 0, 0, 0, 0, 0, 0, 0)
-		}), wire.ErrBadMessage},
-		{"IPv4-mapped target", spec(func(s *ndpSpec) { s.target = netip.AddrFrom16(vip4.As16()) }), wire.ErrBadMessage},
-		{"payload length one more than the frame", mutate(ns, setPayloadLen(uint16(len(ns)-wire.ICMPv6Offset+1))), wire.ErrTruncated},
-		{"payload length 65535", mutate(ns, setPayloadLen(0xffff)), wire.ErrTruncated},
-		{"payload length 0", mutate(ns, setPayloadLen(0)), wire.ErrTruncated},
-		{"payload length 3", mutate(ns, setPayloadLen(3)), wire.ErrTruncated},
+		}), wiretest.ErrBadMessage},
+		{"IPv4-mapped target", spec(func(s *ndpSpec) { s.target = netip.AddrFrom16(vip4.As16()) }), wiretest.ErrBadMessage},
+		{"payload length one more than the frame", mutate(ns, setPayloadLen(uint16(len(ns)-wire.ICMPv6Offset+1))), wiretest.ErrTruncated},
+		{"payload length 65535", mutate(ns, setPayloadLen(0xffff)), wiretest.ErrTruncated},
+		{"payload length 0", mutate(ns, setPayloadLen(0)), wiretest.ErrTruncated},
+		{"payload length 3", mutate(ns, setPayloadLen(3)), wiretest.ErrTruncated},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			info, err := wire.ParseNDP(tt.frame)
+			info, err := wiretest.ParseNDP(tt.frame)
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %+v, %v; want error %v", info, err, tt.want)
 			}
@@ -624,18 +625,18 @@ func TestParseNDPRejects(t *testing.T) {
 func TestParseNDPTruncated(t *testing.T) {
 	frames := map[string][]byte{
 		"solicitation":  buildNDP(t, solicitation()),
-		"advertisement": must(wire.NeighborAdvertisement(peerMAC, ourMAC, vip6, peer6, true)),
+		"advertisement": must(wiretest.NeighborAdvertisement(peerMAC, ourMAC, vip6, peer6, true)),
 	}
 	for name, frame := range frames {
 		t.Run(name, func(t *testing.T) {
 			for n := 0; n < len(frame); n++ {
 				// Capacity n too, so that a read past n panics instead of
 				// seeing the rest of the frame.
-				if _, err := wire.ParseNDP(frame[:n:n]); !errors.Is(err, wire.ErrTruncated) {
-					t.Errorf("%d of %d bytes: got error %v, want %v", n, len(frame), err, wire.ErrTruncated)
+				if _, err := wiretest.ParseNDP(frame[:n:n]); !errors.Is(err, wiretest.ErrTruncated) {
+					t.Errorf("%d of %d bytes: got error %v, want %v", n, len(frame), err, wiretest.ErrTruncated)
 				}
 			}
-			if _, err := wire.ParseNDP(frame); err != nil {
+			if _, err := wiretest.ParseNDP(frame); err != nil {
 				t.Errorf("whole frame: got error %v, want none", err)
 			}
 		})
@@ -717,7 +718,7 @@ func TestMulticastMAC(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.group.String(), func(t *testing.T) {
-			if got := wire.MulticastMAC(tt.group).String(); got != tt.want {
+			if got := wiretest.MulticastMAC(tt.group).String(); got != tt.want {
 				t.Errorf("got %s, want %s", got, tt.want)
 			}
 		})
@@ -740,10 +741,10 @@ func TestLinkLayerOptions(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := wire.SourceLinkLayer(tt.opts); !bytes.Equal(got, tt.wantSrc) {
+			if got := wiretest.SourceLinkLayer(tt.opts); !bytes.Equal(got, tt.wantSrc) {
 				t.Errorf("SourceLinkLayer: got %v, want %v", got, tt.wantSrc)
 			}
-			if got := wire.TargetLinkLayer(tt.opts); !bytes.Equal(got, tt.wantTgt) {
+			if got := wiretest.TargetLinkLayer(tt.opts); !bytes.Equal(got, tt.wantTgt) {
 				t.Errorf("TargetLinkLayer: got %v, want %v", got, tt.wantTgt)
 			}
 		})
