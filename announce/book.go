@@ -19,7 +19,7 @@ type ClaimOptions struct {
 	// window of them (vip claim --window 0).
 	SingleRound bool `json:"single_round,omitempty"`
 	// Frames are the gratuitous frame kinds; zero takes the engine's.
-	Frames Frames `json:"frames,omitempty"`
+	Frames FrameKinds `json:"frames,omitempty"`
 	// RefreshEvery, when positive, re-arms the window on that period.
 	RefreshEvery time.Duration `json:"refresh_every,omitempty"`
 	// Assign asks for the address to be added to the interface too, so

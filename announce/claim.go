@@ -372,7 +372,7 @@ func (e *Engine) interval(cs *claimState) time.Duration {
 	return e.cfg.Burst.Interval
 }
 
-func (e *Engine) frames(cs *claimState) Frames {
+func (e *Engine) frames(cs *claimState) FrameKinds {
 	if f := cs.claim.Options.Frames; f != 0 {
 		return f
 	}

@@ -29,7 +29,7 @@
 //   - answer: a unicast ARP reply or solicited neighbor advertisement to one
 //     who-has request for a held address.
 //   - round: one set of gratuitous frames for one address, the kinds of a
-//     Frames set that fit its family (two ARP frames, or one or two NAs).
+//     FrameKinds set that fit its family (two ARP frames, or one or two NAs).
 //   - burst: the rounds of one window, one every interval.
 //   - window: how long a burst goes on, counted from the latest claim or
 //     refresh (5 s by default); a window shorter than the interval is one

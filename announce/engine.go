@@ -28,7 +28,7 @@ type EngineConfig struct {
 	// cap for all claims together.
 	Burst SchedulerConfig
 	// Frames are the default gratuitous frame kinds.
-	Frames Frames
+	Frames FrameKinds
 	// Open opens a Port on the named interface. Nil means OpenInterface.
 	Open func(ifname string) (Port, error)
 	// Book keeps the record of claims. Nil means a MemBook.
@@ -73,7 +73,7 @@ type Status struct {
 	// claim's bursts, the engine's defaults filled in.
 	Window   time.Duration `json:"window"`
 	Interval time.Duration `json:"interval"`
-	Frames   Frames        `json:"frames"`
+	Frames   FrameKinds        `json:"frames"`
 	// Claimers are the other MACs seen answering for the address.
 	Claimers []Claimer `json:"claimers,omitempty"`
 }
@@ -178,7 +178,7 @@ func (c *claimState) live() bool { return c.port != nil && c.port.up }
 // NewEngine returns an Engine with cfg.
 func NewEngine(cfg EngineConfig) *Engine {
 	if cfg.Frames == 0 {
-		cfg.Frames = DefaultFrames
+		cfg.Frames = DefaultFrameKinds
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)

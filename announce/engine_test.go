@@ -80,7 +80,7 @@ func (p *fakePort) Close() error {
 	return nil
 }
 
-func (p *fakePort) Announce(a netip.Addr, f Frames) (int, error) {
+func (p *fakePort) Announce(a netip.Addr, f FrameKinds) (int, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.announced = append(p.announced, a)

@@ -5,15 +5,15 @@ import (
 	"strings"
 )
 
-// Frames is a set of gratuitous frame kinds sent in each round.
-type Frames uint8
+// FrameKinds is a set of gratuitous frame kinds sent in each round.
+type FrameKinds uint8
 
 // The gratuitous frame kinds. A round of an IPv4 address sends the ARP kinds
 // in the set, a round of an IPv6 address the NA kinds.
 const (
 	// FrameARPRequest is an RFC 5227 announcement: an ARP request with
 	// sender IP = target IP = the address and a zero target MAC, broadcast.
-	FrameARPRequest Frames = 1 << iota
+	FrameARPRequest FrameKinds = 1 << iota
 	// FrameARPReply is the reply form: sender IP = target IP = the address,
 	// target MAC broadcast, broadcast. Some devices only learn from replies.
 	FrameARPReply
@@ -25,12 +25,12 @@ const (
 	FrameNARouters
 )
 
-// DefaultFrames is what a round sends unless told otherwise: both ARP forms,
+// DefaultFrameKinds is what a round sends unless told otherwise: both ARP forms,
 // as MetalLB does, and an advertisement to all nodes.
-const DefaultFrames = FrameARPRequest | FrameARPReply | FrameNA
+const DefaultFrameKinds = FrameARPRequest | FrameARPReply | FrameNA
 
 var frameNames = []struct {
-	f    Frames
+	f    FrameKinds
 	name string
 }{
 	{FrameARPRequest, "arp-request"},
@@ -48,9 +48,9 @@ func FrameNames() []string {
 	return out
 }
 
-// ParseFrames parses a comma-separated list of frame kind names.
-func ParseFrames(s string) (Frames, error) {
-	var f Frames
+// ParseFrameKinds parses a comma-separated list of frame kind names.
+func ParseFrameKinds(s string) (FrameKinds, error) {
+	var f FrameKinds
 	for _, part := range strings.Split(s, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -73,7 +73,7 @@ func ParseFrames(s string) (Frames, error) {
 	return f, nil
 }
 
-func (f Frames) String() string {
+func (f FrameKinds) String() string {
 	var names []string
 	for _, n := range frameNames {
 		if f&n.f != 0 {
@@ -84,16 +84,16 @@ func (f Frames) String() string {
 }
 
 // IPv4 reports whether f has any kind an IPv4 round sends.
-func (f Frames) IPv4() bool { return f&(FrameARPRequest|FrameARPReply) != 0 }
+func (f FrameKinds) IPv4() bool { return f&(FrameARPRequest|FrameARPReply) != 0 }
 
 // IPv6 reports whether f has any kind an IPv6 round sends.
-func (f Frames) IPv6() bool { return f&(FrameNA|FrameNARouters) != 0 }
+func (f FrameKinds) IPv6() bool { return f&(FrameNA|FrameNARouters) != 0 }
 
 // PerRound returns how many frames a round of an address of the given family
 // sends.
-func (f Frames) PerRound(is4 bool) int {
+func (f FrameKinds) PerRound(is4 bool) int {
 	n := 0
-	for _, k := range []Frames{FrameARPRequest, FrameARPReply, FrameNA, FrameNARouters} {
+	for _, k := range []FrameKinds{FrameARPRequest, FrameARPReply, FrameNA, FrameNARouters} {
 		if f&k == 0 {
 			continue
 		}
@@ -105,11 +105,11 @@ func (f Frames) PerRound(is4 bool) int {
 }
 
 // MarshalText writes f as its comma-separated names.
-func (f Frames) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+func (f FrameKinds) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
 
 // UnmarshalText parses f with ParseFrames.
-func (f *Frames) UnmarshalText(b []byte) error {
-	v, err := ParseFrames(string(b))
+func (f *FrameKinds) UnmarshalText(b []byte) error {
+	v, err := ParseFrameKinds(string(b))
 	if err != nil {
 		return err
 	}

@@ -69,7 +69,7 @@ func TestSenderAllocatesNothing(t *testing.T) {
 	peer6, ip6End := benchSocketPair(t)
 	l := benchLink(t, arpEnd, ip6End)
 	buf := make([]byte, 1500)
-	round := func(frames Frames) func(netip.Addr) (int, error) {
+	round := func(frames FrameKinds) func(netip.Addr) (int, error) {
 		return func(a netip.Addr) (int, error) { return l.Announce(a, frames) }
 	}
 	for _, tt := range []struct {

@@ -37,7 +37,7 @@ type Responder interface {
 type Announcer interface {
 	// Announce sends one round for addr: the kinds in frames that fit its
 	// family. It returns the number of frames sent.
-	Announce(addr netip.Addr, frames Frames) (int, error)
+	Announce(addr netip.Addr, frames FrameKinds) (int, error)
 }
 
 // Prober sends probes that whoever else holds an address answers: an
@@ -245,7 +245,7 @@ func (l *Link) Answered(addr netip.Addr) uint64 { return l.resp.Answered(addr) }
 func (l *Link) Stats() LinkStats { return l.resp.stats() }
 
 // Announce sends one gratuitous round for addr (see sender).
-func (l *Link) Announce(addr netip.Addr, frames Frames) (int, error) {
+func (l *Link) Announce(addr netip.Addr, frames FrameKinds) (int, error) {
 	return l.send.Announce(addr, frames)
 }
 

@@ -790,7 +790,7 @@ func TestLinkAnnounce(t *testing.T) {
 	tests := []struct {
 		name   string
 		addr   netip.Addr
-		frames Frames
+		frames FrameKinds
 		arp    []arpView
 		na     []naView
 	}{
@@ -807,11 +807,11 @@ func TestLinkAnnounce(t *testing.T) {
 		}},
 		{"IPv4 ignores NA kinds", vipA4, FrameNA, nil, nil},
 		{"IPv6 ignores ARP kinds", vipA6, FrameARPRequest | FrameARPReply, nil, nil},
-		{"IPv4 default", vipA4, DefaultFrames, []arpView{
+		{"IPv4 default", vipA4, DefaultFrameKinds, []arpView{
 			{ethDst: wire.Broadcast, ethSrc: linkMAC, op: layers.ARPRequest, senderMAC: linkMAC, senderIP: vipA4, targetMAC: zeroMAC, targetIP: vipA4},
 			{ethDst: wire.Broadcast, ethSrc: linkMAC, op: layers.ARPReply, senderMAC: linkMAC, senderIP: vipA4, targetMAC: wire.Broadcast, targetIP: vipA4},
 		}, nil},
-		{"IPv6 default", vipA6, DefaultFrames, nil, []naView{unsolicited(allNodesMAC, wire.AllNodes)}},
+		{"IPv6 default", vipA6, DefaultFrameKinds, nil, []naView{unsolicited(allNodesMAC, wire.AllNodes)}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

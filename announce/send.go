@@ -23,7 +23,7 @@ func (e *Engine) SendRound(_ context.Context, k Key) (int, error) {
 // sendTarget is where and what SendRound sends for a claim.
 type sendTarget struct {
 	port   *portRef
-	frames Frames
+	frames FrameKinds
 }
 
 // syncSendLocked brings the claim's sendTarget up to date after its port

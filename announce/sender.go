@@ -42,7 +42,7 @@ var errNotEthernet = errors.New("the interface has no Ethernet address")
 
 // Announce sends one gratuitous round for addr: the kinds in frames that fit
 // its family. It returns the number of frames sent.
-func (s *sender) Announce(addr netip.Addr, frames Frames) (int, error) {
+func (s *sender) Announce(addr netip.Addr, frames FrameKinds) (int, error) {
 	me, ok := wire.MACOf(s.mac)
 	if !ok {
 		return 0, fmt.Errorf("announce %s on %s: %w", addr, s.ifname, errNotEthernet)

@@ -35,8 +35,8 @@ func TestSendRoundWithoutEngineLock(t *testing.T) {
 			return 0
 		}
 	}
-	if n := send(Key{Ifindex: 2, Addr: addr}); n != DefaultFrames.PerRound(true) {
-		t.Errorf("round for a held claim: %d frames, want %d", n, DefaultFrames.PerRound(true))
+	if n := send(Key{Ifindex: 2, Addr: addr}); n != DefaultFrameKinds.PerRound(true) {
+		t.Errorf("round for a held claim: %d frames, want %d", n, DefaultFrameKinds.PerRound(true))
 	}
 	if n := send(Key{Ifindex: 3, Addr: addr}); n != 0 {
 		t.Errorf("round for the claim on another interface: %d frames, want none", n)

@@ -109,7 +109,7 @@ fails when none or several do.`,
 	f.BoolVar(&o.JSON, "json", false, "print the claims as JSON")
 	f.DurationVar(&o.Window, "window", announce.DefaultWindow, "how long gratuitous rounds go on after the latest claim or refresh (0: a single round)")
 	f.DurationVar(&o.Interval, "interval", announce.DefaultInterval, "time between two gratuitous rounds of an address (above Linux's 1 s neighbour locktime)")
-	f.StringVar(&o.Frames, "frames", announce.DefaultFrames.String(), "gratuitous frame kinds per round: arp-request, arp-reply, na, na-routers")
+	f.StringVar(&o.Frames, "frames", announce.DefaultFrameKinds.String(), "gratuitous frame kinds per round: arp-request, arp-reply, na, na-routers")
 	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together (--foreground, or an agent claim starts)")
 	f.DurationVar(&o.RefreshEvery, "refresh-every", 0, "re-arm the window on this period, for switches that forget faster than hosts (0: off)")
 	f.BoolVar(&o.Assign, "assign", false, "also add the address to the interface (/32 or /128) so local services receive its traffic; removed at release")

@@ -96,7 +96,7 @@ func TestClaimFlags(t *testing.T) {
 func TestClaimValidate(t *testing.T) {
 	base := func(addrs ...string) claimOptions {
 		return claimOptions{Addrs: addrs, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
-			Frames: announce.DefaultFrames.String(), Rate: announce.DefaultRate}
+			Frames: announce.DefaultFrameKinds.String(), Rate: announce.DefaultRate}
 	}
 	with := func(o claimOptions, f func(*claimOptions)) claimOptions { f(&o); return o }
 	tests := []struct {

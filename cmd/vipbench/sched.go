@@ -505,7 +505,7 @@ func (p *benchPort) Index() int                      { return 1 }
 func (p *benchPort) MAC() net.HardwareAddr           { return net.HardwareAddr{0x02, 0, 0, 0, 0, 1} }
 func (p *benchPort) Probe(a netip.Addr) (int, error) { return p.record(a, 1, true), nil }
 
-func (p *benchPort) Announce(a netip.Addr, f announce.Frames) (int, error) {
+func (p *benchPort) Announce(a netip.Addr, f announce.FrameKinds) (int, error) {
 	return p.record(a, f.PerRound(a.Is4()), false), nil
 }
 

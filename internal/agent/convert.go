@@ -21,15 +21,15 @@ func ClaimsFromStatus(st []announce.Status, now time.Time) []api.Claim {
 // thousands of claims share a handful.
 type claimConverter struct {
 	now        time.Time
-	frames     announce.Frames
+	frames     announce.FrameKinds
 	framesText string
 }
 
 func newClaimConverter(now time.Time) *claimConverter {
-	return &claimConverter{now: now, frames: announce.DefaultFrames, framesText: announce.DefaultFrames.String()}
+	return &claimConverter{now: now, frames: announce.DefaultFrameKinds, framesText: announce.DefaultFrameKinds.String()}
 }
 
-func (cv *claimConverter) framesString(f announce.Frames) string {
+func (cv *claimConverter) framesString(f announce.FrameKinds) string {
 	if f != cv.frames {
 		cv.frames, cv.framesText = f, f.String()
 	}

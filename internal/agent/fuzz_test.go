@@ -169,7 +169,7 @@ func (p *fuzzPort) answers(a netip.Addr) bool {
 }
 
 func (p *fuzzPort) Answered(netip.Addr) uint64 { return 0 }
-func (p *fuzzPort) Announce(a netip.Addr, f announce.Frames) (int, error) {
+func (p *fuzzPort) Announce(a netip.Addr, f announce.FrameKinds) (int, error) {
 	return f.PerRound(a.Is4()), nil
 }
 func (p *fuzzPort) Probe(netip.Addr) (int, error) { return 1, nil }

@@ -43,13 +43,13 @@ func PlanClaim(r api.ClaimRequest, sys netcheck.System) (Plan, error) {
 		}
 	}
 	if r.Frames != "" {
-		if opts.Frames, err = announce.ParseFrames(r.Frames); err != nil {
+		if opts.Frames, err = announce.ParseFrameKinds(r.Frames); err != nil {
 			return p, netcheck.Invalidf("frames: %v", err)
 		}
 	}
 	frames := opts.Frames
 	if frames == 0 {
-		frames = announce.DefaultFrames
+		frames = announce.DefaultFrameKinds
 	}
 	if r.Window != nil {
 		switch w := time.Duration(*r.Window); {

@@ -139,7 +139,7 @@ func checkPlan(t *testing.T, r api.ClaimRequest, p agent.Plan) {
 	seen := map[netip.Addr]bool{}
 	frames := p.Options.Frames
 	if frames == 0 {
-		frames = announce.DefaultFrames
+		frames = announce.DefaultFrameKinds
 	}
 	for _, q := range p.Requests {
 		if seen[q.Addr] {

@@ -50,7 +50,7 @@ func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts anno
 		}
 		// The engine fills in its defaults; this one has the real ones.
 		st := announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, Options: opts}, MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing,
-			Window: cmp.Or(opts.Window, announce.DefaultWindow), Interval: cmp.Or(opts.Interval, announce.DefaultInterval), Frames: cmp.Or(opts.Frames, announce.DefaultFrames)}
+			Window: cmp.Or(opts.Window, announce.DefaultWindow), Interval: cmp.Or(opts.Interval, announce.DefaultInterval), Frames: cmp.Or(opts.Frames, announce.DefaultFrameKinds)}
 		if opts.SingleRound {
 			st.Window = 0
 		}
@@ -136,7 +136,7 @@ func (f *fakeEngine) subscribers() int {
 }
 
 func (f *fakeEngine) Config() announce.EngineConfig {
-	return announce.EngineConfig{Burst: announce.SchedulerConfig{Window: announce.DefaultWindow, Interval: announce.DefaultInterval}, Frames: announce.DefaultFrames}
+	return announce.EngineConfig{Burst: announce.SchedulerConfig{Window: announce.DefaultWindow, Interval: announce.DefaultInterval}, Frames: announce.DefaultFrameKinds}
 }
 
 func (f *fakeEngine) claimCalls() int {

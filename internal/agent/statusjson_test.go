@@ -68,7 +68,7 @@ func variedClaims() []announce.Status {
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("fe80::1%eth<1>"), Interface: "eth\t1\u2028\x00<>&é", ClaimedAt: at.In(time.FixedZone("", -(9*3600 + 30*60 + 15))), RefreshedAt: at.Add(1)},
 			State: announce.StateWaiting, Answered: 1<<64 - 1},
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("::ffff:198.51.100.7"), Interface: "eth1", ClaimedAt: at.In(time.FixedZone("CET", 3600)), RefreshedAt: at,
-			Options: announce.ClaimOptions{Frames: announce.DefaultFrames, OnConflict: announce.PolicyYield}}, State: announce.StateHolding},
+			Options: announce.ClaimOptions{Frames: announce.DefaultFrameKinds, OnConflict: announce.PolicyYield}}, State: announce.StateHolding},
 		{}, // the zero address
 	}
 }
@@ -225,13 +225,13 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // FuzzWriteJSON holds WriteJSON to encoding/json for any strings, numbers,
 // durations and times.
 func FuzzWriteJSON(f *testing.F) {
-	f.Add("eth0<&>", "\u2028\xff", uint64(7), int64(1100*time.Millisecond), int64(1798592400), int64(5), uint8(announce.DefaultFrames), true)
+	f.Add("eth0<&>", "\u2028\xff", uint64(7), int64(1100*time.Millisecond), int64(1798592400), int64(5), uint8(announce.DefaultFrameKinds), true)
 	f.Add("", "", uint64(0), int64(0), int64(0), int64(0), uint8(0), false)
 	f.Add("\x00\"\\", "é", uint64(1<<63), int64(-1), int64(-62135596800), int64(-3600), uint8(0xff), false)
 	f.Fuzz(func(t *testing.T, s1, s2 string, n uint64, d, sec, off int64, frames uint8, flag bool) {
 		at := time.Unix(sec, d).In(time.FixedZone(s2, int(off%(30*3600))))
 		c := announce.Status{Claim: announce.Claim{Addr: netip.AddrFrom16([16]byte{0x20, 1, 0xd, 0xb8, 15: byte(n)}).WithZone(s1), Interface: s1, ClaimedAt: at, RefreshedAt: at.UTC(), AddedAddress: flag,
-			Options: announce.ClaimOptions{Window: time.Duration(d), Interval: time.Duration(-d), Frames: announce.Frames(frames), RefreshEvery: time.Duration(d / 7), OnConflict: announce.ConflictPolicy(s2)}},
+			Options: announce.ClaimOptions{Window: time.Duration(d), Interval: time.Duration(-d), Frames: announce.FrameKinds(frames), RefreshEvery: time.Duration(d / 7), OnConflict: announce.ConflictPolicy(s2)}},
 			MAC: s2, State: s1 + s2, WindowEnd: at, Answered: n, GratuitousFrames: n / 3}
 		if flag {
 			c.Claimers = []announce.Claimer{{MAC: net.HardwareAddr(s2), Kind: s1, FirstSeen: at, LastSeen: at, Count: n}}
