@@ -73,7 +73,7 @@ type Status struct {
 	// claim's bursts, the engine's defaults filled in.
 	Window   time.Duration `json:"window"`
 	Interval time.Duration `json:"interval"`
-	Frames   FrameKinds        `json:"frames"`
+	Frames   FrameKinds    `json:"frames"`
 	// Claimers are the other MACs seen answering for the address.
 	Claimers []Claimer `json:"claimers,omitempty"`
 }

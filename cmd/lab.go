@@ -94,13 +94,13 @@ the lab made, its agents too, also after a crash.`,
 		Use:   "up",
 		Short: "Build the lab (a no-op when it is up)",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return run(c, "up") },
+		RunE:  func(c *cobra.Command, _ []string) error { return run(c, "up") },
 	}
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Remove the lab: its agents, namespaces, links and files",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return run(c, "down") },
+		RunE:  func(c *cobra.Command, _ []string) error { return run(c, "down") },
 	}
 	execCmd := &cobra.Command{
 		Use:   "exec HOST -- CMD [ARG...]",
@@ -130,7 +130,7 @@ the lab made, its agents too, also after a crash.`,
 		Use:   "demo",
 		Short: "Play a scripted failover in the lab: a claims, b takes over, a releases",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error { return run(c, "demo") },
+		RunE:  func(c *cobra.Command, _ []string) error { return run(c, "demo") },
 	}
 	c.AddCommand(up, down, execCmd, demo)
 	return c
