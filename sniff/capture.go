@@ -11,10 +11,9 @@ import (
 	"time"
 )
 
-// ErrNoLibpcap is wrapped by the errors of OpenFile, and of Open and
-// Filter given a user's expression, in a build without cgo, which has no
-// libpcap to read capture files or compile expressions with. A live
-// capture without one needs no libpcap.
+// ErrNoLibpcap is wrapped by the errors of Open and Filter given a user's
+// expression in a build without cgo, which has no libpcap to compile
+// expressions with. A live capture without one needs no libpcap.
 var ErrNoLibpcap = errors.New("this vip was built without cgo")
 
 // DefaultSnapLen is the number of bytes kept of each frame unless Options
@@ -22,7 +21,7 @@ var ErrNoLibpcap = errors.New("this vip was built without cgo")
 // and extension headers; longer ones are counted as undecodable.
 const DefaultSnapLen = 2048
 
-// Options configure Open and OpenFile. The zero value is usable.
+// Options configure Open. The zero value is usable.
 type Options struct {
 	// Filter is a libpcap expression (pcap-filter(7)) ANDed with
 	// BaseFilter, e.g. "ether host 00:00:5e:00:53:01". Empty adds nothing.
@@ -44,8 +43,8 @@ type Options struct {
 }
 
 // Source yields captured Ethernet frames. Open makes one on a packet
-// socket, OpenFile on libpcap; tests and other capture mechanisms (AF_XDP)
-// provide their own.
+// socket; tests and other capture mechanisms (AF_XDP, a ring buffer fed by
+// an in-kernel responder) provide their own.
 type Source interface {
 	// ReadFrame returns the next frame and its capture time. The frame is
 	// valid until the next call. It returns an error wrapping
@@ -66,12 +65,6 @@ type Source interface {
 type Observer interface {
 	Observe(Observation)
 }
-
-// ObserverFunc lets an ordinary function be an Observer.
-type ObserverFunc func(Observation)
-
-// Observe calls f(o).
-func (f ObserverFunc) Observe(o Observation) { f(o) }
 
 // Stats are a capture's counters.
 type Stats struct {

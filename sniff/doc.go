@@ -6,8 +6,7 @@
 //
 //   - A Capture reads Ethernet frames from a Source. Open makes one on an
 //     interface, a packet socket with a kernel filter that lets only ARP
-//     and IPv6 neighbor solicitations and advertisements reach the process;
-//     OpenFile reads a saved capture.
+//     and IPv6 neighbor solicitations and advertisements reach the process.
 //   - Decode turns each frame into an Observation: an ARP who-has, probe,
 //     reply or gratuitous announcement, or a neighbor solicitation
 //     (address resolution, unreachability detection, duplicate address
@@ -43,7 +42,7 @@
 //
 // libpcap, through gopacket/pcap and cgo (pcap.go), does what users want it
 // for: a user's filter expression (pcap-filter(7)), which it compiles to
-// classic BPF for the same socket, and reading capture files. A build
-// without cgo captures all the same; there Filter refuses an expression
-// and OpenFile a file, with errors wrapping ErrNoLibpcap.
+// classic BPF for the same socket. A build without cgo captures all the
+// same; there Filter refuses an expression, with an error wrapping
+// ErrNoLibpcap.
 package sniff

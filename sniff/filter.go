@@ -24,8 +24,7 @@ import (
 //
 // A live capture without a user's expression runs baseProgram, the same
 // filter built here in classic BPF, so that it needs no libpcap; the
-// expression is what a user's filter is ANDed with and what a capture file
-// is read through.
+// expression is what a user's filter is ANDed with.
 func BaseFilter() string {
 	ext := func(next string) string {
 		return fmt.Sprintf("(%[1]s == 0 or %[1]s == 60 or %[1]s == 43)", next)

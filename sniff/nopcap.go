@@ -13,12 +13,6 @@ import (
 // (BPF_MAXINSNS).
 const maxKernelInsns = 4096
 
-// OpenFile would read a capture file with libpcap; this build has none, so
-// it returns an error wrapping ErrNoLibpcap.
-func OpenFile(path string, opts Options) (*Capture, error) {
-	return nil, fmt.Errorf("read capture %s: reading a capture file needs libpcap, and %w: build it with CGO_ENABLED=1 and libpcap-dev", path, ErrNoLibpcap)
-}
-
 // Filter returns the capture filter for a user's libpcap expression. This
 // build has no libpcap to compile one, so it returns the BaseFilter for an
 // empty expression, and for any other an error wrapping ErrNoLibpcap.

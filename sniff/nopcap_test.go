@@ -11,11 +11,8 @@ import (
 )
 
 // TestWithoutLibpcap checks that a build without cgo says why it cannot
-// read capture files or compile a user's filter, and captures without one.
+// compile a user's filter, and captures without one.
 func TestWithoutLibpcap(t *testing.T) {
-	if _, err := sniff.OpenFile("x.pcap", sniff.Options{}); !errors.Is(err, sniff.ErrNoLibpcap) {
-		t.Errorf("OpenFile: got %v, want ErrNoLibpcap", err)
-	}
 	_, err := sniff.Filter("arp")
 	if !errors.Is(err, sniff.ErrNoLibpcap) || !strings.Contains(err.Error(), "CGO_ENABLED=1") {
 		t.Errorf("Filter: got %v, want ErrNoLibpcap, naming CGO_ENABLED=1", err)

@@ -3,12 +3,8 @@
 package sniff
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/google/gopacket/layers"
 	"github.com/google/gopacket/pcap"
@@ -18,29 +14,6 @@ import (
 // maxKernelInsns is the longest classic BPF program Linux accepts
 // (BPF_MAXINSNS).
 const maxKernelInsns = 4096
-
-// OpenFile reads a capture file (pcap or pcapng) with libpcap as a
-// Capture, applying Filter(opts.Filter); opts.SnapLen and the interface
-// options do not apply. Run returns once the file is read.
-func OpenFile(path string, opts Options) (*Capture, error) {
-	expr, err := Filter(opts.Filter)
-	if err != nil {
-		return nil, err
-	}
-	h, err := pcap.OpenOffline(path)
-	if err != nil {
-		return nil, fmt.Errorf("read capture %s: %w", path, err)
-	}
-	if lt := h.LinkType(); lt != layers.LinkTypeEthernet {
-		h.Close()
-		return nil, fmt.Errorf("read capture %s: link type %v, want Ethernet", path, lt)
-	}
-	if err := h.SetBPFFilter(expr); err != nil {
-		h.Close()
-		return nil, fmt.Errorf("read capture %s: filter: %w", path, err)
-	}
-	return NewCapture(path, &fileSource{h: h}), nil
-}
 
 // Filter returns the capture filter for a user's libpcap expression: the
 // BaseFilter, and the user's expression if not empty. It fails, saying why,
@@ -104,47 +77,4 @@ func kernelSafe(prog []pcap.BPFInstruction) bool {
 		}
 	}
 	return true
-}
-
-// fileSource is a Source on a libpcap handle reading a file.
-//
-// libpcap hands out frames in its own buffer, which pcap_close frees, and
-// crashes on a closed handle. So a read copies the frame into buf under
-// mu, and Close takes mu before closing.
-type fileSource struct {
-	mu     sync.Mutex
-	h      *pcap.Handle
-	buf    []byte
-	closed bool
-}
-
-func (s *fileSource) ReadFrame() ([]byte, time.Time, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return nil, time.Time{}, io.EOF
-	}
-	data, ci, err := s.h.ZeroCopyReadPacketData()
-	switch {
-	case err == nil:
-		s.buf = append(s.buf[:0], data...)
-		return s.buf, ci.Timestamp, nil
-	case errors.Is(err, io.EOF):
-		return nil, time.Time{}, io.EOF
-	default:
-		return nil, time.Time{}, err
-	}
-}
-
-// Dropped is always zero: nothing drops frames from a file.
-func (s *fileSource) Dropped() (uint64, error) { return 0, nil }
-
-func (s *fileSource) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.closed {
-		s.closed = true
-		s.h.Close()
-	}
-	return nil
 }
