@@ -325,8 +325,8 @@ func (r *socketResponder) answerARP(a *answerer, b []byte) {
 		return // replies are not ours to answer
 	}
 	r.arpRequests.Add(1)
-	me, ok := wire.MACOf(r.mac)
-	if !ok || f.ARP.SenderMAC == me || f.EthSrc == me {
+	me := r.me
+	if !r.hasMAC || f.ARP.SenderMAC == me || f.EthSrc == me {
 		return // our own announcement
 	}
 	h := r.lookup(f.ARP.TargetIP)
@@ -368,8 +368,8 @@ func (r *socketResponder) answerNS(a *answerer, b []byte) {
 		return
 	}
 	r.solicitations.Add(1)
-	me, ok := wire.MACOf(r.mac)
-	if !ok || f.EthSrc == me {
+	me := r.me
+	if !r.hasMAC || f.EthSrc == me {
 		return
 	}
 	h := r.lookup(ns.Target)

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/vipctl/vip/internal/wire"
 	"golang.org/x/sys/unix"
 )
 
@@ -22,6 +23,10 @@ import (
 type socketResponder struct {
 	ifname string
 	mac    net.HardwareAddr
+	// me is mac for the codec, converted once; hasMAC is false for an
+	// interface without an Ethernet address, which answers nothing.
+	me     wire.MAC
+	hasMAC bool
 	arpc   FrameConn
 	ip6c   FrameConn
 	log    *slog.Logger
@@ -49,6 +54,7 @@ func newSocketResponder(ifname string, mac net.HardwareAddr, arpc, ip6c FrameCon
 		ifname: ifname, mac: mac, arpc: arpc, ip6c: ip6c, log: log,
 		done: make(chan struct{}), wake: -1,
 	}
+	r.me, r.hasMAC = wire.MACOf(mac)
 	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
 		r.wake = fd
 	}
