@@ -74,14 +74,6 @@ func RequireTool(t testing.TB, name string) string {
 	return path
 }
 
-// Unavailable ends a test that cannot run here for want of something the
-// machine lacks, such as a kernel feature, saying why in why: a skip on a
-// developer's machine, a failure in CI.
-func Unavailable(t testing.TB, why string) {
-	t.Helper()
-	unavailable(t, why)
-}
-
 // unavailable ends a test that cannot run here: a skip on a developer's
 // machine, a failure in CI, where every test is expected to run.
 func unavailable(t testing.TB, why string) {
