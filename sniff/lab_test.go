@@ -28,7 +28,7 @@ import (
 func openIn(t *testing.T, h *lab.Host, iface string, opts sniff.Options) *sniff.Capture {
 	t.Helper()
 	var c *sniff.Capture
-	err := h.Do(func() error {
+	err := labtest.Do(h, func() error {
 		var err error
 		c, err = sniff.Open(iface, opts)
 		return err

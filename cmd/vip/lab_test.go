@@ -44,7 +44,7 @@ func claim(t *testing.T, h *lab.Host, args ...string) *labtest.Proc {
 	return p
 }
 
-func mac(h *lab.Host, link string) string { return h.Link(link).MAC.String() }
+func mac(h *lab.Host, link string) string { return labtest.Link(h, link).MAC.String() }
 
 // arping runs iputils arping on h and returns its output and exit code.
 func arping(t *testing.T, h *lab.Host, args ...string) (string, int) {
@@ -395,12 +395,12 @@ func TestBurstOnTheWire(t *testing.T) {
 				}
 			}
 			// The switch learnt where b lives.
-			fdb, err := l.FDB(ctxFor(t, 10*time.Second))
+			fdb, err := labtest.FDB(ctxFor(t, 10*time.Second), l)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if port := fdb[ourMAC]; port != b.Link("eth0").Port {
-				t.Errorf("bridge fdb: got %s on port %q, want %q", ourMAC, port, b.Link("eth0").Port)
+			if port := fdb[ourMAC]; port != labtest.Link(b, "eth0").Port {
+				t.Errorf("bridge fdb: got %s on port %q, want %q", ourMAC, port, labtest.Link(b, "eth0").Port)
 			}
 		})
 	}

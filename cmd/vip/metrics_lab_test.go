@@ -37,7 +37,7 @@ func fetch(t *testing.T, h *lab.Host, rawURL string) (string, error) {
 	}
 	req.Close = true
 	var conn net.Conn
-	if err := h.Do(func() error {
+	if err := labtest.Do(h, func() error {
 		var err error
 		conn, err = net.DialTimeout("tcp", req.URL.Host, 5*time.Second)
 		return err

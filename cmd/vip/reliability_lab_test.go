@@ -49,7 +49,7 @@ func rawSocketIn(t *testing.T, h *lab.Host, iface string) (*packet.Conn, net.Har
 		c   *packet.Conn
 		mac net.HardwareAddr
 	)
-	err := h.Do(func() error {
+	err := labtest.Do(h, func() error {
 		ifi, err := net.InterfaceByName(iface)
 		if err != nil {
 			return err
@@ -808,7 +808,7 @@ func TestInterfaceDeletedAndRecreated(t *testing.T) {
 		return len(st.Claims) == 2, fmt.Sprintf("claims %+v, want both waiting", st.Claims)
 	})
 
-	port := b.Link("eth0").Port
+	port := labtest.Link(b, "eth0").Port
 	if _, err := runHost(ctxFor(t, 10*time.Second), "ip", "-n", l.Switch, "link", "add", port, "master", l.Bridge, "up",
 		"type", "veth", "peer", "name", "eth0", "netns", b.Netns); err != nil {
 		t.Fatalf("re-create eth0: %v", err)

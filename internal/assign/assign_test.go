@@ -129,7 +129,7 @@ func TestAssignIPv4(t *testing.T) {
 	)
 	b, client := l.Host("b"), l.Host("client")
 	as := assigner(t, b)
-	bMAC := b.Link("eth0").MAC.String()
+	bMAC := labtest.Link(b, "eth0").MAC.String()
 
 	if got := arping(t, client, vip4, 1); len(got) != 0 {
 		t.Fatalf("arping %s before Add: got replies from %v, want none", vip4, got)
@@ -198,7 +198,7 @@ func TestAssignIPv6(t *testing.T) {
 		t.Fatalf("b's eth0 after Add: got %+v (present %v), want %s/128, nodad, not tentative", got, ok, vip6)
 	}
 	out, err := client.Run(ctxFor(t, 10*time.Second), "ndisc6", "-n", "-r", "3", "-w", "1000", vip6.String(), "eth0")
-	if mac := b.Link("eth0").MAC.String(); err != nil || !strings.Contains(strings.ToLower(out), mac) {
+	if mac := labtest.Link(b, "eth0").MAC.String(); err != nil || !strings.Contains(strings.ToLower(out), mac) {
 		t.Errorf("ndisc6 %s after Add: got %q (%v), want b's MAC %s", vip6, out, err, mac)
 	}
 

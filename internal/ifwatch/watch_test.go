@@ -133,7 +133,7 @@ func named(name string, match func(ifwatch.Change) bool) func(ifwatch.Change) bo
 func TestWatch(t *testing.T) {
 	t.Parallel()
 	b := labtest.New(t, lab.HostConfig{Name: "b"}).Host("b")
-	eth0 := b.Link("eth0")
+	eth0 := labtest.Link(b, "eth0")
 	rec := newRecorder()
 	stop := watch(t, b, rec.add)
 

@@ -148,17 +148,3 @@ type bridgePort struct {
 	IfName string `json:"ifname"`
 	State  string `json:"state"`
 }
-
-// fdbEntry is one entry in the output of `bridge -j fdb show`.
-type fdbEntry struct {
-	MAC    string   `json:"mac"`
-	IfName string   `json:"ifname"`
-	Flags  []string `json:"flags"`
-	State  string   `json:"state"`
-}
-
-// learned reports whether the bridge learned the entry from traffic, as
-// opposed to an address of its own, a port's own address or a static entry.
-func (e fdbEntry) learned(bridge string) bool {
-	return e.IfName != bridge && !slices.Contains(e.Flags, "self") && e.State != "permanent" && e.State != "static"
-}

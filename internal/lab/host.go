@@ -24,14 +24,3 @@ func (h *Host) Run(ctx context.Context, name string, args ...string) (string, er
 	}
 	return string(out), nil
 }
-
-// Link returns the host's link called name, e.g. "eth1", or nil if it has
-// none.
-func (h *Host) Link(name string) *Link {
-	for i := range h.Links {
-		if h.Links[i].Name == name {
-			return &h.Links[i]
-		}
-	}
-	return nil
-}

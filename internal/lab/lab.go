@@ -406,25 +406,3 @@ func Clean(prefix string) error {
 	}
 	return nil
 }
-
-// FDB returns the MAC addresses the bridge has learned, each mapped to the
-// name of the port it was learned on. Permanent entries (the bridge's and its
-// ports' own addresses, multicast groups) are left out.
-func (l *Lab) FDB(ctx context.Context) (map[string]string, error) {
-	var entries []fdbEntry
-	if err := runJSON(ctx, &entries, "bridge", "-n", l.Switch, "-j", "fdb", "show", "br", l.Bridge); err != nil {
-		return nil, fmt.Errorf("lab %s fdb: %w", l.Prefix, err)
-	}
-	fdb := make(map[string]string)
-	for _, e := range entries {
-		if !e.learned(l.Bridge) {
-			continue
-		}
-		mac, err := net.ParseMAC(e.MAC)
-		if err != nil {
-			return nil, fmt.Errorf("lab %s fdb: %w", l.Prefix, err)
-		}
-		fdb[mac.String()] = e.IfName
-	}
-	return fdb, nil
-}

@@ -60,7 +60,7 @@ func TestSegment(t *testing.T) {
 		if bytes.Equal(b.Links[0].MAC, b.Links[1].MAC) {
 			t.Errorf("b: eth0 and eth1 share MAC %s, want distinct", b.Links[0].MAC)
 		}
-		if got := b.Link("eth1"); got == nil || got.Port != "b-eth1" {
+		if got := labtest.Link(b, "eth1"); got == nil || got.Port != "b-eth1" {
 			t.Errorf("b: got eth1 %+v, want bridge port b-eth1", got)
 		}
 	})
@@ -106,7 +106,7 @@ func TestSegment(t *testing.T) {
 		run(t, client, "arping", "-c", "1", "-w", "2", "-I", "eth0", "192.0.2.1")
 		ctx, cancel := context.WithTimeout(context.Background(), cmdTimeout)
 		defer cancel()
-		fdb, err := l.FDB(ctx)
+		fdb, err := labtest.FDB(ctx, l)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,7 +3,6 @@ package lab
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -38,9 +37,4 @@ func InNetns(path string, fn func() error) error {
 		done <- fn()
 	}()
 	return <-done
-}
-
-// Do runs fn inside the host's network namespace, as InNetns does.
-func (h *Host) Do(fn func() error) error {
-	return InNetns(filepath.Join("/run/netns", h.Netns), fn)
 }
