@@ -76,8 +76,8 @@ func TestAnswerAllocatesNothing(t *testing.T) {
 		frame  []byte
 		answer func(*answerer, []byte)
 	}{
-		{"ARP", arpWhoHas(t, heldV4), l.resp.answerARP},
-		{"NDP", nsFor(t, heldV6), l.resp.answerNS},
+		{"ARP", arpWhoHas(t, heldV4), l.resp.(*socketResponder).answerARP},
+		{"NDP", nsFor(t, heldV6), l.resp.(*socketResponder).answerNS},
 	} {
 		before := d.writes
 		if n := testing.AllocsPerRun(1000, func() { tt.answer(a, tt.frame) }); n != 0 {
@@ -93,13 +93,13 @@ func TestAnswerAllocatesNothing(t *testing.T) {
 // independent decoders expect.
 func TestAnswerFramesParse(t *testing.T) {
 	l, a, d := answerRig(t)
-	l.resp.answerARP(a, arpWhoHas(t, heldV4))
+	l.resp.(*socketResponder).answerARP(a, arpWhoHas(t, heldV4))
 	r, err := wiretest.ParseARP(d.last)
 	if err != nil || r.Packet.Operation != arp.OperationReply || r.Packet.SenderIP != heldV4 ||
 		r.Packet.SenderHardwareAddr.String() != ourMAC.String() || r.EthDst.String() != askerMAC.String() {
 		t.Errorf("ARP reply: got %+v, %v", r, err)
 	}
-	l.resp.answerNS(a, nsFor(t, heldV6))
+	l.resp.(*socketResponder).answerNS(a, nsFor(t, heldV6))
 	n, err := wiretest.ParseNDP(d.last)
 	if err != nil {
 		t.Fatalf("NA: %v", err)
@@ -116,7 +116,7 @@ func BenchmarkAnswerARP(b *testing.B) {
 	f := arpWhoHas(b, heldV4)
 	b.ReportAllocs()
 	for b.Loop() {
-		l.resp.answerARP(a, f)
+		l.resp.(*socketResponder).answerARP(a, f)
 	}
 }
 
@@ -125,7 +125,7 @@ func BenchmarkAnswerNS(b *testing.B) {
 	f := nsFor(b, heldV6)
 	b.ReportAllocs()
 	for b.Loop() {
-		l.resp.answerNS(a, f)
+		l.resp.(*socketResponder).answerNS(a, f)
 	}
 }
 

@@ -83,7 +83,12 @@ type LinkConfig struct {
 	// held, so that an interface with IPv6 disabled can still hold IPv4.
 	// Nil refuses IPv6 addresses.
 	Groups func() (GroupJoiner, error)
-	Log    *slog.Logger
+	// Responder, when set, answers in place of readers on ARP and IPv6
+	// (an in-kernel responder, say): the Link then only writes its rounds
+	// and probes on the sockets, joins the groups, and closes the sockets
+	// itself. Nil answers on the sockets.
+	Responder Responder
+	Log       *slog.Logger
 }
 
 // LinkStats counts what a Link saw and did.
@@ -105,10 +110,16 @@ type LinkStats struct {
 // part alone can be replaced (by an in-kernel responder): rounds, probes and
 // groups stay.
 type Link struct {
-	ifi    *net.Interface
-	resp   *socketResponder
+	ifi *net.Interface
+	// resp answers: the packet sockets' readers (socketResponder), or any
+	// Responder that answers elsewhere, such as in the kernel.
+	resp   Responder
 	send   *sender
 	groups *groups
+
+	// conns are the sockets the Link closes itself: those of a Responder
+	// not its own (the socketResponder closes the ones it reads).
+	conns []FrameConn
 
 	mu     sync.Mutex // serialises Hold, Drop and Close
 	held   map[netip.Addr]bool
@@ -174,13 +185,19 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 	}
 	log = log.With("interface", ifi.Name)
 	multi, _ := cfg.IPv6.(AllMultiConn)
-	return &Link{
+	l := &Link{
 		ifi:    ifi,
-		resp:   newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log),
+		resp:   cfg.Responder,
 		send:   newSender(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6),
 		groups: newGroups(ifi.Name, cfg.Groups, multi, log),
 		held:   make(map[netip.Addr]bool),
 	}
+	if l.resp == nil {
+		l.resp = newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log)
+	} else {
+		l.conns = []FrameConn{cfg.ARP, cfg.IPv6}
+	}
+	return l
 }
 
 // Name returns the interface name.
@@ -242,7 +259,12 @@ func (l *Link) Groups() map[netip.Addr]int { return l.groups.counts() }
 func (l *Link) Answered(addr netip.Addr) uint64 { return l.resp.Answered(addr) }
 
 // Stats returns the Link's counters.
-func (l *Link) Stats() LinkStats { return l.resp.stats() }
+func (l *Link) Stats() LinkStats {
+	if s, ok := l.resp.(interface{ stats() LinkStats }); ok {
+		return s.stats()
+	}
+	return LinkStats{}
+}
 
 // Announce sends one gratuitous round for addr (see sender).
 func (l *Link) Announce(addr netip.Addr, frames FrameKinds) (int, error) {
@@ -262,7 +284,11 @@ func (l *Link) Close() error {
 	}
 	l.closed = true
 	l.held = map[netip.Addr]bool{}
-	return errors.Join(l.groups.close(), l.resp.Close())
+	errs := []error{l.groups.close(), l.resp.Close()}
+	for _, c := range l.conns {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // receiveBuffer is the receive buffer of the answering sockets.

@@ -1061,3 +1061,67 @@ func TestLinkLargeHoldJoinsInTheBackground(t *testing.T) {
 		t.Errorf("small hold: got %d groups joined and %d all-multicast changes, want 2 joined at once and no change", j.count(), changes)
 	}
 }
+
+// recordingResponder is a Responder that answers elsewhere: it only records
+// what it is asked to hold.
+type recordingResponder struct {
+	mu     sync.Mutex
+	held   map[netip.Addr]bool
+	closed bool
+}
+
+func (r *recordingResponder) Hold(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range addrs {
+		r.held[a] = true
+	}
+	return nil
+}
+
+func (r *recordingResponder) Drop(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range addrs {
+		delete(r.held, a)
+	}
+	return nil
+}
+
+func (r *recordingResponder) Answered(netip.Addr) uint64 { return 3 }
+
+func (r *recordingResponder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return nil
+}
+
+// TestLinkWithAnotherResponder: the answering part of a Link can be
+// another Responder (an in-kernel one): it holds what the Link holds, the
+// sockets are not read, and the rounds, probes and groups are the Link's as
+// before; Close closes the sockets.
+func TestLinkWithAnotherResponder(t *testing.T) {
+	arp, ip6, joiner := newFakeConn(), newFakeConn(), &fakeJoiner{}
+	groups := &fakeGroups{joiner: joiner}
+	resp := &recordingResponder{held: map[netip.Addr]bool{}}
+	l := NewLink(testInterface(), LinkConfig{ARP: arp, IPv6: ip6, Groups: groups.open, Responder: resp})
+	if err := l.Hold(vipA4, vipA6); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.held[vipA4] || !resp.held[vipA6] || l.Answered(vipA4) != 3 {
+		t.Errorf("the responder holds %v, answered %d; want both addresses and its own count", resp.held, l.Answered(vipA4))
+	}
+	if joins, _, _ := joiner.calls(); len(joins) != 1 || joins[0] != snmA6 {
+		t.Errorf("got joins %v, want the Link to join %s itself", joins, snmA6)
+	}
+	if n, err := l.Announce(vipA4, FrameARPRequest); n != 1 || err != nil || len(arp.sent()) != 1 {
+		t.Errorf("Announce: got %d, %v and %d frames written; want the round on the ARP socket", n, err, len(arp.sent()))
+	}
+	if err := l.Drop(vipA4); err != nil || resp.held[vipA4] {
+		t.Errorf("Drop: %v, the responder still holds %v", err, resp.held)
+	}
+	if err := closeLink(t, l); err != nil || !resp.closed || arp.closes.Load() != 1 || ip6.closes.Load() != 1 {
+		t.Errorf("Close: %v; want the responder and both sockets closed once", err)
+	}
+}

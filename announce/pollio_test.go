@@ -21,7 +21,7 @@ func TestLinkPollReader(t *testing.T) {
 	arpPeer, arpEnd := benchSocketPair(t)
 	ip6Peer, ip6End := benchSocketPair(t)
 	l := NewLink(benchInterface(), LinkConfig{ARP: arpEnd, IPv6: ip6End, Groups: (&fakeGroups{joiner: &fakeJoiner{}}).open})
-	if l.resp.wake < 0 {
+	if l.resp.(*socketResponder).wake < 0 {
 		t.Fatal("the Link has no eventfd: its readers wait in the runtime's poller")
 	}
 	if err := l.Hold(benchVIP4, benchVIP6); err != nil {
