@@ -62,6 +62,11 @@ type ClaimRequest struct {
 	// ProbeEvery is the period of probes for silent competing claimers;
 	// absent takes the default (10s), zero turns them off.
 	ProbeEvery *Duration `json:"probe_every,omitempty"`
+	// Standby registers this node as a standby for the addresses (an
+	// agent with a store only); TakeOver moves them here from whoever
+	// holds them. At most one of the two.
+	Standby  bool `json:"standby,omitempty"`
+	TakeOver bool `json:"take_over,omitempty"`
 }
 
 // ClaimResponse lists the claims as they are once live, and the addresses
@@ -76,6 +81,10 @@ type ClaimResponse struct {
 type Refused struct {
 	Addr  string `json:"addr"`
 	Error string `json:"error"`
+	// HeldBy and Since name the node that holds the address in the
+	// store, when that is why (code held).
+	HeldBy string    `json:"held_by,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
 	// Code is one of the Code values, as an Error would give it.
 	Code string `json:"code"`
 }
@@ -115,6 +124,23 @@ type Agent struct {
 	Socket      string    `json:"socket"`
 	StateFile   string    `json:"state_file"`
 	Autostarted bool      `json:"autostarted"`
+	// Store is set when the agent's claims are guarded by a store.
+	Store *Store `json:"store,omitempty"`
+}
+
+// Store describes the agent's place in the store.
+type Store struct {
+	Endpoints []string `json:"endpoints"`
+	Prefix    string   `json:"prefix"`
+	Node      string   `json:"node"`
+	Lease     string   `json:"lease"`
+	LeaseTTL  Duration `json:"lease_ttl"`
+	// FenceAfter is how long after the last renewal sent the agent
+	// fences; Renewed is that renewal.
+	FenceAfter Duration  `json:"fence_after"`
+	Renewed    time.Time `json:"renewed"`
+	// Fenced is when the agent fenced; zero while it is not.
+	Fenced time.Time `json:"fenced,omitzero"`
 }
 
 // Claim is one held address as clients see it.
@@ -139,6 +165,9 @@ type Claim struct {
 	RefreshEvery Duration `json:"refresh_every,omitempty"`
 	// OnConflict is the claim's policy: defend, warn or yield.
 	OnConflict string `json:"on_conflict,omitempty"`
+	// Note says what the store says of the claim, when it says anything
+	// (fenced since when, lost to which node, standby for whom).
+	Note string `json:"note,omitempty"`
 	// Claimers are the other MACs seen answering for the address: a
 	// split brain while any was seen recently (state "conflict").
 	Claimers []Claimer `json:"claimers,omitempty"`
@@ -220,6 +249,9 @@ const (
 	CodeForbidden = "forbidden" // 403: the peer may not use the agent
 	CodeNotFound  = "not_found" // 404: no such endpoint
 	CodeConflict  = "conflict"  // 409: the address is held on another interface
+	CodeHeld      = "held"      // 409: another node holds the address in the store
+	CodeFenced    = "fenced"    // 503: the agent cannot renew its lease in the store
+	CodeNoStore   = "no_store"  // 409: the request needs an agent with --store
 	CodeTooLarge  = "too_large" // 413: the request is over MaxRequestBytes
 	CodeInternal  = "internal"  // 500: the agent failed
 	CodeShutdown  = "shutting_down"

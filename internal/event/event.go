@@ -29,6 +29,17 @@ const (
 	OwnerChange Kind = "owner-change"
 	// Lost tells a slow subscriber how many events it missed.
 	Lost Kind = "lost"
+	// Fence reports an agent that could not renew its lease in the store
+	// stopping every guarded claim; Resume the claims coming back once
+	// the store answers again.
+	Fence  Kind = "fence"
+	Resume Kind = "resume"
+	// Taken reports a claim another node took while this one was fenced.
+	Taken Kind = "taken"
+	// Move reports an address moving to or from this node; Standby one
+	// this node took as a standby when its owner's lease expired.
+	Move    Kind = "move"
+	Standby Kind = "standby"
 )
 
 // Event is one thing that happened to a claim or an interface.

@@ -1,0 +1,97 @@
+package api
+
+import "time"
+
+// FleetResponse is the whole fleet as the store holds it: every live node
+// and every claim, with its standbys and any move under way. vip fleet
+// --json prints it, and /v1/fleet serves it.
+type FleetResponse struct {
+	Revision int64        `json:"revision"`
+	Nodes    []FleetNode  `json:"nodes"`
+	Claims   []FleetClaim `json:"claims"`
+	// Skipped are keys under the prefix that are not vip records.
+	Skipped []FleetSkipped `json:"skipped,omitempty"`
+}
+
+// FleetNode is a live agent.
+type FleetNode struct {
+	Node       string           `json:"node"`
+	Version    string           `json:"version"`
+	Host       string           `json:"host"`
+	PID        int              `json:"pid"`
+	Started    time.Time        `json:"started"`
+	LeaseTTL   Duration         `json:"lease_ttl"`
+	Interfaces []FleetInterface `json:"interfaces"`
+}
+
+// FleetInterface is one of a node's interfaces.
+type FleetInterface struct {
+	Name     string   `json:"name"`
+	MAC      string   `json:"mac,omitempty"`
+	Up       bool     `json:"up"`
+	Prefixes []string `json:"prefixes,omitempty"`
+}
+
+// The states of a FleetClaim.
+const (
+	FleetHeld   = "held"   // its owner's lease is alive
+	FleetMoving = "moving" // a move of it is under way
+	FleetFree   = "free"   // nobody holds it: only standbys, or a move, name it
+)
+
+// FleetClaim is an address in the store: its owner, standbys and move.
+type FleetClaim struct {
+	Addr      string    `json:"addr"`
+	Node      string    `json:"node,omitempty"`
+	Interface string    `json:"interface,omitempty"`
+	MAC       string    `json:"mac,omitempty"`
+	Since     time.Time `json:"since,omitzero"`
+	State     string    `json:"state"`
+	Standbys  []string  `json:"standbys,omitempty"`
+	MovingTo  string    `json:"moving_to,omitempty"`
+}
+
+// FleetSkipped is a key that could not be read as a vip record.
+type FleetSkipped struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+// MoveRequest asks for addresses to move to a node (POST /v1/move).
+type MoveRequest struct {
+	Addrs []string `json:"addrs,omitempty"`
+	// All with From moves every address From holds (a drain).
+	All       bool     `json:"all,omitempty"`
+	From      string   `json:"from,omitempty"`
+	To        string   `json:"to"`
+	Interface string   `json:"interface,omitempty"`
+	Timeout   Duration `json:"timeout,omitempty"`
+}
+
+// MoveResponse says how each address's move went.
+type MoveResponse struct {
+	Moves []MoveResult `json:"moves"`
+}
+
+// MoveResult is one address's move, its timeline in milliseconds since it
+// was asked, in the mover's clock.
+type MoveResult struct {
+	Addr      string    `json:"addr"`
+	From      string    `json:"from,omitempty"`
+	To        string    `json:"to"`
+	Interface string    `json:"interface"`
+	Asked     time.Time `json:"asked"`
+	// ReleasedMS is when the old owner's key was gone; LiveMS when the
+	// target answered. Negative when it did not happen.
+	ReleasedMS float64 `json:"released_ms"`
+	LiveMS     float64 `json:"live_ms"`
+	// Waited says the old owner did not answer: the move waited for its
+	// lease to expire.
+	Waited bool `json:"waited,omitempty"`
+	// Unheld says nobody held the address: the move was a claim.
+	Unheld bool `json:"unheld,omitempty"`
+	// Already says the target held it already.
+	Already bool   `json:"already,omitempty"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error,omitempty"`
+}

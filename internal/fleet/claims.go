@@ -1,0 +1,450 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// keyConcurrency bounds the store transactions of one request in flight.
+const keyConcurrency = 16
+
+// taken is an address whose key this call made this node's.
+type taken struct {
+	claim announce.Claim
+	// fresh is set when this call created the key or bound it to this
+	// lease, so that undoing the claim deletes it again.
+	fresh bool
+}
+
+// Claim claims addresses guarded by the store: each is claimed in the
+// engine only once its key is this node's. An address another node holds
+// is refused with a *HeldError, the others are claimed (the error is then
+// an *announce.RefusedError naming each refusal, as the engine's is).
+func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error) {
+	if since, fenced := m.isFenced(); fenced {
+		return nil, fencedError(since)
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	now := time.Now()
+	items := make([]announce.Claim, len(reqs))
+	for i, r := range reqs {
+		items[i] = announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now, Options: opts}
+	}
+	return m.claimOp(ctx, items, func(ctx context.Context, t []announce.Claim) ([]announce.Status, error) {
+		rs := make([]announce.Request, len(t))
+		for i, c := range t {
+			rs[i] = announce.Request{Addr: c.Addr, Interface: c.Interface}
+		}
+		return m.eng.Claim(ctx, rs, opts)
+	})
+}
+
+// Adopt re-adopts the claims an agent of this node recorded before it
+// died: each whose key is still this node's, or free, is taken; one another
+// node took meanwhile is refused with a *HeldError.
+func (m *Member) Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error) {
+	m.op.Lock()
+	defer m.op.Unlock()
+	return m.claimOp(ctx, claims, m.eng.Adopt)
+}
+
+// claimOp takes the keys of items, has the engine claim those taken with
+// apply, and undoes the keys of what the engine refused. Called with op.
+func (m *Member) claimOp(ctx context.Context, items []announce.Claim, apply func(context.Context, []announce.Claim) ([]announce.Status, error)) ([]announce.Status, error) {
+	got, refused, err := m.acquire(ctx, items)
+	if err != nil {
+		return nil, err
+	}
+	var st []announce.Status
+	if len(got) > 0 {
+		claims := make([]announce.Claim, len(got))
+		for i, t := range got {
+			claims[i] = t.claim
+		}
+		var rf *announce.RefusedError
+		st, err = apply(ctx, claims)
+		switch {
+		case errors.As(err, &rf):
+			refused = append(refused, rf.Refused...)
+		case err != nil:
+			m.dropKeys(ctx, freshOf(got, nil))
+			return nil, err
+		}
+		m.dropKeys(ctx, freshOf(got, rf))
+		m.commit(st)
+	}
+	if len(refused) > 0 {
+		slices.SortFunc(refused, func(x, y announce.Refusal) int { return x.Addr.Compare(y.Addr) })
+		return st, &announce.RefusedError{Refused: refused}
+	}
+	return st, nil
+}
+
+// commit records claims the engine now holds as owned. A fence that came
+// while they were being claimed takes them back at once.
+func (m *Member) commit(st []announce.Status) {
+	m.mu.Lock()
+	fenced := !m.fencedAt.IsZero()
+	var back []netip.Addr
+	for _, s := range st {
+		o := owned{claim: s.Claim, mac: s.MAC}
+		delete(m.lost, s.Addr)
+		if fenced {
+			m.fenced[s.Addr] = o
+			back = append(back, s.Addr)
+			continue
+		}
+		delete(m.fenced, s.Addr)
+		m.owned[s.Addr] = o
+	}
+	m.mu.Unlock()
+	if len(back) > 0 {
+		_, _, _ = m.eng.Revoke(back, "fenced")
+	}
+}
+
+// freshOf returns the addresses of got whose keys this call made and which
+// rf refused (all of them when rf is nil and refusedOnly is false).
+func freshOf(got []taken, rf *announce.RefusedError) []netip.Addr {
+	var out []netip.Addr
+	refused := map[netip.Addr]bool{}
+	if rf != nil {
+		for _, r := range rf.Refused {
+			refused[r.Addr] = true
+		}
+	}
+	for _, t := range got {
+		if t.fresh && (rf == nil || refused[t.claim.Addr]) {
+			out = append(out, t.claim.Addr)
+		}
+	}
+	if rf == nil {
+		return out
+	}
+	return out
+}
+
+// acquire makes the keys of items this node's where it can: a key that is
+// absent is created, one this node holds under an older lease (its dead
+// agent's) is bound to this one, and one another node holds is refused.
+// It fails as a whole only when the store cannot be reached at all.
+func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, []announce.Refusal, error) {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	macs := m.macs()
+	var (
+		mu      sync.Mutex
+		got     []taken
+		refused []announce.Refusal
+		failed  []error
+		wg      sync.WaitGroup
+		sem     = make(chan struct{}, keyConcurrency)
+	)
+	for _, c := range items {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			fresh, err := m.acquireOne(ctx, c, macs[c.Interface], lease)
+			mu.Lock()
+			defer mu.Unlock()
+			var held *HeldError
+			switch {
+			case err == nil:
+				got = append(got, taken{claim: c, fresh: fresh})
+			case errors.As(err, &held):
+				refused = append(refused, announce.Refusal{Addr: c.Addr, Err: err})
+			default:
+				failed = append(failed, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(failed) > 0 {
+		m.dropKeys(ctx, freshOf(got, nil))
+		return nil, nil, fmt.Errorf("nothing was claimed: %w", failed[0])
+	}
+	return got, refused, nil
+}
+
+func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, lease clientv3.LeaseID) (fresh bool, err error) {
+	opts, err := json.Marshal(c.Options)
+	if err != nil {
+		return false, err
+	}
+	rec := store.Claim{Addr: c.Addr, Node: m.cfg.Node, Interface: c.Interface, MAC: mac, Since: c.ClaimedAt.UTC(), Options: opts}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return false, err
+	}
+	key := m.k.Claim(c.Addr)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return false, m.c.Explain(err)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) != 1 {
+		return false, fmt.Errorf("claim %s: its key changed while it was read: try again", c.Addr)
+	}
+	var cur store.Claim
+	if err := json.Unmarshal(kvs[0].Value, &cur); err != nil {
+		return false, fmt.Errorf("claim %s: the store's key %s holds no vip claim (%v): delete it with etcdctl if it is stale", c.Addr, key, err)
+	}
+	if cur.Node != m.cfg.Node {
+		return false, &HeldError{Addr: c.Addr, Node: cur.Node, Since: cur.Since, Self: m.cfg.Node}
+	}
+	if clientv3.LeaseID(kvs[0].Lease) == lease {
+		return false, nil
+	}
+	// This node's key under another lease: its dead agent's.
+	r2, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		return false, m.c.Explain(err)
+	}
+	if !r2.Succeeded {
+		return false, fmt.Errorf("claim %s: its key changed while it was taken over: try again", c.Addr)
+	}
+	return true, nil
+}
+
+// dropKeys deletes the keys of addrs that are still this node's. A key
+// that cannot be deleted now is kept for the next renewal to retry: it is
+// bound to the lease, so it cannot outlive this agent in any case.
+func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
+	if len(addrs) == 0 {
+		return
+	}
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, keyConcurrency)
+	for _, a := range addrs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			key := m.k.Claim(a)
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.DefaultTimeout)
+			defer cancel()
+			_, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
+				Then(clientv3.OpDelete(key)).Commit()
+			if err != nil {
+				m.log.Warn("delete a released claim's key: it goes with this agent's lease", "addr", a, "err", m.c.Explain(err))
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// macs returns each interface's MAC, for the claims' records.
+func (m *Member) macs() map[string]string {
+	out := map[string]string{}
+	if m.cfg.Interfaces == nil {
+		return out
+	}
+	for _, ifc := range m.cfg.Interfaces() {
+		out[ifc.Name] = ifc.MAC
+	}
+	return out
+}
+
+// Release releases addresses: the engine stops answering for each first,
+// and only then is its key deleted, so whoever takes it next never
+// overlaps. Fenced, lost and standby entries are forgotten too.
+func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
+	m.op.Lock()
+	defer m.op.Unlock()
+	var inEngine, local, standbys []netip.Addr
+	m.mu.Lock()
+	for _, a := range addrs {
+		_, f := m.fenced[a]
+		_, l := m.lost[a]
+		_, s := m.standby[a]
+		switch {
+		case f || l:
+			delete(m.fenced, a)
+			delete(m.lost, a)
+			local = append(local, a)
+		case s:
+			standbys = append(standbys, a)
+		default:
+			inEngine = append(inEngine, a)
+		}
+	}
+	m.mu.Unlock()
+	if len(inEngine) > 0 {
+		released, notHeld, err = m.eng.Release(ctx, inEngine)
+		if err != nil {
+			return nil, nil, err
+		}
+		m.mu.Lock()
+		for _, a := range released {
+			delete(m.owned, a)
+		}
+		m.mu.Unlock()
+	}
+	m.dropKeys(ctx, append(slices.Clone(released), local...))
+	for _, a := range standbys {
+		if err := m.dropStandby(ctx, a); err != nil {
+			return released, notHeld, err
+		}
+	}
+	released = append(append(released, local...), standbys...)
+	slices.SortFunc(released, func(x, y netip.Addr) int { return x.Compare(y) })
+	return released, notHeld, nil
+}
+
+// Refresh re-arms the bursts of owned claims; a fenced agent refuses.
+func (m *Member) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {
+	if since, fenced := m.isFenced(); fenced {
+		return nil, nil, fencedError(since)
+	}
+	return m.eng.Refresh(ctx, addrs)
+}
+
+// Held returns the addresses the engine holds and those fenced, which this
+// node still means to hold.
+func (m *Member) Held() []netip.Addr {
+	out := m.eng.Held()
+	m.mu.Lock()
+	for a := range m.fenced {
+		out = append(out, a)
+	}
+	for a := range m.standby {
+		out = append(out, a)
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, func(x, y netip.Addr) int { return x.Compare(y) })
+	return slices.Compact(out)
+}
+
+// Subscribe passes the engine's events on; Notify publishes one.
+func (m *Member) Subscribe(n int) (<-chan announce.Event, func()) { return m.eng.Subscribe(n) }
+
+// Config returns the engine's configuration.
+func (m *Member) Config() announce.EngineConfig { return m.eng.Config() }
+
+// The states a member adds to the engine's.
+const (
+	StateFenced  = "fenced"
+	StateLost    = "lost"
+	StateStandby = "standby"
+)
+
+// Status returns the engine's claims and, beside them, the claims this
+// member keeps out of the engine: fenced, lost to another node, standby.
+func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
+	st := m.eng.Status(addrs...)
+	want := func(a netip.Addr) bool { return len(addrs) == 0 || slices.Contains(addrs, a) }
+	m.mu.Lock()
+	for a, o := range m.fenced {
+		if want(a) {
+			st = append(st, announce.Status{Claim: o.claim, MAC: o.mac, State: StateFenced})
+		}
+	}
+	for a, l := range m.lost {
+		if want(a) {
+			st = append(st, announce.Status{Claim: l.claim, State: StateLost})
+		}
+	}
+	for a, s := range m.standby {
+		if want(a) {
+			var opts announce.ClaimOptions
+			_ = json.Unmarshal(s.Options, &opts)
+			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: StateStandby})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortStableFunc(st, func(x, y announce.Status) int { return x.Addr.Compare(y.Addr) })
+	return st
+}
+
+// Notes says, for the claims that need it, what the store says of them:
+// who took a lost claim, whom a standby waits on, since when a claim is
+// fenced.
+func (m *Member) Notes() map[netip.Addr]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[netip.Addr]string{}
+	for a := range m.fenced {
+		out[a] = fmt.Sprintf("fenced since %s: the store is unreachable", m.fencedAt.Local().Format("15:04:05"))
+	}
+	for a, l := range m.lost {
+		out[a] = fmt.Sprintf("lost to %s at %s, while this node was fenced", l.to, l.at.Local().Format("15:04:05"))
+	}
+	for a := range m.standby {
+		out[a] = "standby: takes the address if its owner's lease expires"
+	}
+	return out
+}
+
+// notify publishes an event of the member's own.
+func (m *Member) notify(kind event.Kind, a netip.Addr, ifname, msg string) {
+	m.eng.Notify(announce.Event{Time: time.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
+}
+
+// TakeOver moves addresses to this node: a move from whoever holds each
+// (which waits for a dead owner's lease), a claim of those nobody holds.
+func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error) {
+	if since, fenced := m.isFenced(); fenced {
+		return nil, fencedError(since)
+	}
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	byIface := map[string][]netip.Addr{}
+	var all []netip.Addr
+	for _, r := range reqs {
+		byIface[r.Interface] = append(byIface[r.Interface], r.Addr)
+		all = append(all, r.Addr)
+	}
+	var refused []announce.Refusal
+	for ifname, addrs := range byIface {
+		res, err := m.c.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range res {
+			if !r.Done() {
+				refused = append(refused, announce.Refusal{Addr: r.Addr, Err: errors.New(r.Error)})
+			}
+		}
+	}
+	st := m.eng.Status(all...)
+	if len(refused) > 0 {
+		return st, &announce.RefusedError{Refused: refused}
+	}
+	return st, nil
+}
+
+// Fleet reads the whole fleet from the store.
+func (m *Member) Fleet(ctx context.Context) (store.View, error) { return m.c.Fleet(ctx) }
+
+// Move moves addresses as req says (the live view's move key).
+func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+	return m.c.Move(ctx, req)
+}

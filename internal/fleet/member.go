@@ -1,0 +1,372 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// Engine is what a Member needs of the claim engine.
+type Engine interface {
+	Claim(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
+	Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error)
+	Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error)
+	Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error)
+	Revoke(addrs []netip.Addr, why string) (revoked, notHeld []netip.Addr, err error)
+	Status(addrs ...netip.Addr) []announce.Status
+	Held() []netip.Addr
+	Subscribe(n int) (<-chan announce.Event, func())
+	Config() announce.EngineConfig
+	Notify(ev announce.Event)
+}
+
+// DefaultTTL is the lease's default time to live: the longest a dead
+// owner's addresses stay unanswered before a standby takes them, and the
+// time a cut-off agent has before it must stop answering (minus the
+// margin). Six seconds rides out an etcd leader election (one to two
+// seconds with etcd's defaults) and a few lost renewals, and keeps a
+// failover within the few seconds that ARP caches and TCP retransmissions
+// forgive.
+const DefaultTTL = 6 * time.Second
+
+// MinTTL and MaxTTL bound --lease-ttl: etcd raises a shorter TTL to its own
+// minimum (two seconds with its default timing), and a longer one than an
+// hour would leave a dead owner's addresses dark for that long.
+const (
+	MinTTL = 2 * time.Second
+	MaxTTL = time.Hour
+)
+
+// CheckTTL says whether ttl can be a lease's TTL: whole seconds, as etcd
+// counts them, within MinTTL and MaxTTL.
+func CheckTTL(ttl time.Duration) error {
+	if ttl < MinTTL || ttl > MaxTTL || ttl%time.Second != 0 {
+		return fmt.Errorf("--lease-ttl %s must be whole seconds from %s to %s", ttl, MinTTL, MaxTTL)
+	}
+	return nil
+}
+
+// Timing is when a member renews its lease and when it fences.
+type Timing struct {
+	TTL, Renew, Margin time.Duration
+}
+
+// TimingFor returns the renewal period and fencing margin for ttl.
+func TimingFor(ttl time.Duration) Timing {
+	renew := max(ttl/6, 250*time.Millisecond)
+	return Timing{TTL: ttl, Renew: renew, Margin: max(ttl/4, renew+500*time.Millisecond)}
+}
+
+// FenceAfter is how long after the last renewal sent the member fences.
+func (t Timing) FenceAfter() time.Duration { return t.TTL - t.Margin }
+
+// Config configures a Member.
+type Config struct {
+	Store *store.Client
+	// Node names this agent in the store.
+	Node string
+	TTL  time.Duration
+	// Interfaces lists this host's interfaces for its registration.
+	Interfaces func() []store.Interface
+	Version    string
+	Log        *slog.Logger
+}
+
+// owned is a guarded claim: the key is this node's.
+type owned struct {
+	claim announce.Claim
+	mac   string
+}
+
+// Member is an agent's place in the fleet; it wraps the engine so that every
+// claim is guarded by the store (see the package comment).
+type Member struct {
+	cfg    Config
+	eng    Engine
+	c      *store.Client
+	k      store.Keys
+	timing Timing
+	log    *slog.Logger
+	host   string
+	boot   string
+	start  time.Time
+
+	// op serialises what changes keys and claims together: claims,
+	// releases, moves, takeovers, resumption. Fencing never takes it.
+	op sync.Mutex
+
+	mu       sync.Mutex
+	lease    clientv3.LeaseID
+	renewed  time.Time // when the last renewal that succeeded was sent
+	fencedAt time.Time // zero unless fenced
+	fence    *time.Timer
+	// owned are the claims whose keys are this node's and which the
+	// engine holds; fenced those revoked by a fence, waiting for the
+	// store; lost those another node took meanwhile; standby the
+	// addresses this node stands by for.
+	owned   map[netip.Addr]owned
+	fenced  map[netip.Addr]owned
+	lost    map[netip.Addr]lostClaim
+	standby map[netip.Addr]store.Standby
+
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+type lostClaim struct {
+	claim announce.Claim
+	to    string
+	at    time.Time
+}
+
+// Join registers this agent in the store under a new lease and starts
+// renewing it and watching the fleet. A node name already alive in the
+// store is refused, unless it is this host's own agent that died (same
+// host and boot, its process gone): then its records are taken over.
+func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultTTL
+	}
+	if err := CheckTTL(cfg.TTL); err != nil {
+		return nil, err
+	}
+	if err := store.CheckNode(cfg.Node); err != nil {
+		return nil, fmt.Errorf("--node: %w", err)
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	host, _ := os.Hostname()
+	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	m := &Member{
+		cfg: cfg, eng: eng, c: cfg.Store, k: cfg.Store.Keys, timing: TimingFor(cfg.TTL),
+		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
+		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
+		standby: map[netip.Addr]store.Standby{},
+	}
+	prev, err := m.register(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rev, err := m.rebindStandbys(ctx, prev)
+	if err != nil {
+		m.revokeLease()
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	m.stop = stop
+	m.wg.Add(2)
+	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
+	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()
+	m.log.Info("joined the fleet", "store", strings.Join(m.c.Endpoints, ","), "lease_ttl", cfg.TTL,
+		"fence_after", m.timing.FenceAfter(), "renew_every", m.timing.Renew)
+	return m, nil
+}
+
+// Node returns this agent's node name.
+func (m *Member) Node() string { return m.cfg.Node }
+
+// Timing returns the member's lease timing.
+func (m *Member) Timing() Timing { return m.timing }
+
+// register grants a lease and writes the node's registration under it. It
+// returns the lease of this host's dead predecessor, if it took one over.
+func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	sent := time.Now()
+	g, err := m.c.Grant(rctx, int64(m.cfg.TTL/time.Second))
+	if err != nil {
+		return 0, m.c.Explain(err)
+	}
+	lease := g.ID
+	var ifs []store.Interface
+	if m.cfg.Interfaces != nil {
+		ifs = m.cfg.Interfaces()
+	}
+	rec := store.Node{
+		Node: m.cfg.Node, Version: m.cfg.Version, Host: m.host, PID: os.Getpid(), BootID: m.boot,
+		Started: m.start.UTC(), LeaseTTL: store.Duration(m.cfg.TTL), Interfaces: ifs,
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return 0, err
+	}
+	key := m.k.Node(m.cfg.Node)
+	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		_, _ = m.c.Revoke(rctx, lease)
+		return 0, m.c.Explain(err)
+	}
+	if !resp.Succeeded {
+		kvs := resp.Responses[0].GetResponseRange().Kvs
+		if len(kvs) != 1 {
+			_, _ = m.c.Revoke(rctx, lease)
+			return 0, fmt.Errorf("register node %s: its key changed while it was read: try again", m.cfg.Node)
+		}
+		var other store.Node
+		_ = json.Unmarshal(kvs[0].Value, &other)
+		if !m.predecessor(other) {
+			_, _ = m.c.Revoke(rctx, lease)
+			return 0, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
+				m.cfg.Node, other.PID, other.Host, other.Started.Local().Format("2006-01-02 15:04:05"))
+		}
+		prev = clientv3.LeaseID(kvs[0].Lease)
+		r2, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+		if err != nil || !r2.Succeeded {
+			_, _ = m.c.Revoke(rctx, lease)
+			return 0, fmt.Errorf("register node %s over its dead agent's record: the record changed: try again", m.cfg.Node)
+		}
+		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
+	}
+	m.mu.Lock()
+	m.lease, m.renewed = lease, sent
+	m.mu.Unlock()
+	return prev, nil
+}
+
+// predecessor says whether other is this host's own agent that died.
+func (m *Member) predecessor(other store.Node) bool {
+	if other.Host != m.host || other.BootID == "" || other.BootID != m.boot || other.PID == os.Getpid() {
+		return false
+	}
+	err := syscall.Kill(other.PID, 0)
+	return errors.Is(err, syscall.ESRCH)
+}
+
+// Lease returns the member's lease, the last renewal sent that succeeded,
+// and since when it is fenced (zero if it is not).
+func (m *Member) Lease() (id int64, renewed, fencedAt time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return int64(m.lease), m.renewed, m.fencedAt
+}
+
+// renewLoop renews the lease every Renew, and arms the fence after each
+// renewal that succeeded.
+func (m *Member) renewLoop(ctx context.Context) {
+	m.mu.Lock()
+	m.fence = time.AfterFunc(m.timing.FenceAfter(), m.fenceNow)
+	m.mu.Unlock()
+	defer func() {
+		m.mu.Lock()
+		m.fence.Stop()
+		m.mu.Unlock()
+	}()
+	t := time.NewTicker(m.timing.Renew)
+	defer t.Stop()
+	for {
+		m.renewOnce(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (m *Member) renewOnce(ctx context.Context) {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, m.timing.Renew)
+	_, err := m.c.KeepAliveOnce(rctx, lease)
+	cancel()
+	switch {
+	case err == nil:
+		m.mu.Lock()
+		m.renewed = sent
+		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
+		fenced := !m.fencedAt.IsZero()
+		m.mu.Unlock()
+		if fenced {
+			m.resume(ctx, false)
+		}
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// The store expired or revoked the lease: everything under it
+		// is gone. Stop answering at once (if not already), then join
+		// again under a new lease and take back what is still free.
+		m.fenceWhy("the store no longer has this agent's lease")
+		m.resume(ctx, true)
+	case ctx.Err() == nil:
+		m.log.Debug("renew the lease", "err", err)
+	}
+}
+
+// fenceNow is the fence's timer: no renewal succeeded for FenceAfter.
+func (m *Member) fenceNow() {
+	m.fenceWhy(fmt.Sprintf("no renewal of its lease reached the store for %s (lease TTL %s)", m.timing.FenceAfter(), m.timing.TTL))
+}
+
+// fenceWhy revokes every guarded claim from the engine and keeps them as
+// fenced. It takes no lock that I/O holds, so a store that hangs never
+// delays it.
+func (m *Member) fenceWhy(why string) {
+	m.mu.Lock()
+	if !m.fencedAt.IsZero() {
+		m.mu.Unlock()
+		return
+	}
+	m.fencedAt = time.Now()
+	addrs := make([]netip.Addr, 0, len(m.owned))
+	for a, o := range m.owned {
+		m.fenced[a] = o
+		addrs = append(addrs, a)
+	}
+	clear(m.owned)
+	m.mu.Unlock()
+	if len(addrs) > 0 {
+		if _, _, err := m.eng.Revoke(addrs, "fenced"); err != nil {
+			m.log.Error("fence: stop answering", "err", err)
+		}
+	}
+	m.log.Warn("fenced: stopped answering and sending for every guarded claim", "why", why, "claims", len(addrs))
+	m.eng.Notify(announce.Event{Kind: event.Fence, State: "fenced",
+		Message: fmt.Sprintf("fenced: %s; stopped answering for %d claims until the store is back", why, len(addrs))})
+}
+
+// isFenced reports since when the member is fenced.
+func (m *Member) isFenced() (time.Time, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fencedAt, !m.fencedAt.IsZero()
+}
+
+// Close stops renewing and watching and revokes the lease, which deletes
+// this node's records (claims, standbys, registration) at once. The agent
+// releases its claims in the engine first, so no answer outlives its key.
+func (m *Member) Close() {
+	m.stop()
+	m.wg.Wait()
+	m.revokeLease()
+}
+
+func (m *Member) revokeLease() {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := m.c.Revoke(ctx, lease); err != nil {
+		m.log.Warn("revoke the lease at exit: the store expires it within its TTL", "err", m.c.Explain(err))
+	}
+}

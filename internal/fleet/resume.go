@@ -1,0 +1,93 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// resume brings the fenced claims back once the store answers again. When
+// the lease is gone (leaseLost), the member first joins again under a new
+// one. A key still this node's resumes with a fresh burst; a free one is
+// taken again; one another node took is reported lost to it.
+func (m *Member) resume(ctx context.Context, leaseLost bool) {
+	m.op.Lock()
+	defer m.op.Unlock()
+	if leaseLost {
+		m.mu.Lock()
+		standbys := make([]store.Standby, 0, len(m.standby))
+		for _, s := range m.standby {
+			standbys = append(standbys, s)
+		}
+		m.mu.Unlock()
+		if _, err := m.register(ctx); err != nil {
+			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
+			return
+		}
+		if err := m.putStandbys(ctx, standbys, nil, 0); err != nil {
+			m.log.Warn("keep the standbys under the new lease", "err", err)
+		}
+	}
+	m.mu.Lock()
+	claims := make([]announce.Claim, 0, len(m.fenced))
+	for _, o := range m.fenced {
+		claims = append(claims, o.claim)
+	}
+	m.mu.Unlock()
+	got, refused, err := m.acquire(ctx, claims)
+	if err != nil {
+		m.log.Warn("resume the fenced claims: staying fenced", "err", err)
+		return
+	}
+	now := time.Now()
+	m.mu.Lock()
+	if now.Sub(m.renewed) >= m.timing.FenceAfter() {
+		// The store went away again while the keys were read.
+		m.mu.Unlock()
+		m.dropKeys(ctx, freshOf(got, nil))
+		return
+	}
+	for _, r := range refused {
+		var held *HeldError
+		if errors.As(r.Err, &held) {
+			m.lost[r.Addr] = lostClaim{claim: m.fenced[r.Addr].claim, to: held.Node, at: now}
+			delete(m.fenced, r.Addr)
+		}
+	}
+	m.fencedAt = time.Time{}
+	m.mu.Unlock()
+	for _, r := range refused {
+		var held *HeldError
+		if errors.As(r.Err, &held) {
+			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node)
+			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced: it stays silent", held.Node))
+		}
+	}
+	if len(got) == 0 {
+		m.log.Info("the store answers again: unfenced", "resumed", 0, "lost", len(refused))
+		m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed 0 claims, %d lost", len(refused)))
+		return
+	}
+	resumed := make([]announce.Claim, len(got))
+	for i, t := range got {
+		resumed[i] = t.claim
+	}
+	// Adopt keeps each claim's options and since, with a fresh burst.
+	st, err := m.eng.Adopt(ctx, resumed)
+	var rf *announce.RefusedError
+	if err != nil && !errors.As(err, &rf) {
+		m.log.Error("resume the fenced claims", "err", err)
+		m.dropKeys(ctx, freshOf(got, nil))
+		return
+	}
+	m.dropKeys(ctx, freshOf(got, rf))
+	m.commit(st)
+	m.log.Info("the store answers again: unfenced", "resumed", len(st), "lost", len(refused))
+	m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed %d claims with a fresh burst, %d lost", len(st), len(refused)))
+}

@@ -1,0 +1,188 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// Standby registers this node as a standby for addresses: when an owner's
+// key vanishes with its lease, one standby (the store's transaction picks
+// it) claims the address with the options given here.
+func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error) {
+	if since, fenced := m.isFenced(); fenced {
+		return nil, fencedError(since)
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	raw, err := json.Marshal(opts)
+	if err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	lease := m.lease
+	for _, r := range reqs {
+		if _, ok := m.owned[r.Addr]; ok {
+			m.mu.Unlock()
+			return nil, fmt.Errorf("this node holds %s already: a standby is another node, ready to take it", r.Addr)
+		}
+	}
+	m.mu.Unlock()
+	now := time.Now().UTC()
+	var st []announce.Status
+	for _, r := range reqs {
+		rec := store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw}
+		val, err := json.Marshal(rec)
+		if err != nil {
+			return nil, err
+		}
+		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+		_, err = m.c.Put(rctx, m.k.Standby(r.Addr, m.cfg.Node), string(val), clientv3.WithLease(lease))
+		cancel()
+		if err != nil {
+			return st, fmt.Errorf("register as a standby for %s: %w", r.Addr, m.c.Explain(err))
+		}
+		m.mu.Lock()
+		m.standby[r.Addr] = rec
+		m.mu.Unlock()
+		st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: StateStandby})
+		m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
+		m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
+	}
+	return st, nil
+}
+
+// dropStandby forgets this node's standby for a. Called with op.
+func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	if _, err := m.c.Delete(rctx, m.k.Standby(a, m.cfg.Node)); err != nil {
+		return fmt.Errorf("forget the standby for %s: %w", a, m.c.Explain(err))
+	}
+	m.mu.Lock()
+	delete(m.standby, a)
+	m.mu.Unlock()
+	return nil
+}
+
+// rebindStandbys reads this node's standbys from the store: those of a
+// dead predecessor (under prev) are bound to this agent's lease, so they
+// survive it. It returns the revision read, from which the watch starts.
+func (m *Member) rebindStandbys(ctx context.Context, prev clientv3.LeaseID) (int64, error) {
+	var mine []store.Standby
+	var mineLease []clientv3.LeaseID
+	rev, err := m.c.Range(ctx, m.k.Standbys(), func(kv *mvccpb.KeyValue) {
+		p, err := m.k.Parse(string(kv.Key))
+		if err != nil || p.Node != m.cfg.Node {
+			return
+		}
+		var s store.Standby
+		if json.Unmarshal(kv.Value, &s) != nil {
+			return
+		}
+		s.Addr, s.Node = p.Addr, p.Node
+		mine = append(mine, s)
+		mineLease = append(mineLease, clientv3.LeaseID(kv.Lease))
+	})
+	if err != nil {
+		return 0, err
+	}
+	return rev, m.putStandbys(ctx, mine, mineLease, prev)
+}
+
+// putStandbys binds standbys held under old (or every one, when old is
+// zero) to the member's lease.
+func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases []clientv3.LeaseID, old clientv3.LeaseID) error {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	for i, s := range list {
+		if old != 0 && leases[i] != old {
+			continue
+		}
+		val, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+		_, err = m.c.Put(rctx, m.k.Standby(s.Addr, s.Node), string(val), clientv3.WithLease(lease))
+		cancel()
+		if err != nil {
+			return fmt.Errorf("keep the standby for %s: %w", s.Addr, m.c.Explain(err))
+		}
+		m.mu.Lock()
+		m.standby[s.Addr] = s
+		m.mu.Unlock()
+	}
+	return nil
+}
+
+// takeAsStandby is called when a's owner's key vanished: if this node
+// stands by for a, the owner's lease has expired (not a planned release
+// or move), and no move of a is under way, it tries to take the key and
+// claims the address. Called with op.
+func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.KeyValue) {
+	m.mu.Lock()
+	s, ok := m.standby[a]
+	lease := m.lease
+	fenced := !m.fencedAt.IsZero()
+	m.mu.Unlock()
+	if !ok || fenced {
+		return
+	}
+	var owner store.Claim
+	if prev != nil {
+		_ = json.Unmarshal(prev.Value, &owner)
+		if prev.Lease != 0 {
+			rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+			ttl, err := m.c.TimeToLive(rctx, clientv3.LeaseID(prev.Lease))
+			cancel()
+			if err != nil || ttl.TTL > 0 {
+				// The owner is alive: it released the address on
+				// purpose, and a standby does not overrule it.
+				return
+			}
+		}
+	}
+	opts := s.Options
+	rec := store.Claim{Addr: a, Node: m.cfg.Node, Interface: s.Interface, MAC: m.macs()[s.Interface], Since: time.Now().UTC(), Options: opts}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return
+	}
+	key, mkey := m.k.Claim(a), m.k.Move(a)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	resp, err := m.c.Txn(rctx).If(
+		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(mkey), "=", 0),
+	).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	cancel()
+	if err != nil || !resp.Succeeded {
+		return
+	}
+	var o announce.ClaimOptions
+	_ = json.Unmarshal(opts, &o)
+	st, err := m.eng.Claim(ctx, []announce.Request{{Addr: a, Interface: s.Interface}}, o)
+	if err != nil {
+		m.log.Error("take over as a standby", "addr", a, "err", err)
+		m.dropKeys(ctx, []netip.Addr{a})
+		return
+	}
+	m.commit(st)
+	// The owner now, it stands by no more: the fleet lists the others.
+	if err := m.dropStandby(ctx, a); err != nil {
+		m.log.Warn("forget the standby record of a claim taken", "addr", a, "err", err)
+	}
+	msg := fmt.Sprintf("took the address as a standby: the lease of its owner %s expired", owner.Node)
+	m.log.Warn("standby took over", "addr", a, "interface", s.Interface, "from", owner.Node)
+	m.notify(event.Standby, a, s.Interface, msg)
+}

@@ -1,0 +1,64 @@
+package store
+
+import (
+	"time"
+
+	"github.com/vipctl/vip/internal/api"
+)
+
+// API returns the view as clients see it (vip fleet --json, /v1/fleet).
+func (v View) API() api.FleetResponse {
+	out := api.FleetResponse{Revision: v.Revision, Nodes: []api.FleetNode{}, Claims: []api.FleetClaim{}}
+	for _, n := range v.Nodes {
+		fn := api.FleetNode{Node: n.Node, Version: n.Version, Host: n.Host, PID: n.PID, Started: n.Started,
+			LeaseTTL: api.Duration(n.LeaseTTL), Interfaces: []api.FleetInterface{}}
+		for _, ifc := range n.Interfaces {
+			fi := api.FleetInterface{Name: ifc.Name, MAC: ifc.MAC, Up: ifc.Up}
+			for _, p := range ifc.Prefixes {
+				fi.Prefixes = append(fi.Prefixes, p.String())
+			}
+			fn.Interfaces = append(fn.Interfaces, fi)
+		}
+		out.Nodes = append(out.Nodes, fn)
+	}
+	add := func(cv ClaimView) {
+		c := api.FleetClaim{Addr: cv.Claim.Addr.String(), Node: cv.Claim.Node, Interface: cv.Claim.Interface,
+			MAC: cv.Claim.MAC, Since: cv.Claim.Since, State: api.FleetHeld}
+		if c.Node == "" {
+			c.State = api.FleetFree
+		}
+		if cv.Move != nil {
+			c.State, c.MovingTo = api.FleetMoving, cv.Move.To
+		}
+		for _, s := range cv.Standbys {
+			if s.Node != cv.Claim.Node {
+				c.Standbys = append(c.Standbys, s.Node)
+			}
+		}
+		out.Claims = append(out.Claims, c)
+	}
+	for _, cv := range v.Claims {
+		add(cv)
+	}
+	for _, cv := range v.Free {
+		add(cv)
+	}
+	for _, s := range v.Skipped {
+		out.Skipped = append(out.Skipped, api.FleetSkipped(s))
+	}
+	return out
+}
+
+// API returns the result as clients see it, its timeline in milliseconds
+// since the move was asked.
+func (r MoveResult) API() api.MoveResult {
+	ms := func(t time.Time) float64 {
+		if t.IsZero() {
+			return -1
+		}
+		return float64(t.Sub(r.Asked).Microseconds()) / 1000
+	}
+	return api.MoveResult{Addr: r.Addr.String(), From: r.From, To: r.To, Interface: r.Interface, Asked: r.Asked,
+		ReleasedMS: ms(r.Released), LiveMS: ms(r.Live), Waited: r.Waited, Unheld: r.Unheld, Already: r.Already,
+		OK: r.Done(), Error: r.Error}
+}

@@ -1,0 +1,169 @@
+package store
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Config says how to reach the store.
+type Config struct {
+	// URL is etcd://HOST:PORT[,HOST:PORT...] (etcds:// for TLS).
+	URL    string
+	Prefix string
+	// CA, Cert and Key are PEM files for TLS: CA checks the servers,
+	// Cert and Key are this client's certificate.
+	CA, Cert, Key string
+	// Dial, if set, makes the connections (tests dial inside a lab host).
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// Timeout bounds each request; zero takes DefaultTimeout.
+	Timeout time.Duration
+}
+
+// DefaultTimeout bounds one request to the store.
+const DefaultTimeout = 5 * time.Second
+
+// Client is a connection to the store and the keys under its prefix.
+type Client struct {
+	*clientv3.Client
+	Keys      Keys
+	Endpoints []string
+	timeout   time.Duration
+}
+
+// ParseURL reads etcd://HOST:PORT[,HOST:PORT...] (or etcds:// for TLS) into
+// endpoints for the etcd client.
+func ParseURL(s string) (endpoints []string, secure bool, err error) {
+	scheme, rest, ok := strings.Cut(s, "://")
+	if !ok || (scheme != "etcd" && scheme != "etcds") || rest == "" {
+		return nil, false, fmt.Errorf("store %q is not etcd://HOST:PORT[,HOST:PORT...]", s)
+	}
+	secure = scheme == "etcds"
+	for _, hp := range strings.Split(strings.TrimSuffix(rest, "/"), ",") {
+		host, port, err := net.SplitHostPort(hp)
+		if err != nil || host == "" || port == "" {
+			return nil, false, fmt.Errorf("store %q: %q is not HOST:PORT", s, hp)
+		}
+		u := url.URL{Scheme: "http", Host: net.JoinHostPort(host, port)}
+		if secure {
+			u.Scheme = "https"
+		}
+		endpoints = append(endpoints, u.String())
+	}
+	return endpoints, secure, nil
+}
+
+// Open connects to the store of cfg and checks that it answers, so that a
+// wrong address, TLS or authentication fails here in one sentence.
+func Open(ctx context.Context, cfg Config) (*Client, error) {
+	endpoints, secure, err := ParseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if err := CheckPrefix(cfg.Prefix); err != nil {
+		return nil, err
+	}
+	var tlsc *tls.Config
+	if secure || cfg.CA != "" || cfg.Cert != "" {
+		if tlsc, err = tlsConfig(cfg); err != nil {
+			return nil, err
+		}
+		if !secure {
+			for i, e := range endpoints {
+				endpoints[i] = "https" + strings.TrimPrefix(e, "http")
+			}
+		}
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	cc := clientv3.Config{
+		Endpoints:   endpoints,
+		TLS:         tlsc,
+		DialTimeout: timeout,
+		// A lost connection is noticed within seconds, not minutes.
+		DialKeepAliveTime:    2 * time.Second,
+		DialKeepAliveTimeout: 2 * time.Second,
+		Logger:               zap.NewNop(),
+	}
+	if cfg.Dial != nil {
+		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(cfg.Dial))
+	}
+	cli, err := clientv3.New(cc)
+	if err != nil {
+		return nil, fmt.Errorf("connect to the store at %s: %w", strings.Join(endpoints, ","), err)
+	}
+	c := &Client{Client: cli, Keys: NewKeys(cfg.Prefix), Endpoints: endpoints, timeout: timeout}
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	if _, err := cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		cli.Close()
+		return nil, c.Explain(err)
+	}
+	return c, nil
+}
+
+// ctx bounds one request.
+func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.timeout)
+}
+
+// ErrUnreachable marks a store that did not answer in time.
+var ErrUnreachable = errors.New("the store is unreachable")
+
+// Explain turns an etcd client error into one sentence that names the fix.
+func (c *Client) Explain(err error) error {
+	at := strings.Join(c.Endpoints, ",")
+	switch code := status.Code(err); {
+	case errors.Is(err, context.DeadlineExceeded), code == codes.DeadlineExceeded, code == codes.Unavailable:
+		return fmt.Errorf("%w at %s (%v): check --store and the network to it", ErrUnreachable, at, err)
+	case code == codes.Unauthenticated, code == codes.PermissionDenied:
+		return fmt.Errorf("the store at %s refused vip (%v): check the client certificate (--store-cert, --store-key) and its roles", at, err)
+	case strings.Contains(err.Error(), "certificate"), strings.Contains(err.Error(), "tls:"):
+		return fmt.Errorf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", at, err)
+	}
+	return fmt.Errorf("the store at %s: %w", at, err)
+}
+
+func tlsConfig(cfg Config) (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if cfg.CA != "" {
+		pem, err := os.ReadFile(cfg.CA)
+		if err != nil {
+			return nil, fmt.Errorf("read --store-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--store-ca %s holds no PEM certificate", cfg.CA)
+		}
+		tc.RootCAs = pool
+	}
+	if (cfg.Cert == "") != (cfg.Key == "") {
+		return nil, errors.New("--store-cert and --store-key go together: give both, or neither")
+	}
+	if cfg.Cert != "" {
+		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
+		if err != nil {
+			return nil, fmt.Errorf("load --store-cert and --store-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{cert}
+	}
+	return tc, nil
+}

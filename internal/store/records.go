@@ -1,0 +1,234 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"time"
+)
+
+// DefaultPrefix is where vip keeps its records unless --store-prefix says
+// otherwise.
+const DefaultPrefix = "/vip/"
+
+// The kinds of record, each under its own part of the prefix.
+const (
+	nodesDir   = "nodes/"
+	claimsDir  = "claims/"
+	standbyDir = "standby/"
+	movesDir   = "moves/"
+)
+
+// maxRecordBytes bounds a value vip will decode: anything larger under the
+// prefix is not one of vip's records.
+const maxRecordBytes = 64 << 10
+
+// Interface is one of a node's interfaces as its agent registers it.
+type Interface struct {
+	Name string `json:"name"`
+	MAC  string `json:"mac,omitempty"`
+	Up   bool   `json:"up"`
+	// Prefixes are the interface's own addresses with their lengths, so
+	// that a move can tell which interface reaches an address.
+	Prefixes []netip.Prefix `json:"prefixes,omitempty"`
+}
+
+// Node is a live agent's registration.
+type Node struct {
+	Node       string      `json:"node"`
+	Version    string      `json:"version"`
+	Host       string      `json:"host"`
+	PID        int         `json:"pid"`
+	BootID     string      `json:"boot_id,omitempty"`
+	Started    time.Time   `json:"started"`
+	LeaseTTL   Duration    `json:"lease_ttl"`
+	Interfaces []Interface `json:"interfaces"`
+	// Lease is the agent's lease, read from the key (not stored in it).
+	Lease int64 `json:"lease,omitempty"`
+}
+
+// Claim is the record of an address's one owner.
+type Claim struct {
+	Addr      netip.Addr `json:"addr"`
+	Node      string     `json:"node"`
+	Interface string     `json:"interface"`
+	MAC       string     `json:"mac,omitempty"`
+	Since     time.Time  `json:"since"`
+	// Options are the claim's settings as the owning agent encodes them,
+	// so that a move or a standby takes the address with the same ones.
+	Options json.RawMessage `json:"options,omitempty"`
+	// Lease is the owner's lease, read from the key.
+	Lease int64 `json:"lease,omitempty"`
+}
+
+// Standby is a node registered to take an address when its owner's lease
+// expires.
+type Standby struct {
+	Addr      netip.Addr      `json:"addr"`
+	Node      string          `json:"node"`
+	Interface string          `json:"interface"`
+	Since     time.Time       `json:"since"`
+	Options   json.RawMessage `json:"options,omitempty"`
+	Lease     int64           `json:"lease,omitempty"`
+}
+
+// Move is a move under way. The mover writes it; the owner adds Released
+// in the transaction that deletes its claim; the target adds Live once it
+// answers, or Error when it could not take the address, and deletes it.
+type Move struct {
+	Addr      netip.Addr      `json:"addr"`
+	To        string          `json:"to"`
+	Interface string          `json:"interface"`
+	From      string          `json:"from,omitempty"`
+	ID        string          `json:"id"`
+	Asked     time.Time       `json:"asked"`
+	Options   json.RawMessage `json:"options,omitempty"`
+	Released  time.Time       `json:"released,omitzero"`
+	Live      time.Time       `json:"live,omitzero"`
+	Error     string          `json:"error,omitempty"`
+}
+
+// Duration is a time.Duration that encodes as a Go duration string.
+type Duration time.Duration
+
+// MarshalJSON writes d as "5s".
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+// UnmarshalJSON reads "5s".
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Keys names the records under one prefix.
+type Keys struct{ Prefix string }
+
+// NewKeys returns the keys under prefix, which must start and end with a
+// slash (CheckPrefix).
+func NewKeys(prefix string) Keys { return Keys{Prefix: prefix} }
+
+// CheckPrefix says whether prefix can hold vip's records.
+func CheckPrefix(prefix string) error {
+	if !strings.HasPrefix(prefix, "/") || !strings.HasSuffix(prefix, "/") || len(prefix) > 256 {
+		return fmt.Errorf("--store-prefix %q must start and end with a slash, such as %s", prefix, DefaultPrefix)
+	}
+	return nil
+}
+
+// Node is the key of a node's registration.
+func (k Keys) Node(node string) string { return k.Prefix + nodesDir + node }
+
+// Claim is the key of addr's owner.
+func (k Keys) Claim(a netip.Addr) string { return k.Prefix + claimsDir + a.String() }
+
+// Standby is the key of node's standby for addr.
+func (k Keys) Standby(a netip.Addr, node string) string {
+	return k.Prefix + standbyDir + a.String() + "/" + node
+}
+
+// Move is the key of a move of addr.
+func (k Keys) Move(a netip.Addr) string { return k.Prefix + movesDir + a.String() }
+
+// Nodes, Claims, Standbys and Moves are the directories of each kind.
+func (k Keys) Nodes() string    { return k.Prefix + nodesDir }
+func (k Keys) Claims() string   { return k.Prefix + claimsDir }
+func (k Keys) Standbys() string { return k.Prefix + standbyDir }
+func (k Keys) Moves() string    { return k.Prefix + movesDir }
+
+// Kind says what a key under the prefix names.
+type Kind int
+
+// The kinds of key.
+const (
+	KindUnknown Kind = iota
+	KindNode
+	KindClaim
+	KindStandby
+	KindMove
+)
+
+// Parsed is a key under the prefix, split.
+type Parsed struct {
+	Kind Kind
+	Addr netip.Addr
+	Node string
+}
+
+// Parse splits key. A key vip did not write gives an error that says so.
+func (k Keys) Parse(key string) (Parsed, error) {
+	rest, ok := strings.CutPrefix(key, k.Prefix)
+	if !ok {
+		return Parsed{}, fmt.Errorf("key %q is not under %s", key, k.Prefix)
+	}
+	switch {
+	case strings.HasPrefix(rest, nodesDir):
+		n := rest[len(nodesDir):]
+		if err := CheckNode(n); err != nil {
+			return Parsed{}, err
+		}
+		return Parsed{Kind: KindNode, Node: n}, nil
+	case strings.HasPrefix(rest, claimsDir), strings.HasPrefix(rest, movesDir):
+		kind, dir := KindClaim, claimsDir
+		if strings.HasPrefix(rest, movesDir) {
+			kind, dir = KindMove, movesDir
+		}
+		a, err := netip.ParseAddr(rest[len(dir):])
+		if err != nil || a.Zone() != "" {
+			return Parsed{}, fmt.Errorf("key %q does not end in an IP address", key)
+		}
+		return Parsed{Kind: kind, Addr: a}, nil
+	case strings.HasPrefix(rest, standbyDir):
+		as, n, ok := strings.Cut(rest[len(standbyDir):], "/")
+		a, err := netip.ParseAddr(as)
+		if !ok || err != nil || CheckNode(n) != nil {
+			return Parsed{}, fmt.Errorf("key %q is not %sADDR/NODE", key, k.Standbys())
+		}
+		return Parsed{Kind: KindStandby, Addr: a, Node: n}, nil
+	}
+	return Parsed{}, fmt.Errorf("key %q is none of vip's records", key)
+}
+
+// CheckNode says whether name can name a node: a host name's characters.
+func CheckNode(name string) error {
+	if name == "" || len(name) > 253 {
+		return errors.New("a node name must be 1 to 253 characters")
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '.' || r == '_') {
+			return fmt.Errorf("node name %q may hold only letters, digits, '-', '.' and '_'", name)
+		}
+	}
+	return nil
+}
+
+// decode reads a record's value. A value that is not one gives an error
+// naming the key, for the report of skipped records.
+func decode[T any](key string, value []byte) (T, error) {
+	var v T
+	if len(value) > maxRecordBytes {
+		return v, fmt.Errorf("the value of %s is %d bytes, too large for a vip record", key, len(value))
+	}
+	if err := json.Unmarshal(value, &v); err != nil {
+		return v, fmt.Errorf("the value of %s is not a vip record: %v", key, err)
+	}
+	return v, nil
+}
+
+// encode writes a record's value. Only options that are not JSON fail.
+func encode(v any) (string, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return "", fmt.Errorf("encode a %T record: %w", v, err)
+	}
+	return string(b), nil
+}

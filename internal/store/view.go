@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// View is everything the store holds under the prefix, at one revision.
+type View struct {
+	Revision int64
+	Nodes    []Node
+	Claims   []ClaimView
+	// Free are addresses with standbys or a move but no owner.
+	Free []ClaimView
+	// Skipped are keys under the prefix that could not be read.
+	Skipped []Skipped
+
+	k Keys
+}
+
+func (v View) keys() Keys { return v.k }
+
+// ClaimView is an address's owner with its standbys and any move of it.
+type ClaimView struct {
+	Claim    Claim     `json:"claim"`
+	Standbys []Standby `json:"standbys,omitempty"`
+	Move     *Move     `json:"move,omitempty"`
+	// createRev is the claim key's creation revision, which a move
+	// compares so that it never acts on a claim made since it looked.
+	createRev int64
+}
+
+// Skipped is a key under the prefix that is not a vip record.
+type Skipped struct {
+	Key   string `json:"key"`
+	Error string `json:"error"`
+}
+
+// pageSize bounds one range read, so that a fleet of 100,000 claims is read
+// in pages rather than in one response of tens of megabytes.
+const pageSize = 5000
+
+// Range reads every key under prefix at one revision, page by page, and
+// calls fn with each.
+func (c *Client) Range(ctx context.Context, prefix string, fn func(kv *mvccpb.KeyValue)) (rev int64, err error) {
+	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	for {
+		rctx, cancel := c.ctx(ctx)
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.Get(rctx, key, opts...)
+		cancel()
+		if err != nil {
+			return 0, c.Explain(err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			fn(kv)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}
+
+// Fleet reads the whole fleet: nodes, claims, standbys and moves. A value
+// that is not a vip record is skipped and reported, never fatal.
+func (c *Client) Fleet(ctx context.Context) (View, error) {
+	v := View{k: c.Keys}
+	claims := map[netip.Addr]*ClaimView{}
+	get := func(a netip.Addr) *ClaimView {
+		cv := claims[a]
+		if cv == nil {
+			cv = &ClaimView{Claim: Claim{Addr: a}}
+			claims[a] = cv
+		}
+		return cv
+	}
+	skip := func(key string, err error) { v.Skipped = append(v.Skipped, Skipped{Key: key, Error: err.Error()}) }
+	rev, err := c.Range(ctx, c.Keys.Prefix, func(kv *mvccpb.KeyValue) {
+		key, value, lease := string(kv.Key), kv.Value, kv.Lease
+		p, err := c.Keys.Parse(key)
+		if err != nil {
+			skip(key, err)
+			return
+		}
+		switch p.Kind {
+		case KindNode:
+			n, err := decode[Node](key, value)
+			if err != nil {
+				skip(key, err)
+				return
+			}
+			n.Node, n.Lease = p.Node, lease
+			v.Nodes = append(v.Nodes, n)
+		case KindClaim:
+			cl, err := decode[Claim](key, value)
+			if err != nil {
+				skip(key, err)
+				return
+			}
+			cl.Addr, cl.Lease = p.Addr, lease
+			cv := get(p.Addr)
+			cv.Claim, cv.createRev = cl, kv.CreateRevision
+		case KindStandby:
+			s, err := decode[Standby](key, value)
+			if err != nil {
+				skip(key, err)
+				return
+			}
+			s.Addr, s.Node, s.Lease = p.Addr, p.Node, lease
+			cv := get(p.Addr)
+			cv.Standbys = append(cv.Standbys, s)
+		case KindMove:
+			m, err := decode[Move](key, value)
+			if err != nil {
+				skip(key, err)
+				return
+			}
+			m.Addr = p.Addr
+			get(p.Addr).Move = &m
+		}
+	})
+	if err != nil {
+		return View{}, err
+	}
+	v.Revision = rev
+	for _, cv := range claims {
+		if cv.Claim.Node == "" {
+			v.Free = append(v.Free, *cv)
+		} else {
+			v.Claims = append(v.Claims, *cv)
+		}
+	}
+	byAddr := func(x, y ClaimView) int { return x.Claim.Addr.Compare(y.Claim.Addr) }
+	slices.SortFunc(v.Claims, byAddr)
+	slices.SortFunc(v.Free, byAddr)
+	slices.SortFunc(v.Nodes, func(x, y Node) int { return strings.Compare(x.Node, y.Node) })
+	return v, nil
+}
+
+// NodeByName returns the live node called name.
+func (v View) NodeByName(name string) (Node, bool) {
+	i := slices.IndexFunc(v.Nodes, func(n Node) bool { return n.Node == name })
+	if i < 0 {
+		return Node{}, false
+	}
+	return v.Nodes[i], true
+}
+
+// ClaimOf returns addr's owner.
+func (v View) ClaimOf(a netip.Addr) (ClaimView, bool) {
+	i, ok := slices.BinarySearchFunc(v.Claims, a, func(cv ClaimView, a netip.Addr) int { return cv.Claim.Addr.Compare(a) })
+	if !ok {
+		return ClaimView{}, false
+	}
+	return v.Claims[i], true
+}
