@@ -192,3 +192,26 @@ func TestClusterElectsNewLeader(t *testing.T) {
 	c.Leader(t)
 	eventuallyGet(t, etcdlab.Client(t, old.Host, old.Endpoint()), "/vip/k", "after")
 }
+
+// TestIsolatedHostLosesOnlyTheStore cuts host a off from the store: a's
+// client fails while b's still works, and a's is back after the heal.
+func TestIsolatedHostLosesOnlyTheStore(t *testing.T) {
+	l := newLab(t, "a", "b", "store")
+	a, b, store := l.Host("a"), l.Host("b"), l.Host("store")
+	e := etcdlab.StartEtcd(t, store)
+	fromA, fromB := etcdlab.Client(t, a, e.Endpoint()), etcdlab.Client(t, b, e.Endpoint())
+	if err := put(fromA, "/vip/p", "before"); err != nil {
+		t.Fatalf("put from a: %v", err)
+	}
+
+	p := labtest.Isolate(t, l, a, store)
+	if got, err := get(fromA, "/vip/p"); err == nil {
+		t.Errorf("get from a while cut off from the store: got %q, want an error", got)
+	}
+	if err := put(fromB, "/vip/p", "during"); err != nil {
+		t.Errorf("put from b while a is cut off: %v", err)
+	}
+
+	p.Heal(t)
+	eventuallyGet(t, fromA, "/vip/p", "during")
+}
