@@ -3,8 +3,10 @@
 # and libpcap headers vip is built with (cgo, for --filter), the lab's iproute2
 # and sysctl, the peers the lab tests check vip against (iputils arping and
 # ping, ndisc6, tcpdump, socat), setpriv, tmux (the terminal the TUI's
-# end-to-end test types into) and prometheus and promtool (the metrics lab
-# test). Debian package names.
+# end-to-end test types into), prometheus and promtool (the metrics lab
+# test), etcd and etcdctl (the store the fleet's lab tests run in lab hosts)
+# and clang, llvm-strip and libbpf's headers (the eBPF responder's program).
+# Debian package names.
 #
 # Root installs with apt-get; anyone else through sudo, and without sudo it
 # stops and says what to install. `test-deps.sh build` checks only what the
@@ -24,7 +26,14 @@ declare -A test_pkg=(
   [arping]=iputils-arping [ping]=iputils-ping [ndisc6]=ndisc6 [tcpdump]=tcpdump
   [setpriv]=util-linux [socat]=socat [tmux]=tmux
   [prometheus]=prometheus [promtool]=prometheus
+  [etcd]=etcd-server [etcdctl]=etcd-client
+  [clang]=clang [llvm-strip]=llvm
 )
+
+# Packages whose install enables and starts a server for the whole host
+# (Debian's way), each with its systemd unit: the tests start their own
+# inside lab namespaces.
+declare -A service_of=([prometheus]=prometheus.service [etcd-server]=etcd.service)
 
 # check sets missing to the packages that provide what is not here.
 check() {
@@ -37,6 +46,7 @@ check() {
     for tool in "${!test_pkg[@]}"; do
       command -v "$tool" >/dev/null 2>&1 || missing+=("${test_pkg[$tool]}")
     done
+    [ -e /usr/include/bpf/bpf_helpers.h ] || missing+=(libbpf-dev)
   fi
   [ ${#missing[@]} -eq 0 ] || mapfile -t missing < <(printf '%s\n' "${missing[@]}" | sort -u)
 }
@@ -66,11 +76,16 @@ echo "test-deps: installing ${missing[*]}" >&2
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || true
 installed=("${missing[@]}")
 check
-# Debian's prometheus package enables and starts a server on :9090 for the
-# whole host; the tests start their own inside a lab namespace, so the one
-# the install started is stopped and disabled again.
-if printf '%s\n' "${installed[@]}" | grep -qx prometheus && [ -d /run/systemd/system ]; then
-  "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
-  echo "test-deps: stopped and disabled the prometheus service its package started (the tests run their own)" >&2
+# Debian's prometheus and etcd-server packages enable and start a server
+# (on :9090, on localhost:2379) for the whole host; the tests start their
+# own inside lab namespaces, so the ones the install started are stopped and
+# disabled again.
+if [ -d /run/systemd/system ]; then
+  for pkg in "${installed[@]}"; do
+    unit=${service_of[$pkg]:-}
+    [ -n "$unit" ] || continue
+    "${as_root[@]}" systemctl disable --now "$unit" >/dev/null 2>&1 || true
+    echo "test-deps: stopped and disabled the $unit its package $pkg started (the tests run their own)" >&2
+  done
 fi
 [ ${#missing[@]} -eq 0 ] || fail

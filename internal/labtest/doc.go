@@ -4,8 +4,11 @@
 // New builds a lab for one test and removes it when the test ends. Start runs
 // a program (vip, arping, ndisc6) inside a host and collects its output line
 // by line; Capture runs tcpdump inside a host and decodes what it saw with
-// gopacket. Eventually polls a condition against a deadline, so tests wait for
-// what they expect instead of sleeping.
+// gopacket. DialIn lets the test process, which lives in the root network
+// namespace, open TCP connections from inside a host; Isolate cuts hosts off
+// from one another on the bridge, as a partition would. Eventually polls a
+// condition against a deadline, so tests wait for what they expect instead of
+// sleeping.
 //
 // Tests that need a lab skip themselves when not run as root or when a tool is
 // missing, saying why; with CI=true in the environment they fail instead, so a

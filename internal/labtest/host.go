@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/netip"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -67,4 +68,33 @@ func FDB(ctx context.Context, l *lab.Lab) (map[string]string, error) {
 		fdb[mac.String()] = e.IfName
 	}
 	return fdb, nil
+}
+
+// DialIn returns a dial function whose TCP connections are made from inside
+// h's network namespace, for a client in the test process (which lives in
+// the root namespace, where a lab address would be routed onto the host's
+// real network) to reach a server in the lab. It fits grpc.WithContextDialer
+// as it is, and http.Transport.DialContext with the network dropped. addr
+// must be a literal IP and port: a name would be resolved outside the
+// namespace.
+func DialIn(h *lab.Host) func(ctx context.Context, addr string) (net.Conn, error) {
+	return func(ctx context.Context, addr string) (net.Conn, error) {
+		ap, err := netip.ParseAddrPort(addr)
+		if err != nil {
+			return nil, fmt.Errorf("dial %q from lab host %s: want a literal IP and port: %w", addr, h.Name, err)
+		}
+		var conn net.Conn
+		// The socket is created on Do's thread, so it belongs to h's
+		// namespace for the rest of its life, whichever thread uses it.
+		err = Do(h, func() error {
+			var d net.Dialer
+			c, err := d.DialContext(ctx, "tcp", ap.String())
+			conn = c
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("dial %s from lab host %s: %w", ap, h.Name, err)
+		}
+		return conn, nil
+	}
 }

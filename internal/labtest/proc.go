@@ -122,6 +122,19 @@ func (p *Proc) Stop(t testing.TB) int {
 	return p.stop(t, syscall.SIGTERM)
 }
 
+// Kill sends SIGKILL to the program's process group, as a crash or `kill -9`
+// would end it, waits for it to exit and returns its exit code (-1).
+func (p *Proc) Kill(t testing.TB) int {
+	t.Helper()
+	return p.stop(t, syscall.SIGKILL)
+}
+
+// Exited reports whether the program has exited, so that a wait for it to
+// become ready can end at once when it never will.
+func (p *Proc) Exited() bool {
+	return p.exited()
+}
+
 func (p *Proc) stop(t testing.TB, sig syscall.Signal) int {
 	t.Helper()
 	if !p.exited() {

@@ -1,0 +1,205 @@
+package etcdlab
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+)
+
+// The ports every member listens on, on its host's eth0 address: each host
+// is a network namespace of its own, so they never collide.
+const (
+	ClientPort = 2379
+	PeerPort   = 2380
+)
+
+// healthyTimeout bounds the wait for a started member to answer a quorum
+// read. It is wide: etcd fsyncs its first WAL entries, and a cluster elects
+// its first leader, on a machine that other tests keep busy.
+const healthyTimeout = 30 * time.Second
+
+// probeTimeout bounds one health or status request.
+const probeTimeout = 2 * time.Second
+
+// Etcd is one etcd server running inside a lab host, started by StartEtcd
+// or StartEtcdCluster.
+type Etcd struct {
+	// Name is the member's name: its host's name.
+	Name string
+	// Host is the lab host etcd runs in.
+	Host *lab.Host
+
+	bin     string
+	args    []string // the same on every start: a restart reuses the data directory
+	proc    *labtest.Proc
+	status  *clientv3.Client // from Host to this member alone, for Leader
+	healthy *http.Client     // from Host to this member alone, for the health check
+}
+
+// StartEtcd runs a single-member etcd inside h, serving clients on
+// http://IP:2379 of h's IPv4 address with a data directory of its own, and
+// returns once it answers a quorum read. The test's cleanup kills it, and
+// its data directory is removed after.
+func StartEtcd(t testing.TB, h *lab.Host) *Etcd {
+	t.Helper()
+	e := newMember(t, h, "vip-"+h.Netns, []*lab.Host{h})
+	e.start(t)
+	e.waitHealthy(t)
+	return e
+}
+
+// newMember prepares the member of host h in a new cluster of the hosts
+// members, named token; it does not start it.
+func newMember(t testing.TB, h *lab.Host, token string, members []*lab.Host) *Etcd {
+	t.Helper()
+	bin := labtest.RequireTool(t, "etcd")
+	var initial []string
+	for _, m := range members {
+		initial = append(initial, m.Name+"="+url(t, m, PeerPort))
+	}
+	e := &Etcd{Name: h.Name, Host: h, bin: bin}
+	e.args = []string{
+		"--name", h.Name,
+		// A directory etcd creates itself gets the 0700 it asks for.
+		"--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--listen-client-urls", e.Endpoint(),
+		"--advertise-client-urls", e.Endpoint(),
+		"--listen-peer-urls", url(t, h, PeerPort),
+		"--initial-advertise-peer-urls", url(t, h, PeerPort),
+		"--initial-cluster", strings.Join(initial, ","),
+		"--initial-cluster-state", "new",
+		"--initial-cluster-token", token,
+		// capnslog, 3.4's default, says on every start that it is deprecated.
+		"--logger", "zap",
+		"--log-outputs", "stderr",
+	}
+	e.status = Client(t, h, e.Endpoint())
+	dial := labtest.DialIn(h)
+	e.healthy = &http.Client{
+		Timeout: probeTimeout,
+		Transport: &http.Transport{
+			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
+				return dial(ctx, addr)
+			},
+			// A new connection each time: one kept from before a restart
+			// would only fail.
+			DisableKeepAlives: true,
+		},
+	}
+	return e
+}
+
+// url returns http://IP:port of h's eth0 IPv4 address, failing the test when
+// h has none.
+func url(t testing.TB, h *lab.Host, port uint16) string {
+	t.Helper()
+	if !h.IPv4.IsValid() {
+		t.Fatalf("etcd in lab host %s needs an IPv4 address on eth0: give its lab.HostConfig an IPv4", h.Name)
+	}
+	return "http://" + netip.AddrPortFrom(h.IPv4.Addr(), port).String()
+}
+
+// Endpoint returns the URL clients reach the member at, http://IP:2379.
+func (e *Etcd) Endpoint() string {
+	return "http://" + netip.AddrPortFrom(e.Host.IPv4.Addr(), ClientPort).String()
+}
+
+// start runs etcd with the member's arguments; it does not wait.
+func (e *Etcd) start(t testing.TB) {
+	t.Helper()
+	e.proc = labtest.Start(t, e.Host, e.bin, e.args...)
+}
+
+// Running reports whether the member's etcd process is running: started
+// and neither stopped nor killed since, nor exited on its own.
+func (e *Etcd) Running() bool {
+	return e.proc != nil && !e.proc.Exited()
+}
+
+// Stop ends etcd with SIGTERM, as a service manager would, and waits for it
+// to exit.
+func (e *Etcd) Stop(t testing.TB) {
+	t.Helper()
+	e.proc.Stop(t)
+}
+
+// Kill ends etcd with SIGKILL, as a crash would, and waits for it to exit.
+func (e *Etcd) Kill(t testing.TB) {
+	t.Helper()
+	e.proc.Kill(t)
+}
+
+// Restart stops etcd if it is running, starts it again on the same data
+// directory, so it keeps its keys, leases and cluster membership, and returns
+// once it answers a quorum read (for a cluster member: once it has rejoined a
+// quorum).
+func (e *Etcd) Restart(t testing.TB) {
+	t.Helper()
+	if e.Running() {
+		e.Stop(t)
+	}
+	e.start(t)
+	e.waitHealthy(t)
+}
+
+// waitHealthy waits until the member answers a quorum read, failing the test
+// at once if etcd exits.
+func (e *Etcd) waitHealthy(t testing.TB) {
+	t.Helper()
+	labtest.Eventually(t, healthyTimeout, func() (bool, string) {
+		if e.proc.Exited() {
+			t.Fatalf("etcd on %s exited before it was healthy; output:\n%s", e.Host.Name, e.proc.Output())
+		}
+		err := e.health()
+		return err == nil, fmt.Sprintf("etcd on %s is not healthy: %v", e.Host.Name, err)
+	})
+}
+
+// health asks the member's /health, which etcd answers true only when it
+// has a leader and a quorum read through raft succeeds.
+func (e *Etcd) health() error {
+	resp, err := e.healthy.Get(e.Endpoint() + "/health")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if err != nil {
+		return fmt.Errorf("read /health: %w", err)
+	}
+	var h struct {
+		Health string `json:"health"`
+	}
+	if err := json.Unmarshal(body, &h); err != nil {
+		return fmt.Errorf("/health said %q: %w", body, err)
+	}
+	if resp.StatusCode != http.StatusOK || h.Health != "true" {
+		return fmt.Errorf("/health said %s %q", resp.Status, body)
+	}
+	return nil
+}
+
+// memberStatus asks the member for its own id and the leader it follows
+// (zero when it knows none).
+func (e *Etcd) memberStatus() (self, leader uint64, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+	defer cancel()
+	resp, err := e.status.Status(ctx, e.Endpoint())
+	if err != nil {
+		return 0, 0, err
+	}
+	return resp.Header.MemberId, resp.Leader, nil
+}
