@@ -14,6 +14,7 @@ import (
 	"github.com/vipctl/vip/internal/assign"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/internal/state"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // Config configures an agent.
@@ -36,11 +37,23 @@ type Config struct {
 	AllTraffic bool
 	// Metrics, if its Addr is set, serves Prometheus metrics.
 	Metrics MetricsConfig
+	// Store, when its URL is set, guards every claim with a lease in the
+	// coordination store (see package fleet).
+	Store StoreConfig
 	Version string
 	Sys     netcheck.System
 	Log     *slog.Logger
 	// Ready, if set, is called once the socket accepts requests.
 	Ready func()
+}
+
+// StoreConfig says how the agent reaches the store and who it is there.
+type StoreConfig struct {
+	store.Config
+	// Node names this agent in the store; empty takes the host name.
+	Node string
+	// TTL is the lease's time to live; zero takes fleet.DefaultTTL.
+	TTL time.Duration
 }
 
 // idleGrace is how long an autostarted agent that holds nothing waits for

@@ -227,3 +227,16 @@ func (s *EventStream) Next() (Event, error) {
 
 // Close ends the stream.
 func (s *EventStream) Close() error { return s.body.Close() }
+
+// Fleet reads the whole fleet through an agent guarded by a store.
+func (c *Client) Fleet(ctx context.Context) (FleetResponse, error) {
+	var out FleetResponse
+	return out, c.do(ctx, http.MethodGet, "/v1/fleet", nil, &out)
+}
+
+// Move moves addresses between nodes through an agent guarded by a store,
+// and returns once each is live on the target (or failed).
+func (c *Client) Move(ctx context.Context, r MoveRequest) (MoveResponse, error) {
+	var out MoveResponse
+	return out, c.do(ctx, http.MethodPost, "/v1/move", r, &out)
+}
