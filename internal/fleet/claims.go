@@ -307,6 +307,11 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		m.mu.Unlock()
 	}
 	m.dropKeys(ctx, append(slices.Clone(released), local...))
+	if len(local) > 0 && m.cfg.Forget != nil {
+		if err := m.cfg.Forget(ctx, local...); err != nil {
+			return released, notHeld, fmt.Errorf("forget the fenced claims: %w", err)
+		}
+	}
 	for _, a := range standbys {
 		if err := m.dropStandby(ctx, a); err != nil {
 			return released, notHeld, err
