@@ -40,7 +40,7 @@ type Config struct {
 	Metrics MetricsConfig
 	// Store, when its URL is set, guards every claim with a lease in the
 	// coordination store (see package fleet).
-	Store StoreConfig
+	Store   StoreConfig
 	Version string
 	Sys     netcheck.System
 	Log     *slog.Logger
