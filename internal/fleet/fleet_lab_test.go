@@ -67,7 +67,7 @@ func (w *world) join(t *testing.T, name string) (*fleet.Member, *fakeEngine) {
 	t.Helper()
 	eng := newFakeEngine()
 	m, err := fleet.Join(context.Background(), fleet.Config{
-		Store: w.client(t, name), Node: name, TTL: ttl, Log: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Store: w.client(t, name), Node: name, TTL: ttl, Log: testLog(t),
 		Interfaces: func() []store.Interface {
 			return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true, Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24")}}}
 		},
@@ -272,4 +272,101 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	if err := claim(t, a, vip); err == nil {
 		t.Error("a could claim the address b holds after the heal")
 	}
+}
+
+func TestLeaderLossFencesNothing(t *testing.T) {
+	labtest.RequireTool(t, "etcd")
+	l := labtest.New(t,
+		lab.HostConfig{Name: "s1", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
+		lab.HostConfig{Name: "s2", IPv4: netip.MustParsePrefix("192.0.2.3/24")},
+		lab.HostConfig{Name: "s3", IPv4: netip.MustParsePrefix("192.0.2.4/24")},
+		lab.HostConfig{Name: "a", IPv4: netip.MustParsePrefix("192.0.2.11/24")},
+	)
+	cluster := etcdlab.StartEtcdCluster(t, l.Hosts[0], l.Hosts[1], l.Hosts[2])
+	var hostports []string
+	for _, e := range cluster.Endpoints() {
+		hostports = append(hostports, strings.TrimPrefix(e, "http://"))
+	}
+	c, err := store.Open(context.Background(), store.Config{URL: "etcd://" + strings.Join(hostports, ","), Dial: labtest.DialIn(l.Hosts[3]), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eng := newFakeEngine()
+	// The default TTL: the one that must ride out an election.
+	m, err := fleet.Join(context.Background(), fleet.Config{Store: c, Node: "a"}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := claim(t, m, vip); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cluster.KillLeader(t)
+	labtest.Eventually(t, 3*fleet.DefaultTTL, func() (bool, string) {
+		_, renewed, _ := m.Lease()
+		return renewed.After(killed), "no renewal reached the cluster after its leader was killed"
+	})
+	if _, _, fencedAt := m.Lease(); !fencedAt.IsZero() || !eng.holds(vip) {
+		t.Fatalf("the claim was fenced (at %v) when the leader was killed", fencedAt)
+	}
+}
+
+func TestStoreRestartedClaimsResume(t *testing.T) {
+	w := newWorld(t, "a")
+	a, aEng := w.join(t, "a")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	w.etcd.Stop(t)
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		return !aEng.holds(vip), "a still answers with the store down past its fence"
+	})
+	w.etcd.Restart(t)
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		return aEng.holds(vip), fmt.Sprintf("a's claim did not resume after the store restarted: %+v", a.Status(vip))
+	})
+	if !aEng.sawEvent(event.Resume, "resumed 1") {
+		t.Error("no resume event")
+	}
+	v, err := w.client(t, "store").Fleet(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, ok := v.ClaimOf(vip); !ok || cv.Claim.Node != "a" {
+		t.Errorf("the store does not show a holding %s after the restart: %+v", vip, v.Claims)
+	}
+}
+
+func TestReleaseIsNotTakenByAStandby(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	// A claim on a succeeds only while the address is free: had the
+	// standby taken the released address, it would be refused.
+	if err := claim(t, a, vip); err != nil {
+		t.Fatalf("a could not claim again what it released (did the standby take it?): %v", err)
+	}
+	if bEng.holds(vip) || !aEng.holds(vip) {
+		t.Error("the standby took an address its owner released on purpose")
+	}
+}
+
+// testLog logs to the test's output, debug included with VIP_TEST_DEBUG set.
+func testLog(t *testing.T) *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("VIP_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
 }

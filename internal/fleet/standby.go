@@ -2,8 +2,8 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
