@@ -161,6 +161,7 @@ func TestMoveNeverOverlaps(t *testing.T) {
 		t.Fatalf("got %d results, want 2: %+v", len(res), res)
 	}
 	for _, r := range res {
+		t.Logf("move of %s: released +%v, live +%v", r.Addr, r.Released.Sub(r.Asked).Round(time.Microsecond), r.Live.Sub(r.Asked).Round(time.Microsecond))
 		if !r.Done() || r.Waited || r.Released.After(r.Live) {
 			t.Errorf("move of %s: %+v, want released by a, then live on b, without waiting", r.Addr, r)
 		}
@@ -204,7 +205,9 @@ func TestStandbyTakesOverWhenTheOwnerDies(t *testing.T) {
 	labtest.Eventually(t, ttl+3*time.Second, func() (bool, string) {
 		return bEng.holds(vip), "the standby b did not take the address of the dead owner"
 	})
-	if took := time.Since(died); took > ttl+time.Second {
+	took := time.Since(died)
+	t.Logf("the standby was live %v after the owner died (TTL %v)", took.Round(time.Millisecond), ttl)
+	if took > ttl+time.Second {
 		t.Errorf("the standby was live %v after the owner died, want within TTL + 1s (%v)", took, ttl+time.Second)
 	}
 	if !bEng.sawEvent(event.Standby, "lease of its owner a expired") {
@@ -224,6 +227,7 @@ func TestMoveWaitsForAnOwnerThatDoesNotAnswer(t *testing.T) {
 	if err != nil || len(res) != 1 {
 		t.Fatalf("move from a dead owner: %+v, %v", res, err)
 	}
+	t.Logf("move from a dead owner: live %v after asked", res[0].Live.Sub(res[0].Asked).Round(time.Millisecond))
 	if r := res[0]; !r.Done() || !r.Waited {
 		t.Errorf("got %+v, want live on b after waiting for a's lease", r)
 	}
@@ -242,6 +246,7 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	cutAt := time.Now()
 	cut := labtest.Isolate(t, w.l, w.hosts["a"], w.hosts["store"])
 	bc := w.client(t, "b")
 	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
@@ -252,6 +257,14 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 		t.Fatal("a still answers though b took the address: a did not fence")
 	}
 	checkNoOverlap(t, vip, aEng, bEng)
+	var fencedAt time.Time
+	if _, _, f := a.Lease(); !f.IsZero() {
+		fencedAt = f
+	}
+	bSpans, aSpans := bEng.answered(vip), aEng.answered(vip)
+	t.Logf("cut at %s; a fenced %v after the cut and stopped answering %v before b began; b live %v after the cut",
+		cutAt.Format("15:04:05.000"), fencedAt.Sub(cutAt).Round(time.Millisecond),
+		bSpans[0].from.Sub(aSpans[0].to).Round(time.Millisecond), bSpans[0].from.Sub(cutAt).Round(time.Millisecond))
 	if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateFenced {
 		t.Errorf("a's status for %s: %+v, want fenced", vip, st)
 	}
