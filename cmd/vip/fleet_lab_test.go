@@ -1,0 +1,109 @@
+package main_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/etcdlab"
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+)
+
+// TestFleetClaimMoveDrain runs agents guarded by a real etcd in a lab host
+// of its own: a claim on a is refused on b (exit 5); vip move from a client
+// with no agent moves the VIP to b, the client's neighbour entry and its new
+// TCP connections with it; a drain moves everything back; vip fleet from
+// the client shows where each address is.
+func TestFleetClaimMoveDrain(t *testing.T) {
+	t.Parallel()
+	labtest.RequireTool(t, "etcd")
+	labtest.RequireTool(t, "socat")
+	l := labtest.New(t,
+		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
+		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.11/24")},
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.12/24")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.13/24")},
+	)
+	a, b, client := l.Host("a"), l.Host("b"), l.Host("client")
+	etcd := etcdlab.StartEtcd(t, l.Host("store"))
+	storeURL := "etcd://" + strings.TrimPrefix(etcd.Endpoint(), "http://")
+	dir := sockDir(t)
+	sa, sb, sc := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "c.sock")
+	startAgent(t, a, sa, "--store", storeURL, "--node", "a", "--lease-ttl", "3s")
+	startAgent(t, b, sb, "--store", storeURL, "--node", "b", "--lease-ttl", "3s")
+	for _, h := range []*lab.Host{a, b} {
+		labtest.Start(t, h, "socat", "TCP-LISTEN:8080,bind=192.0.2.10,fork,reuseaddr", "SYSTEM:echo "+h.Name)
+	}
+	ask := func() string {
+		out, _ := client.Run(ctxFor(t, 10*time.Second), "socat", "-T", "2", "-", "TCP:192.0.2.10:8080,connect-timeout=2")
+		return strings.TrimSpace(out)
+	}
+
+	mustVip(t, a, sa, "claim", "192.0.2.10", "--assign")
+	out, code := vipOn(t, b, sb, "claim", "192.0.2.10", "--assign")
+	if code != 5 || !strings.Contains(out, "held by node a") || !strings.Contains(out, "vip move 192.0.2.10 --to b") {
+		t.Fatalf("claim on b of what a holds: exit %d, want 5 naming a and vip move:\n%s", code, out)
+	}
+	if got := ask(); got != "a" {
+		t.Fatalf("the VIP's service answered %q, want a", got)
+	}
+	if got := neighMAC(t, client, pfx("192.0.2.10/32").Addr()); got != mac(a, "eth0") {
+		t.Fatalf("client's neighbour entry for the VIP is %q, want a's %s", got, mac(a, "eth0"))
+	}
+
+	// vip move from the client, which runs no agent.
+	out, code = vipOn(t, client, sc, "move", "192.0.2.10", "--to", "b", "--store", storeURL, "--json")
+	if code != 0 {
+		t.Fatalf("vip move: exit %d:\n%s", code, out)
+	}
+	var mv api.MoveResponse
+	if err := json.Unmarshal([]byte(out), &mv); err != nil || len(mv.Moves) != 1 {
+		t.Fatalf("vip move --json: %v:\n%s", err, out)
+	}
+	if m := mv.Moves[0]; !m.OK || m.Waited || m.From != "a" || m.ReleasedMS < 0 || m.LiveMS < m.ReleasedMS {
+		t.Fatalf("the move: %+v, want released by a, then live on b", m)
+	}
+	t.Logf("move: released by a +%.1f ms, live on b +%.1f ms", mv.Moves[0].ReleasedMS, mv.Moves[0].LiveMS)
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := neighMAC(t, client, pfx("192.0.2.10/32").Addr())
+		return got == mac(b, "eth0"), "client's neighbour entry is " + got + ", want b's"
+	})
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := ask()
+		return got == "b", "new connections reach " + got + ", want b"
+	})
+	if hasAddr(t, a, "192.0.2.10") {
+		t.Error("a kept the address on eth0 after the move")
+	}
+
+	// Drain b back to a.
+	mustVip(t, b, sb, "claim", "192.0.2.20")
+	out, code = vipOn(t, client, sc, "move", "--all", "--from", "b", "--to", "a", "--store", storeURL)
+	if code != 0 {
+		t.Fatalf("drain b: exit %d:\n%s", code, out)
+	}
+	out, code = vipOn(t, client, sc, "fleet", "--json", "--store", storeURL)
+	if code != 0 {
+		t.Fatalf("vip fleet: exit %d:\n%s", code, out)
+	}
+	var fl api.FleetResponse
+	if err := json.Unmarshal([]byte(out), &fl); err != nil {
+		t.Fatalf("vip fleet --json: %v:\n%s", err, out)
+	}
+	if len(fl.Nodes) != 2 || len(fl.Claims) != 2 {
+		t.Fatalf("vip fleet: %d nodes and %d claims, want 2 and 2:\n%s", len(fl.Nodes), len(fl.Claims), out)
+	}
+	for _, c := range fl.Claims {
+		if c.Node != "a" || c.State != api.FleetHeld {
+			t.Errorf("after the drain %s is %s on %q, want held on a", c.Addr, c.State, c.Node)
+		}
+	}
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := ask()
+		return got == "a", "after the drain new connections reach " + got + ", want a"
+	})
+}
