@@ -33,7 +33,7 @@ func corpusFrame(t *testing.T, name string) []byte {
 	return nil
 }
 
-func mustRun(t *testing.T, r *Responder, frame []byte) []byte {
+func runOK(t *testing.T, r *Responder, frame []byte) []byte {
 	t.Helper()
 	out, err := runProgram(t, r, frame)
 	if err != nil {
@@ -50,15 +50,15 @@ func TestCounters(t *testing.T) {
 		t.Run(hook.String(), func(t *testing.T) {
 			r := requireBPF(t, hook)
 			for range 3 {
-				mustRun(t, r, corpusFrame(t, "ARP who-has"))
+				runOK(t, r, corpusFrame(t, "ARP who-has"))
 			}
-			mustRun(t, r, corpusFrame(t, "DAD probe"))
+			runOK(t, r, corpusFrame(t, "DAD probe"))
 			nud := corpusFrame(t, "unicast solicitation (NUD)")
-			mustRun(t, r, nud)
+			runOK(t, r, nud)
 			udp := corpusFrame(t, "IPv4 packet to the held address")
-			mustRun(t, r, udp)
-			mustRun(t, r, udp)
-			mustRun(t, r, corpusFrame(t, "ARP who-has for another address"))
+			runOK(t, r, udp)
+			runOK(t, r, udp)
+			runOK(t, r, corpusFrame(t, "ARP who-has for another address"))
 			if got := r.Answered(wiretest.CorpusHeld4); got != 3 {
 				t.Errorf("answered for %v: got %d, want 3", wiretest.CorpusHeld4, got)
 			}
@@ -89,11 +89,11 @@ func TestCounters(t *testing.T) {
 func TestHoldDrop(t *testing.T) {
 	r := requireBPF(t, TCX)
 	req := whoHas(t, wiretest.CorpusHeld4)
-	mustRun(t, r, req)
+	runOK(t, r, req)
 	if err := r.Drop(wiretest.CorpusHeld4, netip.MustParseAddr("198.51.100.1")); err != nil {
 		t.Fatalf("drop: %v", err)
 	}
-	if out := mustRun(t, r, req); out != nil {
+	if out := runOK(t, r, req); out != nil {
 		t.Errorf("a dropped address was answered: % x", out)
 	}
 	if got := r.Answered(wiretest.CorpusHeld4); got != 0 {
@@ -105,7 +105,7 @@ func TestHoldDrop(t *testing.T) {
 	if got := r.Answered(wiretest.CorpusHeld4); got != 0 {
 		t.Errorf("answered when held again: got %d, want 0", got)
 	}
-	if mustRun(t, r, req) == nil || r.Answered(wiretest.CorpusHeld4) != 1 {
+	if runOK(t, r, req) == nil || r.Answered(wiretest.CorpusHeld4) != 1 {
 		t.Errorf("held again: got answered %d, want an answer and 1", r.Answered(wiretest.CorpusHeld4))
 	}
 
@@ -113,7 +113,7 @@ func TestHoldDrop(t *testing.T) {
 	if err := r.Hold(fresh, netip.Addr{}); err == nil {
 		t.Fatal("Hold of an invalid address: got no error")
 	}
-	if out := mustRun(t, r, whoHas(t, fresh)); out != nil {
+	if out := runOK(t, r, whoHas(t, fresh)); out != nil {
 		t.Errorf("Hold failed, yet %v is answered", fresh)
 	}
 	// Holding twice keeps the counts.
@@ -134,7 +134,7 @@ func TestOnlyItsInterface(t *testing.T) {
 	if err := r.Hold(a); err != nil {
 		t.Fatal(err)
 	}
-	if out := mustRun(t, r, whoHas(t, a)); out != nil {
+	if out := runOK(t, r, whoHas(t, a)); out != nil {
 		t.Errorf("answered for an address held on interface %d: % x", r.ifindex, out)
 	}
 }
@@ -147,7 +147,7 @@ func TestSetMAC(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, name := range []string{"ARP who-has", "solicitation"} {
-		out := mustRun(t, r, corpusFrame(t, name))
+		out := runOK(t, r, corpusFrame(t, name))
 		if out == nil {
 			t.Errorf("%s: got no answer", name)
 		} else if !bytes.Equal(out[6:12], mac) {
