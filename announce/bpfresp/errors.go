@@ -6,7 +6,6 @@ import (
 	"os"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/btf"
 	"golang.org/x/sys/unix"
 )
 
@@ -39,12 +38,14 @@ func unavailable(cause error, format string, args ...any) error {
 // classify turns an error from loading or attaching the program into one
 // sentence that names the fix, wrapping ErrUnavailable when the cause is
 // the machine rather than vip. what says what failed, for the others.
+// Missing kernel BTF is no cause: the program uses no CO-RE, and cilium/ebpf
+// leaves the maps' and programs' BTF out where the kernel has none. A
+// kernel too old for a helper the program calls (bpf_loop: 5.17,
+// bpf_xdp_load_bytes: 5.18) fails in the verifier.
 func classify(err error, ifname string, hook Hook, what string) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, os.ErrPermission):
 		return unavailable(err, "loading an eBPF program on %s needs CAP_BPF and CAP_NET_ADMIN: run vip as root or grant it those capabilities", ifname)
-	case errors.Is(err, btf.ErrNotSupported):
-		return unavailable(err, "the kernel has no BTF support for the eBPF responder on %s: use a kernel built with CONFIG_DEBUG_INFO_BTF or the socket responder", ifname)
 	case hook == TCX && errors.Is(err, ebpf.ErrNotSupported):
 		return unavailable(err, "the kernel is too old for a tcx program on %s (tcx needs Linux 6.6): upgrade the kernel or use the socket responder", ifname)
 	case errors.Is(err, ebpf.ErrNotSupported):

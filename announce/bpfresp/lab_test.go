@@ -2,6 +2,7 @@ package bpfresp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -43,7 +44,7 @@ func child(ifname string) int {
 	}
 	r, err := Open(ifname, ifi.Index, ifi.HardwareAddr, TCX, nil)
 	if err != nil {
-		fmt.Println(err)
+		fmt.Printf("%v (unavailable: %v)\n", err, errors.Is(err, ErrUnavailable))
 		return 1
 	}
 	if err := r.Hold(labVIP4); err != nil {
