@@ -13,14 +13,6 @@ import (
 	"github.com/vishvananda/netlink"
 )
 
-// A Responder's program lives as long as its link, and its link as long as
-// the process that made it: nothing is pinned, so when vip dies (even by
-// kill -9) the kernel detaches the program and frees the maps. A crashed
-// agent must not go on answering for its addresses, which a standby may
-// now claim. Cleanup is for what outlives a process anyway: a program
-// pinned or attached by other means, or a responder of a live vip that
-// another is replacing.
-
 // progPrefix starts the name of every program responder.c defines.
 const progPrefix = "vip_"
 
@@ -46,7 +38,7 @@ func Cleanup(ifname string) error {
 func cleanup(ifname string, ifindex int, log *slog.Logger) error {
 	progs, err := attached(ifindex)
 	if err != nil {
-		return fmt.Errorf("list the eBPF programs on %s: %w", ifname, err)
+		return classify(err, ifname, TCX, "list the eBPF programs")
 	}
 	var errs []error
 	for _, p := range progs {
