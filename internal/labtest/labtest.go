@@ -74,6 +74,15 @@ func RequireTool(t testing.TB, name string) string {
 	return path
 }
 
+// RequireRoot skips the test (or fails it under CI=true) when not run as
+// root; what says what needs it ("loading eBPF programs").
+func RequireRoot(t testing.TB, what string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		unavailable(t, what+" needs root; run as root, e.g. sudo go test ./...")
+	}
+}
+
 // unavailable ends a test that cannot run here: a skip on a developer's
 // machine, a failure in CI, where every test is expected to run.
 func unavailable(t testing.TB, why string) {

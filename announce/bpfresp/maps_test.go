@@ -1,0 +1,172 @@
+package bpfresp
+
+import (
+	"bytes"
+	"net"
+	"net/netip"
+	"testing"
+
+	"github.com/mdlayher/arp"
+
+	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
+)
+
+func whoHas(t *testing.T, target netip.Addr) []byte {
+	t.Helper()
+	asker := net.HardwareAddr{0x02, 0x00, 0x5e, 0x00, 0x53, 0x03}
+	f, err := wiretest.ARPFrame(wire.Broadcast, asker, arp.OperationRequest, asker, netip.MustParseAddr("192.0.2.3"), make(net.HardwareAddr, 6), target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func corpusFrame(t *testing.T, name string) []byte {
+	t.Helper()
+	for _, c := range wiretest.Corpus() {
+		if c.Name == name {
+			return c.Frame
+		}
+	}
+	t.Fatalf("no corpus frame %q", name)
+	return nil
+}
+
+func runOK(t *testing.T, r *Responder, frame []byte) []byte {
+	t.Helper()
+	out, err := runProgram(t, r, frame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestCounters: each answer counts once for its address, and traffic to
+// an address counts its packets and bytes, whatever the protocol; a frame
+// for an address not held counts nowhere.
+func TestCounters(t *testing.T) {
+	for _, hook := range []Hook{TCX, XDPGeneric} {
+		t.Run(hook.String(), func(t *testing.T) {
+			r := requireBPF(t, hook)
+			for range 3 {
+				runOK(t, r, corpusFrame(t, "ARP who-has"))
+			}
+			runOK(t, r, corpusFrame(t, "DAD probe"))
+			nud := corpusFrame(t, "unicast solicitation (NUD)")
+			runOK(t, r, nud)
+			udp := corpusFrame(t, "IPv4 packet to the held address")
+			runOK(t, r, udp)
+			runOK(t, r, udp)
+			runOK(t, r, corpusFrame(t, "ARP who-has for another address"))
+			if got := r.Answered(wiretest.CorpusHeld4); got != 3 {
+				t.Errorf("answered for %v: got %d, want 3", wiretest.CorpusHeld4, got)
+			}
+			if got := r.Answered(wiretest.CorpusHeld6); got != 2 {
+				t.Errorf("answered for %v: got %d, want 2", wiretest.CorpusHeld6, got)
+			}
+			if p, b := r.Traffic(wiretest.CorpusHeld4); p != 2 || b != uint64(2*len(udp)) {
+				t.Errorf("traffic to %v: got %d packets, %d bytes; want 2, %d", wiretest.CorpusHeld4, p, b, 2*len(udp))
+			}
+			// The unicast solicitation is traffic to the address too; the
+			// multicast ones are not.
+			if p, b := r.Traffic(wiretest.CorpusHeld6); p != 1 || b != uint64(len(nud)) {
+				t.Errorf("traffic to %v: got %d packets, %d bytes; want 1, %d", wiretest.CorpusHeld6, p, b, len(nud))
+			}
+			other := netip.MustParseAddr("192.0.2.99")
+			if got := r.Answered(other); got != 0 {
+				t.Errorf("answered for an address not held: got %d", got)
+			}
+			if p, b := r.Traffic(other); p != 0 || b != 0 {
+				t.Errorf("traffic to an address not held: got %d packets, %d bytes", p, b)
+			}
+		})
+	}
+}
+
+// TestHoldDrop: a dropped address is no longer answered and its counters
+// go; held again, it starts from zero. Hold is all or none.
+func TestHoldDrop(t *testing.T) {
+	r := requireBPF(t, TCX)
+	req := whoHas(t, wiretest.CorpusHeld4)
+	runOK(t, r, req)
+	if err := r.Drop(wiretest.CorpusHeld4, netip.MustParseAddr("198.51.100.1")); err != nil {
+		t.Fatalf("drop: %v", err)
+	}
+	if out := runOK(t, r, req); out != nil {
+		t.Errorf("a dropped address was answered: % x", out)
+	}
+	if got := r.Answered(wiretest.CorpusHeld4); got != 0 {
+		t.Errorf("answered for a dropped address: got %d, want 0", got)
+	}
+	if err := r.Hold(wiretest.CorpusHeld4); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Answered(wiretest.CorpusHeld4); got != 0 {
+		t.Errorf("answered when held again: got %d, want 0", got)
+	}
+	if runOK(t, r, req) == nil || r.Answered(wiretest.CorpusHeld4) != 1 {
+		t.Errorf("held again: got answered %d, want an answer and 1", r.Answered(wiretest.CorpusHeld4))
+	}
+
+	fresh := netip.MustParseAddr("198.51.100.7")
+	if err := r.Hold(fresh, netip.Addr{}); err == nil {
+		t.Fatal("Hold of an invalid address: got no error")
+	}
+	if out := runOK(t, r, whoHas(t, fresh)); out != nil {
+		t.Errorf("Hold failed, yet %v is answered", fresh)
+	}
+	// Holding twice keeps the counts.
+	if err := r.Hold(wiretest.CorpusHeld4); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.Answered(wiretest.CorpusHeld4); got != 1 {
+		t.Errorf("answered after holding twice: got %d, want 1", got)
+	}
+}
+
+// TestOnlyItsInterface: an address held on another interface is not
+// answered on this one (the test runs on the loopback device).
+func TestOnlyItsInterface(t *testing.T) {
+	r := requireBPF(t, TCX)
+	r.ifindex = testIfindex + 1
+	a := netip.MustParseAddr("203.0.113.5")
+	if err := r.Hold(a); err != nil {
+		t.Fatal(err)
+	}
+	if out := runOK(t, r, whoHas(t, a)); out != nil {
+		t.Errorf("answered for an address held on interface %d: % x", r.ifindex, out)
+	}
+}
+
+// TestSetMAC: after a MAC change, answers come from the new MAC.
+func TestSetMAC(t *testing.T) {
+	r := requireBPF(t, XDPGeneric)
+	mac := net.HardwareAddr{0x02, 0x00, 0x5e, 0x00, 0x53, 0x42}
+	if err := r.SetMAC(mac); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ARP who-has", "solicitation"} {
+		out := runOK(t, r, corpusFrame(t, name))
+		if out == nil {
+			t.Errorf("%s: got no answer", name)
+		} else if !bytes.Equal(out[6:12], mac) {
+			t.Errorf("%s: got an answer from % x, want %v", name, out[6:12], mac)
+		}
+	}
+	if err := r.SetMAC(net.HardwareAddr{1, 2, 3}); err == nil {
+		t.Error("SetMAC of a 3-byte address: got no error")
+	}
+}
+
+func TestParseHook(t *testing.T) {
+	for _, h := range []Hook{TCX, XDPGeneric, XDPNative} {
+		got, err := ParseHook(h.String())
+		if err != nil || got != h {
+			t.Errorf("ParseHook(%q): got %v, %v; want %v", h.String(), got, err, h)
+		}
+	}
+	if _, err := ParseHook("tc"); err == nil {
+		t.Error(`ParseHook("tc"): got no error`)
+	}
+}

@@ -1,0 +1,350 @@
+package bpfresp
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"sync"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/rlimit"
+
+	"github.com/vipctl/vip/internal/wire"
+)
+
+// Hook is where the program runs on the interface.
+type Hook uint8
+
+const (
+	// TCX is tc ingress through tcx (Linux 6.6): it shares the hook with
+	// other programs, attaching reconfigures nothing, and packet taps
+	// (tcpdump, vip's capture) see requests and answers. The default.
+	TCX Hook = iota
+	// XDPGeneric is XDP in the kernel's generic (skb) mode: any driver,
+	// one program per interface, and taps see neither the requests
+	// answered nor the answers.
+	XDPGeneric
+	// XDPNative is XDP in the driver: the fastest on drivers that have
+	// it, but attaching may reset the device (a link flap), one program
+	// owns the hook, and taps see nothing answered.
+	XDPNative
+)
+
+var hookNames = [...]string{TCX: "tcx", XDPGeneric: "xdp-generic", XDPNative: "xdp-native"}
+
+func (h Hook) String() string {
+	if int(h) < len(hookNames) {
+		return hookNames[h]
+	}
+	return fmt.Sprintf("hook(%d)", h)
+}
+
+// ParseHook reads a hook's name, as String writes it.
+func ParseHook(s string) (Hook, error) {
+	for h, name := range hookNames {
+		if s == name {
+			return Hook(h), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown eBPF hook %q: use tcx, xdp-generic or xdp-native", s)
+}
+
+// Kind is what Responder.Kind says: the responder's kind as status shows it.
+const Kind = "ebpf"
+
+// heldKey is struct held_key of responder.c.
+type heldKey struct {
+	Ifindex uint32
+	Family  uint8
+	_       [3]byte
+	Addr    [16]byte
+}
+
+// heldValue is struct held_value of responder.c.
+type heldValue struct {
+	MAC   [6]byte
+	Flags uint16
+}
+
+// counters is struct counters of responder.c: one CPU's counts.
+type counters struct {
+	Answered, Packets, Bytes uint64
+}
+
+// heldAnswer is HELD_ANSWER of responder.c.
+const heldAnswer = 1
+
+// Families of heldKey.
+const (
+	familyIPv4 = 4
+	familyIPv6 = 6
+)
+
+// progName is the name of each hook's program in responder.c; leftovers
+// are found by the prefix every name shares.
+func progName(h Hook) string {
+	if h == TCX {
+		return responderProgVipTc
+	}
+	return responderProgVipXdp
+}
+
+// Responder answers ARP requests and neighbor solicitations for the
+// addresses it holds on one interface, in the kernel: an eBPF program on
+// the interface's tcx ingress or XDP hook, and maps of the held addresses
+// and their counters. It implements announce.Responder. Its methods are
+// safe to call from several goroutines.
+type Responder struct {
+	ifname  string
+	ifindex int
+	hook    Hook
+	log     *slog.Logger
+
+	coll     *ebpf.Collection
+	held     *ebpf.Map
+	counters *ebpf.Map
+	link     link.Link
+	cpus     int // possible CPUs, for the per-CPU counters
+
+	mu     sync.Mutex // serialises map updates, SetMAC and Close
+	mac    wire.MAC
+	addrs  map[netip.Addr]bool
+	closed bool
+}
+
+// Open loads the responder and attaches it to interface ifname (index
+// ifindex, in the calling thread's network namespace) on hook, answering
+// from mac. It first removes whatever vip program an earlier process left
+// on the interface, so that exactly one answers. An error that says the
+// machine cannot run it wraps ErrUnavailable.
+func Open(ifname string, ifindex int, mac net.HardwareAddr, hook Hook, log *slog.Logger) (*Responder, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if int(hook) >= len(hookNames) {
+		return nil, fmt.Errorf("open the eBPF responder on %s: unknown hook %d", ifname, hook)
+	}
+	me, ok := wire.MACOf(mac)
+	if !ok {
+		return nil, unavailable(nil, "interface %s has no Ethernet address: the eBPF responder answers only on Ethernet", ifname)
+	}
+	// Before Linux 5.11 maps count against RLIMIT_MEMLOCK; after, this
+	// does nothing.
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return nil, classify(err, ifname, hook, "lift the locked-memory limit")
+	}
+	if err := cleanup(ifname, ifindex, log); err != nil {
+		return nil, err
+	}
+	r, err := loadDetached(ifname, ifindex, me, hook, log)
+	if err != nil {
+		return nil, err
+	}
+	if r.link, err = attach(r.coll.Programs[progName(hook)], ifindex, hook); err != nil {
+		r.coll.Close()
+		return nil, classify(err, ifname, hook, "attach the eBPF responder")
+	}
+	log.Debug("eBPF responder attached", "interface", ifname, "hook", hook.String())
+	return r, nil
+}
+
+// loadDetached loads the program and its maps without attaching them:
+// Open attaches, tests run the program on frames of their own.
+func loadDetached(ifname string, ifindex int, me wire.MAC, hook Hook, log *slog.Logger) (*Responder, error) {
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return nil, fmt.Errorf("count the CPUs for the eBPF responder on %s: %w", ifname, err)
+	}
+	coll, err := load(hook)
+	if err != nil {
+		return nil, classify(err, ifname, hook, "load the eBPF responder")
+	}
+	return &Responder{
+		ifname: ifname, ifindex: ifindex, hook: hook, log: log, cpus: cpus,
+		coll: coll, held: coll.Maps[responderMapHeld], counters: coll.Maps[responderMapCounters],
+		mac: me, addrs: map[netip.Addr]bool{},
+	}, nil
+}
+
+// load loads the maps and the one program hook runs.
+func load(hook Hook) (*ebpf.Collection, error) {
+	spec, err := loadResponder()
+	if err != nil {
+		return nil, err
+	}
+	keep := progName(hook)
+	for name := range spec.Programs {
+		if name != keep {
+			delete(spec.Programs, name)
+		}
+	}
+	return ebpf.NewCollection(spec)
+}
+
+func attach(prog *ebpf.Program, ifindex int, hook Hook) (link.Link, error) {
+	switch hook {
+	case TCX:
+		return link.AttachTCX(link.TCXOptions{Interface: ifindex, Program: prog, Attach: ebpf.AttachTCXIngress})
+	case XDPNative:
+		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPDriverMode})
+	default:
+		return link.AttachXDP(link.XDPOptions{Program: prog, Interface: ifindex, Flags: link.XDPGenericMode})
+	}
+}
+
+// Hook returns the hook the program runs on, as ParseHook reads it.
+func (r *Responder) Hook() string { return r.hook.String() }
+
+// Kind returns "ebpf", the responder's kind as status shows it.
+func (r *Responder) Kind() string { return Kind }
+
+func (r *Responder) key(a netip.Addr) heldKey {
+	k := heldKey{Ifindex: uint32(r.ifindex), Family: familyIPv6, Addr: a.As16()}
+	if a.Is4() {
+		k.Family = familyIPv4
+	}
+	return k
+}
+
+// Hold starts answering for addrs, all or none. An address already held
+// keeps its counters.
+func (r *Responder) Hold(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return net.ErrClosed
+	}
+	var added []netip.Addr
+	for _, a := range addrs {
+		if !a.IsValid() {
+			r.dropLocked(added)
+			return fmt.Errorf("hold an invalid address on %s: give an IPv4 or IPv6 address", r.ifname)
+		}
+		if r.addrs[a] {
+			continue
+		}
+		if err := r.putLocked(a); err != nil {
+			r.dropLocked(added)
+			return fmt.Errorf("hold %s on %s: %w", a, r.ifname, err)
+		}
+		r.addrs[a] = true
+		added = append(added, a)
+	}
+	return nil
+}
+
+// putLocked adds a's counters, then a itself, so that the program never
+// finds a held address without its counters.
+func (r *Responder) putLocked(a netip.Addr) error {
+	k := r.key(a)
+	zero := make([]counters, r.cpus)
+	if err := r.counters.Update(k, zero, ebpf.UpdateAny); err != nil {
+		return err
+	}
+	if err := r.held.Update(k, heldValue{MAC: r.mac, Flags: heldAnswer}, ebpf.UpdateAny); err != nil {
+		_ = r.counters.Delete(k)
+		return err
+	}
+	return nil
+}
+
+// Drop stops answering for addrs. Dropping an address not held is a no-op.
+func (r *Responder) Drop(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	return r.dropLocked(addrs)
+}
+
+func (r *Responder) dropLocked(addrs []netip.Addr) error {
+	var errs []error
+	for _, a := range addrs {
+		if !r.addrs[a] {
+			continue
+		}
+		k := r.key(a)
+		if err := r.held.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("drop %s on %s: %w", a, r.ifname, err))
+			continue
+		}
+		if err := r.counters.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			errs = append(errs, fmt.Errorf("drop the counters of %s on %s: %w", a, r.ifname, err))
+		}
+		delete(r.addrs, a)
+	}
+	return errors.Join(errs...)
+}
+
+// SetMAC answers from mac from now on, for every held address: the
+// interface's address changed.
+func (r *Responder) SetMAC(mac net.HardwareAddr) error {
+	me, ok := wire.MACOf(mac)
+	if !ok {
+		return fmt.Errorf("answer from %v on %s: give a 6-byte Ethernet address", mac, r.ifname)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return net.ErrClosed
+	}
+	r.mac = me
+	var errs []error
+	for a := range r.addrs {
+		if err := r.held.Update(r.key(a), heldValue{MAC: me, Flags: heldAnswer}, ebpf.UpdateExist); err != nil {
+			errs = append(errs, fmt.Errorf("answer for %s from %s on %s: %w", a, mac, r.ifname, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// sum returns a's counters added over the CPUs, zero when a is not held.
+func (r *Responder) sum(a netip.Addr) counters {
+	var per []counters
+	var c counters
+	if err := r.counters.Lookup(r.key(a), &per); err != nil {
+		return c
+	}
+	for _, p := range per {
+		c.Answered += p.Answered
+		c.Packets += p.Packets
+		c.Bytes += p.Bytes
+	}
+	return c
+}
+
+// Answered returns how many requests for addr were answered while held.
+func (r *Responder) Answered(addr netip.Addr) uint64 { return r.sum(addr).Answered }
+
+// Traffic returns how many packets, and bytes of frames, arrived with addr
+// as their IPv4 or IPv6 destination while it was held: all traffic in on
+// the tcx hook, what the hook saw on XDP.
+func (r *Responder) Traffic(addr netip.Addr) (packets, bytes uint64) {
+	c := r.sum(addr)
+	return c.Packets, c.Bytes
+}
+
+// Close detaches the program and frees it and its maps. Closing twice is
+// a no-op.
+func (r *Responder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil
+	}
+	r.closed = true
+	r.addrs = map[netip.Addr]bool{}
+	var err error
+	if r.link != nil {
+		err = r.link.Close()
+	}
+	r.coll.Close()
+	if err != nil {
+		return fmt.Errorf("detach the eBPF responder from %s: %w", r.ifname, err)
+	}
+	return nil
+}
