@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"net/netip"
 	"strings"
 	"text/tabwriter"
@@ -167,33 +166,15 @@ func movesError(moves []api.MoveResult) error {
 func printMoves(out, errOut io.Writer, moves []api.MoveResult) error {
 	for _, m := range moves {
 		if !m.OK {
-			fmt.Fprintf(errOut, "vip: %s not moved to %s: %s\n", m.Addr, m.To, m.Error)
+			fmt.Fprintf(errOut, "vip: %s\n", m.Summary())
 			continue
 		}
-		if _, err := fmt.Fprintln(out, moveLine(m)); err != nil {
+		if _, err := fmt.Fprintln(out, m.Summary()); err != nil {
 			return err
 		}
 	}
 	return nil
 }
-
-// moveLine is a move's timeline, in milliseconds since it was asked.
-func moveLine(m api.MoveResult) string {
-	switch {
-	case m.Already:
-		return fmt.Sprintf("%s is on %s (%s) already: nothing changed", m.Addr, m.To, m.Interface)
-	case m.Unheld:
-		return fmt.Sprintf("nobody held %s: claimed on %s (%s), live +%s", m.Addr, m.To, m.Interface, ms(m.LiveMS))
-	}
-	released := fmt.Sprintf("released by %s +%s", m.From, ms(m.ReleasedMS))
-	if m.Waited {
-		released = fmt.Sprintf("waited %s for %s's lease to expire (it did not answer)", ms(m.ReleasedMS), m.From)
-	}
-	return fmt.Sprintf("moved %s from %s to %s (%s): asked, %s, live on %s +%s", m.Addr, m.From, m.To, m.Interface, released, m.To, ms(m.LiveMS))
-}
-
-// ms writes milliseconds as whole ones, such as "12 ms".
-func ms(v float64) string { return fmt.Sprintf("%d ms", int64(math.Round(max(v, 0)))) }
 
 // fleetOptions are the flags of vip fleet.
 type fleetOptions struct {
