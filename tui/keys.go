@@ -8,19 +8,19 @@ type keymap struct {
 	Release key.Binding
 	Refresh key.Binding
 	// Move is enabled while the agent has a store.
-	Move    key.Binding
-	Filter  key.Binding
-	Sort    key.Binding
-	Next    key.Binding
-	Prev    key.Binding
-	Up      key.Binding
-	Down    key.Binding
-	PageUp  key.Binding
-	PageDn  key.Binding
-	Top     key.Binding
-	Bottom  key.Binding
-	Help    key.Binding
-	Quit    key.Binding
+	Move   key.Binding
+	Filter key.Binding
+	Sort   key.Binding
+	Next   key.Binding
+	Prev   key.Binding
+	Up     key.Binding
+	Down   key.Binding
+	PageUp key.Binding
+	PageDn key.Binding
+	Top    key.Binding
+	Bottom key.Binding
+	Help   key.Binding
+	Quit   key.Binding
 
 	// In a prompt or a confirmation.
 	Accept  key.Binding
