@@ -12,6 +12,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
+	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/internal/state"
 	"github.com/vipctl/vip/internal/store"
@@ -39,7 +40,7 @@ type Config struct {
 	Metrics MetricsConfig
 	// Store, when its URL is set, guards every claim with a lease in the
 	// coordination store (see package fleet).
-	Store StoreConfig
+	Store   StoreConfig
 	Version string
 	Sys     netcheck.System
 	Log     *slog.Logger
@@ -110,14 +111,25 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	eng, guard := rt.Engine, rt.Guard
+	var member *fleet.Member
 	defer func() {
 		if err := rt.Stop(); err != nil {
 			log.Error("release at exit", "err", err)
+		}
+		// The lease goes after the engine stopped answering, so that
+		// no answer outlives its key.
+		if member != nil {
+			member.Close()
 		}
 		if len(eng.Held()) == 0 {
 			_ = book.Remove()
 		}
 	}()
+	if cfg.Store.URL != "" {
+		if member, err = joinFleet(ctx, cfg, eng, book, log); err != nil {
+			return err
+		}
+	}
 	if cfg.Metrics.Addr != "" {
 		stop, err := ServeMetrics(rt, cfg.Metrics, log)
 		if err != nil {
@@ -129,7 +141,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if len(recorded) > 0 {
 		log.Info("re-adopting the claims of an earlier agent", "claims", len(recorded), "state_file", paths.State)
 		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		_, err := eng.Adopt(actx, recorded)
+		var err error
+		if member != nil {
+			err = adoptGuarded(actx, member, book, recorded, log)
+		} else {
+			_, err = eng.Adopt(actx, recorded)
+		}
 		cancel()
 		if err != nil {
 			log.Error("re-adopt claims", "err", err)
@@ -149,8 +166,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	ln := keepSocket(sock, paths.Socket, cfg.Group, socketCheckEvery, log)
+	var engine Engine = eng
+	var fl Fleet
+	if member != nil {
+		engine, fl = member, member
+	}
 	srv := NewServer(ServerConfig{
-		Engine:  eng,
+		Engine:  engine,
+		Fleet:   fl,
 		Watcher: guard,
 		Sys:     cfg.Sys,
 		Allow:   allow,
@@ -163,7 +186,7 @@ func Run(ctx context.Context, cfg Config) error {
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
 	if cfg.Autostarted {
-		go exitWhenIdle(serveCtx, stopServe, srv, eng, log)
+		go exitWhenIdle(serveCtx, stopServe, srv, engine, log)
 	}
 	log.Info("agent listening", "socket", paths.Socket, "state_file", paths.State, "pid", os.Getpid())
 	if cfg.Ready != nil {
@@ -176,7 +199,7 @@ func Run(ctx context.Context, cfg Config) error {
 
 // exitWhenIdle stops an autostarted agent once it holds nothing, no request
 // or event stream is under way, and that stays so for idleGrace.
-func exitWhenIdle(ctx context.Context, stop func(), srv *Server, eng *announce.Engine, log *slog.Logger) {
+func exitWhenIdle(ctx context.Context, stop func(), srv *Server, eng Engine, log *slog.Logger) {
 	start := time.Now()
 	t := time.NewTicker(idleGrace / 4)
 	defer t.Stop()

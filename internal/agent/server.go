@@ -17,7 +17,9 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/internal/store"
 	"github.com/vipctl/vip/sniff"
 )
 
@@ -55,9 +57,25 @@ type Watcher interface {
 	Captures() []api.CaptureStat
 }
 
+// Fleet is what the server needs of the agent's place in the store, when
+// its claims are guarded by one (fleet.Member).
+type Fleet interface {
+	Standby(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
+	TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
+	Fleet(ctx context.Context) (store.View, error)
+	Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error)
+	// Notes says what the store says of claims that need it.
+	Notes() map[netip.Addr]string
+	// Info describes the agent's place in the store.
+	Info() api.Store
+}
+
 // ServerConfig configures a Server.
 type ServerConfig struct {
 	Engine Engine
+	// Fleet, if set, is the store guarding the claims: it serves
+	// standbys, take-overs, /v1/fleet and /v1/move.
+	Fleet Fleet
 	// Watcher, if set, serves /v1/traffic and capture statistics.
 	Watcher Watcher
 	Sys     netcheck.System
@@ -110,6 +128,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/status", s.status)
 	mux.HandleFunc("GET /v1/traffic", s.traffic)
 	mux.HandleFunc("GET /v1/events", s.streamEvents)
+	mux.HandleFunc("GET /v1/fleet", s.fleet)
+	mux.HandleFunc("POST /v1/move", s.move)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s: see the API in the README", r.Method, r.URL.Path))
 	})
@@ -266,6 +286,12 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return http.StatusConflict, api.CodeConflict, err.Error()
 	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, api.CodeShutdown, "the agent is shutting down: try again"
+	case errors.As(err, new(*fleet.HeldError)):
+		return http.StatusConflict, api.CodeHeld, err.Error()
+	case errors.Is(err, fleet.ErrFenced):
+		return http.StatusServiceUnavailable, api.CodeFenced, err.Error()
+	case errors.Is(err, store.ErrRefused):
+		return http.StatusBadRequest, api.CodeBadInput, err.Error()
 	}
 	return http.StatusInternalServerError, api.CodeInternal, err.Error()
 }
@@ -280,14 +306,32 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	st, err := s.cfg.Engine.Claim(r.Context(), plan.Requests, plan.Options)
+	claim := s.cfg.Engine.Claim
+	switch {
+	case req.Standby && req.TakeOver:
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, "a claim is --standby or --take-over, not both")
+		return
+	case (req.Standby || req.TakeOver) && s.cfg.Fleet == nil:
+		writeError(w, http.StatusConflict, api.CodeNoStore, "--standby and --take-over need an agent guarded by a store: start it with --store etcd://HOST:PORT (or $VIP_STORE)")
+		return
+	case req.Standby:
+		claim = s.cfg.Fleet.Standby
+	case req.TakeOver:
+		claim = s.cfg.Fleet.TakeOver
+	}
+	st, err := claim(r.Context(), plan.Requests, plan.Options)
 	var refused *announce.RefusedError
 	if errors.As(err, &refused) && len(st) > 0 {
 		// Some were claimed: say which were not, each with its reason.
 		resp := api.ClaimResponse{Claims: s.claimList(st)}
 		for _, rf := range refused.Refused {
 			_, code, _ := s.classify(rf.Err)
-			resp.Refused = append(resp.Refused, api.Refused{Addr: rf.Addr.String(), Error: rf.Err.Error(), Code: code})
+			ref := api.Refused{Addr: rf.Addr.String(), Error: rf.Err.Error(), Code: code}
+			var held *fleet.HeldError
+			if errors.As(rf.Err, &held) {
+				ref.HeldBy, ref.Since = held.Node, held.Since
+			}
+			resp.Refused = append(resp.Refused, ref)
 		}
 		writeJSON(w, resp)
 		return
@@ -358,6 +402,11 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	st := EngineStatus{Agent: s.cfg.Info, Claims: s.cfg.Engine.Status(), Now: time.Now()}
+	if s.cfg.Fleet != nil {
+		info := s.cfg.Fleet.Info()
+		st.Agent.Store = &info
+		st.Notes = s.cfg.Fleet.Notes()
+	}
 	if s.cfg.Watcher != nil {
 		st.Captures = s.cfg.Watcher.Captures()
 	}
@@ -425,4 +474,77 @@ func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+func (s *Server) noStore(w http.ResponseWriter) bool {
+	if s.cfg.Fleet != nil {
+		return false
+	}
+	writeError(w, http.StatusConflict, api.CodeNoStore, "this agent has no store: start it with --store etcd://HOST:PORT (or $VIP_STORE), or run vip fleet and vip move with --store")
+	return true
+}
+
+func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
+	if s.noStore(w) {
+		return
+	}
+	v, err := s.cfg.Fleet.Fleet(r.Context())
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	writeJSON(w, v.API())
+}
+
+func (s *Server) move(w http.ResponseWriter, r *http.Request) {
+	var req api.MoveRequest
+	if !decode(w, r, &req) || s.noStore(w) {
+		return
+	}
+	mr, err := ParseMoveRequest(req)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	res, err := s.cfg.Fleet.Move(r.Context(), mr)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	out := api.MoveResponse{Moves: make([]api.MoveResult, len(res))}
+	for i, m := range res {
+		out.Moves[i] = m.API()
+	}
+	writeJSON(w, out)
+}
+
+// ParseMoveRequest checks a move request: addresses, or all of one node's,
+// and the nodes' names.
+func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
+	out := store.MoveRequest{All: r.All, From: r.From, To: r.To, Interface: r.Interface, Timeout: time.Duration(r.Timeout)}
+	if err := store.CheckNode(r.To); err != nil {
+		return out, netcheck.Invalidf("the target node: %v", err)
+	}
+	if r.All != (len(r.Addrs) == 0) {
+		return out, netcheck.Invalidf("give the addresses to move, or --all with --from NODE, not both")
+	}
+	if r.All {
+		if err := store.CheckNode(r.From); err != nil {
+			return out, netcheck.Invalidf("--all needs --from NODE: %v", err)
+		}
+	}
+	if len(r.Addrs) > api.MaxAddrs {
+		return out, netcheck.Invalidf("at most %d addresses per move", api.MaxAddrs)
+	}
+	for _, a := range r.Addrs {
+		addr, err := netip.ParseAddr(a)
+		if err != nil || addr.Zone() != "" {
+			return out, netcheck.Invalidf("%q is not an IPv4 or IPv6 address", a)
+		}
+		out.Addrs = append(out.Addrs, addr.Unmap())
+	}
+	if r.Timeout < 0 {
+		return out, netcheck.Invalidf("--timeout must not be negative")
+	}
+	return out, nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"net/netip"
 	"time"
 
 	"github.com/vipctl/vip/announce"
@@ -18,6 +19,8 @@ type EngineStatus struct {
 	// Now is when the status was taken, for the windows remaining.
 	Now      time.Time
 	Captures []api.CaptureStat
+	// Notes, when set, are what the store says of some claims.
+	Notes map[netip.Addr]string
 }
 
 // statusFlushAt is how much of a status WriteJSON gathers before it
@@ -56,6 +59,7 @@ func (s *EngineStatus) WriteJSON(w io.Writer, indent bool) (written bool, err er
 		}
 		e.newline(2)
 		c = cv.claim(&s.Claims[i])
+		c.Note = s.Notes[s.Claims[i].Addr]
 		e.value(2, &c)
 		if e.buf.Len() >= statusFlushAt {
 			e.flush()

@@ -83,7 +83,9 @@ func (m *Member) claimOp(ctx context.Context, items []announce.Claim, apply func
 			m.dropKeys(ctx, freshOf(got, nil))
 			return nil, err
 		}
-		m.dropKeys(ctx, freshOf(got, rf))
+		if rf != nil {
+			m.dropKeys(ctx, freshOf(got, rf))
+		}
 		m.commit(st)
 	}
 	if len(refused) > 0 {
@@ -116,23 +118,20 @@ func (m *Member) commit(st []announce.Status) {
 	}
 }
 
-// freshOf returns the addresses of got whose keys this call made and which
-// rf refused (all of them when rf is nil and refusedOnly is false).
+// freshOf returns the addresses of got whose keys this call made: all of
+// them when rf is nil, else those rf refused.
 func freshOf(got []taken, rf *announce.RefusedError) []netip.Addr {
-	var out []netip.Addr
 	refused := map[netip.Addr]bool{}
 	if rf != nil {
 		for _, r := range rf.Refused {
 			refused[r.Addr] = true
 		}
 	}
+	var out []netip.Addr
 	for _, t := range got {
 		if t.fresh && (rf == nil || refused[t.claim.Addr]) {
 			out = append(out, t.claim.Addr)
 		}
-	}
-	if rf == nil {
-		return out
 	}
 	return out
 }
@@ -307,6 +306,11 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		m.mu.Unlock()
 	}
 	m.dropKeys(ctx, append(slices.Clone(released), local...))
+	if len(local) > 0 && m.cfg.Forget != nil {
+		if err := m.cfg.Forget(ctx, local...); err != nil {
+			return released, notHeld, fmt.Errorf("forget the fenced claims: %w", err)
+		}
+	}
 	for _, a := range standbys {
 		if err := m.dropStandby(ctx, a); err != nil {
 			return released, notHeld, err

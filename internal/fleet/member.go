@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,6 +18,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -84,7 +86,10 @@ type Config struct {
 	// Interfaces lists this host's interfaces for its registration.
 	Interfaces func() []store.Interface
 	Version    string
-	Log        *slog.Logger
+	// Forget, if set, drops claims from the agent's state file: those
+	// released while fenced, which the engine no longer holds.
+	Forget func(ctx context.Context, addrs ...netip.Addr) error
+	Log    *slog.Logger
 }
 
 // owned is a guarded claim: the key is this node's.
@@ -368,5 +373,15 @@ func (m *Member) revokeLease() {
 	defer cancel()
 	if _, err := m.c.Revoke(ctx, lease); err != nil {
 		m.log.Warn("revoke the lease at exit: the store expires it within its TTL", "err", m.c.Explain(err))
+	}
+}
+
+// Info describes the member for the agent's status.
+func (m *Member) Info() api.Store {
+	id, renewed, fencedAt := m.Lease()
+	return api.Store{
+		Endpoints: m.c.Endpoints, Prefix: m.k.Prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
+		LeaseTTL: api.Duration(m.timing.TTL), FenceAfter: api.Duration(m.timing.FenceAfter()),
+		Renewed: renewed, Fenced: fencedAt,
 	}
 }

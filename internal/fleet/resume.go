@@ -86,7 +86,9 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 		m.dropKeys(ctx, freshOf(got, nil))
 		return
 	}
-	m.dropKeys(ctx, freshOf(got, rf))
+	if rf != nil {
+		m.dropKeys(ctx, freshOf(got, rf))
+	}
 	m.commit(st)
 	m.log.Info("the store answers again: unfenced", "resumed", len(st), "lost", len(refused))
 	m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed %d claims with a fresh burst, %d lost", len(st), len(refused)))

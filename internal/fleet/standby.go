@@ -3,11 +3,13 @@ package fleet
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/netip"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
@@ -139,6 +141,7 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 	if !ok || fenced {
 		return
 	}
+	m.log.Debug("an owner's key vanished: a standby looks", "addr", a)
 	var owner store.Claim
 	if prev != nil {
 		_ = json.Unmarshal(prev.Value, &owner)
@@ -146,7 +149,13 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 			rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 			ttl, err := m.c.TimeToLive(rctx, clientv3.LeaseID(prev.Lease))
 			cancel()
-			if err != nil || ttl.TTL > 0 {
+			switch {
+			case errors.Is(err, rpctypes.ErrLeaseNotFound):
+				// Expired (or revoked by an agent stopping).
+			case err != nil:
+				m.log.Warn("tell whether an owner's lease expired: not taking over", "addr", a, "err", m.c.Explain(err))
+				return
+			case ttl.TTL > 0:
 				// The owner is alive: it released the address on
 				// purpose, and a standby does not overrule it.
 				return
@@ -167,6 +176,7 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 	).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
 	cancel()
 	if err != nil || !resp.Succeeded {
+		m.log.Debug("another took the address first", "addr", a, "err", err)
 		return
 	}
 	var o announce.ClaimOptions

@@ -15,6 +15,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -103,6 +104,12 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		DialKeepAliveTimeout: 2 * time.Second,
 		Logger:               zap.NewNop(),
 	}
+	// gRPC's own back-off waits up to two minutes between attempts; an
+	// agent must notice within a second that the store is back.
+	cc.DialOptions = append(cc.DialOptions, grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+		MinConnectTimeout: 2 * time.Second,
+	}))
 	if cfg.Dial != nil {
 		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(cfg.Dial))
 	}

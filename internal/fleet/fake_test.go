@@ -1,0 +1,149 @@
+package fleet_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+)
+
+// fakeEngine is an engine of memory: it records when each address began
+// and stopped being answered, so tests can tell that two nodes never
+// answered at once.
+type fakeEngine struct {
+	mu      sync.Mutex
+	held    map[netip.Addr]announce.Claim
+	spans   map[netip.Addr][]span
+	events  []announce.Event
+	refuses map[netip.Addr]error
+}
+
+type span struct{ from, to time.Time }
+
+func newFakeEngine() *fakeEngine {
+	return &fakeEngine{held: map[netip.Addr]announce.Claim{}, spans: map[netip.Addr][]span{}, refuses: map[netip.Addr]error{}}
+}
+
+func (f *fakeEngine) take(claims []announce.Claim) ([]announce.Status, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var st []announce.Status
+	var refused []announce.Refusal
+	for _, c := range claims {
+		if err := f.refuses[c.Addr]; err != nil {
+			refused = append(refused, announce.Refusal{Addr: c.Addr, Err: err})
+			continue
+		}
+		if _, ok := f.held[c.Addr]; !ok {
+			f.spans[c.Addr] = append(f.spans[c.Addr], span{from: time.Now()})
+		}
+		f.held[c.Addr] = c
+		st = append(st, announce.Status{Claim: c, State: announce.StateAnnouncing, MAC: "02:00:00:00:00:01"})
+	}
+	if len(refused) > 0 {
+		return st, &announce.RefusedError{Refused: refused}
+	}
+	return st, nil
+}
+
+func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error) {
+	claims := make([]announce.Claim, len(reqs))
+	for i, r := range reqs {
+		claims[i] = announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: time.Now(), Options: opts}
+	}
+	return f.take(claims)
+}
+
+func (f *fakeEngine) Adopt(_ context.Context, claims []announce.Claim) ([]announce.Status, error) {
+	return f.take(claims)
+}
+
+func (f *fakeEngine) Refresh(_ context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {
+	return addrs, nil, nil
+}
+
+func (f *fakeEngine) drop(addrs []netip.Addr) (done, notHeld []netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range addrs {
+		if _, ok := f.held[a]; !ok {
+			notHeld = append(notHeld, a)
+			continue
+		}
+		delete(f.held, a)
+		s := f.spans[a]
+		s[len(s)-1].to = time.Now()
+		done = append(done, a)
+	}
+	return done, notHeld
+}
+
+func (f *fakeEngine) Release(_ context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
+	released, notHeld = f.drop(addrs)
+	return released, notHeld, nil
+}
+
+func (f *fakeEngine) Revoke(addrs []netip.Addr, _ string) (revoked, notHeld []netip.Addr, err error) {
+	revoked, notHeld = f.drop(addrs)
+	return revoked, notHeld, nil
+}
+
+func (f *fakeEngine) Status(addrs ...netip.Addr) []announce.Status {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var st []announce.Status
+	for a, c := range f.held {
+		if len(addrs) == 0 || slices.Contains(addrs, a) {
+			st = append(st, announce.Status{Claim: c, State: announce.StateHolding})
+		}
+	}
+	return st
+}
+
+func (f *fakeEngine) Held() []netip.Addr {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []netip.Addr
+	for a := range f.held {
+		out = append(out, a)
+	}
+	return out
+}
+
+func (f *fakeEngine) holds(a netip.Addr) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	_, ok := f.held[a]
+	return ok
+}
+
+// answered returns the spans in which a was answered.
+func (f *fakeEngine) answered(a netip.Addr) []span {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.spans[a])
+}
+
+func (f *fakeEngine) Subscribe(int) (<-chan announce.Event, func()) {
+	ch := make(chan announce.Event)
+	return ch, func() {}
+}
+
+func (f *fakeEngine) Config() announce.EngineConfig { return announce.EngineConfig{} }
+
+func (f *fakeEngine) Notify(ev announce.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.events = append(f.events, ev)
+}
+
+func (f *fakeEngine) sawEvent(kind announce.EventKind, substr string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.ContainsFunc(f.events, func(ev announce.Event) bool {
+		return ev.Kind == kind && (substr == "" || contains(ev.Message, substr))
+	})
+}

@@ -1,0 +1,385 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/etcdlab"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// ttl is the shortest lease etcd grants, so that expiries come quickly.
+const ttl = 2 * time.Second
+
+var vip = netip.MustParseAddr("198.51.100.10")
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// world is a store host and agent hosts on one lab segment.
+type world struct {
+	l     *lab.Lab
+	etcd  *etcdlab.Etcd
+	hosts map[string]*lab.Host
+}
+
+func newWorld(t *testing.T, names ...string) *world {
+	t.Helper()
+	labtest.RequireTool(t, "etcd")
+	cfgs := []lab.HostConfig{{Name: "store", IPv4: netip.MustParsePrefix("192.0.2.1/24")}}
+	for i, n := range names {
+		cfgs = append(cfgs, lab.HostConfig{Name: n, IPv4: netip.MustParsePrefix(fmt.Sprintf("192.0.2.%d/24", i+11))})
+	}
+	l := labtest.New(t, cfgs...)
+	w := &world{l: l, hosts: map[string]*lab.Host{}}
+	for _, h := range l.Hosts {
+		w.hosts[h.Name] = h
+	}
+	w.etcd = etcdlab.StartEtcd(t, w.hosts["store"])
+	return w
+}
+
+// client is a store client whose connections leave from host name.
+func (w *world) client(t *testing.T, name string) *store.Client {
+	t.Helper()
+	url := "etcd://" + strings.TrimPrefix(w.etcd.Endpoint(), "http://")
+	c, err := store.Open(context.Background(), store.Config{URL: url, Dial: labtest.DialIn(w.hosts[name]), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("open the store from %s: %v", name, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// join starts a member on host name with a fake engine.
+func (w *world) join(t *testing.T, name string) (*fleet.Member, *fakeEngine) {
+	t.Helper()
+	eng := newFakeEngine()
+	m, err := fleet.Join(context.Background(), fleet.Config{
+		Store: w.client(t, name), Node: name, TTL: ttl, Log: testLog(t),
+		Interfaces: func() []store.Interface {
+			return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true, Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24")}}}
+		},
+	}, eng)
+	if err != nil {
+		t.Fatalf("join as %s: %v", name, err)
+	}
+	t.Cleanup(m.Close)
+	return m, eng
+}
+
+func claim(t *testing.T, m *fleet.Member, a netip.Addr) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := m.Claim(ctx, []announce.Request{{Addr: a, Interface: "eth0"}}, announce.ClaimOptions{})
+	return err
+}
+
+// checkNoOverlap fails if a and b ever answered for addr at once.
+func checkNoOverlap(t *testing.T, addr netip.Addr, a, b *fakeEngine) {
+	t.Helper()
+	for _, sa := range a.answered(addr) {
+		for _, sb := range b.answered(addr) {
+			aEnd, bEnd := sa.to, sb.to
+			if aEnd.IsZero() {
+				aEnd = time.Now()
+			}
+			if bEnd.IsZero() {
+				bEnd = time.Now()
+			}
+			if sa.from.Before(bEnd) && sb.from.Before(aEnd) {
+				t.Fatalf("both nodes answered for %s at once: a %v–%v, b %v–%v", addr, sa.from, sa.to, sb.from, sb.to)
+			}
+		}
+	}
+}
+
+func TestClaimHeldByAnotherNodeIsRefused(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, _ := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatalf("claim on a: %v", err)
+	}
+	err := claim(t, b, vip)
+	var held *fleet.HeldError
+	if !errors.As(err, &held) || held.Node != "a" {
+		t.Fatalf("claim on b: got %v, want a HeldError naming a", err)
+	}
+	if !strings.Contains(err.Error(), "vip move "+vip.String()+" --to b") || !strings.Contains(err.Error(), "--take-over") {
+		t.Errorf("the refusal names neither way on: %v", err)
+	}
+	if bEng.holds(vip) {
+		t.Fatal("b answers for an address a holds")
+	}
+	if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
+		t.Fatalf("release on a: %v", err)
+	}
+	if err := claim(t, b, vip); err != nil {
+		t.Fatalf("claim on b after a released: %v", err)
+	}
+	v, err := w.client(t, "store").Fleet(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, ok := v.ClaimOf(vip); !ok || cv.Claim.Node != "b" {
+		t.Errorf("the fleet shows %+v for %s, want it held by b", cv, vip)
+	}
+	if len(v.Nodes) != 2 {
+		t.Errorf("the fleet shows %d live nodes, want 2", len(v.Nodes))
+	}
+}
+
+func TestMoveNeverOverlaps(t *testing.T) {
+	w := newWorld(t, "a", "b", "client")
+	a, aEng := w.join(t, "a")
+	_, bEng := w.join(t, "b")
+	second := netip.MustParseAddr("198.51.100.11")
+	for _, x := range []netip.Addr{vip, second} {
+		if err := claim(t, a, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mover := w.client(t, "client")
+	res, err := mover.Move(context.Background(), store.MoveRequest{All: true, From: "a", To: "b"})
+	if err != nil {
+		t.Fatalf("drain a to b: %v", err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("got %d results, want 2: %+v", len(res), res)
+	}
+	for _, r := range res {
+		t.Logf("move of %s: released +%v, live +%v", r.Addr, r.Released.Sub(r.Asked).Round(time.Microsecond), r.Live.Sub(r.Asked).Round(time.Microsecond))
+		if !r.Done() || r.Waited || r.Released.After(r.Live) {
+			t.Errorf("move of %s: %+v, want released by a, then live on b, without waiting", r.Addr, r)
+		}
+		if aEng.holds(r.Addr) || !bEng.holds(r.Addr) {
+			t.Errorf("after the move of %s: a holds %v, b holds %v", r.Addr, aEng.holds(r.Addr), bEng.holds(r.Addr))
+		}
+		checkNoOverlap(t, r.Addr, aEng, bEng)
+	}
+	// Nobody holds this one: the move is a claim on the target.
+	free := netip.MustParseAddr("198.51.100.12")
+	res, err = mover.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{free}, To: "b"})
+	if err != nil || len(res) != 1 || !res[0].Unheld || !res[0].Done() {
+		t.Fatalf("move of an address nobody holds: %+v, %v", res, err)
+	}
+	// Refused before anything changes.
+	_, err = mover.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "nobody"})
+	if !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "not alive") {
+		t.Errorf("move to a node not alive: got %v", err)
+	}
+	_, err = mover.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "a", Interface: "eth9"})
+	if !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "no interface eth9") {
+		t.Errorf("move to a missing interface: got %v", err)
+	}
+	if !bEng.holds(vip) {
+		t.Error("a refused move changed the owner")
+	}
+}
+
+func TestStandbyTakesOverWhenTheOwnerDies(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, _ := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatalf("standby on b: %v", err)
+	}
+	died := time.Now()
+	a.Crash()
+	labtest.Eventually(t, ttl+3*time.Second, func() (bool, string) {
+		return bEng.holds(vip), "the standby b did not take the address of the dead owner"
+	})
+	took := time.Since(died)
+	t.Logf("the standby was live %v after the owner died (TTL %v)", took.Round(time.Millisecond), ttl)
+	if took > ttl+time.Second {
+		t.Errorf("the standby was live %v after the owner died, want within TTL + 1s (%v)", took, ttl+time.Second)
+	}
+	if !bEng.sawEvent(event.Standby, "lease of its owner a expired") {
+		t.Error("no standby event says why b took the address")
+	}
+}
+
+func TestMoveWaitsForAnOwnerThatDoesNotAnswer(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, _ := w.join(t, "a")
+	_, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	a.Crash()
+	res, err := w.client(t, "b").Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b"})
+	if err != nil || len(res) != 1 {
+		t.Fatalf("move from a dead owner: %+v, %v", res, err)
+	}
+	t.Logf("move from a dead owner: live %v after asked", res[0].Live.Sub(res[0].Asked).Round(time.Millisecond))
+	if r := res[0]; !r.Done() || !r.Waited {
+		t.Errorf("got %+v, want live on b after waiting for a's lease", r)
+	}
+	if !bEng.holds(vip) {
+		t.Error("b does not hold the address after the move")
+	}
+}
+
+func TestFencedBeforeTheLeaseExpires(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cutAt := time.Now()
+	cut := labtest.Isolate(t, w.l, w.hosts["a"], w.hosts["store"])
+	bc := w.client(t, "b")
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		v, err := bc.Fleet(context.Background())
+		return bEng.holds(vip), fmt.Sprintf("the standby did not take over from the cut-off owner (fleet %+v, %v)", v, err)
+	})
+	if aEng.holds(vip) {
+		t.Fatal("a still answers though b took the address: a did not fence")
+	}
+	checkNoOverlap(t, vip, aEng, bEng)
+	var fencedAt time.Time
+	if _, _, f := a.Lease(); !f.IsZero() {
+		fencedAt = f
+	}
+	bSpans, aSpans := bEng.answered(vip), aEng.answered(vip)
+	t.Logf("cut at %s; a fenced %v after the cut and stopped answering %v before b began; b live %v after the cut",
+		cutAt.Format("15:04:05.000"), fencedAt.Sub(cutAt).Round(time.Millisecond),
+		bSpans[0].from.Sub(aSpans[0].to).Round(time.Millisecond), bSpans[0].from.Sub(cutAt).Round(time.Millisecond))
+	if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateFenced {
+		t.Errorf("a's status for %s: %+v, want fenced", vip, st)
+	}
+	if !aEng.sawEvent(event.Fence, "") {
+		t.Error("a published no fence event")
+	}
+	cut.Heal(t)
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		st := a.Status(vip)
+		return len(st) == 1 && st[0].State == fleet.StateLost, fmt.Sprintf("a's status after the heal: %+v, want lost", st)
+	})
+	if aEng.holds(vip) {
+		t.Error("a answers again for an address b took")
+	}
+	if !aEng.sawEvent(event.Taken, "lost to b") {
+		t.Error("a did not report the address lost to b")
+	}
+	if err := claim(t, a, vip); err == nil {
+		t.Error("a could claim the address b holds after the heal")
+	}
+}
+
+func TestLeaderLossFencesNothing(t *testing.T) {
+	labtest.RequireTool(t, "etcd")
+	l := labtest.New(t,
+		lab.HostConfig{Name: "s1", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
+		lab.HostConfig{Name: "s2", IPv4: netip.MustParsePrefix("192.0.2.3/24")},
+		lab.HostConfig{Name: "s3", IPv4: netip.MustParsePrefix("192.0.2.4/24")},
+		lab.HostConfig{Name: "a", IPv4: netip.MustParsePrefix("192.0.2.11/24")},
+	)
+	cluster := etcdlab.StartEtcdCluster(t, l.Hosts[0], l.Hosts[1], l.Hosts[2])
+	var hostports []string
+	for _, e := range cluster.Endpoints() {
+		hostports = append(hostports, strings.TrimPrefix(e, "http://"))
+	}
+	c, err := store.Open(context.Background(), store.Config{URL: "etcd://" + strings.Join(hostports, ","), Dial: labtest.DialIn(l.Hosts[3]), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	eng := newFakeEngine()
+	// The default TTL: the one that must ride out an election.
+	m, err := fleet.Join(context.Background(), fleet.Config{Store: c, Node: "a"}, eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := claim(t, m, vip); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	cluster.KillLeader(t)
+	labtest.Eventually(t, 3*fleet.DefaultTTL, func() (bool, string) {
+		_, renewed, _ := m.Lease()
+		return renewed.After(killed), "no renewal reached the cluster after its leader was killed"
+	})
+	if _, _, fencedAt := m.Lease(); !fencedAt.IsZero() || !eng.holds(vip) {
+		t.Fatalf("the claim was fenced (at %v) when the leader was killed", fencedAt)
+	}
+}
+
+func TestStoreRestartedClaimsResume(t *testing.T) {
+	w := newWorld(t, "a")
+	a, aEng := w.join(t, "a")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	w.etcd.Stop(t)
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		return !aEng.holds(vip), "a still answers with the store down past its fence"
+	})
+	w.etcd.Restart(t)
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		return aEng.holds(vip), fmt.Sprintf("a's claim did not resume after the store restarted: %+v", a.Status(vip))
+	})
+	if !aEng.sawEvent(event.Resume, "resumed 1") {
+		t.Error("no resume event")
+	}
+	v, err := w.client(t, "store").Fleet(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, ok := v.ClaimOf(vip); !ok || cv.Claim.Node != "a" {
+		t.Errorf("the store does not show a holding %s after the restart: %+v", vip, v.Claims)
+	}
+}
+
+func TestReleaseIsNotTakenByAStandby(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	// A claim on a succeeds only while the address is free: had the
+	// standby taken the released address, it would be refused.
+	if err := claim(t, a, vip); err != nil {
+		t.Fatalf("a could not claim again what it released (did the standby take it?): %v", err)
+	}
+	if bEng.holds(vip) || !aEng.holds(vip) {
+		t.Error("the standby took an address its owner released on purpose")
+	}
+}
+
+// testLog logs to the test's output, debug included with VIP_TEST_DEBUG set.
+func testLog(t *testing.T) *slog.Logger {
+	level := slog.LevelInfo
+	if os.Getenv("VIP_TEST_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
+}
