@@ -28,6 +28,7 @@ type agentOptions struct {
 	CPUProfile  string
 	Capture     captureOptions
 	Metrics     metricsOptions
+	Store       agentStoreOptions
 }
 
 // newAgentCmd builds vip agent; runF, when set, runs instead of the agent,
@@ -47,13 +48,23 @@ a new agent re-adopts them with a fresh burst; with --clean it only removes
 what the crashed agent left (addresses it added, the state file) and exits.
 
 SIGINT or SIGTERM releases every claim and removes the addresses the agent
-added. The socket is for root alone unless --group opens it to one group.`,
+added. The socket is for root alone unless --group opens it to one group.
+
+With --store (or $VIP_STORE), every claim is guarded by an etcd store: the
+agent holds one lease there, a claim is live only once its key is this
+node's (--node, default the host name), and an agent that cannot renew its
+lease stops answering for every guarded claim before the lease can expire
+(the claim's state is then fenced). See vip claim --standby and --take-over,
+vip move and vip fleet.`,
 		Example: `  sudo vip agent
-  sudo vip agent --socket /run/vip/test.sock --group vip`,
+  sudo vip agent --socket /run/vip/test.sock --group vip
+  sudo vip agent --store etcd://192.0.2.5:2379 --node a
+  sudo vip agent --store etcds://192.0.2.5:2379 --store-ca ca.pem --store-cert a.pem --store-key a-key.pem`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Metrics.parsed(c)
+			o.Store.parsed(c)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -67,6 +78,7 @@ added. The socket is for root alone unless --group opens it to one group.`,
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
 	o.Capture.addFlags(c, "")
 	o.Metrics.addFlags(c, "")
+	o.Store.addFlags(c)
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
@@ -82,6 +94,9 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		return err
 	}
 	if err := o.Capture.check(); err != nil {
+		return err
+	}
+	if err := o.Store.check(); err != nil {
 		return err
 	}
 	if o.LogFile != "" {
@@ -118,6 +133,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Filter:      o.Capture.Filter,
 		AllTraffic:  o.Capture.AllTraffic,
 		Metrics:     o.Metrics.config(),
+		Store:       o.Store.config(),
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,

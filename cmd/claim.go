@@ -22,6 +22,7 @@ import (
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
+	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/tui"
 )
@@ -42,6 +43,8 @@ type claimOptions struct {
 	Assign       bool
 	OnConflict   string
 	ProbeEvery   time.Duration
+	Standby      bool
+	TakeOver     bool
 	Capture      captureOptions
 	Metrics      metricsOptions
 	// probeSet tells an explicit --probe-every 0 (off) from the default.
@@ -77,11 +80,20 @@ With --foreground, vip holds the addresses in this process instead, until
 SIGINT or SIGTERM, then stops answering and exits 0.
 
 Without -i, vip picks the interface whose connected route holds ADDR, and
-fails when none or several do.`,
+fails when none or several do.
+
+When the agent is guarded by a store (vip agent --store), an address is live
+only once its key in the store is this node's. An address another node holds
+is not applied, and claim exits 5 naming the node: move it here with vip move,
+or take it with --take-over (a move to this node, which waits until the owner
+has stopped answering). --standby instead registers this node to take the
+address when its owner's lease expires (dead or cut off from the store).`,
 		Example: `  sudo vip claim 192.0.2.10 -i eth0
   sudo vip claim 192.0.2.10 2001:db8::10 --assign
   sudo vip claim -f vips.txt -i eth0
-  sudo vip claim 192.0.2.10 -i eth0 --foreground --log-format json`,
+  sudo vip claim 192.0.2.10 -i eth0 --foreground --log-format json
+  sudo vip claim 192.0.2.10 --standby
+  sudo vip claim 192.0.2.10 --take-over`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 && o.File == "" {
 				return badInput("claim needs at least one address, like: vip claim 192.0.2.10 -i eth0")
@@ -115,6 +127,8 @@ fails when none or several do.`,
 	f.BoolVar(&o.Assign, "assign", false, "also add the address to the interface (/32 or /128) so local services receive its traffic; removed at release")
 	f.StringVar(&o.OnConflict, "on-conflict", string(announce.PolicyDefend), "when another MAC answers for the address: defend (re-arm the burst, at most every 10s), warn, or yield (release it)")
 	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
+	f.BoolVar(&o.Standby, "standby", false, "stand by for the addresses: take them when their owner's lease expires (an agent with --store)")
+	f.BoolVar(&o.TakeOver, "take-over", false, "move the addresses here from the node that holds them, once it has stopped answering (an agent with --store)")
 	o.Capture.addFlags(c, " (--foreground)")
 	o.Metrics.addFlags(c, " (--foreground)")
 	_ = c.RegisterFlagCompletionFunc("on-conflict", cobra.FixedCompletions([]string{"defend", "warn", "yield"}, cobra.ShellCompDirectiveNoFileComp))
@@ -137,6 +151,9 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 	if o.Rate <= 0 {
 		return api.ClaimRequest{}, badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
 	}
+	if o.Standby && o.TakeOver {
+		return api.ClaimRequest{}, badInput("--standby waits for the owner to go, --take-over moves the addresses here now: give one of them")
+	}
 	r := api.ClaimRequest{
 		Addrs:        addrs,
 		Interface:    o.Interface,
@@ -145,6 +162,8 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 		RefreshEvery: api.Duration(o.RefreshEvery),
 		Assign:       o.Assign,
 		OnConflict:   o.OnConflict,
+		Standby:      o.Standby,
+		TakeOver:     o.TakeOver,
 	}
 	if o.probeSet {
 		pe := api.Duration(o.ProbeEvery)
@@ -194,6 +213,12 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 		return err
 	}
 	if o.Foreground {
+		switch {
+		case o.Standby || o.TakeOver:
+			return badInput("--standby and --take-over need an agent guarded by a store (vip agent --store): drop --foreground")
+		case os.Getenv(storeEnv) != "":
+			return guardedForeground()
+		}
 		return claimForeground(ctx, d, o, req)
 	}
 	if o.Capture.given() {
@@ -214,11 +239,21 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	return refusedError(len(req.Addrs), resp.Refused)
 }
 
-// refusedError is the error of a claim that the agent took only in part:
-// exit 1, naming how many were refused (each was printed with its reason).
+// refusedError is the error of a claim that the agent took only in part,
+// naming how many were refused (each was printed with its reason): exit 5
+// when every refusal is an address another node holds, else exit 1.
 func refusedError(asked int, refused []api.Refused) error {
 	if len(refused) == 0 {
 		return nil
+	}
+	held := 0
+	for _, r := range refused {
+		if r.Code == api.CodeHeld {
+			held++
+		}
+	}
+	if held == len(refused) {
+		return fmt.Errorf("%d of %d addresses are %w, and the others claimed: see each above", held, asked, errHeld)
 	}
 	return fmt.Errorf("%d of %d addresses were refused, and the others claimed: see each reason above", len(refused), asked)
 }
@@ -371,16 +406,32 @@ func printClaims(d *deps, asJSON bool, resp api.ClaimResponse) error {
 	if asJSON {
 		return writeJSON(d, resp)
 	}
-	for _, r := range resp.Refused {
-		fmt.Fprintf(d.io.ErrOut, "vip: refused %s: %s\n", r.Addr, r.Error)
-	}
 	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
+	for _, r := range resp.Refused {
+		// The agent's sentence names the node, since when and the ways
+		// on; the row beside the claimed ones says which address.
+		fmt.Fprintf(d.io.ErrOut, "vip: refused %s: %s\n", r.Addr, r.Error)
+		if r.Code == api.CodeHeld {
+			since := ""
+			if !r.Since.IsZero() {
+				since = "since " + r.Since.Local().Format(time.DateTime)
+			}
+			fmt.Fprintf(w, "held\t%s\tby %s\t%s\n", r.Addr, r.HeldBy, since)
+		}
+	}
 	for _, c := range resp.Claims {
 		verb := "claimed"
-		if !c.RefreshedAt.Equal(c.ClaimedAt) {
+		switch {
+		case c.State == fleet.StateStandby:
+			verb = "standby"
+		case !c.RefreshedAt.Equal(c.ClaimedAt):
 			verb = "refreshed"
 		}
-		fmt.Fprintf(w, "%s\t%s\ton %s\tas %s\n", verb, c.Addr, c.Interface, c.MAC)
+		note := ""
+		if c.Note != "" {
+			note = "\t(" + c.Note + ")"
+		}
+		fmt.Fprintf(w, "%s\t%s\ton %s\tas %s%s\n", verb, c.Addr, c.Interface, c.MAC, note)
 	}
 	return w.Flush()
 }

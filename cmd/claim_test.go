@@ -78,7 +78,7 @@ func TestClaimFlags(t *testing.T) {
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
 			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
 			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--all-traffic",
-			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8"}, claimOptions{
+			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8", "--standby"}, claimOptions{Standby: true,
 			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
 			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", AllTraffic: true}, probeSet: true, windowSet: true,

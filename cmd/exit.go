@@ -7,7 +7,15 @@ import (
 
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/internal/store"
 )
+
+// errHeld makes a claim exit 5 when another node holds an address.
+var errHeld = errors.New("held by another node")
+
+// errUnguarded makes status --check exit 3 while a guarded claim is fenced
+// or lost: this host does not answer for it as asked.
+var errUnguarded = errors.New("not answered here")
 
 // ExitCode is what vip exits with; scripts rely on these values.
 type ExitCode int
@@ -17,8 +25,9 @@ const (
 	ExitOK          ExitCode = 0 // success
 	ExitFailure     ExitCode = 1 // the operation failed
 	ExitBadInput    ExitCode = 2 // bad flags, addresses or interfaces
-	ExitConflict    ExitCode = 3 // a competing claimer is present
-	ExitUnreachable ExitCode = 4 // the agent is unreachable
+	ExitConflict    ExitCode = 3 // a competing claimer is present, or a guarded claim is fenced or lost
+	ExitUnreachable ExitCode = 4 // the agent or the store is unreachable
+	ExitHeld        ExitCode = 5 // another node holds the address in the store
 )
 
 // inputError marks an error in what the user typed: exit 2.
@@ -57,13 +66,23 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitCode(child.code), nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
-	case errors.Is(err, errConflict):
+	case errors.Is(err, errConflict), errors.Is(err, errUnguarded):
 		return ExitConflict, err
+	case errors.Is(err, errHeld):
+		return ExitHeld, err
 	case errors.As(err, &remote):
-		if remote.Code == api.CodeBadInput || remote.Code == api.CodeTooLarge {
+		switch remote.Code {
+		case api.CodeBadInput, api.CodeTooLarge, api.CodeNoStore:
+			// An agent without a store cannot take --standby or
+			// --take-over: the fix is in the flags (or in how the
+			// agent was started), and nothing was applied.
 			return ExitBadInput, err
+		case api.CodeHeld:
+			return ExitHeld, err
 		}
 		return ExitFailure, err
+	case errors.Is(err, store.ErrUnreachable):
+		return ExitUnreachable, err
 	case errors.Is(err, api.ErrUnreachable):
 		return ExitUnreachable, fmt.Errorf("%w: start one with \"sudo vip agent\", or let vip claim start one (without --no-autostart)", err)
 	case errors.Is(err, api.ErrSocketDenied):

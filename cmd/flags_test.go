@@ -9,7 +9,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/metrics"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // parse runs the command's flag parsing and returns what its run function
@@ -31,12 +33,21 @@ func TestAgentFlags(t *testing.T) {
 		args []string
 		want agentOptions
 	}{
-		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
+		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
+			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}}},
 		{"every flag", []string{"--group", "vip", "--clean", "--rate", "100", "--log-file", "/tmp/vip.log", "--filter", "vlan",
 			"--all-traffic", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu"}, agentOptions{
 			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Capture: captureOptions{Filter: "vlan", AllTraffic: true},
-			Metrics: metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true}}},
+			Metrics: metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true},
+			Store:   agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}}},
+		{"store flags", []string{"--store", "etcds://192.0.2.5:2379,192.0.2.6:2379", "--node", "a", "--store-prefix", "/lab/",
+			"--store-ca", "ca.pem", "--store-cert", "a.pem", "--store-key", "a-key.pem", "--lease-ttl", "10s"}, agentOptions{
+			Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
+			Store: agentStoreOptions{storeOptions: storeOptions{URL: "etcds://192.0.2.5:2379,192.0.2.6:2379", Prefix: "/lab/", CA: "ca.pem", Cert: "a.pem", Key: "a-key.pem",
+				given: []string{"node", "lease-ttl", "store-prefix", "store-ca", "store-cert", "store-key"}}, Node: "a", LeaseTTL: 10 * time.Second}}},
 	}
+	// --store's default comes from the environment: keep it out.
+	t.Setenv(storeEnv, "")
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := parse(t, newAgentCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {

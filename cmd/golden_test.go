@@ -62,6 +62,7 @@ func TestHelpGolden(t *testing.T) {
 			var out, errOut bytes.Buffer
 			// The default socket comes from the environment: keep it out.
 			t.Setenv(api.SocketEnv, "")
+			t.Setenv(storeEnv, "")
 			code := run(context.Background(), append(path, "--help"), IO{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, fakeSys{})
 			if code != ExitOK || errOut.Len() > 0 {
 				t.Fatalf("--help: exit %d, stderr %q", code, errOut.String())

@@ -20,6 +20,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
 )
 
 // errNotHeld makes release --strict and refresh fail: exit 1.
@@ -133,7 +134,7 @@ answered and gratuitous frames sent.`,
 		},
 	}
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the status as JSON")
-	c.Flags().BoolVar(&o.Check, "check", false, "exit 3 while a competing claimer was seen in the last 10s (is the failover clean?)")
+	c.Flags().BoolVar(&o.Check, "check", false, "exit 3 while a competing claimer was seen in the last 10s, or a guarded claim is fenced or lost (is the failover clean?)")
 	return c
 }
 
@@ -164,6 +165,9 @@ func printStatusJSON(ctx context.Context, d *deps) error {
 }
 
 func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
+	if st.Agent.Store != nil {
+		fmt.Fprintln(d.io.Out, storeLine(*st.Agent.Store, now))
+	}
 	if len(st.Claims) == 0 {
 		fmt.Fprintf(d.io.Out, "no claims (agent pid %d on %s)\n", st.Agent.PID, st.Agent.Socket)
 		return nil
@@ -194,7 +198,27 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 	if err := writeTable(out, rows); err != nil {
 		return err
 	}
+	// What the store says of a claim, under the table rather than in a
+	// column: few claims have a note, and the table stays as scripts
+	// read it.
+	for _, c := range st.Claims {
+		if c.Note != "" {
+			fmt.Fprintf(out, "%s: %s\n", c.Addr, c.Note)
+		}
+	}
 	return out.Flush()
+}
+
+// storeLine is the status's line about the agent's place in the store.
+func storeLine(s api.Store, now time.Time) string {
+	line := fmt.Sprintf("store: node %s on %s (prefix %s), lease TTL %s", s.Node, strings.Join(s.Endpoints, ","), s.Prefix, time.Duration(s.LeaseTTL))
+	if !s.Renewed.IsZero() {
+		line += ", renewed " + now.Sub(s.Renewed).Round(100*time.Millisecond).String() + " ago"
+	}
+	if !s.Fenced.IsZero() {
+		line += ", FENCED since " + s.Fenced.Local().Format(time.TimeOnly) + ": it answers for no guarded claim until it renews its lease"
+	}
+	return line
 }
 
 // statusRow is a line of the plain status, cell by cell.
@@ -379,16 +403,37 @@ func runStatus(ctx context.Context, d *deps, o *statusOptions) error {
 	if err != nil || !o.Check {
 		return err
 	}
-	var conflicted []string
+	return checkStatus(st)
+}
+
+// checkStatus is the verdict of status --check: a competing claimer, or a
+// guarded claim this host does not answer for (fenced, or lost to another
+// node), makes it exit 3.
+func checkStatus(st api.StatusResponse) error {
+	var conflicted, unguarded []string
 	for _, cl := range st.Claims {
-		if cl.State == announce.StateConflict {
+		switch cl.State {
+		case announce.StateConflict:
 			conflicted = append(conflicted, cl.Addr)
+		case fleet.StateFenced, fleet.StateLost:
+			unguarded = append(unguarded, cl.Addr+" ("+cl.State+")")
 		}
 	}
-	if len(conflicted) > 0 {
+	var lost error
+	if len(unguarded) > 0 {
+		verb := "are"
+		if len(unguarded) == 1 {
+			verb = "is"
+		}
+		lost = fmt.Errorf("%s %s %w: check the store and the network to it (vip status shows each note)", strings.Join(unguarded, ", "), verb, errUnguarded)
+	}
+	switch {
+	case len(conflicted) > 0 && lost != nil:
+		return fmt.Errorf("%w for %s, and %w", errConflict, strings.Join(conflicted, ", "), lost)
+	case len(conflicted) > 0:
 		return fmt.Errorf("%w for %s", errConflict, strings.Join(conflicted, ", "))
 	}
-	return nil
+	return lost
 }
 
 func runEvents(ctx context.Context, d *deps, o *eventsOptions) error {

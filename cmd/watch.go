@@ -36,6 +36,11 @@ the selected claim after a y/n question, g refreshes it (a new gratuitous
 burst), / filters every pane, s changes the traffic's order, tab moves between
 panes, ? shows every key, q quits. Quitting leaves the claims with the agent.
 
+When the agent is guarded by a store (vip agent --store), a fleet pane shows
+every live node and every claim in the store, read every 2 s, and m moves the
+selected claim (this agent's, or any node's in the fleet pane) to a node
+picked from the live ones, showing the move's timeline when it is done.
+
 With -i, the panes show only claims and events on IFACE, and a claim typed
 without an interface goes to IFACE. When no agent answers, watch starts one
 like claim does (unless --no-autostart); an agent started that way exits once

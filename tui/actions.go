@@ -17,6 +17,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		return m.promptKey(msg)
 	case modeConfirm:
 		return m.confirmKey(msg)
+	case modePick:
+		return m.pickKey(msg)
 	}
 	k := m.keys
 	switch {
@@ -26,8 +28,16 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		m.help.ShowAll = !m.help.ShowAll
 	case key.Matches(msg, k.Next):
 		m.focus = (m.focus + 1) % paneCount
+		if m.focus == paneFleet && !m.hasFleet() {
+			m.focus++
+		}
 	case key.Matches(msg, k.Prev):
 		m.focus = (m.focus + paneCount - 1) % paneCount
+		if m.focus == paneFleet && !m.hasFleet() {
+			m.focus--
+		}
+	case key.Matches(msg, k.Move):
+		return m.openPick()
 	case key.Matches(msg, k.Sort):
 		m.sort = (m.sort + 1) % sortCount
 		m.setFlash(false, "traffic sorted by %s", m.sort)

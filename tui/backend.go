@@ -17,6 +17,9 @@ type Backend interface {
 	Claim(ctx context.Context, r api.ClaimRequest) (api.ClaimResponse, error)
 	Release(ctx context.Context, r api.AddrsRequest) (api.ReleaseResponse, error)
 	Refresh(ctx context.Context, r api.AddrsRequest) (api.RefreshResponse, error)
+	// Fleet and Move reach the store through an agent that has one.
+	Fleet(ctx context.Context) (api.FleetResponse, error)
+	Move(ctx context.Context, r api.MoveRequest) (api.MoveResponse, error)
 }
 
 // EventSource is an open event stream. Next blocks until an event comes,

@@ -34,6 +34,11 @@ type fakeBackend struct {
 	releases   []api.AddrsRequest
 	refreshes  []api.AddrsRequest
 	claimErr   error
+	fleet      api.FleetResponse
+	fleetErr   error
+	fleetReads int
+	moves      []api.MoveRequest
+	moveErr    error
 }
 
 func (f *fakeBackend) unreachable() error {
@@ -92,6 +97,42 @@ func (f *fakeBackend) Refresh(_ context.Context, r api.AddrsRequest) (api.Refres
 	defer f.mu.Unlock()
 	f.refreshes = append(f.refreshes, r)
 	return api.RefreshResponse{Refreshed: r.Addrs}, nil
+}
+
+func (f *fakeBackend) Fleet(context.Context) (api.FleetResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.fleetReads++
+	if f.down {
+		return api.FleetResponse{}, f.unreachable()
+	}
+	return f.fleet, f.fleetErr
+}
+
+// Move moves at once: the owner releases after 12 ms, the target is live
+// after 40.
+func (f *fakeBackend) Move(_ context.Context, r api.MoveRequest) (api.MoveResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.moves = append(f.moves, r)
+	if f.moveErr != nil {
+		return api.MoveResponse{}, f.moveErr
+	}
+	from := ""
+	for _, c := range f.fleet.Claims {
+		if c.Addr == r.Addrs[0] {
+			from = c.Node
+		}
+	}
+	return api.MoveResponse{Moves: []api.MoveResult{{Addr: r.Addrs[0], From: from, To: r.To, Interface: "eth0", Asked: t0,
+		ReleasedMS: 12, LiveMS: 40, OK: true}}}, nil
+}
+
+// reads counts the fleet's reads so far.
+func (f *fakeBackend) reads() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.fleetReads
 }
 
 // setDown makes the agent go away (ending its streams) or come back.
@@ -339,6 +380,25 @@ func fixture() *fakeBackend {
 				AnsweredBy: []api.Answerer{{MAC: rivalMAC, Count: 2}}, Held: true, LastSeen: t0},
 		}},
 	}
+}
+
+// fleetFixture is fixture's agent guarded by a store, node a of three:
+// it holds 192.0.2.10 (b stands by), b holds 198.51.100.20, and nobody
+// holds 2001:db8::20, which c stands by for.
+func fleetFixture() *fakeBackend {
+	b := fixture()
+	b.status.Agent.Store = &api.Store{Endpoints: []string{"http://192.0.2.5:2379"}, Prefix: "/vip/", Node: "a", Lease: "694d7a1c",
+		LeaseTTL: api.Duration(6 * time.Second), FenceAfter: api.Duration(4500 * time.Millisecond), Renewed: t0.Add(-time.Second)}
+	node := func(n string) api.FleetNode {
+		return api.FleetNode{Node: n, Version: "test", Host: n + ".example", LeaseTTL: api.Duration(6 * time.Second),
+			Interfaces: []api.FleetInterface{{Name: "eth0", Up: true}}}
+	}
+	b.fleet = api.FleetResponse{Revision: 7, Nodes: []api.FleetNode{node("a"), node("b"), node("c")}, Claims: []api.FleetClaim{
+		{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:00:02", Since: t0.Add(-2 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}},
+		{Addr: "198.51.100.20", Node: "b", Interface: "eth0", MAC: "02:00:00:00:0b:02", Since: t0.Add(-time.Hour), State: api.FleetHeld},
+		{Addr: "2001:db8::20", State: api.FleetFree, Standbys: []string{"c"}},
+	}}
+	return b
 }
 
 func fixtureEvents() []api.Event {

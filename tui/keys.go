@@ -7,18 +7,20 @@ type keymap struct {
 	Claim   key.Binding
 	Release key.Binding
 	Refresh key.Binding
-	Filter  key.Binding
-	Sort    key.Binding
-	Next    key.Binding
-	Prev    key.Binding
-	Up      key.Binding
-	Down    key.Binding
-	PageUp  key.Binding
-	PageDn  key.Binding
-	Top     key.Binding
-	Bottom  key.Binding
-	Help    key.Binding
-	Quit    key.Binding
+	// Move is enabled while the agent has a store.
+	Move   key.Binding
+	Filter key.Binding
+	Sort   key.Binding
+	Next   key.Binding
+	Prev   key.Binding
+	Up     key.Binding
+	Down   key.Binding
+	PageUp key.Binding
+	PageDn key.Binding
+	Top    key.Binding
+	Bottom key.Binding
+	Help   key.Binding
+	Quit   key.Binding
 
 	// In a prompt or a confirmation.
 	Accept  key.Binding
@@ -32,6 +34,7 @@ func defaultKeymap() keymap {
 		Claim:   key.NewBinding(key.WithKeys("c"), key.WithHelp("c", "claim")),
 		Release: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "release")),
 		Refresh: key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "refresh")),
+		Move:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "move"), key.WithDisabled()),
 		Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Sort:    key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
 		Next:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "pane")),
@@ -54,13 +57,13 @@ func defaultKeymap() keymap {
 
 // ShortHelp is the help bar.
 func (k keymap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Claim, k.Release, k.Refresh, k.Filter, k.Sort, k.Next, k.Help, k.Quit}
+	return []key.Binding{k.Claim, k.Release, k.Refresh, k.Move, k.Filter, k.Sort, k.Next, k.Help, k.Quit}
 }
 
 // FullHelp is the help shown by ?.
 func (k keymap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Claim, k.Release, k.Refresh},
+		{k.Claim, k.Release, k.Refresh, k.Move},
 		{k.Filter, k.Sort, k.Next, k.Prev},
 		{k.Up, k.Down, k.PageUp, k.PageDn},
 		{k.Top, k.Bottom, k.Help, k.Quit},
@@ -72,6 +75,14 @@ type promptHelp struct{ k keymap }
 
 func (p promptHelp) ShortHelp() []key.Binding  { return []key.Binding{p.k.Accept, p.k.Cancel} }
 func (p promptHelp) FullHelp() [][]key.Binding { return [][]key.Binding{p.ShortHelp()} }
+
+// pickHelp is the help bar while a move waits for its target node.
+type pickHelp struct{ k keymap }
+
+func (p pickHelp) ShortHelp() []key.Binding {
+	return []key.Binding{p.k.Up, p.k.Down, key.NewBinding(key.WithKeys("enter"), key.WithHelp("enter", "move")), p.k.Cancel}
+}
+func (p pickHelp) FullHelp() [][]key.Binding { return [][]key.Binding{p.ShortHelp()} }
 
 // confirmHelp is the help bar while a release waits for y or n.
 type confirmHelp struct{ k keymap }

@@ -47,6 +47,8 @@ const (
 	paneClaims pane = iota
 	paneTraffic
 	paneClaimers
+	// paneFleet shows only while the agent has a store.
+	paneFleet
 	paneEvents
 	paneCount
 )
@@ -59,6 +61,7 @@ const (
 	modeClaim        // typing an address to claim
 	modeFilter       // typing a filter
 	modeConfirm      // a release waits for y or n
+	modePick         // a move waits for its target node
 )
 
 // trafficSort is the order of the traffic pane, changed with s.
@@ -116,6 +119,10 @@ type Model struct {
 	traffic     api.TrafficResponse
 	trafficNote string // why there is no traffic, when there is none
 	log         eventLog
+	// The fleet, while the agent has a store.
+	fleet        api.FleetResponse
+	fleetNote    string // why the fleet is not shown, when it is not
+	fleetPolling bool
 
 	// The view.
 	focus       pane
@@ -123,6 +130,7 @@ type Model struct {
 	input       textinput.Model
 	inputErr    string
 	confirmAddr string
+	pick        picker
 	filter      string
 	sort        trafficSort
 	flash       string
@@ -227,7 +235,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.applyStatus(msg.status)
 		m.polling = true
 		return m, tea.Batch(m.stream.wait(m.gen), poll(m.ctx, m.b, m.gen),
-			m.clock.after(m.opt.PollEvery, pollTickMsg{gen: m.gen}), m.markDirty())
+			m.clock.after(m.opt.PollEvery, pollTickMsg{gen: m.gen}), m.fleetTick(), m.markDirty())
 	case connectFailedMsg:
 		if msg.gen != m.gen {
 			return m, nil
@@ -248,6 +256,18 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.polling = true
 		return m, tea.Batch(poll(m.ctx, m.b, m.gen), next)
+	case fleetTickMsg:
+		if msg.gen != m.gen || m.conn != connUp {
+			return m, nil
+		}
+		return m, m.fleetTick()
+	case fleetMsg:
+		if msg.gen != m.gen {
+			return m, nil
+		}
+		m.fleetPolling = false
+		m.applyFleet(msg)
+		return m, m.markDirty()
 	case snapshotMsg:
 		if msg.gen != m.gen {
 			return m, nil
@@ -274,6 +294,8 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.releaseDone(msg)
 	case refreshDoneMsg:
 		return m, m.refreshDone(msg)
+	case moveDoneMsg:
+		return m, m.moveDone(msg)
 	}
 	// Anything else (the cursor's blink) belongs to the prompt.
 	if m.mode == modeClaim || m.mode == modeFilter {
@@ -339,6 +361,13 @@ func (m *Model) goDown(err error) tea.Cmd {
 
 func (m *Model) applyStatus(st api.StatusResponse) {
 	m.agent = st.Agent
+	m.keys.Move.SetEnabled(m.hasFleet())
+	if !m.hasFleet() {
+		m.fleet, m.fleetNote = api.FleetResponse{}, ""
+		if m.focus == paneFleet {
+			m.focus = paneEvents
+		}
+	}
 	m.claims = st.Claims
 	sortClaims(m.claims)
 	m.snapAt = m.clock.now()

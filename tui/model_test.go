@@ -72,10 +72,14 @@ func TestViewGolden(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name  string
+		fleet bool // the agent has a store: fleetFixture
 		setup func(*fakeBackend, *Options)
 		act   func(*harness)
 	}{
 		{name: "main"},
+		{name: "fleet", fleet: true},
+		{name: "fleet-focused", fleet: true, act: func(h *harness) { h.keys("tab", "tab", "tab", "down") }},
+		{name: "move-picker", fleet: true, act: func(h *harness) { h.keys("m", "down") }},
 		{name: "full-help", act: func(h *harness) { h.keys("?") }},
 		{name: "claim-rejected", act: func(h *harness) {
 			h.keys("c")
@@ -105,10 +109,16 @@ func TestViewGolden(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				t.Parallel()
 				b, o := fixture(), Options{}
+				if tt.fleet {
+					b = fleetFixture()
+				}
 				if tt.setup != nil {
 					tt.setup(b, &o)
 				}
 				h := connected(t, b, o, sz[0], sz[1])
+				if tt.fleet {
+					h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+				}
 				if tt.act != nil {
 					tt.act(h)
 				}
@@ -629,5 +639,127 @@ func TestTrafficNoteNarrowedCapture(t *testing.T) {
 	b2.traffic = api.TrafficResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "all"}}}
 	if got := connected(t, b2, Options{}, 200, 40).draw(); !strings.Contains(got, "no who-has traffic seen") {
 		t.Errorf("traffic pane of a whole-segment capture with nothing seen:\n%s", got)
+	}
+}
+
+// TestMoveKey: m opens a picker of the live nodes but the owner of the
+// selected claim (this agent's, or any node's in the fleet pane), enter
+// moves it there through the agent and shows the timeline, esc keeps it.
+func TestMoveKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		keys      []string // before m
+		pick      []string // in the picker
+		wantNodes []string
+		want      *api.MoveRequest
+		wantFlash string
+	}{
+		{name: "this agent's claim", pick: []string{"down", "enter"}, wantNodes: []string{"b", "c"},
+			want:      &api.MoveRequest{Addrs: []string{"192.0.2.10"}, To: "c"},
+			wantFlash: "moved 192.0.2.10 from a to c (eth0): asked, released by a +12 ms, live on c +40 ms"},
+		{name: "another node's claim, from the fleet pane", keys: []string{"tab", "tab", "tab", "down"}, pick: []string{"enter"},
+			wantNodes: []string{"a", "c"}, want: &api.MoveRequest{Addrs: []string{"198.51.100.20"}, To: "a"},
+			wantFlash: "moved 198.51.100.20 from b to a"},
+		{name: "wraps around", pick: []string{"up", "enter"}, wantNodes: []string{"b", "c"}, want: &api.MoveRequest{Addrs: []string{"192.0.2.10"}, To: "c"}},
+		{name: "esc keeps it", pick: []string{"esc"}, wantNodes: []string{"b", "c"}, wantFlash: "kept 192.0.2.10 where it is"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := fleetFixture()
+			h := connected(t, b, Options{}, 120, 40)
+			h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+			h.keys(tt.keys...)
+			h.keys("m")
+			if h.m.mode != modePick || !slices.Equal(h.m.pick.nodes, tt.wantNodes) {
+				t.Fatalf("m: got mode %d and nodes %v, want the picker with %v:\n%s", h.m.mode, h.m.pick.nodes, tt.wantNodes, h.draw())
+			}
+			h.keys(tt.pick...)
+			if tt.want != nil {
+				h.until("the move's answer", func() bool { return strings.HasPrefix(h.m.flash, "moved") })
+			}
+			b.mu.Lock()
+			moves := slices.Clone(b.moves)
+			b.mu.Unlock()
+			switch {
+			case tt.want == nil && len(moves) != 0:
+				t.Errorf("got moves %+v, want none", moves)
+			case tt.want != nil && (len(moves) != 1 || fmt.Sprint(moves[0]) != fmt.Sprint(*tt.want)):
+				t.Errorf("got moves %+v, want %+v", moves, *tt.want)
+			}
+			if h.m.mode != modeNormal || !strings.Contains(h.m.flash, tt.wantFlash) {
+				t.Errorf("got mode %d, flash %q; want the picker closed and %q", h.m.mode, h.m.flash, tt.wantFlash)
+			}
+			if flat := strings.Join(strings.Fields(h.draw()), " "); !strings.Contains(flat, tt.wantFlash) {
+				t.Errorf("the view does not show %q:\n%s", tt.wantFlash, h.m.View())
+			}
+		})
+	}
+}
+
+func TestMoveKeyRefuses(t *testing.T) {
+	t.Parallel()
+	t.Run("no store", func(t *testing.T) {
+		t.Parallel()
+		h := connected(t, fixture(), Options{}, 80, 24)
+		h.keys("m")
+		if h.m.mode != modeNormal || strings.Contains(h.m.View(), "m move") {
+			t.Errorf("without a store: got mode %d, want no picker and no m in the help bar:\n%s", h.m.mode, h.m.View())
+		}
+	})
+	t.Run("the move fails", func(t *testing.T) {
+		t.Parallel()
+		b := fleetFixture()
+		b.moveErr = &api.RemoteError{Status: 409, Code: "bad_input", Message: "move refused: node b has no interface eth0"}
+		h := connected(t, b, Options{}, 120, 40)
+		h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+		h.keys("m", "enter")
+		h.until("the move's answer", func() bool { return h.m.flashErr })
+		if want := "move 192.0.2.10 to b: move refused: node b has no interface eth0"; h.m.flash != want {
+			t.Errorf("got flash %q, want %q", h.m.flash, want)
+		}
+	})
+	t.Run("no other node", func(t *testing.T) {
+		t.Parallel()
+		b := fleetFixture()
+		b.fleet.Nodes = b.fleet.Nodes[:1]
+		h := connected(t, b, Options{}, 120, 40)
+		h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+		h.keys("m")
+		if h.m.mode != modeNormal || !strings.Contains(h.m.flash, "no live node to move 192.0.2.10 to") {
+			t.Errorf("got mode %d, flash %q; want no picker and a reason", h.m.mode, h.m.flash)
+		}
+	})
+}
+
+// TestFleetPolls: the fleet is read once the agent answers with a store,
+// then on each fleet tick, and never from an agent without one.
+func TestFleetPolls(t *testing.T) {
+	t.Parallel()
+	for _, withStore := range []bool{true, false} {
+		b := fleetFixture()
+		if !withStore {
+			b.status.Agent.Store = nil
+		}
+		h := connected(t, b, Options{}, 120, 40)
+		h.settle()
+		first := b.reads()
+		for range 3 {
+			if n := h.fire(fleetTickMsg{}); n != 1 {
+				t.Fatalf("store %v: %d fleet timers pending, want 1", withStore, n)
+			}
+			h.settle()
+		}
+		got, want := []int{first, b.reads()}, []int{1, 4}
+		if !withStore {
+			want = []int{0, 0}
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("store %v: fleet reads after connecting and after 3 ticks: got %v, want %v", withStore, got, want)
+		}
+		if strings.Contains(h.draw(), "Fleet") != withStore {
+			t.Errorf("store %v: the fleet pane shows %v, want %v:\n%s", withStore, !withStore, withStore, h.m.View())
+		}
 	}
 }

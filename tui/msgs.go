@@ -18,6 +18,12 @@ const (
 	frameEvery = 100 * time.Millisecond
 	// DefaultPollEvery is how often the view asks for status and traffic.
 	DefaultPollEvery = time.Second
+	// fleetEvery is how often the view asks for the fleet, when the agent
+	// has a store: a read of the whole store, so less often than status.
+	fleetEvery = 2 * time.Second
+	// moveGrace is what a move may take beyond twice the lease's TTL (an
+	// owner that does not answer is waited for until its lease expires).
+	moveGrace = 15 * time.Second
 	// requestTimeout bounds one request to the agent.
 	requestTimeout = 5 * time.Second
 	// retryFirst and retryMax bound the backoff between reconnections.
@@ -59,6 +65,16 @@ type (
 	}
 )
 
+// The fleet, polled while the agent has a store.
+type (
+	fleetTickMsg struct{ gen int }
+	fleetMsg     struct {
+		gen   int
+		fleet api.FleetResponse
+		err   error
+	}
+)
+
 // renderTickMsg turns a dirty model into a frame.
 type renderTickMsg struct{}
 
@@ -78,6 +94,11 @@ type (
 		addr string
 		resp api.RefreshResponse
 		err  error
+	}
+	moveDoneMsg struct {
+		addr, to string
+		resp     api.MoveResponse
+		err      error
 	}
 )
 
@@ -282,6 +303,26 @@ func refreshCmd(ctx context.Context, b Backend, addr string) tea.Cmd {
 		defer cancel()
 		resp, err := b.Refresh(rctx, api.AddrsRequest{Addrs: []string{addr}})
 		return refreshDoneMsg{addr: addr, resp: resp, err: err}
+	}
+}
+
+// pollFleet asks for the fleet.
+func pollFleet(ctx context.Context, b Backend, gen int) tea.Cmd {
+	return func() tea.Msg {
+		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		f, err := b.Fleet(rctx)
+		return fleetMsg{gen: gen, fleet: f, err: err}
+	}
+}
+
+// moveCmd moves addr to node to, waiting as long as the move may take.
+func moveCmd(ctx context.Context, b Backend, addr, to string, ttl time.Duration) tea.Cmd {
+	return func() tea.Msg {
+		rctx, cancel := context.WithTimeout(ctx, 2*ttl+moveGrace)
+		defer cancel()
+		resp, err := b.Move(rctx, api.MoveRequest{Addrs: []string{addr}, To: to})
+		return moveDoneMsg{addr: addr, to: to, resp: resp, err: err}
 	}
 }
 

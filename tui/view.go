@@ -73,6 +73,13 @@ func (m *Model) headerView(w int) string {
 	}
 	claims := m.visibleClaims()
 	parts := []string{fmt.Sprintf("agent %d on %s", m.agent.PID, m.socket())}
+	if s := m.agent.Store; s != nil {
+		node := "node " + s.Node
+		if !s.Fenced.IsZero() {
+			node += " FENCED since " + s.Fenced.In(m.opt.Location).Format("15:04:05")
+		}
+		parts = append(parts, node)
+	}
 	if m.filter != "" {
 		parts = append(parts, fmt.Sprintf("filter %q", m.filter))
 	}
@@ -110,6 +117,9 @@ func (m *Model) footerView(w int) string {
 	case modeConfirm:
 		status = wrap.Render(m.st.prompt.Render(fmt.Sprintf("release %s%s? It stops answering at once. (y/n)", m.confirmAddr, m.onIface(m.confirmAddr))))
 		km = confirmHelp{m.keys}
+	case modePick:
+		status = wrap.Render(m.st.prompt.Render(m.pickView()))
+		km = pickHelp{m.keys}
 	default:
 		switch {
 		case m.conn == connDown && m.lastErr != nil:
@@ -149,6 +159,18 @@ func (m *Model) panesView(w, h int) string {
 		rivalH = 1 + min(len(rivals), max(2, h/5))
 	}
 	rest := max(h-4-rivalH, 5)
+	// The fleet pane, while the agent has a store, takes up to a quarter
+	// of what the others share.
+	var fCols []table.Column
+	var fRows []table.Row
+	var fKeys []string
+	fleetH := 0
+	if m.hasFleet() {
+		fCols, fRows, fKeys = m.fleetTable(w)
+		fRows, fKeys = m.filterRows(fRows, fKeys)
+		fleetH = min(1+max(len(fRows), 1), max(rest/4, 2))
+		rest = max(rest-1-fleetH, 5)
+	}
 	// A table needs its header and a line (its rows, or why it has none).
 	wantC, wantT, wantE := 1+max(len(cRows), 1), 1+max(len(tRows), 1), max(len(lines), 1)
 	claimsH, trafficH := min(wantC, max(rest/3, 2)), min(wantT, max(rest/3, 2))
@@ -189,6 +211,15 @@ func (m *Model) panesView(w, h int) string {
 		cols, rows, keys := m.claimersTable(w, rivals)
 		rows, keys = m.filterRows(rows, keys)
 		b.WriteString(m.tableView(paneClaimers, cols, rows, keys, rivalH, w, "", true) + "\n")
+	}
+
+	if m.hasFleet() {
+		empty := "no claims in the store"
+		if m.fleetNote != "" {
+			empty = m.fleetNote
+		}
+		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w) + "\n")
+		b.WriteString(m.tableView(paneFleet, fCols, fRows, fKeys, fleetH, w, empty, false) + "\n")
 	}
 
 	title = fmt.Sprintf("Events %s, the last %d kept", m.count(len(lines), m.log.len()), logSize)

@@ -1,0 +1,282 @@
+package cmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// moveOptions are the flags and arguments of vip move.
+type moveOptions struct {
+	Addrs     []string
+	All       bool
+	From      string
+	To        string
+	Interface string
+	Timeout   time.Duration
+	JSON      bool
+	Store     storeOptions
+}
+
+// newMoveCmd builds vip move; runF, when set, runs instead, so tests check
+// the flags apart.
+func newMoveCmd(d *deps, runF func(context.Context, *moveOptions) error) *cobra.Command {
+	o := &moveOptions{}
+	c := &cobra.Command{
+		Use:   "move ADDR... --to NODE [-i IFACE] | move --all --from NODE --to NODE",
+		Short: "Move addresses between the nodes of a fleet guarded by a store, without overlap",
+		Long: `Move moves each ADDR to node NODE, through the store (--store, or
+$VIP_STORE) and without an agent on this host: the target claims an address
+only after its owner has stopped answering for it and deleted its key, and
+move returns once the target is live, printing a timeline in milliseconds
+(asked, released by the old owner, live on the new one).
+
+An owner that does not answer (dead, or cut off from the store) is waited for
+until its lease expires; move then completes, and says that it waited. It
+never overlaps. An address nobody holds is claimed on NODE. A move to a node
+that is not alive, or that has no interface for an address, is refused
+before anything changes (exit 1). Standbys of the addresses stay in place.
+
+With --all --from NODE, move drains NODE: every address it holds moves to
+--to, for maintenance.
+
+Without -i, the target picks the interface whose prefix holds the address,
+or else the one of the owner's name.`,
+		Example: `  vip move 192.0.2.10 --to b
+  vip move 192.0.2.10 2001:db8::10 --to b -i eth1 --store etcd://192.0.2.5:2379
+  vip move --all --from a --to b`,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(c *cobra.Command, args []string) error {
+			o.Addrs = args
+			o.Store.parsed(c, storeFlagNames...)
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runMove(c.Context(), d, o)
+		},
+	}
+	f := c.Flags()
+	f.StringVar(&o.To, "to", "", "the node to move the addresses to (required)")
+	f.BoolVar(&o.All, "all", false, "move every address --from holds (a drain)")
+	f.StringVar(&o.From, "from", "", "the node the addresses move from: with --all, every address it holds; otherwise a check")
+	f.StringVarP(&o.Interface, "interface", "i", "", "the target's interface (default: the one whose prefix holds each address)")
+	f.DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: as long as the owners' leases make necessary, twice the TTL and 10s)")
+	f.BoolVar(&o.JSON, "json", false, "print the moves as JSON")
+	o.Store.addFlags(c)
+	_ = c.RegisterFlagCompletionFunc("to", cobra.NoFileCompletions)
+	_ = c.RegisterFlagCompletionFunc("from", cobra.NoFileCompletions)
+	_ = c.RegisterFlagCompletionFunc("interface", cobra.NoFileCompletions)
+	return c
+}
+
+// request checks the flags and builds the store's move request.
+func (o *moveOptions) request() (store.MoveRequest, error) {
+	r := store.MoveRequest{All: o.All, From: o.From, To: o.To, Interface: o.Interface, Timeout: o.Timeout}
+	switch {
+	case o.To == "":
+		return r, badInput("name the node to move to with --to NODE, like: vip move 192.0.2.10 --to b")
+	case o.All && len(o.Addrs) > 0:
+		return r, badInput("give addresses or --all --from NODE, not both")
+	case o.All && o.From == "":
+		return r, badInput("--all moves every address of one node: name it with --from NODE")
+	case !o.All && len(o.Addrs) == 0:
+		return r, badInput("name at least one address to move, or --all --from NODE")
+	case o.Timeout < 0:
+		return r, badInput("--timeout %s is negative: give how long to wait, such as 30s, or 0 for the default", o.Timeout)
+	}
+	for _, n := range []string{o.To, o.From} {
+		if n == "" {
+			continue
+		}
+		if err := store.CheckNode(n); err != nil {
+			return r, badInput("%v: name a node as vip fleet lists it", err)
+		}
+	}
+	if len(o.Addrs) > api.MaxAddrs {
+		return r, badInput("%d addresses in one move: give at most %d", len(o.Addrs), api.MaxAddrs)
+	}
+	for _, s := range o.Addrs {
+		a, err := netip.ParseAddr(s)
+		if err != nil || a.Zone() != "" {
+			return r, badInput("%q is not an IP address: give one such as 192.0.2.10 or 2001:db8::10", s)
+		}
+		r.Addrs = append(r.Addrs, a.Unmap())
+	}
+	return r, nil
+}
+
+// errMoveFailed makes a move of which some address failed exit 1.
+var errMoveFailed = errors.New("not moved")
+
+func runMove(ctx context.Context, d *deps, o *moveOptions) error {
+	req, err := o.request()
+	if err != nil {
+		return err
+	}
+	c, err := o.Store.open(ctx, "move")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	results, err := c.Move(ctx, req)
+	if err != nil {
+		return err
+	}
+	resp := api.MoveResponse{Moves: make([]api.MoveResult, len(results))}
+	for i, r := range results {
+		resp.Moves[i] = r.API()
+	}
+	if o.JSON {
+		err = writeJSON(d, resp)
+	} else {
+		err = printMoves(d.io.Out, d.io.ErrOut, resp.Moves)
+	}
+	if err != nil {
+		return err
+	}
+	return movesError(resp.Moves)
+}
+
+// movesError counts the moves that failed; each was printed with its reason.
+func movesError(moves []api.MoveResult) error {
+	failed := 0
+	for _, m := range moves {
+		if !m.OK {
+			failed++
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d addresses %w: see each reason above, and vip fleet for where they are", failed, len(moves), errMoveFailed)
+}
+
+// printMoves prints one line per move: its timeline on out, its failure on
+// errOut.
+func printMoves(out, errOut io.Writer, moves []api.MoveResult) error {
+	for _, m := range moves {
+		if !m.OK {
+			fmt.Fprintf(errOut, "vip: %s\n", m.Summary())
+			continue
+		}
+		if _, err := fmt.Fprintln(out, m.Summary()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fleetOptions are the flags of vip fleet.
+type fleetOptions struct {
+	JSON  bool
+	Store storeOptions
+}
+
+// newFleetCmd builds vip fleet; runF, when set, runs instead, so tests
+// check the flags apart.
+func newFleetCmd(d *deps, runF func(context.Context, *fleetOptions) error) *cobra.Command {
+	o := &fleetOptions{}
+	c := &cobra.Command{
+		Use:   "fleet",
+		Short: "Show every live node and every claim in the store",
+		Long: `Fleet reads the store (--store, or $VIP_STORE) directly, without an agent on
+this host, and shows every live node (version, host, pid, interfaces with
+their MACs, lease TTL) and every address in the store (its node, interface,
+MAC, since when, state, standbys, and the node it is moving to).
+
+A key under the prefix that is not one of vip's records is skipped, and
+named on standard error with the reason.`,
+		Example: `  vip fleet --store etcd://192.0.2.5:2379
+  vip fleet --json`,
+		Args:              cobra.NoArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(c *cobra.Command, _ []string) error {
+			o.Store.parsed(c, storeFlagNames...)
+			if runF != nil {
+				return runF(c.Context(), o)
+			}
+			return runFleet(c.Context(), d, o)
+		},
+	}
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the fleet as JSON")
+	o.Store.addFlags(c)
+	return c
+}
+
+func runFleet(ctx context.Context, d *deps, o *fleetOptions) error {
+	c, err := o.Store.open(ctx, "fleet")
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	v, err := c.Fleet(ctx)
+	if err != nil {
+		return err
+	}
+	f := v.API()
+	for _, s := range f.Skipped {
+		fmt.Fprintf(d.io.ErrOut, "vip: skipped %s: %s\n", s.Key, s.Error)
+	}
+	if o.JSON {
+		return writeJSON(d, f)
+	}
+	return printFleet(d.io.Out, f, time.Now())
+}
+
+// printFleet prints the fleet as two tables, the nodes and the claims.
+func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if len(f.Nodes) == 0 {
+		fmt.Fprintln(w, "no live node: start agents with vip agent --store")
+	} else {
+		fmt.Fprintln(w, "NODE\tVERSION\tHOST\tPID\tLEASE TTL\tINTERFACES")
+		for _, n := range f.Nodes {
+			ifs := make([]string, len(n.Interfaces))
+			for i, ifc := range n.Interfaces {
+				ifs[i] = ifc.Name
+				if ifc.MAC != "" {
+					ifs[i] += " " + ifc.MAC
+				}
+				if !ifc.Up {
+					ifs[i] += " (down)"
+				}
+			}
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", n.Node, n.Version, n.Host, n.PID, time.Duration(n.LeaseTTL), orDash(strings.Join(ifs, ", ")))
+		}
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(out)
+	if len(f.Claims) == 0 {
+		_, err := fmt.Fprintln(out, "no claims in the store")
+		return err
+	}
+	fmt.Fprintln(w, "ADDRESS\tNODE\tINTERFACE\tMAC\tSINCE\tSTATE\tSTANDBYS\tMOVING TO")
+	for _, c := range f.Claims {
+		since := "-"
+		if !c.Since.IsZero() {
+			since = now.Sub(c.Since).Round(time.Second).String() + " ago"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Addr, orDash(c.Node), orDash(c.Interface), orDash(c.MAC), since,
+			c.State, orDash(strings.Join(c.Standbys, ",")), orDash(c.MovingTo))
+	}
+	return w.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,268 @@
+package cmd
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
+)
+
+func TestMoveFleetFlags(t *testing.T) {
+	t.Setenv(storeEnv, "etcd://192.0.2.5:2379")
+	def := storeOptions{URL: "etcd://192.0.2.5:2379", Prefix: store.DefaultPrefix}
+	for _, tt := range []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"move", parse(t, newMoveCmd, "192.0.2.10", "2001:db8::10", "--to", "b"), moveOptions{Addrs: []string{"192.0.2.10", "2001:db8::10"}, To: "b", Store: def}},
+		{"move every flag", parse(t, newMoveCmd, "--all", "--from", "a", "--to", "b", "-i", "eth1", "--timeout", "30s", "--json",
+			"--store", "etcd://198.51.100.5:2379", "--store-prefix", "/lab/"), moveOptions{All: true, From: "a", To: "b", Interface: "eth1",
+			Timeout: 30 * time.Second, JSON: true, Store: storeOptions{URL: "etcd://198.51.100.5:2379", Prefix: "/lab/", given: []string{"store-prefix"}}}},
+		{"fleet", parse(t, newFleetCmd), fleetOptions{Store: def}},
+		{"fleet --json", parse(t, newFleetCmd, "--json", "--store-ca", "ca.pem"), fleetOptions{JSON: true, Store: storeOptions{URL: def.URL, Prefix: def.Prefix, CA: "ca.pem", given: []string{"store-ca"}}}},
+		{"claim --take-over", parse(t, newClaimCmd, "192.0.2.10", "--take-over").TakeOver, true},
+	} {
+		if fmt.Sprint(tt.got) != fmt.Sprint(tt.want) {
+			t.Errorf("%s: got %+v, want %+v", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestMoveRequest(t *testing.T) {
+	a10, a6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	tests := []struct {
+		name    string
+		opts    moveOptions
+		want    store.MoveRequest
+		wantErr string
+	}{
+		{"addresses", moveOptions{Addrs: []string{"192.0.2.10", "2001:db8::10"}, To: "b", Interface: "eth1"},
+			store.MoveRequest{Addrs: []netip.Addr{a10, a6}, To: "b", Interface: "eth1"}, ""},
+		{"a drain", moveOptions{All: true, From: "a", To: "b", Timeout: time.Minute}, store.MoveRequest{All: true, From: "a", To: "b", Timeout: time.Minute}, ""},
+		{"mapped IPv4", moveOptions{Addrs: []string{"::ffff:192.0.2.10"}, To: "b"}, store.MoveRequest{Addrs: []netip.Addr{a10}, To: "b"}, ""},
+		{"no --to", moveOptions{Addrs: []string{"192.0.2.10"}}, store.MoveRequest{}, "--to NODE"},
+		{"nothing to move", moveOptions{To: "b"}, store.MoveRequest{}, "at least one address"},
+		{"--all and addresses", moveOptions{Addrs: []string{"192.0.2.10"}, All: true, From: "a", To: "b"}, store.MoveRequest{}, "not both"},
+		{"--all without --from", moveOptions{All: true, To: "b"}, store.MoveRequest{}, "--from NODE"},
+		{"bad address", moveOptions{Addrs: []string{"192.0.2"}, To: "b"}, store.MoveRequest{}, `"192.0.2" is not an IP address`},
+		{"zoned address", moveOptions{Addrs: []string{"fe80::1%eth0"}, To: "b"}, store.MoveRequest{}, "is not an IP address"},
+		{"bad node", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b/c"}, store.MoveRequest{}, "may hold only letters"},
+		{"negative timeout", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b", Timeout: -time.Second}, store.MoveRequest{}, "--timeout -1s is negative"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.opts.request()
+			if tt.wantErr != "" {
+				code, _ := exitCode(err)
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || code != ExitBadInput {
+					t.Fatalf("got %v (exit %d), want a bad-input error containing %q", err, code, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestStoreFlagsRefused: bad store flags are one sentence and exit 2,
+// before anything connects or is claimed.
+func TestStoreFlagsRefused(t *testing.T) {
+	const st = "etcd://192.0.2.5:2379"
+	tests := []struct {
+		name     string
+		env      string
+		args     []string
+		wantText string
+	}{
+		{"not etcd://", "", []string{"agent", "--store", "http://192.0.2.5:2379"}, "is not etcd://HOST:PORT"},
+		{"no port", "", []string{"agent", "--store", "etcd://192.0.2.5"}, "is not HOST:PORT"},
+		{"bad prefix", "", []string{"agent", "--store", st, "--store-prefix", "vip"}, "must start and end with a slash"},
+		{"bad node", "", []string{"agent", "--store", st, "--node", "a b"}, "--node: node name"},
+		{"TTL too short", "", []string{"agent", "--store", st, "--lease-ttl", "1s"}, "--lease-ttl 1s must be whole seconds"},
+		{"TTL not whole seconds", "", []string{"agent", "--store", st, "--lease-ttl", "2500ms"}, "must be whole seconds"},
+		{"cert without key", "", []string{"agent", "--store", st, "--store-cert", "a.pem"}, "go together"},
+		{"node without a store", "", []string{"agent", "--node", "a"}, "--node shapes how vip reaches the store"},
+		{"TTL without a store", "", []string{"agent", "--lease-ttl", "10s"}, "give --store"},
+		{"bad store from the environment", "etcd:/nope", []string{"agent"}, "is not etcd://HOST:PORT"},
+		{"standby and take-over", "", []string{"claim", "192.0.2.10", "--standby", "--take-over"}, "give one of them"},
+		{"standby in the foreground", "", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--standby"}, "drop --foreground"},
+		{"foreground under a store", st, []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground"}, "unset VIP_STORE"},
+		{"move without a store", "", []string{"move", "192.0.2.10", "--to", "b"}, "give --store"},
+		{"fleet without a store", "", []string{"fleet"}, "give --store"},
+		{"fleet, bad store", "", []string{"fleet", "--store", "etcd://"}, "is not etcd://HOST:PORT"},
+		{"move without --to", st, []string{"move", "192.0.2.10"}, "--to NODE"},
+		{"fleet with an argument", st, []string{"fleet", "a"}, "unknown command"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Setenv(storeEnv, tt.env)
+			code, out, errOut := runVip(t, tt.args...)
+			if code != ExitBadInput || out != "" || !strings.Contains(errOut, tt.wantText) || strings.Count(strings.TrimSpace(errOut), "\n") > 1 {
+				t.Errorf("vip %v: got exit %d, stdout %q, stderr %q; want exit %d and one sentence with %q", tt.args, code, out, errOut, ExitBadInput, tt.wantText)
+			}
+		})
+	}
+}
+
+func TestStoreExitCodes(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		want ExitCode
+	}{
+		{"store unreachable", fmt.Errorf("%w at http://192.0.2.5:2379 (context deadline exceeded): check --store and the network to it", store.ErrUnreachable), ExitUnreachable},
+		{"move refused", fmt.Errorf("%w: node c is not alive in the store (live nodes: a, b)", store.ErrRefused), ExitFailure},
+		{"some moves failed", movesError([]api.MoveResult{{OK: true}, {Error: "late"}}), ExitFailure},
+		{"held, from the agent", &api.RemoteError{Status: 409, Code: api.CodeHeld, Message: "192.0.2.10 is held by node b"}, ExitHeld},
+		{"no store, from the agent", &api.RemoteError{Status: 409, Code: api.CodeNoStore, Message: "this agent has no store"}, ExitBadInput},
+		{"fenced, from the agent", &api.RemoteError{Status: 503, Code: api.CodeFenced, Message: "this agent is fenced"}, ExitFailure},
+		{"every refusal held", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeHeld}}), ExitHeld},
+		{"refusals of both kinds", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeConflict}}), ExitFailure},
+		{"fenced claim under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: fleet.StateFenced}}}), ExitConflict},
+		{"lost claim and a rival under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{
+			{Addr: "192.0.2.10", State: fleet.StateLost}, {Addr: "192.0.2.11", State: "conflict"}}}), ExitConflict},
+		{"standby under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: fleet.StateStandby}}}), ExitOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got, _ := exitCode(tt.err); got != tt.want {
+				t.Errorf("%v: got exit %d, want %d", tt.err, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestClaimHeld runs vip claim against an agent guarded by a store that
+// holds one of two addresses for another node: the request carries
+// --standby, each address is reported, and the claim exits 5.
+func TestClaimHeld(t *testing.T) {
+	since := time.Date(2026, 11, 30, 1, 0, 0, 0, time.Local)
+	var got api.ClaimRequest
+	sock := serveHandler(t, func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		_ = json.Unmarshal(b, &got)
+		json.NewEncoder(w).Encode(api.ClaimResponse{
+			Claims: []api.Claim{{Addr: "192.0.2.10", Interface: "eth0", MAC: "02:00:00:00:00:02", State: "standby", Note: "standby for a"}},
+			Refused: []api.Refused{{Addr: "192.0.2.11", Code: api.CodeHeld, HeldBy: "b", Since: since,
+				Error: `192.0.2.11 is held by node b: move it here with "vip move 192.0.2.11 --to a", or take it with "vip claim 192.0.2.11 --take-over"`}},
+		})
+	})
+	for _, asJSON := range []bool{false, true} {
+		args := []string{"claim", "192.0.2.10", "192.0.2.11", "--standby", "--no-autostart", "--socket", sock}
+		if asJSON {
+			args = append(args, "--json")
+		}
+		code, out, errOut := runVip(t, args...)
+		if !got.Standby || got.TakeOver {
+			t.Errorf("the agent got %+v, want standby alone", got)
+		}
+		// --json carries the agent's sentence in the object instead.
+		if code != ExitHeld || (!asJSON && !strings.Contains(errOut, "vip move 192.0.2.11 --to a")) || !strings.Contains(errOut, "1 of 2 addresses are held by another node") {
+			t.Errorf("%v: got exit %d, stderr %q; want exit %d with the agent's sentence", args, code, errOut, ExitHeld)
+		}
+		want := []string{"standby  192.0.2.10  on eth0  as 02:00:00:00:00:02  (standby for a)", "held     192.0.2.11  by b", "since " + since.Format(time.DateTime)}
+		if asJSON {
+			want = []string{`"held_by": "b"`, `"code": "held"`, `"state": "standby"`, "vip move 192.0.2.11 --to a"}
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: stdout %q, want it to hold %q", args, out, w)
+			}
+		}
+	}
+}
+
+var (
+	fleetNow     = time.Date(2026, 11, 30, 1, 2, 0, 0, time.UTC)
+	fleetFixture = api.FleetResponse{
+		Revision: 42,
+		Nodes: []api.FleetNode{
+			{Node: "a", Version: "v1.4.0", Host: "a.example", PID: 101, Started: fleetNow.Add(-time.Hour), LeaseTTL: api.Duration(6 * time.Second),
+				Interfaces: []api.FleetInterface{{Name: "eth0", MAC: "02:00:00:00:0a:01", Up: true, Prefixes: []string{"192.0.2.1/24"}}}},
+			{Node: "b", Version: "v1.4.0", Host: "b.example", PID: 202, Started: fleetNow.Add(-time.Hour), LeaseTTL: api.Duration(6 * time.Second),
+				Interfaces: []api.FleetInterface{{Name: "eth0", MAC: "02:00:00:00:0b:01", Up: true}, {Name: "eth1", MAC: "02:00:00:00:0b:02"}}},
+		},
+		Claims: []api.FleetClaim{
+			{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-90 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}},
+			{Addr: "192.0.2.11", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-time.Second), State: api.FleetMoving, MovingTo: "b"},
+			{Addr: "2001:db8::10", State: api.FleetFree, Standbys: []string{"a", "b"}},
+		},
+		Skipped: []api.FleetSkipped{{Key: "/vip/claims/nope", Error: `key "/vip/claims/nope" does not end in an IP address`}},
+	}
+	movesFixture = []api.MoveResult{
+		{Addr: "192.0.2.10", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 11.6, LiveMS: 38.2, OK: true},
+		{Addr: "192.0.2.11", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 5912, LiveMS: 5950.4, Waited: true, OK: true},
+		{Addr: "192.0.2.12", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: 20, Unheld: true, OK: true},
+		{Addr: "192.0.2.13", From: "b", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: -1, Already: true, OK: true},
+		{Addr: "192.0.2.14", From: "c", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: -1,
+			Error: "192.0.2.14 was not live on b in time"},
+	}
+)
+
+func TestFleetGolden(t *testing.T) {
+	var out bytes.Buffer
+	if err := printFleet(&out, fleetFixture, fleetNow); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fleet.golden", out.Bytes())
+	out.Reset()
+	if err := printFleet(&out, api.FleetResponse{Nodes: []api.FleetNode{}, Claims: []api.FleetClaim{}}, fleetNow); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fleet-empty.golden", out.Bytes())
+	out.Reset()
+	if err := writeJSON(&deps{io: IO{Out: &out}}, fleetFixture); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fleet.json.golden", out.Bytes())
+}
+
+func TestMovesGolden(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := printMoves(&out, &errOut, movesFixture); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "move.golden", out.Bytes())
+	golden(t, "move.stderr.golden", errOut.Bytes())
+	out.Reset()
+	if err := writeJSON(&deps{io: IO{Out: &out}}, api.MoveResponse{Moves: movesFixture}); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "move.json.golden", out.Bytes())
+}
+
+func TestStatusStoreGolden(t *testing.T) {
+	st := statusFixture
+	st.Agent.Store = &api.Store{Endpoints: []string{"http://192.0.2.5:2379"}, Prefix: "/vip/", Node: "a", Lease: "694d7a1c",
+		LeaseTTL: api.Duration(6 * time.Second), FenceAfter: api.Duration(4500 * time.Millisecond),
+		Renewed: time.Date(2026, 11, 30, 1, 2, 0, 700e6, time.UTC)}
+	st.Claims = append([]api.Claim(nil), st.Claims...)
+	st.Claims[2].State, st.Claims[2].Note = fleet.StateLost, "lost to b"
+	var out bytes.Buffer
+	if err := printStatus(&deps{io: IO{Out: &out}}, st, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "status-store.golden", out.Bytes())
+
+	// Fenced: the line says so, whatever the zone.
+	st.Agent.Store.Fenced = time.Date(2026, 11, 30, 1, 2, 1, 0, time.UTC)
+	want := "FENCED since " + st.Agent.Store.Fenced.Local().Format(time.TimeOnly)
+	if got := storeLine(*st.Agent.Store, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to say %q", got, want)
+	}
+}

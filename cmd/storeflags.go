@@ -1,0 +1,141 @@
+package cmd
+
+import (
+	"context"
+	"os"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/internal/agent"
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// storeEnv names the environment variable that gives --store its default,
+// so that an agent started by vip claim, which inherits the environment,
+// is guarded by the same store as one started by hand.
+const storeEnv = "VIP_STORE"
+
+// storeOptions are the flags that reach the store, the same on vip agent,
+// vip move and vip fleet.
+type storeOptions struct {
+	URL    string
+	Prefix string
+	CA     string
+	Cert   string
+	Key    string
+	// given lists the store flags the command line gave, for the check
+	// that they come with a store.
+	given []string
+}
+
+// storeFlagNames are the flags addFlags adds; agentStoreOptions adds more.
+var storeFlagNames = []string{"store-prefix", "store-ca", "store-cert", "store-key"}
+
+func (s *storeOptions) addFlags(c *cobra.Command) {
+	f := c.Flags()
+	f.StringVar(&s.URL, "store", os.Getenv(storeEnv), "the etcd store that guards claims: etcd://HOST:PORT[,HOST:PORT...], etcds:// for TLS (env "+storeEnv+")")
+	f.StringVar(&s.Prefix, "store-prefix", store.DefaultPrefix, "the key prefix of vip's records in the store")
+	f.StringVar(&s.CA, "store-ca", "", "PEM file of the CA that signs the store's certificates")
+	f.StringVar(&s.Cert, "store-cert", "", "PEM file of this client's certificate for the store (with --store-key)")
+	f.StringVar(&s.Key, "store-key", "", "PEM file of the key of --store-cert")
+	_ = c.RegisterFlagCompletionFunc("store", cobra.NoFileCompletions)
+	_ = c.RegisterFlagCompletionFunc("store-prefix", cobra.NoFileCompletions)
+}
+
+// parsed notes which of names c's command line gave.
+func (s *storeOptions) parsed(c *cobra.Command, names ...string) {
+	s.given = nil
+	for _, n := range names {
+		if c.Flags().Changed(n) {
+			s.given = append(s.given, n)
+		}
+	}
+}
+
+// check refuses a malformed store address or prefix, and store flags
+// without a store, before anything connects.
+func (s *storeOptions) check() error {
+	if s.URL == "" {
+		if len(s.given) > 0 {
+			return badInput("--%s shapes how vip reaches the store: give --store etcd://HOST:PORT too (or set %s)", s.given[0], storeEnv)
+		}
+		return nil
+	}
+	if _, _, err := store.ParseURL(s.URL); err != nil {
+		return badInput("%v: give it as etcd://HOST:PORT[,HOST:PORT...]", err)
+	}
+	if err := store.CheckPrefix(s.Prefix); err != nil {
+		return &inputError{err: err}
+	}
+	if (s.Cert == "") != (s.Key == "") {
+		return badInput("--store-cert and --store-key go together: give both, or neither")
+	}
+	return nil
+}
+
+func (s *storeOptions) config() store.Config {
+	return store.Config{URL: s.URL, Prefix: s.Prefix, CA: s.CA, Cert: s.Cert, Key: s.Key}
+}
+
+// open connects to the store for a client command (vip move, vip fleet),
+// which needs one.
+func (s *storeOptions) open(ctx context.Context, cmd string) (*store.Client, error) {
+	if s.URL == "" {
+		return nil, badInput("vip %s talks to the store: give --store etcd://HOST:PORT (or set %s)", cmd, storeEnv)
+	}
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return store.Open(ctx, s.config())
+}
+
+// agentStoreOptions are the agent's store flags: how to reach it, and who
+// the agent is there.
+type agentStoreOptions struct {
+	storeOptions
+	Node     string
+	LeaseTTL time.Duration
+}
+
+func (s *agentStoreOptions) addFlags(c *cobra.Command) {
+	s.storeOptions.addFlags(c)
+	f := c.Flags()
+	f.StringVar(&s.Node, "node", "", "this agent's name in the store (default: the host name)")
+	f.DurationVar(&s.LeaseTTL, "lease-ttl", fleet.DefaultTTL, "the lease's time to live: how long a dead agent's addresses stay unanswered before a standby takes them")
+	_ = c.RegisterFlagCompletionFunc("node", cobra.NoFileCompletions)
+	_ = c.RegisterFlagCompletionFunc("lease-ttl", cobra.NoFileCompletions)
+}
+
+func (s *agentStoreOptions) parsed(c *cobra.Command) {
+	s.storeOptions.parsed(c, append([]string{"node", "lease-ttl"}, storeFlagNames...)...)
+}
+
+func (s *agentStoreOptions) check() error {
+	if err := s.storeOptions.check(); err != nil || s.URL == "" {
+		return err
+	}
+	if s.Node != "" {
+		if err := store.CheckNode(s.Node); err != nil {
+			return badInput("--node: %v", err)
+		}
+	}
+	if err := fleet.CheckTTL(s.LeaseTTL); err != nil {
+		return &inputError{err: err}
+	}
+	return nil
+}
+
+func (s *agentStoreOptions) config() agent.StoreConfig {
+	if s.URL == "" {
+		return agent.StoreConfig{}
+	}
+	return agent.StoreConfig{Config: s.storeOptions.config(), Node: s.Node, TTL: s.LeaseTTL}
+}
+
+// guardedForeground refuses claim --foreground where claims are guarded by
+// a store: the guard (the lease, its renewals, fencing) lives in the agent.
+func guardedForeground() error {
+	return badInput("%s is set, and a claim guarded by the store is held by the agent, which keeps the lease: drop --foreground, or unset %s for an unguarded claim", storeEnv, storeEnv)
+}

@@ -1,0 +1,189 @@
+package tui
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/charmbracelet/bubbles/key"
+	"github.com/charmbracelet/bubbles/table"
+	tea "github.com/charmbracelet/bubbletea"
+
+	"github.com/vipctl/vip/internal/api"
+)
+
+// picker is the small list a move picks its target node from.
+type picker struct {
+	addr  string
+	nodes []string
+	idx   int
+}
+
+// hasFleet reports whether the agent has a store, and so a fleet to show.
+func (m *Model) hasFleet() bool { return m.agent.Store != nil }
+
+// fleetTick re-arms the fleet's timer and asks for the fleet when the
+// agent has a store and no answer is awaited. An agent without one is
+// asked nothing: the timer only waits for a store to appear.
+func (m *Model) fleetTick() tea.Cmd {
+	next := m.clock.after(fleetEvery, fleetTickMsg{gen: m.gen})
+	if !m.hasFleet() || m.fleetPolling {
+		return next
+	}
+	m.fleetPolling = true
+	return tea.Batch(pollFleet(m.ctx, m.b, m.gen), next)
+}
+
+func (m *Model) applyFleet(msg fleetMsg) {
+	var remote *api.RemoteError
+	switch {
+	case msg.err == nil:
+		m.fleet, m.fleetNote = msg.fleet, ""
+	case errors.As(msg.err, &remote) && (remote.Code == api.CodeNotFound || remote.Code == api.CodeNoStore):
+		m.fleet, m.fleetNote = api.FleetResponse{}, "this agent does not serve the fleet (no /v1/fleet)"
+	default:
+		// Keep the last fleet read, and say why it is not fresh.
+		m.fleetNote = "fleet: " + msg.err.Error()
+	}
+}
+
+// openPick opens the node picker for a move of the selected address.
+func (m *Model) openPick() tea.Cmd {
+	addr := m.selectedMoveAddr()
+	if addr == "" {
+		m.setFlash(true, "no claim selected: pick one in the claims or the fleet pane")
+		return nil
+	}
+	owner := m.agent.Store.Node
+	if c, ok := m.fleetClaim(addr); ok {
+		owner = c.Node
+	}
+	var nodes []string
+	for _, n := range m.fleet.Nodes {
+		if n.Node != owner {
+			nodes = append(nodes, n.Node)
+		}
+	}
+	if len(nodes) == 0 {
+		m.setFlash(true, "no live node to move %s to but its owner %s: start an agent with --store on another host", addr, owner)
+		return nil
+	}
+	m.mode, m.pick = modePick, picker{addr: addr, nodes: nodes}
+	return nil
+}
+
+func (m *Model) pickKey(msg tea.KeyMsg) tea.Cmd {
+	p := &m.pick
+	switch {
+	case key.Matches(msg, m.keys.Cancel):
+		m.mode = modeNormal
+		m.setFlash(false, "kept %s where it is", p.addr)
+	case key.Matches(msg, m.keys.Accept):
+		m.mode = modeNormal
+		to := p.nodes[p.idx]
+		m.setFlash(false, "moving %s to %s…", p.addr, to)
+		return moveCmd(m.ctx, m.b, p.addr, to, time.Duration(m.agent.Store.LeaseTTL))
+	case key.Matches(msg, m.keys.Up), msg.Type == tea.KeyLeft:
+		p.idx = (p.idx + len(p.nodes) - 1) % len(p.nodes)
+	case key.Matches(msg, m.keys.Down), key.Matches(msg, m.keys.Next), msg.Type == tea.KeyRight:
+		p.idx = (p.idx + 1) % len(p.nodes)
+	}
+	return nil
+}
+
+// selectedMoveAddr is the address a move would take: the fleet pane's
+// selected claim (any node's) when it has the focus, else the selected
+// claim of this agent.
+func (m *Model) selectedMoveAddr() string {
+	if m.focus == paneFleet {
+		if _, ok := m.fleetClaim(m.selected[paneFleet]); ok {
+			return m.selected[paneFleet]
+		}
+		return ""
+	}
+	return m.selectedClaim()
+}
+
+func (m *Model) fleetClaim(addr string) (api.FleetClaim, bool) {
+	i := slices.IndexFunc(m.fleet.Claims, func(c api.FleetClaim) bool { return c.Addr == addr })
+	if i < 0 {
+		return api.FleetClaim{}, false
+	}
+	return m.fleet.Claims[i], true
+}
+
+func (m *Model) moveDone(msg moveDoneMsg) tea.Cmd {
+	switch {
+	case msg.err != nil:
+		m.setFlash(true, "move %s to %s: %v", msg.addr, msg.to, msg.err)
+	case len(msg.resp.Moves) == 0:
+		m.setFlash(true, "move %s to %s: the agent answered no move", msg.addr, msg.to)
+	default:
+		mv := msg.resp.Moves[0]
+		m.setFlash(!mv.OK, "%s", mv.Summary())
+	}
+	cmd := m.afterAction(msg.err)
+	if m.conn == connUp && m.hasFleet() && !m.fleetPolling {
+		m.fleetPolling = true
+		cmd = tea.Batch(cmd, pollFleet(m.ctx, m.b, m.gen))
+	}
+	return cmd
+}
+
+// pickView is the footer's line while the picker is open.
+func (m *Model) pickView() string {
+	names := make([]string, len(m.pick.nodes))
+	for i, n := range m.pick.nodes {
+		names[i] = "  " + n + " "
+		if i == m.pick.idx {
+			names[i] = "[" + selectMark + n + "]"
+		}
+	}
+	return fmt.Sprintf("move %s%s to: %s", m.pick.addr, m.onIface(m.pick.addr), strings.Join(names, " "))
+}
+
+// fleetTitle names the live nodes and counts the claims in the store.
+func (m *Model) fleetTitle(shown int) string {
+	names := make([]string, len(m.fleet.Nodes))
+	for i, n := range m.fleet.Nodes {
+		names[i] = n.Node
+	}
+	nodes := "no live node"
+	if len(names) > 0 {
+		nodes = fmt.Sprintf("%d %s: %s", len(names), plural(len(names), "node", "nodes"), strings.Join(names, ", "))
+	}
+	title := fmt.Sprintf("Fleet · %s · claims %s", nodes, m.count(shown, len(m.fleet.Claims)))
+	if m.fleetNote != "" && len(m.fleet.Claims) > 0 {
+		title += " · " + m.fleetNote
+	}
+	return title
+}
+
+func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
+	const nodeW, movingW = 10, 10
+	standbyW := max(12, w/6)
+	fixed := markW + nodeW + ifaceW + stateW + standbyW + movingW
+	addrW := min(max(w-fixed-7, minAddrW), maxAddrW)
+	cols := []table.Column{
+		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "NODE", Width: nodeW},
+		{Title: "INTERFACE", Width: ifaceW}, {Title: "STATE", Width: stateW},
+		{Title: "STANDBYS", Width: standbyW}, {Title: "MOVING TO", Width: movingW},
+	}
+	rows := make([]table.Row, 0, len(m.fleet.Claims))
+	keys := make([]string, 0, len(m.fleet.Claims))
+	for _, c := range m.fleet.Claims {
+		rows = append(rows, table.Row{"", c.Addr, dash(c.Node), dash(c.Interface), c.State,
+			dash(strings.Join(c.Standbys, ",")), dash(c.MovingTo)})
+		keys = append(keys, c.Addr)
+	}
+	return cols, rows, keys
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
