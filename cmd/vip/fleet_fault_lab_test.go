@@ -1,0 +1,214 @@
+package main_test
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/vipctl/vip/internal/etcdlab"
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+)
+
+// fleetLab is a store host running etcd, agents a and b guarded by it, and
+// a client with no agent.
+type fleetLab struct {
+	l                *lab.Lab
+	a, b, client     *lab.Host
+	sa, sb, storeURL string
+	agentA, agentB   *labtest.Proc
+	etcd             *etcdlab.Etcd
+}
+
+// fleetTTL is short, so that the faults play out in seconds.
+const fleetTTL = "3s"
+
+func newFleetLab(t *testing.T) *fleetLab {
+	t.Helper()
+	labtest.RequireTool(t, "etcd")
+	l := labtest.New(t,
+		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
+		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.11/24"), IPv6: pfx("2001:db8::11/64")},
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.12/24"), IPv6: pfx("2001:db8::12/64")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.13/24"), IPv6: pfx("2001:db8::13/64")},
+	)
+	f := &fleetLab{l: l, a: l.Host("a"), b: l.Host("b"), client: l.Host("client")}
+	f.etcd = etcdlab.StartEtcd(t, l.Host("store"))
+	f.storeURL = "etcd://" + strings.TrimPrefix(f.etcd.Endpoint(), "http://")
+	dir := sockDir(t)
+	f.sa, f.sb = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
+	f.agentB = startAgent(t, f.b, f.sb, "--store", f.storeURL, "--node", "b", "--lease-ttl", fleetTTL, "--log-format", "json")
+	return f
+}
+
+// answer is a frame on the client's wire that says which MAC has a VIP: an
+// ARP reply or announcement, or a neighbor advertisement.
+type answer struct {
+	at  time.Time
+	mac string
+}
+
+// answersFor returns the frames claiming addr, in order.
+func answersFor(pkts []gopacket.Packet, addr netip.Addr) []answer {
+	var out []answer
+	for _, pk := range pkts {
+		eth, _ := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+		if eth == nil {
+			continue
+		}
+		at := pk.Metadata().Timestamp
+		if arp, ok := pk.Layer(layers.LayerTypeARP).(*layers.ARP); ok {
+			// Replies, and requests announcing the sender's own
+			// address (gratuitous), both say who has it.
+			if addrOf(arp.SourceProtAddress) == addr && (arp.Operation == layers.ARPReply || addrOf(arp.DstProtAddress) == addr) {
+				out = append(out, answer{at, eth.SrcMAC.String()})
+			}
+			continue
+		}
+		if na, ok := pk.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement); ok && addrOf(na.TargetAddress) == addr {
+			out = append(out, answer{at, eth.SrcMAC.String()})
+		}
+	}
+	return out
+}
+
+// probe asks for the VIPs from the client without pause: arping every 50 ms
+// and a neighbor solicitation about as often.
+func probe(t *testing.T, h *lab.Host, v4, v6 netip.Addr) {
+	t.Helper()
+	labtest.Start(t, h, "arping", "-I", "eth0", "-i", "0.05", v4.String())
+	labtest.Start(t, h, "sh", "-c", fmt.Sprintf("while :; do ndisc6 -q -n -r 1 -w 50 %s eth0; sleep 0.05; done", v6))
+}
+
+// TestFleetPartitionFencesBeforeTakeOver cuts the owner off from the store
+// alone: it fences before its lease expires, the standby takes over after
+// the expiry, and a continuous probe from the client never sees both MACs
+// answer at once, nor anything from the owner once it fenced. After the
+// heal the old owner reports the address lost to b and stays silent.
+func TestFleetPartitionFencesBeforeTakeOver(t *testing.T) {
+	t.Parallel()
+	labtest.RequireTool(t, "arping")
+	labtest.RequireTool(t, "ndisc6")
+	f := newFleetLab(t)
+	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
+	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
+	macA, macB := mac(f.a, "eth0"), mac(f.b, "eth0")
+
+	capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
+	probe(t, f.client, v4, v6)
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return len(answersFor(capture.Snapshot(t), v4)) > 0 && len(answersFor(capture.Snapshot(t), v6)) > 0, "no answers from a before the cut"
+	})
+
+	cut := labtest.Isolate(t, f.l, f.a, f.l.Host("store"))
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		st := status(t, f.b, f.sb)
+		n := 0
+		for _, c := range st.Claims {
+			if c.State != "standby" {
+				n++
+			}
+		}
+		return n == 2, "b did not take both addresses after a was cut off"
+	})
+	st := status(t, f.a, f.sa)
+	if st.Agent.Store == nil || st.Agent.Store.Fenced.IsZero() {
+		t.Fatalf("a's status does not say it is fenced: %+v", st.Agent.Store)
+	}
+	for _, c := range st.Claims {
+		if c.State != "fenced" {
+			t.Errorf("a's claim of %s is %s, want fenced", c.Addr, c.State)
+		}
+	}
+	if _, code := vipOn(t, f.a, f.sa, "status", "--check"); code != 3 {
+		t.Errorf("status --check on the fenced a: exit %d, want 3", code)
+	}
+	fencedAt := st.Agent.Store.Fenced
+	// Let b's answers reach the capture, then heal.
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		ans := answersFor(capture.Snapshot(t), v4)
+		return len(ans) > 0 && ans[len(ans)-1].mac == macB, "the client hears no answer from b"
+	})
+	cut.Heal(t)
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		st := status(t, f.a, f.sa)
+		lost := 0
+		for _, c := range st.Claims {
+			if c.State == "lost" && strings.Contains(c.Note, "lost to b") {
+				lost++
+			}
+		}
+		return lost == 2, fmt.Sprintf("a does not report both addresses lost to b after the heal: %+v", st.Claims)
+	})
+	// A second of probing after the heal: a must stay silent.
+	healed := time.Now()
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		ans := answersFor(capture.Snapshot(t), v4)
+		return len(ans) > 0 && ans[len(ans)-1].at.After(healed.Add(time.Second)), "no answers a second after the heal"
+	})
+	pkts := capture.Packets(t)
+	for _, vip := range []netip.Addr{v4, v6} {
+		var lastA, firstB time.Time
+		for _, an := range answersFor(pkts, vip) {
+			switch an.mac {
+			case macA:
+				lastA = an.at
+			case macB:
+				if firstB.IsZero() {
+					firstB = an.at
+				}
+			default:
+				t.Errorf("%s answered by %s, neither a nor b", vip, an.mac)
+			}
+		}
+		if lastA.IsZero() || firstB.IsZero() {
+			t.Fatalf("%s: a's last answer %v, b's first %v: want both", vip, lastA, firstB)
+		}
+		t.Logf("%s: a's last answer %s, a fenced %s, b's first answer %s (gap %v)", vip,
+			lastA.Format("15:04:05.000"), fencedAt.Format("15:04:05.000"), firstB.Format("15:04:05.000"), firstB.Sub(lastA).Round(time.Millisecond))
+		if !lastA.Before(firstB) {
+			t.Errorf("%s: a answered at %s, after b's first answer at %s: two owners at once", vip, lastA, firstB)
+		}
+		if lastA.After(fencedAt) {
+			t.Errorf("%s: a sent a frame at %s, after it fenced at %s", vip, lastA, fencedAt)
+		}
+	}
+}
+
+// TestFleetStandbyAfterKill kills the owner's agent with SIGKILL: the
+// standby answers within the lease's TTL and a second.
+func TestFleetStandbyAfterKill(t *testing.T) {
+	t.Parallel()
+	labtest.RequireTool(t, "arping")
+	f := newFleetLab(t)
+	v4 := netip.MustParseAddr("192.0.2.10")
+	mustVip(t, f.a, f.sa, "claim", v4.String())
+	mustVip(t, f.b, f.sb, "claim", v4.String(), "--standby")
+	macB := mac(f.b, "eth0")
+	ttl, _ := time.ParseDuration(fleetTTL)
+	killed := time.Now()
+	f.agentA.Kill(t)
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		out, _ := arping(t, f.client, "-c", "1", "-w", "1", v4.String())
+		macs := replyMACs(out)
+		return len(macs) == 1 && macs[0] == macB, fmt.Sprintf("the standby b does not answer yet (%v)", macs)
+	})
+	// b logs the moment it took the address, after its first round.
+	took, ok := findLog(logLines(t, f.agentB.Output()), "standby took over", v4.String())
+	if !ok {
+		t.Fatalf("b's log says nothing of taking over:\n%s", f.agentB.Output())
+	}
+	live := took.Time.Sub(killed)
+	t.Logf("the standby was live %v after the owner was killed (TTL %v)", live.Round(time.Millisecond), ttl)
+	if live > ttl+time.Second {
+		t.Errorf("the standby was live %v after the kill, want within TTL + 1 s (%v)", live, ttl+time.Second)
+	}
+}
