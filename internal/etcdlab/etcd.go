@@ -61,6 +61,40 @@ func StartEtcd(t testing.TB, h *lab.Host) *Etcd {
 	return e
 }
 
+// TLSFiles are the PEM files of a store that also serves clients over TLS.
+type TLSFiles struct {
+	// Cert and Key are the server's; CA checks the clients' certificates,
+	// which it then requires.
+	Cert, Key, CA string
+}
+
+// TLSPort is where StartEtcdTLS serves clients over TLS, beside ClientPort.
+const TLSPort = 2381
+
+// StartEtcdTLS is StartEtcd with clients served over TLS too, on
+// https://IP:2381 (TLSEndpoint), with client certificates required there.
+// The plain endpoint stays for the health check.
+func StartEtcdTLS(t testing.TB, h *lab.Host, files TLSFiles) *Etcd {
+	t.Helper()
+	e := newMember(t, h, "vip-"+h.Netns, []*lab.Host{h})
+	for i, a := range e.args {
+		if a == "--listen-client-urls" {
+			e.args[i+1] += "," + e.TLSEndpoint()
+		}
+	}
+	e.args = append(e.args, "--cert-file", files.Cert, "--key-file", files.Key,
+		"--trusted-ca-file", files.CA, "--client-cert-auth")
+	e.start(t)
+	e.waitHealthy(t)
+	return e
+}
+
+// TLSEndpoint returns https://IP:2381, where StartEtcdTLS serves clients
+// over TLS.
+func (e *Etcd) TLSEndpoint() string {
+	return "https://" + netip.AddrPortFrom(e.Host.IPv4.Addr(), TLSPort).String()
+}
+
 // newMember prepares the member of host h in a new cluster of the hosts
 // members, named token; it does not start it.
 func newMember(t testing.TB, h *lab.Host, token string, members []*lab.Host) *Etcd {

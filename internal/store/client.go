@@ -122,9 +122,50 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	defer cancel()
 	if _, err := cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		cli.Close()
+		// gRPC retries a failed handshake until the deadline and then
+		// says only that: ask the first server once, to say why.
+		if tlsc != nil {
+			if perr := probeTLS(ctx, endpoints[0], tlsc, cfg.Dial); perr != nil {
+				err = perr
+			}
+		}
 		return nil, c.Explain(err)
 	}
 	return c, nil
+}
+
+// probeTLS makes one TLS connection to endpoint as the client would, and
+// returns why the server refused it, if it did.
+func probeTLS(ctx context.Context, endpoint string, tc *tls.Config, dial func(context.Context, string) (net.Conn, error)) error {
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return nil
+	}
+	if dial == nil {
+		var d net.Dialer
+		dial = func(ctx context.Context, addr string) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	raw, err := dial(ctx, u.Host)
+	if err != nil {
+		return nil
+	}
+	defer raw.Close()
+	cfg := tc.Clone()
+	cfg.ServerName, cfg.NextProtos = u.Hostname(), []string{"h2"}
+	conn := tls.Client(raw, cfg)
+	if err := conn.HandshakeContext(ctx); err != nil {
+		return fmt.Errorf("handshake: %w", err)
+	}
+	// With TLS 1.3 the server judges the client's certificate after the
+	// handshake, and says so in an alert on the first read.
+	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
+	var b [1]byte
+	if _, err := conn.Read(b[:]); err != nil && strings.Contains(err.Error(), "tls:") {
+		return err
+	}
+	return nil
 }
 
 // ctx bounds one request.
@@ -138,13 +179,15 @@ var ErrUnreachable = errors.New("the store is unreachable")
 // Explain turns an etcd client error into one sentence that names the fix.
 func (c *Client) Explain(err error) error {
 	at := strings.Join(c.Endpoints, ",")
-	switch code := status.Code(err); {
+	// gRPC reports a failed TLS handshake as Unavailable: look at the
+	// words first.
+	switch code, msg := status.Code(err), err.Error(); {
+	case strings.Contains(msg, "certificate"), strings.Contains(msg, "tls:"), strings.Contains(msg, "handshake"):
+		return fmt.Errorf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", at, err)
 	case errors.Is(err, context.DeadlineExceeded), code == codes.DeadlineExceeded, code == codes.Unavailable:
 		return fmt.Errorf("%w at %s (%v): check --store and the network to it", ErrUnreachable, at, err)
 	case code == codes.Unauthenticated, code == codes.PermissionDenied:
 		return fmt.Errorf("the store at %s refused vip (%v): check the client certificate (--store-cert, --store-key) and its roles", at, err)
-	case strings.Contains(err.Error(), "certificate"), strings.Contains(err.Error(), "tls:"):
-		return fmt.Errorf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", at, err)
 	}
 	return fmt.Errorf("the store at %s: %w", at, err)
 }
