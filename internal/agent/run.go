@@ -131,7 +131,11 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}
 	if cfg.Metrics.Addr != "" {
-		stop, err := ServeMetrics(rt, cfg.Metrics, log)
+		mcfg := cfg.Metrics
+		if member != nil {
+			mcfg.Store = member
+		}
+		stop, err := ServeMetrics(rt, mcfg, log)
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/hostnet"
 	"github.com/vipctl/vip/internal/metrics"
@@ -68,14 +70,20 @@ type MetricsConfig struct {
 	MaxAddrs int
 	// Version and Commit label vip_build_info.
 	Version, Commit string
+	// Store, if set, adds the store's metrics (vip_store_*).
+	Store metrics.Store
 }
 
 // ServeMetrics serves the runtime's Prometheus metrics as cfg says, and
 // returns the function that stops serving.
 func ServeMetrics(r *Runtime, cfg MetricsConfig, log *slog.Logger) (stop func(), err error) {
+	var more []prometheus.Collector
+	if cfg.Store != nil {
+		more = append(more, metrics.NewStoreCollector(cfg.Store, nil))
+	}
 	reg := metrics.NewRegistry(metrics.NewCollector(metrics.Config{
 		Engine: r.Engine, Guard: r.Guard, Version: cfg.Version, Commit: cfg.Commit, MaxAddrs: cfg.MaxAddrs,
-	}))
+	}), more...)
 	srv, err := metrics.Listen(cfg.Addr, reg, log)
 	if err != nil {
 		return nil, err

@@ -187,11 +187,12 @@ func b2f(b bool) float64 {
 	return 0
 }
 
-// NewRegistry returns a registry with c and the Go runtime's and the
-// process's standard collectors (go_*, process_*), which every Prometheus
-// exporter offers.
-func NewRegistry(c *Collector) *prometheus.Registry {
+// NewRegistry returns a registry with c, any more collectors (the store's),
+// and the Go runtime's and the process's standard collectors (go_*,
+// process_*), which every Prometheus exporter offers.
+func NewRegistry(c *Collector, more ...prometheus.Collector) *prometheus.Registry {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(more...)
 	return reg
 }

@@ -1,0 +1,74 @@
+package metrics
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+)
+
+// Store is what the store's metrics read of an agent guarded by one
+// (fleet.Member).
+type Store interface {
+	Info() api.Store
+	// Status returns every claim, those the member keeps out of the
+	// engine (fenced, lost, standby) included.
+	Status(addrs ...netip.Addr) []announce.Status
+}
+
+// storeStates are the states a guarded agent adds to the engine's.
+var storeStates = []string{"fenced", "lost", "standby"}
+
+// StoreCollector shows an agent's place in the store: whether it is fenced,
+// its lease, how long since its last renewal, and its claims that the store
+// keeps out of the engine.
+type StoreCollector struct {
+	s                          Store
+	now                        func() time.Time
+	fenced, ttl, age, fenceAft *prometheus.Desc
+	claims                     *prometheus.Desc
+}
+
+// NewStoreCollector returns the store's metrics of s; now nil is time.Now.
+func NewStoreCollector(s Store, now func() time.Time) *StoreCollector {
+	if now == nil {
+		now = time.Now
+	}
+	return &StoreCollector{
+		s: s, now: now,
+		fenced:   desc("vip_store_fenced", "Whether the agent is fenced (1): it could not renew its lease in the store and stopped answering for every guarded claim.", "node"),
+		ttl:      desc("vip_store_lease_ttl_seconds", "The time to live of the agent's lease in the store.", "node"),
+		fenceAft: desc("vip_store_fence_after_seconds", "How long after the last renewal sent the agent fences: the TTL less the margin.", "node"),
+		age:      desc("vip_store_last_renewal_age_seconds", "Seconds since the agent sent the last renewal of its lease that succeeded; it fences when this reaches vip_store_fence_after_seconds.", "node"),
+		claims:   desc("vip_store_claims", "Claims the store keeps out of the engine, by state: fenced (waiting for the store), lost (another node took it while this one was fenced), standby.", "node", "state"),
+	}
+}
+
+// Describe sends the descriptions of the metrics.
+func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{c.fenced, c.ttl, c.fenceAft, c.age, c.claims} {
+		ch <- d
+	}
+}
+
+// Collect reads the store's state now.
+func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
+	info := c.s.Info()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(c.fenced, b2f(!info.Fenced.IsZero()), info.Node)
+	gauge(c.ttl, time.Duration(info.LeaseTTL).Seconds(), info.Node)
+	gauge(c.fenceAft, time.Duration(info.FenceAfter).Seconds(), info.Node)
+	gauge(c.age, c.now().Sub(info.Renewed).Seconds(), info.Node)
+	counts := map[string]int{}
+	for _, st := range c.s.Status() {
+		counts[st.State]++
+	}
+	for _, s := range storeStates {
+		gauge(c.claims, float64(counts[s]), info.Node, s)
+	}
+}

@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+)
+
+type fakeStore struct {
+	info api.Store
+	st   []announce.Status
+}
+
+func (f fakeStore) Info() api.Store                        { return f.info }
+func (f fakeStore) Status(...netip.Addr) []announce.Status { return f.st }
+
+func TestStoreCollector(t *testing.T) {
+	s := fakeStore{
+		info: api.Store{Node: "a", LeaseTTL: api.Duration(6 * time.Second), FenceAfter: api.Duration(4500 * time.Millisecond),
+			Renewed: now.Add(-5 * time.Second), Fenced: now.Add(-500 * time.Millisecond)},
+		st: []announce.Status{
+			status("192.0.2.10", "eth0", "fenced", 0),
+			status("192.0.2.11", "eth0", "fenced", 0),
+			status("192.0.2.12", "eth0", "lost", 0),
+			status("192.0.2.13", "eth0", announce.StateHolding, 3),
+		},
+	}
+	c := NewStoreCollector(s, func() time.Time { return now })
+	want := `
+# HELP vip_store_claims Claims the store keeps out of the engine, by state: fenced (waiting for the store), lost (another node took it while this one was fenced), standby.
+# TYPE vip_store_claims gauge
+vip_store_claims{node="a",state="fenced"} 2
+vip_store_claims{node="a",state="lost"} 1
+vip_store_claims{node="a",state="standby"} 0
+# HELP vip_store_fence_after_seconds How long after the last renewal sent the agent fences: the TTL less the margin.
+# TYPE vip_store_fence_after_seconds gauge
+vip_store_fence_after_seconds{node="a"} 4.5
+# HELP vip_store_fenced Whether the agent is fenced (1): it could not renew its lease in the store and stopped answering for every guarded claim.
+# TYPE vip_store_fenced gauge
+vip_store_fenced{node="a"} 1
+# HELP vip_store_last_renewal_age_seconds Seconds since the agent sent the last renewal of its lease that succeeded; it fences when this reaches vip_store_fence_after_seconds.
+# TYPE vip_store_last_renewal_age_seconds gauge
+vip_store_last_renewal_age_seconds{node="a"} 5
+# HELP vip_store_lease_ttl_seconds The time to live of the agent's lease in the store.
+# TYPE vip_store_lease_ttl_seconds gauge
+vip_store_lease_ttl_seconds{node="a"} 6
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
+		t.Errorf("lint: %v %v", problems, err)
+	}
+}
