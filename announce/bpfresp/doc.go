@@ -10,8 +10,8 @@
 //
 // responder.c is the program, in two entry points over one parser: vip_tc
 // for tcx ingress and vip_xdp for XDP. vipbpf.h declares the little of the
-// kernel's BPF interface it uses, so compiling needs clang alone. gen.go's
-// go:generate line compiles it with bpf2go into responder_bpfel.o and
+// kernel's BPF interface it uses, so compiling needs clang alone. The
+// generate directive in gen.go compiles it with bpf2go into responder_bpfel.o and
 // responder_bpfel.go, which are committed: building vip needs no clang,
 // and TestGeneratedFresh fails when they are not what the sources compile
 // to. responder.go loads and attaches the program and keeps its maps;
