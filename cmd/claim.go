@@ -252,7 +252,10 @@ func refusedError(asked int, refused []api.Refused) error {
 			held++
 		}
 	}
-	if held == len(refused) {
+	switch {
+	case held == len(refused) && held >= asked:
+		return fmt.Errorf("every address asked for is %w: see each above", errHeld)
+	case held == len(refused):
 		return fmt.Errorf("%d of %d addresses are %w, and the others claimed: see each above", held, asked, errHeld)
 	}
 	return fmt.Errorf("%d of %d addresses were refused, and the others claimed: see each reason above", len(refused), asked)

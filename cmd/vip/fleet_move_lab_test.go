@@ -50,6 +50,13 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 	if code != 5 || !strings.Contains(out, "held by node a") || !strings.Contains(out, "vip move 192.0.2.10 --to b") {
 		t.Fatalf("claim on b of what a holds: exit %d, want 5 naming a and vip move:\n%s", code, out)
 	}
+	// --json says, address by address, which node holds each.
+	out, code = vipOn(t, b, sb, "claim", "192.0.2.10", "--json")
+	var cr api.ClaimResponse
+	if i := strings.Index(out, "{"); code != 5 || i < 0 || json.Unmarshal([]byte(out[i:strings.LastIndex(out, "}")+1]), &cr) != nil ||
+		len(cr.Refused) != 1 || cr.Refused[0].HeldBy != "a" || cr.Refused[0].Code != api.CodeHeld || cr.Refused[0].Since.IsZero() {
+		t.Fatalf("claim --json on b: exit %d, want 5 and a refusal held by a with since:\n%s", code, out)
+	}
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		got := ask()
 		return got == "a", "the VIP's service answered " + got + ", want a"

@@ -321,7 +321,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 	}
 	st, err := claim(r.Context(), plan.Requests, plan.Options)
 	var refused *announce.RefusedError
-	if errors.As(err, &refused) && len(st) > 0 {
+	if errors.As(err, &refused) && (len(st) > 0 || allHeld(refused)) {
 		// Some were claimed: say which were not, each with its reason.
 		resp := api.ClaimResponse{Claims: s.claimList(st)}
 		for _, rf := range refused.Refused {
@@ -341,6 +341,18 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, api.ClaimResponse{Claims: s.claimList(st)})
+}
+
+// allHeld reports whether every refusal is an address another node holds:
+// a claim refused so is answered address by address, as a partial one is,
+// so that scripts read which node holds each.
+func allHeld(r *announce.RefusedError) bool {
+	for _, rf := range r.Refused {
+		if !errors.As(rf.Err, new(*fleet.HeldError)) {
+			return false
+		}
+	}
+	return len(r.Refused) > 0
 }
 
 func (s *Server) claimList(st []announce.Status) []api.Claim {

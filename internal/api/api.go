@@ -71,7 +71,9 @@ type ClaimRequest struct {
 
 // ClaimResponse lists the claims as they are once live, and the addresses
 // that were refused while the others were claimed. A request whose every
-// address is refused gets an Error instead.
+// address is refused gets an Error instead, unless every refusal is an
+// address another node holds (code held): then Claims is empty and Refused
+// names the node of each.
 type ClaimResponse struct {
 	Claims  []Claim   `json:"claims"`
 	Refused []Refused `json:"refused,omitempty"`
