@@ -383,3 +383,26 @@ func testLog(t *testing.T) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: level}))
 }
+
+func TestTakeOverIsAMoveHere(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	free := netip.MustParseAddr("198.51.100.20")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	st, err := b.TakeOver(ctx, []announce.Request{{Addr: vip, Interface: "eth0"}, {Addr: free, Interface: "eth0"}}, announce.ClaimOptions{})
+	if err != nil || len(st) != 2 {
+		t.Fatalf("take over on b: %+v, %v", st, err)
+	}
+	if aEng.holds(vip) || !bEng.holds(vip) || !bEng.holds(free) {
+		t.Fatalf("after the take-over: a holds %v, b holds %v and %v", aEng.holds(vip), bEng.holds(vip), bEng.holds(free))
+	}
+	checkNoOverlap(t, vip, aEng, bEng)
+	if err := claim(t, a, vip); err == nil {
+		t.Error("a could claim again what b took over")
+	}
+}
