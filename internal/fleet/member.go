@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -129,8 +130,9 @@ type Member struct {
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
 
-	stop context.CancelFunc
-	wg   sync.WaitGroup
+	stop     context.CancelFunc
+	wg       sync.WaitGroup
+	resuming atomic.Bool
 }
 
 type lostClaim struct {
@@ -244,6 +246,11 @@ func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error
 	}
 	m.mu.Lock()
 	m.lease, m.renewed = lease, sent
+	if m.fence != nil {
+		// A new lease after the old one was lost: the fence counts
+		// from its grant.
+		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
+	}
 	m.mu.Unlock()
 	return prev, nil
 }
@@ -304,17 +311,31 @@ func (m *Member) renewOnce(ctx context.Context) {
 		fenced := !m.fencedAt.IsZero()
 		m.mu.Unlock()
 		if fenced {
-			m.resume(ctx, false)
+			m.resumeAsync(ctx, false)
 		}
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// The store expired or revoked the lease: everything under it
 		// is gone. Stop answering at once (if not already), then join
 		// again under a new lease and take back what is still free.
 		m.fenceWhy("the store no longer has this agent's lease")
-		m.resume(ctx, true)
+		m.resumeAsync(ctx, true)
 	case ctx.Err() == nil:
 		m.log.Debug("renew the lease", "err", err)
 	}
+}
+
+// resumeAsync resumes in the background, so that the renewals go on
+// while thousands of keys are read again; one resumption at a time.
+func (m *Member) resumeAsync(ctx context.Context, leaseLost bool) {
+	if !m.resuming.CompareAndSwap(false, true) {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer m.resuming.Store(false)
+		m.resume(ctx, leaseLost)
+	}()
 }
 
 // fenceNow is the fence's timer: no renewal succeeded for FenceAfter.
