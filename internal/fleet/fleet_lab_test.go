@@ -285,6 +285,16 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	if err := claim(t, a, vip); err == nil {
 		t.Error("a could claim the address b holds after the heal")
 	}
+	// a joined again under a new lease: cut off again, it fences again.
+	other := netip.MustParseAddr("198.51.100.30")
+	if err := claim(t, a, other); err != nil {
+		t.Fatalf("a claim on a after the heal: %v", err)
+	}
+	labtest.Isolate(t, w.l, w.hosts["a"], w.hosts["store"])
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		_, _, f := a.Lease()
+		return !f.IsZero() && !aEng.holds(other), "a did not fence when cut off a second time"
+	})
 }
 
 func TestLeaderLossFencesNothing(t *testing.T) {
