@@ -212,3 +212,38 @@ func TestFleetStandbyAfterKill(t *testing.T) {
 		t.Errorf("the standby was live %v after the kill, want within TTL + 1 s (%v)", live, ttl+time.Second)
 	}
 }
+
+// TestFleetAgentRestartAfterKill kills a guarded agent with SIGKILL and
+// starts it again at once, within its old lease: the new agent takes its
+// dead predecessor's place (same host and boot, its process gone) rather
+// than being refused as a second agent of the name, re-adopts the claim,
+// and binds its key to the new lease, so that it outlives the old one.
+func TestFleetAgentRestartAfterKill(t *testing.T) {
+	t.Parallel()
+	f := newFleetLab(t)
+	labtest.RequireTool(t, "etcdctl")
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	old := status(t, f.a, f.sa).Agent.Store.Lease
+	f.agentA.Kill(t)
+	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
+	ttl, _ := time.ParseDuration(fleetTTL)
+	// Past the old lease's expiry, which etcd itself reports, the claim
+	// must still be a's, in the store and on the wire.
+	store := f.l.Host("store")
+	labtest.Eventually(t, 3*ttl, func() (bool, string) {
+		out, _ := store.Run(ctxFor(t, 5*time.Second), "etcdctl", "--endpoints", f.etcd.Endpoint(), "lease", "timetolive", old)
+		return strings.Contains(out, "already expired"), "the dead agent's lease " + old + " has not expired yet: " + out
+	})
+	st := status(t, f.a, f.sa)
+	if len(st.Claims) != 1 || st.Claims[0].State == "fenced" || st.Claims[0].State == "lost" {
+		t.Fatalf("the restarted agent's claims: %+v, want 192.0.2.10 held", st.Claims)
+	}
+	out, code := vipOn(t, f.b, f.sb, "claim", "192.0.2.10")
+	if code != 5 || !strings.Contains(out, "held by node a") {
+		t.Fatalf("b's claim after a's restart: exit %d, want 5 (still a's):\n%s", code, out)
+	}
+	outA, _ := arping(t, f.client, "-c", "2", "-w", "3", "192.0.2.10")
+	if macs := replyMACs(outA); len(macs) == 0 || macs[0] != mac(f.a, "eth0") {
+		t.Fatalf("after the restart the VIP is answered by %v, want a", macs)
+	}
+}
