@@ -79,11 +79,25 @@ func answersFor(pkts []gopacket.Packet, addr netip.Addr) []answer {
 	return out
 }
 
-// probe asks for the VIPs from the client without pause: arping every 50 ms
-// and a neighbor solicitation about as often.
+// requestsFor counts the ARP requests for addr that are not announcements.
+func requestsFor(pkts []gopacket.Packet, addr netip.Addr) int {
+	n := 0
+	for _, pk := range pkts {
+		if arp, ok := pk.Layer(layers.LayerTypeARP).(*layers.ARP); ok && arp.Operation == layers.ARPRequest &&
+			addrOf(arp.DstProtAddress) == addr && addrOf(arp.SourceProtAddress) != addr {
+			n++
+		}
+	}
+	return n
+}
+
+// probe asks for the VIPs from the client without pause: an ARP request and
+// a neighbor solicitation about every 50 ms each.
 func probe(t *testing.T, h *lab.Host, v4, v6 netip.Addr) {
 	t.Helper()
-	labtest.Start(t, h, "arping", "-I", "eth0", "-i", "0.05", v4.String())
+	// iputils arping takes whole seconds only (-i 0.05 is refused), so one
+	// broadcast request per run, waiting up to a second for its answer.
+	labtest.Start(t, h, "sh", "-c", fmt.Sprintf("while :; do arping -q -b -c 1 -w 1 -I eth0 %s; sleep 0.05; done", v4))
 	labtest.Start(t, h, "sh", "-c", fmt.Sprintf("while :; do ndisc6 -q -n -r 1 -w 50 %s eth0; sleep 0.05; done", v6))
 }
 
@@ -155,6 +169,9 @@ func TestFleetPartitionFencesBeforeTakeOver(t *testing.T) {
 		return len(ans) > 0 && ans[len(ans)-1].at.After(healed.Add(time.Second)), "no answers a second after the heal"
 	})
 	pkts := capture.Packets(t)
+	if n := requestsFor(pkts, v4); n < 20 {
+		t.Fatalf("the client asked for %s only %d times: the probe did not run", v4, n)
+	}
 	for _, vip := range []netip.Addr{v4, v6} {
 		var lastA, firstB time.Time
 		for _, an := range answersFor(pkts, vip) {
