@@ -19,11 +19,12 @@ import (
 // fleetLab is a store host running etcd, agents a and b guarded by it, and
 // a client with no agent.
 type fleetLab struct {
-	l                *lab.Lab
-	a, b, client     *lab.Host
-	sa, sb, storeURL string
-	agentA, agentB   *labtest.Proc
-	etcd             *etcdlab.Etcd
+	l              *lab.Lab
+	a, b, client   *lab.Host
+	sa, sb, sc     string
+	storeURL       string
+	agentA, agentB *labtest.Proc
+	etcd           *etcdlab.Etcd
 }
 
 // fleetTTL is short, so that the faults play out in seconds.
@@ -42,7 +43,8 @@ func newFleetLab(t *testing.T) *fleetLab {
 	f.etcd = etcdlab.StartEtcd(t, l.Host("store"))
 	f.storeURL = "etcd://" + strings.TrimPrefix(f.etcd.Endpoint(), "http://")
 	dir := sockDir(t)
-	f.sa, f.sb = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock")
+	// sc is a socket nobody listens on: the client host runs no agent.
+	f.sa, f.sb, f.sc = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "client.sock")
 	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
 	f.agentB = startAgent(t, f.b, f.sb, "--store", f.storeURL, "--node", "b", "--lease-ttl", fleetTTL, "--log-format", "json")
 	return f

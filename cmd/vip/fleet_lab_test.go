@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -10,8 +9,6 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/etcdlab"
-	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
 )
 
@@ -25,20 +22,8 @@ import (
 // exit 4.
 func TestFleetCommands(t *testing.T) {
 	t.Parallel()
-	labtest.RequireTool(t, "etcd")
-	l := labtest.New(t,
-		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
-		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.11/24")},
-		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.12/24")},
-		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.13/24")},
-	)
-	a, b, client := l.Host("a"), l.Host("b"), l.Host("client")
-	e := etcdlab.StartEtcd(t, l.Host("store"))
-	url := "etcd://" + strings.TrimPrefix(e.Endpoint(), "http://")
-	dir := sockDir(t)
-	sa, sb, sc := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "client.sock")
-	startAgent(t, a, sa, "--store", url, "--node", "a")
-	startAgent(t, b, sb, "--store", url, "--node", "b")
+	fl := newFleetLab(t)
+	a, b, client, sa, sb, sc, url := fl.a, fl.b, fl.client, fl.sa, fl.sb, fl.sc, fl.storeURL
 
 	mustVip(t, a, sa, "claim", "192.0.2.10")
 	out, code := vipOn(t, b, sb, "claim", "192.0.2.10", "--no-autostart")
@@ -76,7 +61,7 @@ func TestFleetCommands(t *testing.T) {
 		return slices.Equal(replyMACs(out), []string{mac(b, "eth0"), mac(b, "eth0")}), "waiting for b alone to answer the client:\n" + out
 	})
 	out = mustVip(t, b, sb, "status")
-	if !strings.Contains(out, "store: node b on http://192.0.2.1:2379 (prefix /vip/), lease TTL 6s") || !strings.Contains(out, "192.0.2.10") {
+	if !strings.Contains(out, "store: node b on http://192.0.2.1:2379 (prefix /vip/), lease TTL 3s") || !strings.Contains(out, "192.0.2.10") {
 		t.Errorf("status on b: want the store line and 192.0.2.10:\n%s", out)
 	}
 

@@ -2,13 +2,11 @@ package main_test
 
 import (
 	"encoding/json"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
 )
@@ -20,21 +18,9 @@ import (
 // the client shows where each address is.
 func TestFleetClaimMoveDrain(t *testing.T) {
 	t.Parallel()
-	labtest.RequireTool(t, "etcd")
 	labtest.RequireTool(t, "socat")
-	l := labtest.New(t,
-		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
-		lab.HostConfig{Name: "a", IPv4: pfx("192.0.2.11/24")},
-		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.12/24")},
-		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.13/24")},
-	)
-	a, b, client := l.Host("a"), l.Host("b"), l.Host("client")
-	etcd := etcdlab.StartEtcd(t, l.Host("store"))
-	storeURL := "etcd://" + strings.TrimPrefix(etcd.Endpoint(), "http://")
-	dir := sockDir(t)
-	sa, sb, sc := filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "c.sock")
-	startAgent(t, a, sa, "--store", storeURL, "--node", "a", "--lease-ttl", "3s")
-	startAgent(t, b, sb, "--store", storeURL, "--node", "b", "--lease-ttl", "3s")
+	f := newFleetLab(t)
+	a, b, client, sa, sb, sc, storeURL := f.a, f.b, f.client, f.sa, f.sb, f.sc, f.storeURL
 	// Each host serves on every address: only the one the VIP is
 	// assigned to accepts the client's connections to it.
 	for _, h := range []*lab.Host{a, b} {
