@@ -11,6 +11,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -150,14 +151,11 @@ func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, 
 		got     []taken
 		refused []announce.Refusal
 		failed  []error
-		wg      sync.WaitGroup
-		sem     = make(chan struct{}, keyConcurrency)
+		g       errgroup.Group
 	)
+	g.SetLimit(keyConcurrency)
 	for _, c := range items {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			fresh, err := m.acquireOne(ctx, c, macs[c.Interface], lease)
 			mu.Lock()
 			defer mu.Unlock()
@@ -170,9 +168,10 @@ func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, 
 			default:
 				failed = append(failed, err)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	if len(failed) > 0 {
 		m.dropKeys(ctx, freshOf(got, nil))
 		return nil, nil, fmt.Errorf("nothing was claimed: %w", failed[0])
@@ -238,13 +237,10 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, keyConcurrency)
+	var g errgroup.Group
+	g.SetLimit(keyConcurrency)
 	for _, a := range addrs {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			key := m.k.Claim(a)
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.DefaultTimeout)
 			defer cancel()
@@ -253,9 +249,10 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 			if err != nil {
 				m.log.Warn("delete a released claim's key: it goes with this agent's lease", "addr", a, "err", m.c.Explain(err))
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 }
 
 // macs returns each interface's MAC, for the claims' records.

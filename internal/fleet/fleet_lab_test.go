@@ -79,6 +79,20 @@ func (w *world) join(t *testing.T, name string) (*fleet.Member, *fakeEngine) {
 	return m, eng
 }
 
+// ownerAndStandby joins a and b: a claims vip, b stands by for it.
+func ownerAndStandby(t *testing.T, w *world) (a *fleet.Member, aEng *fakeEngine, b *fleet.Member, bEng *fakeEngine) {
+	t.Helper()
+	a, aEng = w.join(t, "a")
+	b, bEng = w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatalf("claim on a: %v", err)
+	}
+	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatalf("standby on b: %v", err)
+	}
+	return a, aEng, b, bEng
+}
+
 func claim(t *testing.T, m *fleet.Member, a netip.Addr) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -192,14 +206,7 @@ func TestMoveNeverOverlaps(t *testing.T) {
 
 func TestStandbyTakesOverWhenTheOwnerDies(t *testing.T) {
 	w := newWorld(t, "a", "b")
-	a, _ := w.join(t, "a")
-	b, bEng := w.join(t, "b")
-	if err := claim(t, a, vip); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
-		t.Fatalf("standby on b: %v", err)
-	}
+	a, _, _, bEng := ownerAndStandby(t, w)
 	died := time.Now()
 	a.Crash()
 	labtest.Eventually(t, ttl+3*time.Second, func() (bool, string) {
@@ -238,14 +245,7 @@ func TestMoveWaitsForAnOwnerThatDoesNotAnswer(t *testing.T) {
 
 func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	w := newWorld(t, "a", "b")
-	a, aEng := w.join(t, "a")
-	b, bEng := w.join(t, "b")
-	if err := claim(t, a, vip); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	a, aEng, _, bEng := ownerAndStandby(t, w)
 	cutAt := time.Now()
 	cut := labtest.Isolate(t, w.l, w.hosts["a"], w.hosts["store"])
 	bc := w.client(t, "b")
@@ -364,14 +364,7 @@ func TestStoreRestartedClaimsResume(t *testing.T) {
 
 func TestReleaseIsNotTakenByAStandby(t *testing.T) {
 	w := newWorld(t, "a", "b")
-	a, aEng := w.join(t, "a")
-	b, bEng := w.join(t, "b")
-	if err := claim(t, a, vip); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	a, aEng, _, bEng := ownerAndStandby(t, w)
 	if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
 		t.Fatal(err)
 	}

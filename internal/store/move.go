@@ -13,6 +13,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"golang.org/x/sync/errgroup"
 )
 
 // MoveRequest asks for addresses to move to a node.
@@ -218,14 +219,11 @@ func (c *Client) ask(ctx context.Context, pending []*pendingMove, lease clientv3
 	var (
 		mu   sync.Mutex
 		errs []error
-		wg   sync.WaitGroup
-		sem  = make(chan struct{}, moveConcurrency)
+		g    errgroup.Group
 	)
+	g.SetLimit(moveConcurrency)
 	for _, m := range pending {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			rec := Move{
 				Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
 				ID: strconv.FormatInt(int64(lease), 16), Asked: time.Now().UTC(), Options: m.opts,
@@ -252,9 +250,10 @@ func (c *Client) ask(ctx context.Context, pending []*pendingMove, lease clientv3
 				errs = append(errs, err)
 				mu.Unlock()
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	_ = g.Wait()
 	if len(errs) > 0 {
 		c.abandon(pending)
 		return errors.Join(errs...)
