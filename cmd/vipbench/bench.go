@@ -76,6 +76,7 @@ type bench struct {
 	claim   *claimResult
 	sched   []*schedVariant
 	wire    *schedVariant
+	fleet   *fleetResult
 }
 
 func newBench(o *options, log io.Writer) *bench {
@@ -185,6 +186,12 @@ func (b *bench) run(ctx context.Context) *report {
 	// machine.
 	if b.selected(schedStep) {
 		b.step(ctx, schedStep, time.Duration(b.schedRuns())*20*time.Second, b.schedulerRun)
+	}
+
+	// The fleet in process, in a lab of its own, gone before the main lab
+	// comes up: its thousand agents would compete with every later step.
+	if b.selected(fleetStep) {
+		b.step(ctx, fleetStep, b.fleetConfig().timeout(), b.fleetRun)
 	}
 
 	dir, err := os.MkdirTemp("", "vipbench-")

@@ -46,6 +46,8 @@ type options struct {
 	goTool  string
 	// agentFlags are added to the agent's command line (profiling).
 	agentFlags []string
+	// fleetAgents, when set, is the fleet step's number of agents.
+	fleetAgents int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -60,6 +62,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 20m, 8m with -short)")
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
+	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
 	agentFlags := fs.String("agent-flags", "", "extra flags for the measured agent, separated by spaces, e.g. \"--cpuprofile /tmp/agent.prof\"")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vipbench [-short] [-out BENCHMARKS.md] [-run REGEXP] [-vip PATH]")
@@ -73,6 +76,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.agentFlags = strings.Fields(*agentFlags)
+	if o.fleetAgents != 0 && o.fleetAgents < 2 {
+		return nil, fmt.Errorf("-fleet-agents %d: a move needs two agents or more", o.fleetAgents)
+	}
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {

@@ -1,0 +1,510 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/etcdlab"
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// The fleet at scale (issue 14): agents simulated in this process, each a
+// real fleet.Member with a real etcd client of its own, over a real
+// announce.Engine whose one port sends nothing (so the claim path is the
+// agent's own: key transaction, then the engine's claim, bursts and
+// probes), all on one real etcd, Debian's, in a lab host of its own. The
+// agents' connections leave from another lab host (labtest.DialIn): the
+// driver never dials a lab address from the root namespace.
+const fleetStep = "fleet"
+
+// fleetConfig is the size of the fleet step.
+type fleetConfig struct {
+	Agents, PerAgent int
+	// ClaimAtOnce is how many agents claim at the same time while the
+	// fleet fills, each one Member.Claim of PerAgent addresses.
+	ClaimAtOnce int
+	Moves       int
+	// Rest is how long etcd's traffic is measured with nothing happening.
+	Rest time.Duration
+}
+
+func (b *bench) fleetConfig() fleetConfig {
+	c := fleetConfig{Agents: 1000, PerAgent: 100, ClaimAtOnce: 8, Moves: 200, Rest: 20 * time.Second}
+	if b.o.short {
+		c.Agents, c.Moves = 100, 100
+	}
+	if b.o.fleetAgents > 0 {
+		c.Agents = b.o.fleetAgents
+	}
+	return c
+}
+
+// fleetTimeout bounds the step: joining, filling and closing scale with the
+// agents, the moves with their count (each reads the whole fleet).
+func (c fleetConfig) timeout() time.Duration {
+	return 2*time.Minute + c.Rest + time.Duration(c.Agents)*300*time.Millisecond + time.Duration(c.Moves)*2*time.Second
+}
+
+// The fleet lab: the store's host and the host the agents' connections
+// leave from. Documentation prefixes only.
+var fleetHosts = []lab.HostConfig{
+	{Name: "store", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
+	{Name: "agents", IPv4: netip.MustParsePrefix("192.0.2.11/24")},
+}
+
+// fleetPrefixes are every agent's interface's own prefixes, for its
+// registration: a move picks the target's interface by them.
+var fleetPrefixes = []netip.Prefix{
+	netip.MustParsePrefix("198.51.100.1/24"),
+	netip.MustParsePrefix("203.0.113.1/24"),
+	netip.MustParsePrefix("2001:db8::1/32"),
+}
+
+// fleetAddr is the k-th claimed address: 198.51.100.1–254, 203.0.113.1–254,
+// then 2001:db8:f1::/64. They never reach a wire: the ports send nothing.
+func fleetAddr(k int) netip.Addr {
+	switch {
+	case k < 254:
+		return netip.AddrFrom4([4]byte{198, 51, 100, byte(k + 1)})
+	case k < 508:
+		return netip.AddrFrom4([4]byte{203, 0, 113, byte(k - 253)})
+	}
+	a := [16]byte{0x20, 0x01, 0x0d, 0xb8, 0x00, 0xf1}
+	a[12], a[13], a[14], a[15] = byte(k>>24), byte(k>>16), byte(k>>8), byte(k)
+	return netip.AddrFrom16(a)
+}
+
+// fleetResult is what the step measured.
+type fleetResult struct {
+	Cfg fleetConfig
+	// Join is how long the agents took to join, all of them, JoinAtOnce
+	// at a time; Fill how long the claims took, all of them.
+	Join, Fill time.Duration
+	// Claims are the Member.Claim calls of PerAgent addresses, sorted.
+	Claims []time.Duration
+	// Settle is how long after the last claim etcd still had watchers to
+	// catch up.
+	Settle time.Duration
+	Rest   etcdRates
+	// RestCPU is this process's share of one core at rest (every agent).
+	RestCPU float64
+	// Heap and RSS are the live heap after a GC and the resident set
+	// after memory was returned to the system, before the agents joined
+	// and with them at rest; Goroutines likewise.
+	Heap, RSS, Goroutines [2]int64
+	EtcdRSS, Keys         float64
+	// MoveCmd is each store.Move call, MoveLive its own timeline from the
+	// move asked to live on the target; both sorted.
+	MoveCmd, MoveLive []time.Duration
+	MoveWaited        int
+	// Moving is etcd's traffic while the moves ran, one after another.
+	Moving etcdRates
+}
+
+// joinAtOnce bounds the agents joining at the same time.
+const joinAtOnce = 16
+
+// fleetAgent is one simulated agent.
+type fleetAgent struct {
+	node string
+	c    *store.Client
+	eng  *announce.Engine
+	m    *fleet.Member
+	stop context.CancelFunc
+	done chan struct{}
+}
+
+func (b *bench) fleetRun(ctx context.Context) error {
+	res, err := runFleet(ctx, b.fleetConfig(), b.logf)
+	b.fleet = res
+	return err
+}
+
+// runFleet runs the whole step: lab, etcd, agents, claims, rest, moves. It
+// returns what it measured up to a failure, and the failure.
+func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (*fleetResult, error) {
+	prefix := "vf" + strconv.FormatInt(int64(os.Getpid()), 36)
+	if err := lab.Clean(prefix); err != nil {
+		return nil, err
+	}
+	l, err := lab.Up(ctx, lab.Config{Prefix: prefix, Hosts: fleetHosts})
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err := l.Down(); err != nil {
+			logf("fleet lab down: %v", err)
+		}
+	}()
+	tb := newLabTB(ctx, logf)
+	defer tb.Close()
+	var etcd *etcdlab.Etcd
+	if err := tb.Do(func() { etcd = etcdlab.StartEtcd(tb, l.Host("store")) }); err != nil {
+		return nil, fmt.Errorf("start etcd in the lab: %w", err)
+	}
+	dial := labtest.DialIn(l.Host("agents"))
+	url := "etcd://" + strings.TrimPrefix(etcd.Endpoint(), "http://")
+	scr := newEtcdScraper(etcd.Endpoint(), dial)
+	defer scr.close()
+
+	res := &fleetResult{Cfg: cfg}
+	res.Heap[0], res.RSS[0], res.Goroutines[0] = memNow()
+	agents, err := joinFleet(ctx, cfg, url, dial, res, logf)
+	defer func() {
+		// etcd goes first: each lease revoked with it running deletes its
+		// agent's claims, and every other agent's watch would hear each
+		// deletion (and look for a move of it) while the fleet winds down.
+		if err := tb.Do(func() { etcd.Kill(tb) }); err != nil {
+			logf("stop etcd: %v", err)
+		}
+		closeFleet(agents)
+	}()
+	if err != nil {
+		return res, err
+	}
+	if err := fillFleet(ctx, cfg, agents, res, logf); err != nil {
+		return res, err
+	}
+	if err := restFleet(ctx, cfg, scr, res, logf); err != nil {
+		return res, err
+	}
+	res.Heap[1], res.RSS[1], res.Goroutines[1] = memNow()
+	logf("  memory: heap %s, RSS %s (before the agents: %s, %s), %d goroutines",
+		fmtMB(res.Heap[1]/1024), fmtMB(res.RSS[1]), fmtMB(res.Heap[0]/1024), fmtMB(res.RSS[0]), res.Goroutines[1])
+
+	mover, err := store.Open(ctx, store.Config{URL: url, Dial: dial})
+	if err != nil {
+		return res, fmt.Errorf("open the store for the moves: %w", err)
+	}
+	defer mover.Close()
+	return res, moveFleet(ctx, cfg, mover, agents, scr, res, logf)
+}
+
+// memNow returns the live heap after a collection, the resident set after
+// the freed memory went back to the system (KiB), and the goroutines.
+func memNow() (heap, rssK, goroutines int64) {
+	debug.FreeOSMemory() // collects first
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	rssK, _ = rssKiB(os.Getpid())
+	return int64(ms.HeapAlloc), rssK, int64(runtime.NumGoroutine())
+}
+
+// joinFleet starts the agents, joinAtOnce at a time. On a failure it returns
+// the agents that joined, for the caller to close, and the first error.
+func joinFleet(ctx context.Context, cfg fleetConfig, url string, dial func(context.Context, string) (net.Conn, error), res *fleetResult, logf func(string, ...any)) ([]*fleetAgent, error) {
+	start := time.Now()
+	agents := make([]*fleetAgent, cfg.Agents)
+	errs := make([]error, cfg.Agents)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, joinAtOnce)
+	var failed atomic.Bool
+	for i := range agents {
+		if failed.Load() || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			agents[i], errs[i] = joinAgent(ctx, i, url, dial)
+			if errs[i] != nil {
+				failed.Store(true)
+			}
+		})
+	}
+	wg.Wait()
+	res.Join = time.Since(start)
+	joined := slices.DeleteFunc(agents, func(a *fleetAgent) bool { return a == nil })
+	if err := errors.Join(errs...); err != nil || ctx.Err() != nil {
+		return joined, fmt.Errorf("%d of %d agents joined the fleet: %w", len(joined), cfg.Agents, errors.Join(err, ctx.Err()))
+	}
+	logf("  %d agents joined in %v", len(joined), res.Join.Round(time.Millisecond))
+	return joined, nil
+}
+
+// joinAgent starts agent i: its store client, its engine over a port that
+// sends nothing, its member of the fleet with the default lease TTL.
+func joinAgent(ctx context.Context, i int, url string, dial func(context.Context, string) (net.Conn, error)) (*fleetAgent, error) {
+	node := fmt.Sprintf("agent%04d", i)
+	c, err := store.Open(ctx, store.Config{URL: url, Dial: dial})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", node, err)
+	}
+	port := newFleetPort(i)
+	eng := announce.NewEngine(announce.EngineConfig{Open: func(name string) (announce.Port, error) {
+		if name != port.Name() {
+			return nil, fmt.Errorf("no interface %s: the benchmark's agents have only %s", name, port.Name())
+		}
+		return port, nil
+	}})
+	a := &fleetAgent{node: node, c: c, eng: eng, done: make(chan struct{})}
+	var rctx context.Context
+	rctx, a.stop = context.WithCancel(context.Background())
+	go func() {
+		defer close(a.done)
+		_ = eng.Run(rctx)
+	}()
+	a.m, err = fleet.Join(ctx, fleet.Config{
+		Store: c, Node: node, Version: "vipbench",
+		Interfaces: func() []store.Interface {
+			return []store.Interface{{Name: port.Name(), MAC: port.MAC().String(), Up: true, Prefixes: fleetPrefixes}}
+		},
+	}, eng)
+	if err != nil {
+		a.close()
+		return nil, fmt.Errorf("%s: %w", node, err)
+	}
+	return a, nil
+}
+
+func (a *fleetAgent) close() {
+	if a.m != nil {
+		a.m.Close()
+	}
+	a.stop()
+	<-a.done
+	a.c.Close()
+}
+
+// closeFleet closes every agent at once: with etcd gone, each waits out the
+// revocation of its lease (two seconds) in parallel with the others.
+func closeFleet(agents []*fleetAgent) {
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		wg.Go(a.close)
+	}
+	wg.Wait()
+}
+
+// fillFleet has every agent claim its PerAgent addresses in one
+// Member.Claim, ClaimAtOnce agents at a time, and times each call: the
+// keys created in etcd, then the engine's claim (answering, a burst
+// armed) before it returns.
+func fillFleet(ctx context.Context, cfg fleetConfig, agents []*fleetAgent, res *fleetResult, logf func(string, ...any)) error {
+	start := time.Now()
+	took := make([]time.Duration, len(agents))
+	errs := make([]error, len(agents))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, cfg.ClaimAtOnce)
+	for i, a := range agents {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			reqs := make([]announce.Request, cfg.PerAgent)
+			for j := range reqs {
+				reqs[j] = announce.Request{Addr: fleetAddr(i*cfg.PerAgent + j), Interface: fleetPortName}
+			}
+			t0 := time.Now()
+			st, err := a.m.Claim(ctx, reqs, announce.ClaimOptions{})
+			took[i] = time.Since(t0)
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("%s: claim %d addresses: %w", a.node, len(reqs), err)
+			case len(st) != len(reqs):
+				errs[i] = fmt.Errorf("%s: claimed %d addresses, %d live", a.node, len(reqs), len(st))
+			}
+		})
+	}
+	wg.Wait()
+	res.Fill = time.Since(start)
+	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+		return err
+	}
+	res.Claims = slices.Sorted(slices.Values(took))
+	logf("  %s claims in %v (%.0f/s): one Member.Claim of %d p50 %s, p99 %s, max %s",
+		fmtCount(len(agents)*cfg.PerAgent), res.Fill.Round(time.Millisecond), float64(len(agents)*cfg.PerAgent)/res.Fill.Seconds(),
+		cfg.PerAgent, fmtDur(pctl(res.Claims, 0.5)), fmtDur(pctl(res.Claims, 0.99)), fmtDur(pctl(res.Claims, 1)))
+	return nil
+}
+
+// settleTimeout bounds the wait for etcd's watchers to catch up after the
+// fill: every claim's key is an event for every agent's watch.
+const settleTimeout = 5 * time.Minute
+
+// restFleet waits until etcd has no watcher behind, then measures its
+// traffic over cfg.Rest with nothing asked of the fleet.
+func restFleet(ctx context.Context, cfg fleetConfig, scr *etcdScraper, res *fleetResult, logf func(string, ...any)) error {
+	start := time.Now()
+	for {
+		s, err := scr.sample(ctx)
+		if err != nil {
+			return err
+		}
+		if s.SlowWatchers == 0 {
+			break
+		}
+		if time.Since(start) > settleTimeout {
+			return fmt.Errorf("etcd still had %.0f watchers behind %v after the claims: the fleet's watches do not keep up", s.SlowWatchers, settleTimeout)
+		}
+		if err := waitCtx(ctx, 500*time.Millisecond); err != nil {
+			return err
+		}
+	}
+	res.Settle = time.Since(start)
+	s0, err := scr.sample(ctx)
+	if err != nil {
+		return err
+	}
+	cpu0, err := cpuTicks(os.Getpid())
+	if err != nil {
+		return err
+	}
+	if err := waitCtx(ctx, cfg.Rest); err != nil {
+		return err
+	}
+	s1, err := scr.sample(ctx)
+	if err != nil {
+		return err
+	}
+	cpu1, err := cpuTicks(os.Getpid())
+	if err != nil {
+		return err
+	}
+	res.Rest = ratesBetween(s0, s1)
+	res.RestCPU = float64(cpu1-cpu0) / userHZ / res.Rest.Wall.Seconds()
+	res.EtcdRSS, res.Keys = s1.RSS, s1.Keys
+	logf("  at rest over %v (after %v of watchers catching up): %s; etcd %.1f%% of a core, the agents %.1f%%",
+		res.Rest.Wall.Round(time.Millisecond), res.Settle.Round(time.Millisecond), res.Rest.summary(), 100*res.Rest.CPU, 100*res.RestCPU)
+	return nil
+}
+
+func waitCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// summary lists the methods and their rates, for the log.
+func (r etcdRates) summary() string {
+	var parts []string
+	for _, m := range r.Methods {
+		parts = append(parts, fmt.Sprintf("%s %.1f/s", m.Method, m.Received))
+	}
+	if len(parts) == 0 {
+		parts = append(parts, "no gRPC requests")
+	}
+	return strings.Join(parts, ", ") + fmt.Sprintf("; %.1f proposals/s, %.1f leases renewed/s", r.Proposals, r.Renewed)
+}
+
+// moveFleet moves cfg.Moves addresses, one after another, each from its
+// owner to another agent picked at random, and checks that the target's
+// engine holds it and the owner's no longer does.
+func moveFleet(ctx context.Context, cfg fleetConfig, mover *store.Client, agents []*fleetAgent, scr *etcdScraper, res *fleetResult, logf func(string, ...any)) error {
+	owner := make([]int, len(agents)*cfg.PerAgent)
+	for k := range owner {
+		owner[k] = k / cfg.PerAgent
+	}
+	rng := rand.New(rand.NewPCG(14, uint64(len(agents))))
+	s0, err := scr.sample(ctx)
+	if err != nil {
+		return err
+	}
+	for range cfg.Moves {
+		k := rng.IntN(len(owner))
+		from, to := owner[k], rng.IntN(len(agents)-1)
+		if to >= from {
+			to++
+		}
+		a := fleetAddr(k)
+		t0 := time.Now()
+		rs, err := mover.Move(ctx, store.MoveRequest{Addrs: []netip.Addr{a}, To: agents[to].node})
+		took := time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("move %s from %s to %s: %w", a, agents[from].node, agents[to].node, err)
+		}
+		if len(rs) != 1 || !rs[0].Done() {
+			return fmt.Errorf("move %s from %s to %s: not live on the target: %+v", a, agents[from].node, agents[to].node, rs)
+		}
+		if err := checkMoved(a, agents[from], agents[to]); err != nil {
+			return err
+		}
+		owner[k] = to
+		res.MoveCmd = append(res.MoveCmd, took)
+		res.MoveLive = append(res.MoveLive, rs[0].Live.Sub(rs[0].Asked))
+		if rs[0].Waited {
+			res.MoveWaited++
+		}
+	}
+	s1, err := scr.sample(ctx)
+	if err != nil {
+		return err
+	}
+	res.Moving = ratesBetween(s0, s1)
+	slices.Sort(res.MoveCmd)
+	slices.Sort(res.MoveLive)
+	logf("  %d moves: store.Move p50 %s, p99 %s, max %s; asked → live p50 %s, p99 %s; etcd meanwhile: %s",
+		len(res.MoveCmd), fmtDur(pctl(res.MoveCmd, 0.5)), fmtDur(pctl(res.MoveCmd, 0.99)), fmtDur(pctl(res.MoveCmd, 1)),
+		fmtDur(pctl(res.MoveLive, 0.5)), fmtDur(pctl(res.MoveLive, 0.99)), res.Moving.summary())
+	return nil
+}
+
+// checkMoved says whether a moved: the target's engine answers for it and
+// the owner's does not.
+func checkMoved(a netip.Addr, from, to *fleetAgent) error {
+	if st := to.eng.Status(a); len(st) != 1 {
+		return fmt.Errorf("move %s to %s: store.Move said live, but its engine does not hold it", a, to.node)
+	}
+	if st := from.eng.Status(a); len(st) != 0 {
+		return fmt.Errorf("move %s from %s: its engine still holds it (%s) after the move", a, from.node, st[0].State)
+	}
+	return nil
+}
+
+// fleetPortName is every simulated agent's one interface.
+const fleetPortName = "bench0"
+
+// fleetPort is an announce.Port that sends nothing: the engine's claims,
+// bursts and probes run as in an agent, and only the frames are left out.
+// It counts what would have gone out.
+type fleetPort struct {
+	mac    net.HardwareAddr
+	frames atomic.Int64
+}
+
+func newFleetPort(i int) *fleetPort {
+	return &fleetPort{mac: net.HardwareAddr{0x02, 0x00, 0x5e, byte(i >> 16), byte(i >> 8), byte(i)}}
+}
+
+func (p *fleetPort) Hold(...netip.Addr) error   { return nil }
+func (p *fleetPort) Drop(...netip.Addr) error   { return nil }
+func (p *fleetPort) Answered(netip.Addr) uint64 { return 0 }
+func (p *fleetPort) Close() error               { return nil }
+func (p *fleetPort) Name() string               { return fleetPortName }
+func (p *fleetPort) Index() int                 { return 1 }
+func (p *fleetPort) MAC() net.HardwareAddr      { return p.mac }
+
+func (p *fleetPort) Probe(netip.Addr) (int, error) {
+	p.frames.Add(1)
+	return 1, nil
+}
+
+func (p *fleetPort) Announce(a netip.Addr, f announce.FrameKinds) (int, error) {
+	n := f.PerRound(a.Is4())
+	p.frames.Add(int64(n))
+	return n, nil
+}
