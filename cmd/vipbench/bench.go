@@ -77,6 +77,10 @@ type bench struct {
 	sched   []*schedVariant
 	wire    *schedVariant
 	fleet   *fleetResult
+	// fleetBroke is the fleet step's first size when it fenced itself,
+	// fleetBrokeErr what happened.
+	fleetBroke    *fleetResult
+	fleetBrokeErr error
 }
 
 func newBench(o *options, log io.Writer) *bench {

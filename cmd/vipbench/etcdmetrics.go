@@ -21,8 +21,8 @@ import (
 type etcdSample struct {
 	At time.Time
 	// Started counts the calls (unary) or streams begun, Received the
-	// messages received, both by "Service/Method".
-	Started, Received map[string]float64
+	// messages received and Sent those sent, by "Service/Method".
+	Started, Received, Sent map[string]float64
 	// Proposals counts the raft proposals committed: every write.
 	Proposals float64
 	// Renewed counts the leases renewed (etcd_debugging_lease_renewed_total).
@@ -82,7 +82,8 @@ func parseEtcdMetrics(r io.Reader) (etcdSample, error) {
 	if err != nil {
 		return etcdSample{}, fmt.Errorf("etcd's metrics do not parse: %w", err)
 	}
-	smp := etcdSample{Started: byMethod(fams["grpc_server_started_total"]), Received: byMethod(fams["grpc_server_msg_received_total"])}
+	smp := etcdSample{Started: byMethod(fams["grpc_server_started_total"]), Received: byMethod(fams["grpc_server_msg_received_total"]),
+		Sent: byMethod(fams["grpc_server_msg_sent_total"])}
 	for name, v := range map[string]*float64{
 		"etcd_server_proposals_committed_total":  &smp.Proposals,
 		"etcd_debugging_lease_renewed_total":     &smp.Renewed,
@@ -143,10 +144,10 @@ func byMethod(f *dto.MetricFamily) map[string]float64 {
 // methodRate is one gRPC method's traffic between two samples.
 type methodRate struct {
 	Method string
-	// Started and Received are per second; Calls is the calls or streams
-	// begun in all.
-	Started, Received float64
-	Calls             float64
+	// Started, Received and Sent are per second; Calls is the calls or
+	// streams begun in all.
+	Started, Received, Sent float64
+	Calls                   float64
 }
 
 // etcdRates is the traffic between two samples of the same member.
@@ -167,11 +168,11 @@ func ratesBetween(a, b etcdSample) etcdRates {
 		return r
 	}
 	for m, n := range b.Received {
-		started, received := b.Started[m]-a.Started[m], n-a.Received[m]
-		if started <= 0 && received <= 0 {
+		started, received, sent := b.Started[m]-a.Started[m], n-a.Received[m], b.Sent[m]-a.Sent[m]
+		if started <= 0 && received <= 0 && sent <= 0 {
 			continue
 		}
-		r.Methods = append(r.Methods, methodRate{Method: m, Started: started / secs, Received: received / secs, Calls: started})
+		r.Methods = append(r.Methods, methodRate{Method: m, Started: started / secs, Received: received / secs, Sent: sent / secs, Calls: started})
 	}
 	slices.SortFunc(r.Methods, func(x, y methodRate) int {
 		if x.Received != y.Received {

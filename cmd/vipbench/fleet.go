@@ -36,6 +36,8 @@ const fleetStep = "fleet"
 
 // fleetConfig is the size of the fleet step.
 type fleetConfig struct {
+	// Short says the size is -short's.
+	Short            bool
 	Agents, PerAgent int
 	// ClaimAtOnce is how many agents claim at the same time while the
 	// fleet fills, each one Member.Claim of PerAgent addresses.
@@ -48,10 +50,13 @@ type fleetConfig struct {
 func (b *bench) fleetConfig() fleetConfig {
 	c := fleetConfig{Agents: 1000, PerAgent: 100, ClaimAtOnce: 8, Moves: 200, Rest: 20 * time.Second}
 	if b.o.short {
-		c.Agents, c.Moves = 100, 100
+		c.Short, c.Agents, c.Moves = true, 100, 100
 	}
 	if b.o.fleetAgents > 0 {
 		c.Agents = b.o.fleetAgents
+	}
+	if b.o.fleetMoves > 0 {
+		c.Moves = b.o.fleetMoves
 	}
 	return c
 }
@@ -97,8 +102,16 @@ type fleetResult struct {
 	// Join is how long the agents took to join, all of them, JoinAtOnce
 	// at a time; Fill how long the claims took, all of them.
 	Join, Fill time.Duration
-	// Claims are the Member.Claim calls of PerAgent addresses, sorted.
-	Claims []time.Duration
+	// Claims are the Member.Claim calls of PerAgent addresses that
+	// succeeded, sorted; Claimed counts them.
+	Claims  []time.Duration
+	Claimed int
+	// Fenced counts the agents fenced by the end of the fill, FirstFence
+	// is when the first was, since the fill began.
+	Fenced     int
+	FirstFence time.Duration
+	// Filling is etcd's traffic while the fleet filled.
+	Filling etcdRates
 	// Settle is how long after the last claim etcd still had watchers to
 	// catch up.
 	Settle time.Duration
@@ -131,11 +144,30 @@ type fleetAgent struct {
 	done chan struct{}
 }
 
+// fleetRun is the step. When the fleet fences itself while it fills (the
+// store too slow for the renewals), that is a result, not a failed
+// measurement: the step keeps it, and measures again with fallbackShare
+// of the agents.
 func (b *bench) fleetRun(ctx context.Context) error {
-	res, err := runFleet(ctx, b.fleetConfig(), b.logf)
+	cfg := b.fleetConfig()
+	res, err := runFleet(ctx, cfg, b.logf)
+	if errors.Is(err, errFenced) && cfg.Agents*fallbackShare/100 >= 2 {
+		b.fleetBroke, b.fleetBrokeErr = res, err
+		cfg.Agents = cfg.Agents * fallbackShare / 100
+		b.logf("  %v; again with %d agents", err, cfg.Agents)
+		res, err = runFleet(ctx, cfg, b.logf)
+	}
 	b.fleet = res
 	return err
 }
+
+// fallbackShare is the percentage of the agents the step measures again
+// with when the first size fenced: 300 of 1,000 held on the 2-core machine
+// BENCHMARKS.md was written on.
+const fallbackShare = 30
+
+// errFenced marks a fleet that fenced itself while it filled.
+var errFenced = errors.New("agents fenced themselves while the fleet filled")
 
 // runFleet runs the whole step: lab, etcd, agents, claims, rest, moves. It
 // returns what it measured up to a failure, and the failure.
@@ -179,7 +211,7 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 	if err != nil {
 		return res, err
 	}
-	if err := fillFleet(ctx, cfg, agents, res, logf); err != nil {
+	if err := fillFleet(ctx, cfg, agents, scr, res, logf); err != nil {
 		return res, err
 	}
 	if err := restFleet(ctx, cfg, scr, res, logf); err != nil {
@@ -232,11 +264,49 @@ func joinFleet(ctx context.Context, cfg fleetConfig, url string, dial func(conte
 	wg.Wait()
 	res.Join = time.Since(start)
 	joined := slices.DeleteFunc(agents, func(a *fleetAgent) bool { return a == nil })
-	if err := errors.Join(errs...); err != nil || ctx.Err() != nil {
-		return joined, fmt.Errorf("%d of %d agents joined the fleet: %w", len(joined), cfg.Agents, errors.Join(err, ctx.Err()))
+	if err := errors.Join(firstErrors(cfg.Agents, "joins", errs), ctx.Err()); err != nil {
+		return joined, fmt.Errorf("%d of %d agents joined the fleet: %w", len(joined), cfg.Agents, err)
 	}
 	logf("  %d agents joined in %v", len(joined), res.Join.Round(time.Millisecond))
 	return joined, nil
+}
+
+// firstErrors sums up the errors of n operations (what) in one error: how
+// many failed, the first few, and the first of each other kind after them,
+// so that a thousand agents failing alike read as one line, not a thousand.
+func firstErrors(n int, what string, errs []error) error {
+	var failed []error
+	for _, err := range errs {
+		if err != nil {
+			failed = append(failed, err)
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	const show = 3
+	shown := failed[:min(show, len(failed))]
+	kinds := map[string]bool{}
+	for _, err := range shown {
+		kinds[errKind(err)] = true
+	}
+	for _, err := range failed[len(shown):] {
+		if k := errKind(err); !kinds[k] {
+			kinds[k] = true
+			shown = append(shown, err)
+		}
+	}
+	return fmt.Errorf("%d of %d %s failed, among them: %w", len(failed), n, what, errors.Join(shown...))
+}
+
+// errKind is an error's message without the agent it names, so that the
+// same failure on two agents is one kind.
+func errKind(err error) string {
+	_, rest, _ := strings.Cut(err.Error(), ": ")
+	if i := strings.Index(rest, " since "); i >= 0 {
+		rest = rest[:i]
+	}
+	return rest
 }
 
 // joinAgent starts agent i: its store client, its engine over a port that
@@ -297,11 +367,16 @@ func closeFleet(agents []*fleetAgent) {
 // Member.Claim, ClaimAtOnce agents at a time, and times each call: the
 // keys created in etcd, then the engine's claim (answering, a burst
 // armed) before it returns.
-func fillFleet(ctx context.Context, cfg fleetConfig, agents []*fleetAgent, res *fleetResult, logf func(string, ...any)) error {
+func fillFleet(ctx context.Context, cfg fleetConfig, agents []*fleetAgent, scr *etcdScraper, res *fleetResult, logf func(string, ...any)) error {
+	s0, err := scr.sample(ctx)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	took := make([]time.Duration, len(agents))
 	errs := make([]error, len(agents))
 	var wg sync.WaitGroup
+	var claimed atomic.Int64
 	sem := make(chan struct{}, cfg.ClaimAtOnce)
 	for i, a := range agents {
 		if ctx.Err() != nil {
@@ -317,6 +392,9 @@ func fillFleet(ctx context.Context, cfg fleetConfig, agents []*fleetAgent, res *
 			t0 := time.Now()
 			st, err := a.m.Claim(ctx, reqs, announce.ClaimOptions{})
 			took[i] = time.Since(t0)
+			if n := claimed.Add(1); n%int64(max(len(agents)/10, 1)) == 0 {
+				logf("  %d of %d agents have claimed (%v)", n, len(agents), time.Since(start).Round(time.Second))
+			}
 			switch {
 			case err != nil:
 				errs[i] = fmt.Errorf("%s: claim %d addresses: %w", a.node, len(reqs), err)
@@ -327,10 +405,38 @@ func fillFleet(ctx context.Context, cfg fleetConfig, agents []*fleetAgent, res *
 	}
 	wg.Wait()
 	res.Fill = time.Since(start)
-	if err := errors.Join(append(errs, ctx.Err())...); err != nil {
+	if s1, err := scr.sample(ctx); err == nil {
+		res.Filling = ratesBetween(s0, s1)
+	}
+	for i, a := range agents {
+		if errs[i] == nil && took[i] > 0 {
+			res.Claims = append(res.Claims, took[i])
+		}
+		if _, _, fencedAt := a.m.Lease(); !fencedAt.IsZero() {
+			since := fencedAt.Sub(start)
+			if res.Fenced == 0 || since < res.FirstFence {
+				res.FirstFence = since
+			}
+			res.Fenced++
+		}
+	}
+	slices.Sort(res.Claims)
+	res.Claimed = len(res.Claims)
+	logf("  etcd while the fleet filled: %s", res.Filling.summary())
+	if res.Fenced > 0 {
+		err := fmt.Errorf("%d of %d %w, the first %v after the claims began: their lease renewals did not reach etcd in time; %d agents had claimed",
+			res.Fenced, len(agents), errFenced, res.FirstFence.Round(time.Millisecond), res.Claimed)
+		if cerr := firstErrors(len(agents), "agents' claims", errs); cerr != nil {
+			err = fmt.Errorf("%w; %w", err, cerr)
+		}
 		return err
 	}
-	res.Claims = slices.Sorted(slices.Values(took))
+	if err := firstErrors(len(agents), "agents' claims", errs); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
 	logf("  %s claims in %v (%.0f/s): one Member.Claim of %d p50 %s, p99 %s, max %s",
 		fmtCount(len(agents)*cfg.PerAgent), res.Fill.Round(time.Millisecond), float64(len(agents)*cfg.PerAgent)/res.Fill.Seconds(),
 		cfg.PerAgent, fmtDur(pctl(res.Claims, 0.5)), fmtDur(pctl(res.Claims, 0.99)), fmtDur(pctl(res.Claims, 1)))
@@ -403,7 +509,11 @@ func waitCtx(ctx context.Context, d time.Duration) error {
 func (r etcdRates) summary() string {
 	var parts []string
 	for _, m := range r.Methods {
-		parts = append(parts, fmt.Sprintf("%s %.1f/s", m.Method, m.Received))
+		p := fmt.Sprintf("%s %.1f/s", m.Method, m.Received)
+		if m.Sent > m.Received {
+			p += fmt.Sprintf(" (%.0f/s sent)", m.Sent)
+		}
+		parts = append(parts, p)
 	}
 	if len(parts) == 0 {
 		parts = append(parts, "no gRPC requests")

@@ -101,8 +101,10 @@ func (t *labTB) Cleanup(fn func()) {
 	t.cleanups = append(t.cleanups, fn)
 }
 
-func (t *labTB) Error(args ...any)                 { t.record(true, false, fmt.Sprint(args...)) }
-func (t *labTB) Errorf(format string, args ...any) { t.record(true, false, fmt.Sprintf(format, args...)) }
+func (t *labTB) Error(args ...any) { t.record(true, false, fmt.Sprint(args...)) }
+func (t *labTB) Errorf(format string, args ...any) {
+	t.record(true, false, fmt.Sprintf(format, args...))
+}
 func (t *labTB) Fail()                             { t.record(true, false, "") }
 func (t *labTB) FailNow()                          { t.Fail(); runtime.Goexit() }
 func (t *labTB) Fatal(args ...any)                 { t.Error(args...); runtime.Goexit() }

@@ -46,8 +46,8 @@ type options struct {
 	goTool  string
 	// agentFlags are added to the agent's command line (profiling).
 	agentFlags []string
-	// fleetAgents, when set, is the fleet step's number of agents.
-	fleetAgents int
+	// fleetAgents and fleetMoves, when set, size the fleet step.
+	fleetAgents, fleetMoves int
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -60,9 +60,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks of the hot paths first")
 	fs.StringVar(&o.pkgs, "gobench-pkgs", "./announce ./sniff", "packages whose Go benchmarks to run")
 	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression")
-	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 20m, 8m with -short)")
+	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 35m, 12m with -short)")
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
+	fs.IntVar(&o.fleetMoves, "fleet-moves", 0, "moves in the fleet step, one after another (default: 200, 100 with -short)")
 	agentFlags := fs.String("agent-flags", "", "extra flags for the measured agent, separated by spaces, e.g. \"--cpuprofile /tmp/agent.prof\"")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vipbench [-short] [-out BENCHMARKS.md] [-run REGEXP] [-vip PATH]")
@@ -87,9 +88,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		o.only = re
 	}
 	if o.timeout == 0 {
-		o.timeout = 20 * time.Minute
+		// The fleet step takes up to a quarter of an hour, two minutes
+		// with -short.
+		o.timeout = 35 * time.Minute
 		if o.short {
-			o.timeout = 8 * time.Minute
+			o.timeout = 12 * time.Minute
 		}
 	}
 	return o, nil
