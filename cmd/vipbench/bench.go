@@ -77,10 +77,8 @@ type bench struct {
 	sched   []*schedVariant
 	wire    *schedVariant
 	fleet   *fleetResult
-	// fleetBroke is the fleet step's first size when it fenced itself,
-	// fleetBrokeErr what happened.
-	fleetBroke    *fleetResult
-	fleetBrokeErr error
+	// fleetBroke are the fleet step's sizes that fenced themselves.
+	fleetBroke []brokenFleet
 }
 
 func newBench(o *options, log io.Writer) *bench {

@@ -49,12 +49,12 @@ func (b *bench) fleetRows() {
 	}
 	r := b.fleet
 	b.rep.Fleet, b.rep.FleetErr = r, b.ran[fleetStep]
-	b.rep.FleetBroke, b.rep.FleetBrokeErr = b.fleetBroke, b.fleetBrokeErr
-	if br := b.fleetBroke; br != nil {
+	b.rep.FleetBroke = b.fleetBroke
+	for _, bf := range b.fleetBroke {
+		br := bf.res
 		b.rep.Rows = append(b.rep.Rows, row{Scenario: fmt.Sprintf("fleet, %s agents × %s claims: agents fenced while the fleet filled",
 			fmtCount(br.Cfg.Agents), fmtCount(br.Cfg.PerAgent)), Kernel: "—", Ratio: "—", Target: "none",
-			Vip: fmt.Sprintf("%s, the first %s after the claims began (the rows below: %s agents)", fmtCount(br.Fenced), fmtDur(br.FirstFence), fmtCount(br.Cfg.Agents*fallbackShare/100)),
-			Met: notMet})
+			Vip: fmt.Sprintf("%s, the first %s after the claims began", fmtCount(br.Fenced), fmtDur(br.FirstFence)), Met: notMet})
 	}
 	name := "fleet, " + fmtCount(b.fleetConfig().Agents) + " agents on one etcd"
 	if r != nil {
@@ -88,13 +88,15 @@ func writeFleet(w io.Writer, rep *report) {
 	}
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("## The fleet: agents and their claims on one etcd\n\n")
-	if br := rep.FleetBroke; br != nil {
-		p("**%s agents × %s claims did not hold on this machine.** %s. ", fmtCount(br.Cfg.Agents), fmtCount(br.Cfg.PerAgent), rep.FleetBrokeErr)
+	for _, bf := range rep.FleetBroke {
+		br := bf.res
+		p("**%s agents × %s claims did not hold on this machine.** %s. ", fmtCount(br.Cfg.Agents), fmtCount(br.Cfg.PerAgent), codeBlockLine(bf.err.Error()))
 		p("Before that, %s agents joined in %s", fmtCount(br.Cfg.Agents), fmtDur(br.Join))
 		if w := br.Filling.method("Watch/Watch"); w.Sent > 0 {
-			p("; while the claims ran etcd sent %.0f watch messages/s and committed %.0f transactions/s at %.0f%% of a core", w.Sent, br.Filling.method("KV/Txn").Received, 100*br.Filling.CPU)
+			p("; while the claims ran, etcd received %.0f lease keepalives/s but renewed %.0f leases/s, sent %.0f watch messages/s and committed %.0f transactions/s, at %.0f%% of a core",
+				br.Filling.method(keepAliveMethod).Received, br.Filling.Renewed, w.Sent, br.Filling.method("KV/Txn").Received, 100*br.Filling.CPU)
 		}
-		p(". The step then measured %s agents, below.\n\n", fmtCount(br.Cfg.Agents*fallbackShare/100))
+		p(".\n\n")
 	}
 	if r == nil {
 		p("The step failed before it had agents: %s\n\n", codeBlockLine(stepErr.Error()))

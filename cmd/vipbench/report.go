@@ -62,17 +62,16 @@ type report struct {
 	Loads    []loadRow
 	Fleet    *fleetResult
 	FleetErr error
-	// FleetBroke is the fleet's first size when it fenced itself, and
-	// FleetBrokeErr what happened; Fleet is then the smaller one.
-	FleetBroke    *fleetResult
-	FleetBrokeErr error
-	GoBench       []goBench
-	GoCmd         string
-	GoErr         error
-	Steps         []step
-	Notes         []string
-	Clock         string // where the load runs' send times came from
-	IdleSecs      int
+	// FleetBroke are the fleet's sizes that fenced themselves; Fleet is
+	// then the next smaller one.
+	FleetBroke []brokenFleet
+	GoBench    []goBench
+	GoCmd      string
+	GoErr      error
+	Steps      []step
+	Notes      []string
+	Clock      string // where the load runs' send times came from
+	IdleSecs   int
 	// LoadBefore and LoadAfter are /proc/loadavg around the run: other
 	// work on the machine shows there.
 	LoadBefore, LoadAfter string
