@@ -36,8 +36,9 @@ const fleetStep = "fleet"
 
 // fleetConfig is the size of the fleet step.
 type fleetConfig struct {
-	// Short says the size is -short's.
-	Short            bool
+	// Short says the size is -short's; Fallback that a larger fleet
+	// fenced itself before.
+	Short, Fallback  bool
 	Agents, PerAgent int
 	// ClaimAtOnce is how many agents claim at the same time while the
 	// fleet fills, each one Member.Claim of PerAgent addresses.
@@ -159,7 +160,7 @@ func (b *bench) fleetRun(ctx context.Context) error {
 		}
 		b.fleetBroke = append(b.fleetBroke, brokenFleet{res, err})
 		b.logf("  %v; again with %d agents", err, next)
-		cfg.Agents = next
+		cfg.Agents, cfg.Fallback = next, true
 	}
 }
 

@@ -25,7 +25,10 @@ func (r *fleetResult) size() string {
 }
 
 func (r *fleetResult) why() string {
-	if r.Cfg.Agents == 100 && r.Cfg.Short {
+	switch {
+	case r.Cfg.Fallback:
+		return "a larger fleet fenced itself, above"
+	case r.Cfg.Agents == 100 && r.Cfg.Short:
 		return "-short"
 	}
 	return "-fleet-agents"
