@@ -62,10 +62,13 @@ func (b *bench) fleetConfig() fleetConfig {
 	return c
 }
 
-// fleetTimeout bounds the step: joining, filling and closing scale with the
-// agents, the moves with their count (each reads the whole fleet).
+// timeout bounds the step. Filling grows with the square of the agents:
+// every claim's key goes to every agent's watch, and etcd sends some
+// 100,000 of those a second here (the bound allows half that). Each move
+// reads the whole fleet.
 func (c fleetConfig) timeout() time.Duration {
-	return 2*time.Minute + c.Rest + time.Duration(c.Agents)*300*time.Millisecond + time.Duration(c.Moves)*2*time.Second
+	events := float64(c.Agents) * float64(c.Agents) * float64(c.PerAgent)
+	return 3*time.Minute + c.Rest + time.Duration(events/50000*float64(time.Second)) + time.Duration(c.Moves)*3*time.Second
 }
 
 // The fleet lab: the store's host and the host the agents' connections
@@ -453,6 +456,11 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *store.Client, agents
 	if err != nil {
 		return err
 	}
+	// The moves done count even when a later one fails.
+	defer func() {
+		slices.Sort(res.MoveCmd)
+		slices.Sort(res.MoveLive)
+	}()
 	for range cfg.Moves {
 		k := rng.IntN(len(owner))
 		from, to := owner[k], rng.IntN(len(agents)-1)

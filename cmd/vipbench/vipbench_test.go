@@ -156,7 +156,7 @@ func TestReport(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	var stderr bytes.Buffer
 	o, err := parseFlags([]string{"-short", "-run", "kernel"}, &stderr)
-	if err != nil || !o.short || o.timeout != 12*time.Minute || !o.only.MatchString("kernel IPv4 1,000/s") || o.out != "BENCHMARKS.md" {
+	if err != nil || !o.short || o.timeout != 15*time.Minute || !o.only.MatchString("kernel IPv4 1,000/s") || o.out != "BENCHMARKS.md" {
 		t.Errorf("got %+v, %v", o, err)
 	}
 	if _, err := parseFlags([]string{"-run", "("}, &stderr); err == nil {
