@@ -74,7 +74,7 @@ release-check: goreleaser
 # Benchmarks: the Go benchmarks of the hot paths (go test -bench -benchmem
 # ./announce ./sniff), then the same load against the kernel and against vip
 # on a lab segment; writes BENCHMARKS.md. Needs root, like the lab tests.
-# `make bench BENCHFLAGS=-short` takes about a minute; the driver runs as
+# `make bench BENCHFLAGS=-short` takes about 3 minutes; the driver runs as
 # root (through sudo when not root), like the test binaries.
 .PHONY: bench
 bench: deps

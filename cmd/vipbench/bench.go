@@ -76,6 +76,9 @@ type bench struct {
 	claim   *claimResult
 	sched   []*schedVariant
 	wire    *schedVariant
+	fleet   *fleetResult
+	// fleetBroke are the fleet step's sizes that fenced themselves.
+	fleetBroke []brokenFleet
 }
 
 func newBench(o *options, log io.Writer) *bench {
@@ -185,6 +188,12 @@ func (b *bench) run(ctx context.Context) *report {
 	// machine.
 	if b.selected(schedStep) {
 		b.step(ctx, schedStep, time.Duration(b.schedRuns())*20*time.Second, b.schedulerRun)
+	}
+
+	// The fleet in process, in a lab of its own, gone before the main lab
+	// comes up: its thousand agents would compete with every later step.
+	if b.selected(fleetStep) {
+		b.step(ctx, fleetStep, b.fleetConfig().timeout(), b.fleetRun)
 	}
 
 	dir, err := os.MkdirTemp("", "vipbench-")

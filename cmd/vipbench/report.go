@@ -60,13 +60,18 @@ type report struct {
 	Rows     []row
 	Floor    []floorRow
 	Loads    []loadRow
-	GoBench  []goBench
-	GoCmd    string
-	GoErr    error
-	Steps    []step
-	Notes    []string
-	Clock    string // where the load runs' send times came from
-	IdleSecs int
+	Fleet    *fleetResult
+	FleetErr error
+	// FleetBroke are the fleet's sizes that fenced themselves; Fleet is
+	// then the next smaller one.
+	FleetBroke []brokenFleet
+	GoBench    []goBench
+	GoCmd      string
+	GoErr      error
+	Steps      []step
+	Notes      []string
+	Clock      string // where the load runs' send times came from
+	IdleSecs   int
 	// LoadBefore and LoadAfter are /proc/loadavg around the run: other
 	// work on the machine shows there.
 	LoadBefore, LoadAfter string
@@ -157,6 +162,7 @@ func (r *report) write(w io.Writer) error {
 	}
 	p("\n")
 	writeFloor(w, r.Floor)
+	writeFleet(w, r)
 
 	if len(r.Loads) > 0 {
 		p("## Load runs\n\n")
@@ -321,6 +327,7 @@ func (r *report) howMeasured() []string {
 			"same way: the process is forked from a thread that entered the host's network namespace (no `ip netns exec` in between). Median of the repeats.",
 		"**Go benchmarks** run before the lab, on the same machine: `-benchmem`, one count, default benchtime.",
 		schedHowMeasured(),
+		fleetHowMeasured(),
 	}
 	return h
 }

@@ -425,6 +425,7 @@ func (b *bench) finish() {
 	}
 
 	b.schedRows()
+	b.fleetRows()
 
 	// Where the send times came from, by rate.
 	r.Clock = b.clocks()

@@ -156,7 +156,7 @@ func TestReport(t *testing.T) {
 func TestParseFlags(t *testing.T) {
 	var stderr bytes.Buffer
 	o, err := parseFlags([]string{"-short", "-run", "kernel"}, &stderr)
-	if err != nil || !o.short || o.timeout != 8*time.Minute || !o.only.MatchString("kernel IPv4 1,000/s") || o.out != "BENCHMARKS.md" {
+	if err != nil || !o.short || o.timeout != 15*time.Minute || !o.only.MatchString("kernel IPv4 1,000/s") || o.out != "BENCHMARKS.md" {
 		t.Errorf("got %+v, %v", o, err)
 	}
 	if _, err := parseFlags([]string{"-run", "("}, &stderr); err == nil {
@@ -164,5 +164,11 @@ func TestParseFlags(t *testing.T) {
 	}
 	if _, err := parseFlags([]string{"extra"}, &stderr); err == nil {
 		t.Error("an argument: got no error")
+	}
+	if _, err := parseFlags([]string{"-fleet-agents", "1"}, &stderr); err == nil {
+		t.Error("-fleet-agents 1, too few to move between: got no error")
+	}
+	if o, err := parseFlags([]string{"-fleet-agents", "300", "-fleet-moves", "20"}, &stderr); err != nil || o.fleetAgents != 300 || o.fleetMoves != 20 {
+		t.Errorf("-fleet-agents 300 -fleet-moves 20: got %+v, %v", o, err)
 	}
 }
