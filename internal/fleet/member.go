@@ -129,6 +129,8 @@ type Member struct {
 	fenced  map[netip.Addr]owned
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
+	// incoming are the moves to this node whose owner has not let go.
+	incoming map[netip.Addr]incomingMove
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -164,7 +166,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		cfg: cfg, eng: eng, c: cfg.Store, k: cfg.Store.Keys, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
-		standby: map[netip.Addr]store.Standby{},
+		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]incomingMove{},
 	}
 	prev, err := m.register(ctx)
 	if err != nil {

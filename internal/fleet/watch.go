@@ -16,30 +16,13 @@ import (
 )
 
 // watchLoop follows the store from rev on and acts on what concerns this
-// node: moves from it and to it, owners' keys that vanish (for its
-// standbys). After the watch breaks it reads the moves again.
+// node: moves from it and to it, and owners' keys that vanish (for its
+// moves and standbys); see store.WatchMoves. After a watch breaks it reads
+// the moves again.
 func (m *Member) watchLoop(ctx context.Context, rev int64) {
 	m.resync(ctx)
-	for ctx.Err() == nil {
-		wch := m.c.Watch(clientv3.WithRequireLeader(ctx), m.k.Prefix, clientv3.WithPrefix(),
-			clientv3.WithRev(rev+1), clientv3.WithPrevKV())
-		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				if wr.CompactRevision > rev {
-					rev = wr.CompactRevision - 1
-				}
-				m.log.Debug("the store's watch broke: watching again", "err", err)
-				break
-			}
-			m.handle(ctx, wr.Events)
-			rev = wr.Header.Revision
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(m.timing.Renew):
-		}
-		m.resync(ctx)
+	for evs := range m.c.WatchMoves(ctx, rev, func() { m.resync(ctx) }) {
+		m.handle(ctx, evs)
 	}
 }
 
@@ -68,6 +51,10 @@ func (m *Member) handle(ctx context.Context, evs []*clientv3.Event) {
 			continue
 		}
 		switch {
+		case p.Kind == store.KindMove && ev.Type == clientv3.EventTypeDelete:
+			m.mu.Lock()
+			delete(m.incoming, p.Addr)
+			m.mu.Unlock()
 		case p.Kind == store.KindMove && ev.Type == clientv3.EventTypePut:
 			var mv store.Move
 			if json.Unmarshal(ev.Kv.Value, &mv) != nil || !mv.Live.IsZero() || mv.Error != "" {
@@ -88,8 +75,11 @@ func (m *Member) handle(ctx context.Context, evs []*clientv3.Event) {
 					continue
 				}
 			}
-			if mv, crev, ok := m.incomingMove(ctx, p.Addr); ok {
-				m.arrive(ctx, mv, crev)
+			m.mu.Lock()
+			in, ok := m.incoming[p.Addr]
+			m.mu.Unlock()
+			if ok {
+				m.arrive(ctx, in.mv, in.crev)
 				continue
 			}
 			m.takeAsStandby(ctx, p.Addr, ev.PrevKv)
@@ -108,20 +98,10 @@ func (m *Member) owns(a netip.Addr) bool {
 	return ok
 }
 
-// incomingMove returns the move of a to this node under way, if any.
-func (m *Member) incomingMove(ctx context.Context, a netip.Addr) (store.Move, int64, bool) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	resp, err := m.c.Get(rctx, m.k.Move(a))
-	if err != nil || len(resp.Kvs) != 1 {
-		return store.Move{}, 0, false
-	}
-	var mv store.Move
-	if json.Unmarshal(resp.Kvs[0].Value, &mv) != nil || mv.To != m.cfg.Node || !mv.Live.IsZero() || mv.Error != "" {
-		return store.Move{}, 0, false
-	}
-	mv.Addr = a
-	return mv, resp.Kvs[0].CreateRevision, true
+// incomingMove is a move to this node that waits for its owner to let go.
+type incomingMove struct {
+	mv   store.Move
+	crev int64
 }
 
 // leave releases addresses moving away: the engine stops answering first,
@@ -197,8 +177,14 @@ func (m *Member) arrive(ctx context.Context, mv store.Move, crev int64) {
 		if err != nil || !resp.Succeeded {
 			// The owner has not let go yet: its key's deletion brings
 			// the move back here.
+			m.mu.Lock()
+			m.incoming[mv.Addr] = incomingMove{mv: mv, crev: crev}
+			m.mu.Unlock()
 			return
 		}
+		m.mu.Lock()
+		delete(m.incoming, mv.Addr)
+		m.mu.Unlock()
 		var opts announce.ClaimOptions
 		_ = json.Unmarshal(mv.Options, &opts)
 		st, err := m.eng.Claim(ctx, []announce.Request{{Addr: mv.Addr, Interface: mv.Interface}}, opts)

@@ -84,7 +84,13 @@ type pendingMove struct {
 // is refused (a node not alive, no interface for an address, a move under
 // way): the error says why, wrapping ErrRefused.
 func (c *Client) Move(ctx context.Context, req MoveRequest) ([]MoveResult, error) {
-	v, err := c.Fleet(ctx)
+	var v View
+	var err error
+	if req.All {
+		v, err = c.Fleet(ctx)
+	} else {
+		v, err = c.fleetFor(ctx, req.Addrs)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -130,7 +136,7 @@ func (c *Client) Move(ctx context.Context, req MoveRequest) ([]MoveResult, error
 	}()
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watch := c.Watch(clientv3.WithRequireLeader(wctx), c.Keys.Prefix, clientv3.WithPrefix(), clientv3.WithRev(v.Revision+1))
+	watch := c.WatchMoves(wctx, v.Revision, nil)
 	if err := c.ask(ctx, pending, lease.ID); err != nil {
 		return nil, err
 	}
@@ -144,16 +150,12 @@ func (c *Client) Move(ctx context.Context, req MoveRequest) ([]MoveResult, error
 		case <-ctx.Done():
 			c.abandon(pending)
 			open = 0
-		case wr, ok := <-watch:
-			if !ok || wr.Err() != nil {
-				if ctx.Err() == nil {
-					// The watch broke (compaction, leader loss):
-					// read the state and watch again from there.
-					watch = c.Watch(clientv3.WithRequireLeader(wctx), c.Keys.Prefix, clientv3.WithPrefix(), clientv3.WithRev(wr.Header.Revision+1))
-				}
+		case evs, ok := <-watch:
+			if !ok {
+				watch = nil // ctx is done: the case above ends the wait
 				continue
 			}
-			for _, ev := range wr.Events {
+			for _, ev := range evs {
 				m := byKey[string(ev.Kv.Key)]
 				if m == nil || m.end {
 					continue

@@ -76,66 +76,119 @@ func (c *Client) Range(ctx context.Context, prefix string, fn func(kv *mvccpb.Ke
 // Fleet reads the whole fleet: nodes, claims, standbys and moves. A value
 // that is not a vip record is skipped and reported, never fatal.
 func (c *Client) Fleet(ctx context.Context) (View, error) {
-	v := View{k: c.Keys}
-	claims := map[netip.Addr]*ClaimView{}
-	get := func(a netip.Addr) *ClaimView {
-		cv := claims[a]
-		if cv == nil {
-			cv = &ClaimView{Claim: Claim{Addr: a}}
-			claims[a] = cv
-		}
-		return cv
-	}
-	skip := func(key string, err error) { v.Skipped = append(v.Skipped, Skipped{Key: key, Error: err.Error()}) }
-	rev, err := c.Range(ctx, c.Keys.Prefix, func(kv *mvccpb.KeyValue) {
-		key, value, lease := string(kv.Key), kv.Value, kv.Lease
-		p, err := c.Keys.Parse(key)
-		if err != nil {
-			skip(key, err)
-			return
-		}
-		switch p.Kind {
-		case KindNode:
-			n, err := decode[Node](key, value)
-			if err != nil {
-				skip(key, err)
-				return
-			}
-			n.Node, n.Lease = p.Node, lease
-			v.Nodes = append(v.Nodes, n)
-		case KindClaim:
-			cl, err := decode[Claim](key, value)
-			if err != nil {
-				skip(key, err)
-				return
-			}
-			cl.Addr, cl.Lease = p.Addr, lease
-			cv := get(p.Addr)
-			cv.Claim, cv.createRev = cl, kv.CreateRevision
-		case KindStandby:
-			s, err := decode[Standby](key, value)
-			if err != nil {
-				skip(key, err)
-				return
-			}
-			s.Addr, s.Node, s.Lease = p.Addr, p.Node, lease
-			cv := get(p.Addr)
-			cv.Standbys = append(cv.Standbys, s)
-		case KindMove:
-			m, err := decode[Move](key, value)
-			if err != nil {
-				skip(key, err)
-				return
-			}
-			m.Addr = p.Addr
-			get(p.Addr).Move = &m
-		}
-	})
+	b := newViewBuilder(c.Keys)
+	rev, err := c.Range(ctx, c.Keys.Prefix, b.add)
 	if err != nil {
 		return View{}, err
 	}
+	return b.view(rev), nil
+}
+
+// maxTxnAddrs bounds the addresses whose records one transaction reads
+// (two reads each, under etcd's default of 128 operations a transaction).
+const maxTxnAddrs = 60
+
+// fleetFor reads what a move of addrs needs to plan, at one revision: the
+// nodes, and each address's claim and move. A few addresses are read in
+// one transaction rather than the whole fleet, which at 100,000 claims is
+// twenty pages.
+func (c *Client) fleetFor(ctx context.Context, addrs []netip.Addr) (View, error) {
+	if len(addrs) == 0 || len(addrs) > maxTxnAddrs {
+		return c.Fleet(ctx)
+	}
+	ops := []clientv3.Op{clientv3.OpGet(c.Keys.Nodes(), clientv3.WithPrefix())}
+	for _, a := range addrs {
+		ops = append(ops, clientv3.OpGet(c.Keys.Claim(a)), clientv3.OpGet(c.Keys.Move(a)))
+	}
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return View{}, c.Explain(err)
+	}
+	b := newViewBuilder(c.Keys)
+	for _, r := range resp.Responses {
+		for _, kv := range r.GetResponseRange().Kvs {
+			b.add(kv)
+		}
+	}
+	return b.view(resp.Header.Revision), nil
+}
+
+// viewBuilder gathers records into a View, skipping what does not parse.
+type viewBuilder struct {
+	v      View
+	claims map[netip.Addr]*ClaimView
+}
+
+func newViewBuilder(k Keys) *viewBuilder {
+	return &viewBuilder{v: View{k: k}, claims: map[netip.Addr]*ClaimView{}}
+}
+
+func (b *viewBuilder) get(a netip.Addr) *ClaimView {
+	cv := b.claims[a]
+	if cv == nil {
+		cv = &ClaimView{Claim: Claim{Addr: a}}
+		b.claims[a] = cv
+	}
+	return cv
+}
+
+func (b *viewBuilder) skip(key string, err error) {
+	b.v.Skipped = append(b.v.Skipped, Skipped{Key: key, Error: err.Error()})
+}
+
+// add reads one key under the prefix.
+func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
+	key, value, lease := string(kv.Key), kv.Value, kv.Lease
+	p, err := b.v.k.Parse(key)
+	if err != nil {
+		b.skip(key, err)
+		return
+	}
+	switch p.Kind {
+	case KindNode:
+		n, err := decode[Node](key, value)
+		if err != nil {
+			b.skip(key, err)
+			return
+		}
+		n.Node, n.Lease = p.Node, lease
+		b.v.Nodes = append(b.v.Nodes, n)
+	case KindClaim:
+		cl, err := decode[Claim](key, value)
+		if err != nil {
+			b.skip(key, err)
+			return
+		}
+		cl.Addr, cl.Lease = p.Addr, lease
+		cv := b.get(p.Addr)
+		cv.Claim, cv.createRev = cl, kv.CreateRevision
+	case KindStandby:
+		s, err := decode[Standby](key, value)
+		if err != nil {
+			b.skip(key, err)
+			return
+		}
+		s.Addr, s.Node, s.Lease = p.Addr, p.Node, lease
+		cv := b.get(p.Addr)
+		cv.Standbys = append(cv.Standbys, s)
+	case KindMove:
+		m, err := decode[Move](key, value)
+		if err != nil {
+			b.skip(key, err)
+			return
+		}
+		m.Addr = p.Addr
+		b.get(p.Addr).Move = &m
+	}
+}
+
+// view returns what was gathered, at revision rev, sorted.
+func (b *viewBuilder) view(rev int64) View {
+	v := b.v
 	v.Revision = rev
-	for _, cv := range claims {
+	for _, cv := range b.claims {
 		if cv.Claim.Node == "" {
 			v.Free = append(v.Free, *cv)
 		} else {
@@ -146,7 +199,7 @@ func (c *Client) Fleet(ctx context.Context) (View, error) {
 	slices.SortFunc(v.Claims, byAddr)
 	slices.SortFunc(v.Free, byAddr)
 	slices.SortFunc(v.Nodes, func(x, y Node) int { return strings.Compare(x.Node, y.Node) })
-	return v, nil
+	return v
 }
 
 // NodeByName returns the live node called name.
