@@ -173,7 +173,7 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 		return nil
 	}
 	rows := make([]statusRow, 1, 1+len(st.Claims))
-	rows[0] = statusRow{"ADDRESS", "INTERFACE", "MAC", "STATE", "REFRESHED", "WINDOW", "ANSWERED", "GRATUITOUS", "CLAIMERS"}
+	rows[0] = statusRow{"ADDRESS", "INTERFACE", "MAC", "STATE", "REFRESHED", "WINDOW", "ANSWERED", "GRATUITOUS", "CLAIMERS", "RESPONDER", "TRAFFIC"}
 	for _, c := range st.Claims {
 		window := "-"
 		if c.WindowRemaining > 0 {
@@ -191,8 +191,12 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 			}
 			claimers = strings.Join(macs, ",")
 		}
+		responder := c.Responder
+		if responder == "" {
+			responder = "-"
+		}
 		rows = append(rows, statusRow{c.Addr, c.Interface, mac, c.State, now.Sub(c.RefreshedAt).Round(time.Second).String() + " ago",
-			window, strconv.FormatUint(c.Answered, 10), strconv.FormatUint(c.GratuitousFrames, 10), claimers})
+			window, strconv.FormatUint(c.Answered, 10), strconv.FormatUint(c.GratuitousFrames, 10), claimers, responder, c.Traffic.Summary()})
 	}
 	out := bufio.NewWriterSize(d.io.Out, 64<<10)
 	if err := writeTable(out, rows); err != nil {
@@ -222,7 +226,7 @@ func storeLine(s api.Store, now time.Time) string {
 }
 
 // statusRow is a line of the plain status, cell by cell.
-type statusRow [9]string
+type statusRow [11]string
 
 // writeTable writes rows as a tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 // writes them with their cells separated by tabs: each column but the
