@@ -131,8 +131,10 @@ func TestLinkResponderKindAndTraffic(t *testing.T) {
 func TestEngineStatusResponder(t *testing.T) {
 	resp := newCountingResponder()
 	e := NewEngine(EngineConfig{
-		Burst:  SchedulerConfig{Clock: clockwork.NewFakeClockAt(t0)},
-		Open:   func(string) (Port, error) { return NewLink(testInterface(), LinkConfig{ARP: newFakeConn(), IPv6: newFakeConn(), Responder: resp}), nil },
+		Burst: SchedulerConfig{Clock: clockwork.NewFakeClockAt(t0)},
+		Open: func(string) (Port, error) {
+			return NewLink(testInterface(), LinkConfig{ARP: newFakeConn(), IPv6: newFakeConn(), Responder: resp}), nil
+		},
 		Kernel: func(string) map[netip.Addr]bool { return map[netip.Addr]bool{b4: true} },
 	})
 	ctx, cancel := context.WithCancel(context.Background())
