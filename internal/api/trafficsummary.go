@@ -12,6 +12,22 @@ func (t *ClaimTraffic) Summary() string {
 	return fmt.Sprintf("%s/s %s/s (%s pkts, %s)", rate(t.PacketsPerSecond), byteSize(t.BytesPerSecond), grouped(t.Packets), byteSize(float64(t.Bytes)))
 }
 
+// Rate is the packet rate alone, as the live view's narrow column shows
+// it: "12/s", "1.2k/s"; a nil Traffic is unknown: "-".
+func (t *ClaimTraffic) Rate() string {
+	switch {
+	case t == nil:
+		return "-"
+	case t.PacketsPerSecond >= 999_950_000:
+		return fmt.Sprintf("%.1fG/s", t.PacketsPerSecond/1e9)
+	case t.PacketsPerSecond >= 999_950:
+		return fmt.Sprintf("%.1fM/s", t.PacketsPerSecond/1e6)
+	case t.PacketsPerSecond >= 9_999.5:
+		return fmt.Sprintf("%.1fk/s", t.PacketsPerSecond/1e3)
+	}
+	return rate(t.PacketsPerSecond) + "/s"
+}
+
 // rate writes a rate with one decimal below 10, whole above.
 func rate(v float64) string {
 	if v < 10 {
