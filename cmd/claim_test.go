@@ -278,7 +278,7 @@ func TestExitCodeEBPFUnavailable(t *testing.T) {
 type fakeUnavailable struct{}
 
 func (*fakeUnavailable) Error() string {
-	return "loading an eBPF program on eth0 needs CAP_BPF and CAP_NET_ADMIN"
+	return "loading an eBPF program on eth0 needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"
 }
 func (*fakeUnavailable) Unwrap() []error {
 	return []error{bpfresp.ErrUnavailable, os.ErrPermission}

@@ -18,7 +18,9 @@ import (
 // refusal is an eBPF refusal as bpfresp makes them.
 type refusal struct{}
 
-func (refusal) Error() string   { return "loading an eBPF program on lo needs CAP_BPF and CAP_NET_ADMIN" }
+func (refusal) Error() string {
+	return "loading an eBPF program on lo needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"
+}
 func (refusal) Is(e error) bool { return e == bpfresp.ErrUnavailable }
 
 // fakeResp is an opened eBPF responder; it answers nothing.
@@ -51,7 +53,7 @@ func TestPortOpener(t *testing.T) {
 		{"auto where eBPF runs", ResponderAuto, nil, nil, "ebpf", "", 1},
 		{"auto refused", ResponderAuto, refusal{}, nil, "socket", "the eBPF responder is unavailable: answering on packet sockets", 1},
 		{"auto on a fault", ResponderAuto, errors.New("load the eBPF responder on lo: boom"), nil, "socket", "the eBPF responder failed: answering on packet sockets", 1},
-		{"ebpf refused", ResponderEBPF, refusal{}, nil, "needs CAP_BPF and CAP_NET_ADMIN", "", 1},
+		{"ebpf refused", ResponderEBPF, refusal{}, nil, "needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN", "", 1},
 		{"socket", ResponderSocket, nil, nil, "socket", "", 0},
 		{"port fails", ResponderAuto, nil, errors.New("open ARP socket on lo: denied"), "open ARP socket", "", 1},
 	}
