@@ -123,7 +123,10 @@ func newStatusCmd(d *deps, runF func(context.Context, *statusOptions) error) *co
 		Long: `Status lists every claim: address, interface, MAC, state (announcing while
 a gratuitous window runs, holding, waiting while its interface is down or
 gone), time since the last claim or refresh, window remaining, requests
-answered and gratuitous frames sent.`,
+answered, gratuitous frames sent, competing claimers, what answers (ebpf and
+its hook, socket, or kernel for an address on the interface) and, where the
+eBPF responder counts it, the traffic arriving: packets/s, bytes/s and the
+totals since the claim ("-" where it is unknown).`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
