@@ -2,8 +2,10 @@ package announce
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,5 +161,23 @@ func TestEngineStatusResponder(t *testing.T) {
 	}
 	if !resp.held[a4] || resp.held[b4] {
 		t.Errorf("the responder holds %v, want %s alone (the kernel answers for %s)", resp.held, a4, b4)
+	}
+}
+
+// TestLinkSendsPastAPendingLinkDown: a socket nothing reads keeps the
+// kernel's report of the link going down until the next send, which then
+// fails once; the round is sent all the same, and fails only while the
+// link stays down.
+func TestLinkSendsPastAPendingLinkDown(t *testing.T) {
+	arp := newFakeConn()
+	l := NewLink(testInterface(), LinkConfig{ARP: arp, IPv6: newFakeConn(), Responder: newCountingResponder()})
+	defer closeLink(t, l)
+	arp.downWrites.Store(1)
+	if n, err := l.Announce(vipA4, FrameARPRequest); n != 1 || err != nil || len(arp.sent()) != 1 {
+		t.Errorf("after the link came back: got %d, %v; want the round sent", n, err)
+	}
+	arp.downWrites.Store(4)
+	if n, err := l.Probe(vipA4); n != 0 || !errors.Is(err, syscall.ENETDOWN) {
+		t.Errorf("while the link is down: got %d, %v; want ENETDOWN", n, err)
 	}
 }
