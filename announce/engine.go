@@ -76,6 +76,14 @@ type Status struct {
 	Frames   FrameKinds    `json:"frames"`
 	// Claimers are the other MACs seen answering for the address.
 	Claimers []Claimer `json:"claimers,omitempty"`
+	// Responder says what answers for the address: ResponderSocket, an
+	// in-kernel responder's kind ("ebpf", with its Hook), or
+	// ResponderKernel; empty while the claim waits for its interface.
+	Responder string `json:"responder,omitempty"`
+	Hook      string `json:"hook,omitempty"`
+	// Traffic is what arrived for the address, when the responder counts
+	// it; nil when it is unknown (the socket responder, the kernel).
+	Traffic *Traffic `json:"traffic,omitempty"`
 }
 
 // InterfaceChange is what the engine is told when an interface changes.
@@ -193,7 +201,7 @@ func NewEngine(cfg EngineConfig) *Engine {
 		log := cfg.Log
 		cfg.Open = func(name string) (Port, error) { return OpenInterface(name, log) }
 		if cfg.Kernel == nil {
-			cfg.Kernel = interfaceAddrs
+			cfg.Kernel = InterfaceAddrs
 		}
 	}
 	e := &Engine{

@@ -220,7 +220,9 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 
 // TestEngineClaimsWaitWhileAPort: an interface made a port of a bridge
 // receives nothing itself any more, so its claims wait, and the event says
-// why; freed, the claims come back with a burst.
+// why, and its port stops answering (an in-kernel responder would see the
+// frames before the bridge); freed, the claims come back, answered, with a
+// burst.
 func TestEngineClaimsWaitWhileAPort(t *testing.T) {
 	h := newEngineHarness(t, nil)
 	events, cancel := h.e.Subscribe(100)
@@ -233,10 +235,16 @@ func TestEngineClaimsWaitWhileAPort(t *testing.T) {
 	if s := stateOf(t, h.e, a4); s != StateWaiting {
 		t.Errorf("made a port: got state %s, want %s", s, StateWaiting)
 	}
+	if eth0.isHeld(a4) {
+		t.Errorf("made a port: the port still answers for %s, want it silent", a4)
+	}
 	rounds := eth0.rounds()
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true})
 	if s := stateOf(t, h.e, a4); s != StateAnnouncing {
 		t.Errorf("freed: got state %s, want %s (burst re-armed)", s, StateAnnouncing)
+	}
+	if !eth0.isHeld(a4) {
+		t.Errorf("freed: the port does not answer for %s, want it to again", a4)
 	}
 	waitFor(t, func() bool { return eth0.rounds() > rounds }, "a new first round once freed")
 	var msgs []string

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,6 +35,9 @@ type fakeConn struct {
 	closeOnce  sync.Once
 	closes     atomic.Int32
 	failWrites atomic.Bool
+	// downWrites is how many writes fail with ENETDOWN next, as a packet
+	// socket's pending error after its link went down.
+	downWrites atomic.Int32
 }
 
 type fakeRead struct {
@@ -82,6 +86,10 @@ func (c *fakeConn) WriteTo(b []byte, addr net.Addr) (int, error) {
 	if c.failWrites.Load() {
 		return 0, errFakeWrite
 	}
+	if c.downWrites.Add(-1) >= 0 {
+		return 0, syscall.ENETDOWN
+	}
+	c.downWrites.Store(0)
 	pa, ok := addr.(*packet.Addr)
 	if !ok {
 		return 0, errors.New("fake conn: destination is not a *packet.Addr")

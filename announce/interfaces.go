@@ -55,8 +55,21 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 	case p.up != c.Up && c.Up:
 		e.mu.Lock()
 		p.up = true
+		var resume []*claimState
+		for _, cs := range claims {
+			if cs.port == p && !cs.answering {
+				resume = append(resume, cs)
+			}
+		}
 		e.mu.Unlock()
 		event("up: bursts re-armed")
+		if len(resume) > 0 {
+			// Silenced while a port of a master (or the kernel's): the
+			// port answers again for those the kernel does not have.
+			if err := e.holdOp(p, resume); err != nil {
+				e.log.Warn("cannot answer again for the claims on the interface", "interface", c.Name, "err", err)
+			}
+		}
 		if added := e.reassignOp(claims); len(added) > 0 {
 			// The port answered for these while they were not assigned
 			// (the kernel drops IPv6 addresses with the link); now the
@@ -76,6 +89,16 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 			msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
 		}
 		event(msg)
+		if c.Port != "" {
+			// An in-kernel responder on tc ingress or XDP sees the
+			// frames before the master takes them, and would go on
+			// answering: nothing answers for these claims now.
+			held := make([]netip.Addr, len(claims))
+			for i, cs := range claims {
+				held[i] = cs.claim.Addr
+			}
+			e.silenceOp(p, claims, held)
+		}
 		e.mu.Lock()
 		p.up = false
 		for _, cs := range claims {

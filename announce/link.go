@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
@@ -89,6 +90,8 @@ type LinkConfig struct {
 	// itself. Nil answers on the sockets.
 	Responder Responder
 	Log       *slog.Logger
+	// Now is the clock of the traffic rates; nil is time.Now.
+	Now func() time.Time
 }
 
 // LinkStats counts what a Link saw and did.
@@ -114,6 +117,7 @@ type Link struct {
 	// resp answers: the packet sockets' readers (socketResponder), or any
 	// Responder that answers elsewhere, such as in the kernel.
 	resp   Responder
+	meter  *trafficMeter
 	send   *sender
 	groups *groups
 
@@ -129,11 +133,28 @@ type Link struct {
 // OpenLink opens packet sockets on ifi and starts answering for the
 // addresses that are then held. It needs CAP_NET_RAW.
 func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
-	arpFilter, err := bpf.Assemble(arpRequestFilter())
+	return openLink(ifi, nil, log)
+}
+
+// OpenLinkAnswering opens packet sockets on ifi for the rounds, probes
+// and groups, and has resp answer for the held addresses (an in-kernel
+// responder). The sockets read nothing: a socket reader that answered too
+// would double every answer. The Link closes resp with itself.
+func OpenLinkAnswering(ifi *net.Interface, resp Responder, log *slog.Logger) (*Link, error) {
+	return openLink(ifi, resp, log)
+}
+
+func openLink(ifi *net.Interface, resp Responder, log *slog.Logger) (*Link, error) {
+	arpProg, nsProg := arpRequestFilter(), solicitationFilter()
+	if resp != nil {
+		// Only written to: let the kernel queue nothing for them.
+		arpProg, nsProg = dropAllFilter(), dropAllFilter()
+	}
+	arpFilter, err := bpf.Assemble(arpProg)
 	if err != nil {
 		return nil, fmt.Errorf("assemble ARP filter: %w", err)
 	}
-	nsFilter, err := bpf.Assemble(solicitationFilter())
+	nsFilter, err := bpf.Assemble(nsProg)
 	if err != nil {
 		return nil, fmt.Errorf("assemble solicitation filter: %w", err)
 	}
@@ -150,13 +171,17 @@ func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
 	// Room for a burst of requests while the reader is busy: at 100,000
 	// requests a second the default buffer fills within a millisecond.
 	for _, c := range []*packet.Conn{arpc, pc6} {
+		if resp != nil {
+			break // nothing is read from them
+		}
 		if err := setReceiveBuffer(c, receiveBuffer); err != nil {
 			log.Debug("cannot enlarge the receive buffer", "interface", ifi.Name, "err", err)
 		}
 	}
 	return NewLink(ifi, LinkConfig{
-		ARP:  arpc,
-		IPv6: ip6c,
+		ARP:       arpc,
+		IPv6:      ip6c,
+		Responder: resp,
 		Groups: func() (GroupJoiner, error) {
 			c, _, err := ndp.Listen(ifi, ndp.Unspecified)
 			if err != nil {
@@ -188,6 +213,7 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 	l := &Link{
 		ifi:    ifi,
 		resp:   cfg.Responder,
+		meter:  newTrafficMeter(cfg.Now),
 		send:   newSender(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6),
 		groups: newGroups(ifi.Name, cfg.Groups, multi, log),
 		held:   make(map[netip.Addr]bool),
@@ -248,6 +274,7 @@ func (l *Link) Drop(addrs ...netip.Addr) error {
 			gone = append(gone, a)
 		}
 	}
+	l.meter.forget(gone)
 	return errors.Join(l.resp.Drop(gone...), l.groups.leave(gone))
 }
 
@@ -257,6 +284,35 @@ func (l *Link) Groups() map[netip.Addr]int { return l.groups.counts() }
 
 // Answered returns how many requests for addr were answered while held.
 func (l *Link) Answered(addr netip.Addr) uint64 { return l.resp.Answered(addr) }
+
+// Traffic returns what arrived for addr while held, and ok=false when the
+// Link's responder does not count it (the socket responder sees only
+// who-has requests): unknown, not zero.
+func (l *Link) Traffic(addr netip.Addr) (t Traffic, ok bool) {
+	tc, ok := l.resp.(TrafficCounter)
+	if !ok {
+		return Traffic{}, false
+	}
+	p, b := tc.Traffic(addr)
+	return l.meter.read(addr, p, b), true
+}
+
+// ResponderKind says what answers for the Link's held addresses, as
+// status shows it: ResponderSocket for its own socket readers, else the
+// Responder's Kind() and Hook() when it has them ("ebpf" and "tcx").
+func (l *Link) ResponderKind() (kind, hook string) {
+	if _, ok := l.resp.(*socketResponder); ok {
+		return ResponderSocket, ""
+	}
+	kind = "other"
+	if k, ok := l.resp.(interface{ Kind() string }); ok {
+		kind = k.Kind()
+	}
+	if h, ok := l.resp.(interface{ Hook() string }); ok {
+		hook = h.Hook()
+	}
+	return kind, hook
+}
 
 // Stats returns the Link's counters.
 func (l *Link) Stats() LinkStats {
@@ -374,6 +430,11 @@ func arpRequestFilter() []bpf.Instruction {
 		bpf.RetConstant{Val: 0xffff},
 		bpf.RetConstant{Val: 0},
 	}
+}
+
+// dropAllFilter accepts nothing: for sockets that are only written to.
+func dropAllFilter() []bpf.Instruction {
+	return []bpf.Instruction{bpf.RetConstant{Val: 0}}
 }
 
 // solicitationFilter accepts IPv6 frames carrying an ICMPv6 neighbor

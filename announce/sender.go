@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"syscall"
 
 	"github.com/vipctl/vip/internal/wire"
 )
@@ -54,7 +55,7 @@ func (s *sender) Announce(addr netip.Addr, frames FrameKinds) (int, error) {
 	// The socket address is the frame's own destination (a slice of a
 	// local MAC would escape through the interface, and allocate).
 	emit := func(w frameIO, b []byte) {
-		if e := w.Write(b, b[0:6:6]); e != nil {
+		if e := write(w, b); e != nil {
 			err = errors.Join(err, e)
 			return
 		}
@@ -115,8 +116,22 @@ func (s *sender) Probe(addr netip.Addr) (int, error) {
 		w, dst = s.ip6, wire.GroupMAC(p.Dst)
 		b = s.buf[:wire.PutND(s.buf[:], dst, me, &p)]
 	}
-	if err := w.Write(b, b[0:6:6]); err != nil {
+	if err := write(w, b); err != nil {
 		return 0, fmt.Errorf("probe %s on %s: %w", addr, s.ifname, err)
 	}
 	return 1, nil
+}
+
+// write writes frame b to its own destination. The kernel reports a link
+// going down as an error pending on each packet socket, which the next
+// read or send returns once: a socket that nothing reads (another
+// responder answers) keeps it until the first round after the link came
+// back, so a send that fails with ENETDOWN is tried once more, and fails
+// again only while the link is down.
+func write(w frameIO, b []byte) error {
+	err := w.Write(b, b[0:6:6])
+	if errors.Is(err, syscall.ENETDOWN) {
+		err = w.Write(b, b[0:6:6])
+	}
+	return err
 }

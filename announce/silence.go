@@ -65,8 +65,9 @@ func (e *Engine) kernel(ifname string) map[netip.Addr]bool {
 	return e.cfg.Kernel(ifname)
 }
 
-// interfaceAddrs returns the addresses configured on the named interface.
-func interfaceAddrs(ifname string) map[netip.Addr]bool {
+// InterfaceAddrs returns the addresses configured on the named interface:
+// EngineConfig.Kernel for a caller that sets its own Open.
+func InterfaceAddrs(ifname string) map[netip.Addr]bool {
 	out := map[netip.Addr]bool{}
 	ifi, err := net.InterfaceByName(ifname)
 	if err != nil {

@@ -21,6 +21,14 @@ func (e *Engine) stateLocked(cs *claimState) string {
 // Status reports the given addresses that are held, or every claim when
 // none are given, ordered by address.
 func (e *Engine) Status(addrs ...netip.Addr) []Status {
+	out, answering := e.statusLocked(addrs)
+	fillResponders(out, answering)
+	return out
+}
+
+// statusLocked reports the claims as Status does, under the lock, with
+// the port that answers for each (nil where the kernel does, or none).
+func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var held []*claimState
@@ -35,6 +43,9 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 		slices.SortStableFunc(held, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
 	}
 	out := make([]Status, len(held))
+	// answering are the ports that answer for each claim, read after the
+	// lock: the in-kernel responder's counters are a system call away.
+	answering := make([]*portRef, len(held))
 	// Claims share a few ports: format each port's MAC once, not once per
 	// claim.
 	var macPort *portRef
@@ -48,6 +59,10 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 				macPort, mac = cs.port, cs.port.MAC().String()
 			}
 			st.MAC = mac
+			st.Responder = ResponderKernel
+			if cs.answering {
+				answering[i] = cs.port
+			}
 		}
 		if cs.live() {
 			st.State = StateHolding
@@ -68,7 +83,39 @@ func (e *Engine) Status(addrs ...netip.Addr) []Status {
 		out[i].GratuitousFrames = e.sent[out[i].Addr]
 	}
 	e.sentMu.Unlock()
-	return out
+	return out, answering
+}
+
+// portResponder is a Port that says what answers on it and what traffic
+// arrives; *Link is one.
+type portResponder interface {
+	ResponderKind() (kind, hook string)
+	Traffic(addr netip.Addr) (Traffic, bool)
+}
+
+// fillResponders sets the responder and traffic of each status whose port
+// answers for it (answering[i], nil where the kernel does or none).
+func fillResponders(out []Status, answering []*portRef) {
+	var last *portRef
+	var kind, hook string
+	for i, p := range answering {
+		if p == nil {
+			continue
+		}
+		pr, ok := p.Port.(portResponder)
+		if !ok {
+			out[i].Responder = ""
+			continue
+		}
+		if p != last {
+			last = p
+			kind, hook = pr.ResponderKind()
+		}
+		out[i].Responder, out[i].Hook = kind, hook
+		if t, ok := pr.Traffic(out[i].Addr); ok {
+			out[i].Traffic = &t
+		}
+	}
 }
 
 // sortedLocked returns every claim ordered by address. The order is kept

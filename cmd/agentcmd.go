@@ -27,6 +27,7 @@ type agentOptions struct {
 	LogFile     string
 	CPUProfile  string
 	Capture     captureOptions
+	Responder   responderOptions
 	Metrics     metricsOptions
 	Store       agentStoreOptions
 }
@@ -64,6 +65,7 @@ vip move and vip fleet.`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
 			o.Metrics.parsed(c)
+			o.Responder.parsed(c)
 			o.Store.parsed(c)
 			if runF != nil {
 				return runF(c.Context(), o)
@@ -77,6 +79,7 @@ vip move and vip fleet.`,
 	f.Float64Var(&o.Rate, "rate", announce.DefaultRate, "cap on gratuitous frames per second, all addresses together")
 	f.StringVar(&o.LogFile, "log-file", "", "append logs to this file instead of standard error")
 	o.Capture.addFlags(c, "")
+	o.Responder.addFlags(c, "")
 	o.Metrics.addFlags(c, "")
 	o.Store.addFlags(c)
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
@@ -97,6 +100,10 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		return err
 	}
 	if err := o.Store.check(); err != nil {
+		return err
+	}
+	responder, err := o.Responder.config()
+	if err != nil {
 		return err
 	}
 	if o.LogFile != "" {
@@ -132,6 +139,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Rate:        o.Rate,
 		Filter:      o.Capture.Filter,
 		AllTraffic:  o.Capture.AllTraffic,
+		Responder:   responder,
 		Metrics:     o.Metrics.config(),
 		Store:       o.Store.config(),
 		Version:     versionString(),

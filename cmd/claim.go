@@ -46,6 +46,7 @@ type claimOptions struct {
 	Standby      bool
 	TakeOver     bool
 	Capture      captureOptions
+	Responder    responderOptions
 	Metrics      metricsOptions
 	// probeSet tells an explicit --probe-every 0 (off) from the default.
 	probeSet bool
@@ -106,6 +107,7 @@ address when its owner's lease expires (dead or cut off from the store).`,
 			o.windowSet = c.Flags().Changed("window")
 			o.probeSet = c.Flags().Changed("probe-every")
 			o.Metrics.parsed(c)
+			o.Responder.parsed(c)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -130,6 +132,7 @@ address when its owner's lease expires (dead or cut off from the store).`,
 	f.BoolVar(&o.Standby, "standby", false, "stand by for the addresses: take them when their owner's lease expires (an agent with --store)")
 	f.BoolVar(&o.TakeOver, "take-over", false, "move the addresses here from the node that holds them, once it has stopped answering (an agent with --store)")
 	o.Capture.addFlags(c, " (--foreground)")
+	o.Responder.addFlags(c, " (--foreground)")
 	o.Metrics.addFlags(c, " (--foreground)")
 	_ = c.RegisterFlagCompletionFunc("on-conflict", cobra.FixedCompletions([]string{"defend", "warn", "yield"}, cobra.ShellCompDirectiveNoFileComp))
 	_ = c.RegisterFlagCompletionFunc("frames", func(*cobra.Command, []string, string) ([]string, cobra.ShellCompDirective) {
@@ -225,6 +228,9 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 		// The agent's capture is the agent's: set it where it starts.
 		return badInput("--filter and --all-traffic shape the capture of a --foreground claim; for claims held by the agent, give them to vip agent")
 	}
+	if o.Responder.given {
+		return badInput("--responder and --responder-hook choose what answers for a --foreground claim; for claims held by the agent, give them to vip agent")
+	}
 	if o.Metrics.given {
 		return badInput("--metrics serves the metrics of a --foreground claim; for claims held by the agent, give it to vip agent")
 	}
@@ -287,6 +293,10 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	if err := o.Capture.check(); err != nil {
 		return err
 	}
+	responder, err := o.Responder.config()
+	if err != nil {
+		return err
+	}
 	// In a terminal the claim shows the live view, and the logs go to a
 	// file so as not to tear it; elsewhere they go to standard error.
 	view := isTerminal(d.io.Out) && !o.JSON
@@ -308,6 +318,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	cfg := announce.EngineConfig{Burst: announce.SchedulerConfig{Rate: o.Rate}, Log: log}
+	responder.Configure(&cfg)
 	if o.Assign {
 		a, err := assign.New(nil)
 		if err != nil {

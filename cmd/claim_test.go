@@ -8,12 +8,14 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/netcheck"
@@ -74,12 +76,13 @@ func TestClaimFlags(t *testing.T) {
 		{"defaults", []string{"192.0.2.10"}, claimOptions{
 			Addrs: []string{"192.0.2.10"}, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
 			Frames: "arp-request,arp-reply,na", Rate: announce.DefaultRate, OnConflict: "defend", ProbeEvery: announce.DefaultProbeEvery,
-			Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
+			Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
 			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
 			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--all-traffic",
-			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8", "--standby"}, claimOptions{Standby: true,
-			Addrs: []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
+			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8", "--standby", "--responder", "socket"}, claimOptions{Standby: true,
+			Responder: responderOptions{Mode: "socket", Hook: "tcx", given: true},
+			Addrs:     []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
 			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", AllTraffic: true}, probeSet: true, windowSet: true,
 			Metrics: metricsOptions{Addr: "127.0.0.1:9469", MaxAddrs: 8, given: true}}},
@@ -202,6 +205,8 @@ func TestExitCodes(t *testing.T) {
 		{"foreground metrics not HOST:PORT", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--metrics", "localhost"}, ExitBadInput, "is not HOST:PORT"},
 		{"agent filter that does not compile", []string{"agent", "--filter", "arp and ("}, ExitBadInput, "--filter"},
 		{"foreground filter that does not compile", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--filter", "no such (("}, ExitBadInput, "--filter"},
+		{"agent responder unknown", []string{"agent", "--responder", "xdp"}, ExitBadInput, "--responder: unknown responder"},
+		{"foreground responder hook unknown", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--responder-hook", "tc"}, ExitBadInput, "--responder-hook: unknown eBPF hook"},
 		{"help", []string{"claim", "--help"}, ExitOK, ""},
 		{"version", []string{"--version"}, ExitOK, ""},
 	}
@@ -243,4 +248,38 @@ func TestClaimCaptureFlagsNeedForeground(t *testing.T) {
 			t.Errorf("vip %v: exit %d, stdout %q, stderr %q; want exit %d naming vip agent", args, code, out, errOut, ExitBadInput)
 		}
 	}
+}
+
+// TestClaimResponderNeedsForeground: the responder of claims the agent
+// holds is the agent's to choose, so a claim through it refuses the flags
+// (exit 2) before it reaches any agent.
+func TestClaimResponderNeedsForeground(t *testing.T) {
+	for _, args := range [][]string{{"--responder", "ebpf"}, {"--responder-hook", "xdp-generic"}} {
+		code, _, errOut := runVip(t, append([]string{"claim", "192.0.2.10", "-i", "eth0", "--socket", filepath.Join(t.TempDir(), "none.sock")}, args...)...)
+		if code != ExitBadInput || !strings.Contains(errOut, "give them to vip agent") {
+			t.Errorf("claim %v without --foreground: got exit %d, %q; want exit 2 pointing at vip agent", args, code, errOut)
+		}
+	}
+}
+
+// TestExitCodeEBPFUnavailable: --responder ebpf refused by the machine is
+// exit 1 with bpfresp's sentence, not the CAP_NET_RAW advice that other
+// permission errors get.
+func TestExitCodeEBPFUnavailable(t *testing.T) {
+	err := fmt.Errorf("claim 192.0.2.10 on eth0: %w", &fakeUnavailable{})
+	code, shown := exitCode(err)
+	if code != ExitFailure || strings.Contains(shown.Error(), "CAP_NET_RAW") {
+		t.Errorf("got exit %d, %q; want exit 1 with the eBPF sentence alone", code, shown)
+	}
+}
+
+// fakeUnavailable is a refusal as bpfresp makes them: ErrUnavailable and
+// the permission error under it.
+type fakeUnavailable struct{}
+
+func (*fakeUnavailable) Error() string {
+	return "loading an eBPF program on eth0 needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"
+}
+func (*fakeUnavailable) Unwrap() []error {
+	return []error{bpfresp.ErrUnavailable, os.ErrPermission}
 }

@@ -2,13 +2,17 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/announce/bpfresp"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/store"
@@ -33,16 +37,18 @@ func TestAgentFlags(t *testing.T) {
 		args []string
 		want agentOptions
 	}{
-		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
+		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
 			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}}},
 		{"every flag", []string{"--group", "vip", "--clean", "--rate", "100", "--log-file", "/tmp/vip.log", "--filter", "vlan",
-			"--all-traffic", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu"}, agentOptions{
+			"--all-traffic", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu",
+			"--responder", "ebpf", "--responder-hook", "xdp-generic"}, agentOptions{
 			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Capture: captureOptions{Filter: "vlan", AllTraffic: true},
-			Metrics: metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true},
-			Store:   agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}}},
+			Responder: responderOptions{Mode: "ebpf", Hook: "xdp-generic", given: true},
+			Metrics:   metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true},
+			Store:     agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}}},
 		{"store flags", []string{"--store", "etcds://192.0.2.5:2379,192.0.2.6:2379", "--node", "a", "--store-prefix", "/lab/",
 			"--store-ca", "ca.pem", "--store-cert", "a.pem", "--store-key", "a-key.pem", "--lease-ttl", "10s"}, agentOptions{
-			Rate: announce.DefaultRate, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
+			Rate: announce.DefaultRate, Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
 			Store: agentStoreOptions{storeOptions: storeOptions{URL: "etcds://192.0.2.5:2379,192.0.2.6:2379", Prefix: "/lab/", CA: "ca.pem", Cert: "a.pem", Key: "a-key.pem",
 				given: []string{"node", "lease-ttl", "store-prefix", "store-ca", "store-cert", "store-key"}}, Node: "a", LeaseTTL: 10 * time.Second}}},
 	}
@@ -52,6 +58,39 @@ func TestAgentFlags(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := parse(t, newAgentCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestResponderFlags: --responder and --responder-hook take their names
+// only, and a hook beside --responder socket is a contradiction.
+func TestResponderFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		opts    responderOptions
+		want    agent.ResponderConfig
+		wantErr string
+	}{
+		{"defaults", responderOptions{Mode: "auto", Hook: "tcx"}, agent.ResponderConfig{Mode: agent.ResponderAuto, Hook: bpfresp.TCX}, ""},
+		{"ebpf on native XDP", responderOptions{Mode: "ebpf", Hook: "xdp-native"}, agent.ResponderConfig{Mode: agent.ResponderEBPF, Hook: bpfresp.XDPNative}, ""},
+		{"socket", responderOptions{Mode: "socket", Hook: "tcx"}, agent.ResponderConfig{Mode: agent.ResponderSocket}, ""},
+		{"unknown mode", responderOptions{Mode: "kernel", Hook: "tcx"}, agent.ResponderConfig{}, `--responder: unknown responder "kernel": use auto, ebpf or socket`},
+		{"unknown hook", responderOptions{Mode: "auto", Hook: "xdp"}, agent.ResponderConfig{}, `--responder-hook: unknown eBPF hook "xdp": use tcx, xdp-generic or xdp-native`},
+		{"hook with socket", responderOptions{Mode: "socket", Hook: "xdp-generic"}, agent.ResponderConfig{}, "--responder-hook places the eBPF responder"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := tt.opts.config()
+			if tt.wantErr != "" {
+				var in *inputError
+				if !errors.As(err, &in) || !strings.HasPrefix(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an input error (exit 2) starting %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}

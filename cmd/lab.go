@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/lab"
 )
 
@@ -213,6 +215,7 @@ func (e *labEnv) down(d *deps) error {
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
+	errs = append(errs, e.cleanPrograms()...)
 	if err := lab.Clean(e.prefix); err != nil {
 		errs = append(errs, err)
 	}
@@ -229,6 +232,37 @@ func (e *labEnv) down(d *deps) error {
 	}
 	fmt.Fprintln(d.io.Out, "lab down: no namespace, link, agent or file of it is left")
 	return nil
+}
+
+// cleanPrograms detaches the vip eBPF programs left on the lab hosts'
+// interfaces, before their namespaces go. The processes that attached them
+// are stopped by now and nothing is pinned, so this finds none unless
+// something outlived its process; it is here so that nothing can.
+func (e *labEnv) cleanPrograms() []error {
+	var errs []error
+	for _, h := range labHosts {
+		path := filepath.Join("/run/netns", lab.NetnsName(e.prefix, h.Name))
+		if _, err := os.Stat(path); err != nil {
+			continue // no such namespace
+		}
+		err := lab.InNetns(path, func() error {
+			ifs, err := net.Interfaces()
+			if err != nil {
+				return err
+			}
+			var errs []error
+			for _, ifi := range ifs {
+				if ifi.Flags&net.FlagLoopback == 0 {
+					errs = append(errs, bpfresp.Cleanup(ifi.Name))
+				}
+			}
+			return errors.Join(errs...)
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("remove vip's eBPF programs from lab host %s: %w", h.Name, err))
+		}
+	}
+	return errs
 }
 
 // labCommand returns a command that runs name inside a lab host, with

@@ -123,7 +123,10 @@ func newStatusCmd(d *deps, runF func(context.Context, *statusOptions) error) *co
 		Long: `Status lists every claim: address, interface, MAC, state (announcing while
 a gratuitous window runs, holding, waiting while its interface is down or
 gone), time since the last claim or refresh, window remaining, requests
-answered and gratuitous frames sent.`,
+answered, gratuitous frames sent, competing claimers, what answers (ebpf and
+its hook, socket, or kernel for an address on the interface) and, where the
+eBPF responder counts it, the traffic arriving: packets/s, bytes/s and the
+totals since the claim ("-" where it is unknown).`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -173,7 +176,7 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 		return nil
 	}
 	rows := make([]statusRow, 1, 1+len(st.Claims))
-	rows[0] = statusRow{"ADDRESS", "INTERFACE", "MAC", "STATE", "REFRESHED", "WINDOW", "ANSWERED", "GRATUITOUS", "CLAIMERS"}
+	rows[0] = statusRow{"ADDRESS", "INTERFACE", "MAC", "STATE", "REFRESHED", "WINDOW", "ANSWERED", "GRATUITOUS", "CLAIMERS", "RESPONDER", "TRAFFIC"}
 	for _, c := range st.Claims {
 		window := "-"
 		if c.WindowRemaining > 0 {
@@ -191,8 +194,12 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 			}
 			claimers = strings.Join(macs, ",")
 		}
+		responder := c.Responder
+		if responder == "" {
+			responder = "-"
+		}
 		rows = append(rows, statusRow{c.Addr, c.Interface, mac, c.State, now.Sub(c.RefreshedAt).Round(time.Second).String() + " ago",
-			window, strconv.FormatUint(c.Answered, 10), strconv.FormatUint(c.GratuitousFrames, 10), claimers})
+			window, strconv.FormatUint(c.Answered, 10), strconv.FormatUint(c.GratuitousFrames, 10), claimers, responder, c.Traffic.Summary()})
 	}
 	out := bufio.NewWriterSize(d.io.Out, 64<<10)
 	if err := writeTable(out, rows); err != nil {
@@ -222,7 +229,7 @@ func storeLine(s api.Store, now time.Time) string {
 }
 
 // statusRow is a line of the plain status, cell by cell.
-type statusRow [9]string
+type statusRow [11]string
 
 // writeTable writes rows as a tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 // writes them with their cells separated by tabs: each column but the

@@ -368,7 +368,8 @@ func fixture() *fakeBackend {
 				{Addr: "192.0.2.11", Interface: "eth1", MAC: "02:00:00:00:01:02", State: "holding", ClaimedAt: t0.Add(-time.Hour), RefreshedAt: t0.Add(-time.Hour),
 					Answered: 0, GratuitousFrames: 10},
 				{Addr: "192.0.2.10", Interface: "eth0", MAC: ours, State: "announcing", ClaimedAt: t0.Add(-2 * time.Second), RefreshedAt: t0.Add(-2 * time.Second),
-					WindowEnd: t0.Add(3200 * time.Millisecond), WindowRemaining: api.Duration(3200 * time.Millisecond), Answered: 12, GratuitousFrames: 6},
+					WindowEnd: t0.Add(3200 * time.Millisecond), WindowRemaining: api.Duration(3200 * time.Millisecond), Answered: 12, GratuitousFrames: 6,
+					Responder: "ebpf (tcx)", Traffic: &api.ClaimTraffic{Packets: 420, Bytes: 41_160, PacketsPerSecond: 14.2, BytesPerSecond: 1_391}},
 			},
 		},
 		traffic: api.TrafficResponse{Entries: []api.Traffic{

@@ -26,6 +26,7 @@ const (
 	countW   = 8
 	gratW    = 10
 	conflW   = 9
+	trafW    = 8
 	rateW    = 7
 	macW     = 17
 	kindW    = 16
@@ -249,6 +250,11 @@ func (m *Model) tableView(p pane, cols []table.Column, rows []table.Row, keys []
 		st.Selected = lipgloss.NewStyle()
 	}
 	t.SetStyles(st)
+	if len(t.Columns()) != len(cols) {
+		// The rows drawn with the old columns have their cell count:
+		// the claims table gains a column when the terminal widens.
+		t.SetRows(nil)
+	}
 	t.SetColumns(cols)
 	t.SetWidth(w)
 	t.SetHeight(h)
@@ -319,12 +325,21 @@ func right(w int, s string) string { return fmt.Sprintf("%*s", w, s) }
 
 func (m *Model) claimsTable(w int, claims []api.Claim) ([]table.Column, []table.Row, []string) {
 	fixed := markW + ifaceW + stateW + windowW + countW + gratW + conflW
+	// The traffic arriving (packets/s, where the eBPF responder counts
+	// it) where there is room for it beside an IPv6 address.
+	traffic := w-fixed-9-trafW >= minAddrW+4
+	if traffic {
+		fixed += trafW + 1
+	}
 	addrW := min(max(w-fixed-8, minAddrW), maxAddrW)
 	cols := []table.Column{
 		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "INTERFACE", Width: ifaceW},
 		{Title: "STATE", Width: stateW}, {Title: right(windowW, "WINDOW"), Width: windowW},
 		{Title: right(countW, "ANSWERED"), Width: countW}, {Title: right(gratW, "GRATUITOUS"), Width: gratW},
 		{Title: right(conflW, "CONFLICTS"), Width: conflW},
+	}
+	if traffic {
+		cols = append(cols, table.Column{Title: right(trafW, "TRAFFIC"), Width: trafW})
 	}
 	rows := make([]table.Row, 0, len(claims))
 	keys := make([]string, 0, len(claims))
@@ -333,9 +348,13 @@ func (m *Model) claimsTable(w int, claims []api.Claim) ([]table.Column, []table.
 		if left := m.windowLeft(c); c.WindowRemaining > 0 && left > 0 {
 			window = fmt.Sprintf("%.1fs", left.Seconds())
 		}
-		rows = append(rows, table.Row{"", c.Addr, c.Interface, c.State, right(windowW, window),
+		row := table.Row{"", c.Addr, c.Interface, c.State, right(windowW, window),
 			right(countW, fmt.Sprint(c.Answered)), right(gratW, fmt.Sprint(c.GratuitousFrames)),
-			right(conflW, fmt.Sprint(len(c.Claimers)))})
+			right(conflW, fmt.Sprint(len(c.Claimers)))}
+		if traffic {
+			row = append(row, right(trafW, c.Traffic.Rate()))
+		}
+		rows = append(rows, row)
 		keys = append(keys, c.Addr)
 	}
 	return cols, rows, keys

@@ -93,7 +93,9 @@
 // # Errors
 //
 // Open's errors are one sentence naming the fix. Those that say the
-// machine cannot run the responder (missing CAP_BPF or CAP_NET_ADMIN, a
+// machine cannot run the responder (missing CAP_BPF, CAP_PERFMON or
+// CAP_NET_ADMIN: without CAP_PERFMON the verifier's Spectre hardening
+// refuses the program's pointer arithmetic; a
 // kernel without tcx or the helpers the program calls, another program on
 // the XDP hook, a driver without native XDP, a verifier that refuses the
 // program) wrap ErrUnavailable, so that a caller can fall back to the

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
@@ -43,9 +44,14 @@ func unavailable(cause error, format string, args ...any) error {
 // kernel too old for a helper the program calls (bpf_loop: 5.17,
 // bpf_xdp_load_bytes: 5.18) fails in the verifier.
 func classify(err error, ifname string, hook Hook, what string) error {
+	var ve *ebpf.VerifierError
 	switch {
+	case errors.As(err, &ve) && forRootOnly(ve):
+		// The verifier's Spectre hardening refuses some of the
+		// program's pointer arithmetic (EACCES) without CAP_PERFMON.
+		return unavailable(err, "loading vip's eBPF program on %s needs CAP_PERFMON besides CAP_BPF and CAP_NET_ADMIN, for the verifier to allow its pointer arithmetic: run vip as root or grant it those capabilities", ifname)
 	case errors.Is(err, unix.EPERM), errors.Is(err, os.ErrPermission):
-		return unavailable(err, "loading an eBPF program on %s needs CAP_BPF and CAP_NET_ADMIN: run vip as root or grant it those capabilities", ifname)
+		return unavailable(err, "loading an eBPF program on %s needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN: run vip as root or grant it those capabilities", ifname)
 	case hook == TCX && errors.Is(err, ebpf.ErrNotSupported):
 		return unavailable(err, "the kernel is too old for a tcx program on %s (tcx needs Linux 6.6): upgrade the kernel or use the socket responder", ifname)
 	case errors.Is(err, ebpf.ErrNotSupported):
@@ -57,7 +63,6 @@ func classify(err error, ifname string, hook Hook, what string) error {
 	case errors.Is(err, unix.ENODEV):
 		return unavailable(err, "interface %s is gone: claim on an interface that exists", ifname)
 	}
-	var ve *ebpf.VerifierError
 	if errors.As(err, &ve) {
 		// A program this kernel's verifier refuses is vip's fault on this
 		// kernel, but the sockets still answer: say so, and let auto fall
@@ -65,4 +70,15 @@ func classify(err error, ifname string, hook Hook, what string) error {
 		return unavailable(err, "the kernel's verifier refuses vip's eBPF responder on %s: use the socket responder and report the kernel version", ifname)
 	}
 	return fmt.Errorf("%s on %s: %w", what, ifname, err)
+}
+
+// forRootOnly reports whether the verifier refused what it allows only a
+// program loaded with CAP_PERFMON ("... prohibited for !root").
+func forRootOnly(ve *ebpf.VerifierError) bool {
+	for _, line := range ve.Log {
+		if strings.Contains(line, "for !root") {
+			return true
+		}
+	}
+	return false
 }

@@ -28,7 +28,8 @@ func TestClassify(t *testing.T) {
 		unavailable bool
 		says        string
 	}{
-		{"no privileges", fmt.Errorf("load program: %w", unix.EPERM), TCX, true, "needs CAP_BPF and CAP_NET_ADMIN"},
+		{"no privileges", fmt.Errorf("load program: %w", unix.EPERM), TCX, true, "needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"},
+		{"no CAP_PERFMON", fmt.Errorf("load: %w", &ebpf.VerifierError{Cause: unix.EACCES, Log: []string{"274: (0f) r3 += r1", "R3 tried to add from different maps, paths or scalars, pointer arithmetic with it prohibited for !root"}}), TCX, true, "needs CAP_PERFMON besides CAP_BPF and CAP_NET_ADMIN"},
 		{"old kernel, tcx", fmt.Errorf("attach: %w", ebpf.ErrNotSupported), TCX, true, "tcx needs Linux 6.6"},
 		{"old kernel, XDP", fmt.Errorf("load: %w", ebpf.ErrNotSupported), XDPGeneric, true, "upgrade the kernel"},
 		{"XDP hook taken", fmt.Errorf("attach: %w", unix.EBUSY), XDPGeneric, true, "another program owns the XDP hook"},
@@ -116,7 +117,7 @@ func TestLabWithoutCapabilities(t *testing.T) {
 	if code := p.Wait(t, 10*time.Second); code != 1 {
 		t.Fatalf("the child without capabilities: got exit %d, want 1:\n%s", code, p.Output())
 	}
-	if out := p.Output(); !strings.Contains(out, "needs CAP_BPF and CAP_NET_ADMIN: run vip as root or grant it those capabilities") || !strings.Contains(out, "(unavailable: true)") {
+	if out := p.Output(); !strings.Contains(out, "needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN: run vip as root or grant it those capabilities") || !strings.Contains(out, "(unavailable: true)") {
 		t.Errorf("the child without capabilities said:\n%s\nwant the capabilities it needs, as ErrUnavailable", out)
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/wire"
 )
@@ -241,14 +243,28 @@ func (r *Responder) Hold(addrs ...netip.Addr) error {
 func (r *Responder) putLocked(a netip.Addr) error {
 	k := r.key(a)
 	zero := make([]counters, r.cpus)
-	if err := r.counters.Update(k, zero, ebpf.UpdateAny); err != nil {
+	if err := update(r.counters, k, zero); err != nil {
 		return err
 	}
-	if err := r.held.Update(k, heldValue{MAC: r.mac, Flags: heldAnswer}, ebpf.UpdateAny); err != nil {
+	if err := update(r.held, k, heldValue{MAC: r.mac, Flags: heldAnswer}); err != nil {
 		_ = r.counters.Delete(k)
 		return err
 	}
 	return nil
+}
+
+// update puts k and v in m. The maps are not preallocated, and the
+// kernel refills their per-CPU element caches asynchronously: thousands of
+// updates in a row on a busy machine can find the cache empty (ENOMEM)
+// before the refill ran, so an update that fails so is tried again a few
+// times, a little later each time.
+func update(m *ebpf.Map, k, v any) error {
+	err := m.Update(k, v, ebpf.UpdateAny)
+	for wait := 50 * time.Microsecond; errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond; wait *= 4 {
+		time.Sleep(wait) // the refill runs from an interrupt: nothing to wait on
+		err = m.Update(k, v, ebpf.UpdateAny)
+	}
+	return err
 }
 
 // Drop stops answering for addrs. Dropping an address not held is a no-op.

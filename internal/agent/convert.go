@@ -23,6 +23,16 @@ type claimConverter struct {
 	now        time.Time
 	frames     announce.FrameKinds
 	framesText string
+	// kind and hook are the latest responder formatted, as responder.
+	kind, hook, responder string
+}
+
+// responderString is "kind (hook)", formatted once per kind and hook.
+func (cv *claimConverter) responderString(kind, hook string) string {
+	if kind != cv.kind || hook != cv.hook {
+		cv.kind, cv.hook, cv.responder = kind, hook, kind+" ("+hook+")"
+	}
+	return cv.responder
 }
 
 func newClaimConverter(now time.Time) *claimConverter {
@@ -55,6 +65,13 @@ func (cv *claimConverter) claim(s *announce.Status) api.Claim {
 		Frames:           cv.framesString(s.Frames),
 		RefreshEvery:     api.Duration(s.Options.RefreshEvery),
 		OnConflict:       string(s.Options.OnConflict),
+	}
+	c.Responder = s.Responder
+	if s.Hook != "" {
+		c.Responder = cv.responderString(s.Responder, s.Hook)
+	}
+	if t := s.Traffic; t != nil {
+		c.Traffic = &api.ClaimTraffic{Packets: t.Packets, Bytes: t.Bytes, PacketsPerSecond: t.PacketsPerSecond, BytesPerSecond: t.BytesPerSecond}
 	}
 	if c.OnConflict == "" {
 		c.OnConflict = string(announce.PolicyDefend)

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
 	"github.com/vipctl/vip/internal/fleet"
@@ -38,6 +40,8 @@ type Config struct {
 	AllTraffic bool
 	// Metrics, if its Addr is set, serves Prometheus metrics.
 	Metrics MetricsConfig
+	// Responder says what answers who-has requests: eBPF or sockets.
+	Responder ResponderConfig
 	// Store, when its URL is set, guards every claim with a lease in the
 	// coordination store (see package fleet).
 	Store   StoreConfig
@@ -101,12 +105,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return clean(ctx, book, assigner, recorded, log)
 	}
 
-	rt, err := Start(announce.EngineConfig{
+	ecfg := announce.EngineConfig{
 		Burst:    announce.SchedulerConfig{Rate: cfg.Rate},
 		Book:     book,
 		Assigner: assigner,
 		Log:      log,
-	}, GuardConfig{Filter: cfg.Filter, AllTraffic: cfg.AllTraffic}, log)
+	}
+	cfg.Responder.Configure(&ecfg)
+	rt, err := Start(ecfg, GuardConfig{Filter: cfg.Filter, AllTraffic: cfg.AllTraffic}, log)
 	if err != nil {
 		return err
 	}
@@ -229,9 +235,11 @@ func exitWhenIdle(ctx context.Context, stop func(), srv *Server, eng Engine, log
 	}
 }
 
-// clean removes the addresses a crashed agent added and forgets its claims.
+// clean removes the addresses a crashed agent added and the eBPF programs
+// left on its claims' interfaces, and forgets its claims.
 func clean(ctx context.Context, book *state.File, assigner announce.Assigner, recorded []announce.Claim, log *slog.Logger) error {
 	var errs []error
+	cleanPrograms(recorded, log)
 	for _, c := range recorded {
 		if c.AddedAddress {
 			if err := assigner.Remove(c.Interface, c.Addr); err != nil {
@@ -254,4 +262,29 @@ func clean(ctx context.Context, book *state.File, assigner announce.Assigner, re
 	}
 	log.Info("clean finished", "claims_forgotten", len(recorded))
 	return errors.Join(errs...)
+}
+
+// cleanPrograms detaches the vip eBPF programs from the interfaces of the
+// recorded claims. A killed agent's went with it (nothing is pinned), so
+// what this finds is another vip's still running there. An interface that
+// is gone has none; a machine without eBPF has none either.
+func cleanPrograms(recorded []announce.Claim, log *slog.Logger) {
+	done := map[string]bool{}
+	for _, c := range recorded {
+		if done[c.Interface] {
+			continue
+		}
+		done[c.Interface] = true
+		if _, err := net.InterfaceByName(c.Interface); err != nil {
+			continue
+		}
+		switch err := bpfresp.Cleanup(c.Interface); {
+		case err == nil:
+			log.Info("no vip eBPF program is left on the interface", "interface", c.Interface)
+		case errors.Is(err, bpfresp.ErrUnavailable):
+			log.Debug("cannot look for vip eBPF programs on the interface", "interface", c.Interface, "reason", err.Error())
+		default:
+			log.Warn("cannot remove the vip eBPF programs left on the interface", "interface", c.Interface, "err", err)
+		}
+	}
 }

@@ -173,6 +173,23 @@ type Claim struct {
 	// Claimers are the other MACs seen answering for the address: a
 	// split brain while any was seen recently (state "conflict").
 	Claimers []Claimer `json:"claimers,omitempty"`
+	// Responder says what answers for the address: "ebpf (tcx)" (or
+	// another hook) in the kernel, "socket" in vip, "kernel" for an
+	// address assigned to the interface; empty while the claim waits.
+	Responder string `json:"responder,omitempty"`
+	// Traffic is what arrives for the address, where the responder
+	// counts it (eBPF); absent where it is unknown.
+	Traffic *ClaimTraffic `json:"traffic,omitempty"`
+}
+
+// ClaimTraffic is the traffic arriving for a held address: packets and
+// bytes whose IPv4 or IPv6 destination it is, since it was claimed, and
+// their rates over the latest second or more.
+type ClaimTraffic struct {
+	Packets          uint64  `json:"packets"`
+	Bytes            uint64  `json:"bytes"`
+	PacketsPerSecond float64 `json:"packets_per_second"`
+	BytesPerSecond   float64 `json:"bytes_per_second"`
 }
 
 // Claimer is a MAC other than ours that answers for a held address.

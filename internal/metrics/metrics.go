@@ -67,6 +67,7 @@ type Collector struct {
 	withoutSeries                                                                       *prometheus.Desc
 	captureUp, captureReceived, captureDropped, captureUndecodable, evicted             *prometheus.Desc
 	claimState, claimAnswered, claimGratuitous, claimClaimers                           *prometheus.Desc
+	claimResponder, trafficPackets, trafficBytes                                        *prometheus.Desc
 }
 
 // NewCollector returns a Collector of what cfg names.
@@ -99,6 +100,10 @@ func NewCollector(cfg Config) *Collector {
 		claimAnswered:   desc("vip_claim_requests_answered_total", "Requests answered for the address since it was claimed.", perAddr...),
 		claimGratuitous: desc("vip_claim_gratuitous_frames_sent_total", "Gratuitous frames sent for the address since it was claimed.", perAddr...),
 		claimClaimers:   desc("vip_claim_competing_claimers", "Other MACs seen answering for the address within the last "+announce.ConflictHold.String()+".", perAddr...),
+		claimResponder: desc("vip_claim_responder", "What answers for the address, as a label: responder ebpf (hook tcx, xdp-generic or xdp-native), socket, or kernel (the address is on the interface); 1 for the current one.",
+			"addr", "interface", "responder", "hook"),
+		trafficPackets: desc("vip_traffic_packets_total", "Packets arrived whose IPv4 or IPv6 destination is the address, since it was claimed; only where the eBPF responder counts them.", perAddr...),
+		trafficBytes:   desc("vip_traffic_bytes_total", "Bytes of the frames arrived whose IPv4 or IPv6 destination is the address, since it was claimed; only where the eBPF responder counts them.", perAddr...),
 	}
 }
 
@@ -108,6 +113,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.buildInfo, c.claims, c.answered, c.gratuitous, c.probes, c.conflicts, c.claimerFrames, c.claimers,
 		c.withoutSeries, c.captureUp, c.captureReceived, c.captureDropped, c.captureUndecodable, c.evicted,
 		c.claimState, c.claimAnswered, c.claimGratuitous, c.claimClaimers,
+		c.claimResponder, c.trafficPackets, c.trafficBytes,
 	} {
 		ch <- d
 	}
@@ -149,6 +155,13 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.claimAnswered, s.Answered, addr, s.Interface)
 		counter(c.claimGratuitous, s.GratuitousFrames, addr, s.Interface)
 		gauge(c.claimClaimers, float64(recent), addr, s.Interface)
+		if s.Responder != "" {
+			gauge(c.claimResponder, 1, addr, s.Interface, s.Responder, s.Hook)
+		}
+		if s.Traffic != nil {
+			counter(c.trafficPackets, s.Traffic.Packets, addr, s.Interface)
+			counter(c.trafficBytes, s.Traffic.Bytes, addr, s.Interface)
+		}
 	}
 	for _, state := range claimStates {
 		gauge(c.claims, float64(byState[state]), state)

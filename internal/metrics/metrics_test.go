@@ -45,10 +45,14 @@ func status(addr, iface, state string, answered uint64, claimers ...time.Time) a
 }
 
 func testCollector(maxAddrs int) *Collector {
+	ebpf := status("192.0.2.10", "eth0", announce.StateAnnouncing, 5)
+	ebpf.Responder, ebpf.Hook, ebpf.Traffic = "ebpf", "tcx", &announce.Traffic{Packets: 7, Bytes: 686, PacketsPerSecond: 1}
+	socket := status("192.0.2.11", "eth0", announce.StateConflict, 1, now.Add(-time.Second), now.Add(-time.Hour))
+	socket.Responder = announce.ResponderSocket
 	eng := &fakeEngine{
 		st: []announce.Status{
-			status("192.0.2.10", "eth0", announce.StateAnnouncing, 5),
-			status("192.0.2.11", "eth0", announce.StateConflict, 1, now.Add(-time.Second), now.Add(-time.Hour)),
+			ebpf,
+			socket,
 			status("2001:db8::10", "eth1", announce.StateWaiting, 0),
 		},
 		totals: announce.Totals{Answered: 40, GratuitousFrames: 12, ProbeFrames: 2, Conflicts: 1, ClaimerFrames: 6},
@@ -88,6 +92,16 @@ vip_capture_frames_dropped_total{interface="eth1"} 0
 vip_claim_requests_answered_total{addr="192.0.2.10",interface="eth0"} 5
 vip_claim_requests_answered_total{addr="192.0.2.11",interface="eth0"} 1
 vip_claim_requests_answered_total{addr="2001:db8::10",interface="eth1"} 0
+# HELP vip_claim_responder What answers for the address, as a label: responder ebpf (hook tcx, xdp-generic or xdp-native), socket, or kernel (the address is on the interface); 1 for the current one.
+# TYPE vip_claim_responder gauge
+vip_claim_responder{addr="192.0.2.10",hook="tcx",interface="eth0",responder="ebpf"} 1
+vip_claim_responder{addr="192.0.2.11",hook="",interface="eth0",responder="socket"} 1
+# HELP vip_traffic_packets_total Packets arrived whose IPv4 or IPv6 destination is the address, since it was claimed; only where the eBPF responder counts them.
+# TYPE vip_traffic_packets_total counter
+vip_traffic_packets_total{addr="192.0.2.10",interface="eth0"} 7
+# HELP vip_traffic_bytes_total Bytes of the frames arrived whose IPv4 or IPv6 destination is the address, since it was claimed; only where the eBPF responder counts them.
+# TYPE vip_traffic_bytes_total counter
+vip_traffic_bytes_total{addr="192.0.2.10",interface="eth0"} 686
 # HELP vip_claims_without_series Claims held beyond the per-address bound (vip agent --metrics-max-addrs), counted in the totals but without vip_claim_* series of their own.
 # TYPE vip_claims_without_series gauge
 vip_claims_without_series 0
@@ -96,7 +110,8 @@ vip_claims_without_series 0
 vip_build_info{commit="abc1234",goversion="` + runtime.Version() + `",version="v1.2.3"} 1
 `
 	names := []string{"vip_requests_answered_total", "vip_claims", "vip_competing_claimers", "vip_capture_up",
-		"vip_capture_frames_dropped_total", "vip_claim_requests_answered_total", "vip_claims_without_series", "vip_build_info"}
+		"vip_capture_frames_dropped_total", "vip_claim_requests_answered_total", "vip_claim_responder", "vip_traffic_packets_total",
+		"vip_traffic_bytes_total", "vip_claims_without_series", "vip_build_info"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -116,6 +131,14 @@ func TestCollectorBound(t *testing.T) {
 			if got := testutil.CollectAndCount(c, name); got != tc.series {
 				t.Errorf("max %d: got %d series of %s, want %d", tc.max, got, name, tc.series)
 			}
+		}
+		// Only the lowest address has traffic (eBPF); the waiting one has
+		// no responder.
+		if got, want := testutil.CollectAndCount(c, "vip_traffic_packets_total"), min(tc.series, 1); got != want {
+			t.Errorf("max %d: got %d series of vip_traffic_packets_total, want %d", tc.max, got, want)
+		}
+		if got, want := testutil.CollectAndCount(c, "vip_claim_responder"), min(tc.series, 2); got != want {
+			t.Errorf("max %d: got %d series of vip_claim_responder, want %d", tc.max, got, want)
 		}
 		if got := testutil.CollectAndCount(c, "vip_claim_state"); got != 4*tc.series {
 			t.Errorf("max %d: got %d vip_claim_state series, want %d", tc.max, got, 4*tc.series)

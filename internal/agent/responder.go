@@ -1,0 +1,135 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/announce/bpfresp"
+)
+
+// ResponderMode says what answers who-has requests for the held addresses.
+type ResponderMode string
+
+const (
+	// ResponderAuto answers in the kernel (eBPF) where the kernel and the
+	// privileges allow, and on packet sockets elsewhere. The default.
+	ResponderAuto ResponderMode = "auto"
+	// ResponderEBPF answers in the kernel, or claims nothing.
+	ResponderEBPF ResponderMode = "ebpf"
+	// ResponderSocket answers on packet sockets, in vip.
+	ResponderSocket ResponderMode = "socket"
+)
+
+// ParseResponderMode reads --responder.
+func ParseResponderMode(s string) (ResponderMode, error) {
+	switch m := ResponderMode(s); m {
+	case ResponderAuto, ResponderEBPF, ResponderSocket:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown responder %q: use auto, ebpf or socket", s)
+}
+
+// ResponderConfig says how the engine's ports answer: the mode and, for
+// eBPF, the hook. The zero value is auto on tcx.
+type ResponderConfig struct {
+	Mode ResponderMode
+	Hook bpfresp.Hook
+}
+
+// Configure sets cfg's Open to open ports that answer as rc says, and its
+// Kernel to the interfaces' own addresses (which the engine keeps silent
+// for). cfg.Log logs the fallbacks.
+func (rc ResponderConfig) Configure(cfg *announce.EngineConfig) {
+	o := newPortOpener(rc, cfg.Log)
+	cfg.Open = o.open
+	cfg.Kernel = announce.InterfaceAddrs
+}
+
+// portOpener opens a port per interface as its ResponderConfig says. It
+// remembers the interfaces whose fallback it logged, so that an interface
+// that flaps says why once, not at every reopening.
+type portOpener struct {
+	rc  ResponderConfig
+	log *slog.Logger
+	// openBPF and openLink are bpfresp.Open and announce.OpenLinkAnswering
+	// (announce.OpenLink for a nil responder); tests replace them.
+	openBPF  func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.Responder, error)
+	openLink func(ifi *net.Interface, resp announce.Responder, log *slog.Logger) (announce.Port, error)
+
+	mu     sync.Mutex
+	logged map[string]bool
+}
+
+func newPortOpener(rc ResponderConfig, log *slog.Logger) *portOpener {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if rc.Mode == "" {
+		rc.Mode = ResponderAuto
+	}
+	return &portOpener{
+		rc: rc, log: log, logged: map[string]bool{},
+		openBPF: func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.Responder, error) {
+			return bpfresp.Open(ifi.Name, ifi.Index, ifi.HardwareAddr, hook, log)
+		},
+		openLink: func(ifi *net.Interface, resp announce.Responder, log *slog.Logger) (announce.Port, error) {
+			if resp == nil {
+				return announce.OpenLink(ifi, log)
+			}
+			return announce.OpenLinkAnswering(ifi, resp, log)
+		},
+	}
+}
+
+func (o *portOpener) open(name string) (announce.Port, error) {
+	ifi, err := net.InterfaceByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("interface %s: %w", name, err)
+	}
+	if o.rc.Mode == ResponderSocket {
+		return o.openLink(ifi, nil, o.log)
+	}
+	resp, err := o.openBPF(ifi, o.rc.Hook, o.log)
+	switch {
+	case err != nil && o.rc.Mode == ResponderEBPF:
+		return nil, err
+	case err != nil:
+		o.fallback(name, err)
+		return o.openLink(ifi, nil, o.log)
+	}
+	p, err := o.openLink(ifi, resp, o.log)
+	if err != nil {
+		_ = resp.Close()
+		return nil, err
+	}
+	o.mu.Lock()
+	delete(o.logged, name) // a later refusal is news again
+	o.mu.Unlock()
+	if o.rc.Hook != bpfresp.TCX {
+		o.log.Warn("the eBPF responder runs on XDP: captures on the interface do not see the requests it answers nor its answers, so the who-has traffic table shows none for held addresses (competing claimers' own frames still pass and are seen); use --responder-hook tcx to see them",
+			"interface", name, "hook", o.rc.Hook.String())
+	}
+	return p, nil
+}
+
+// fallback logs, once per interface, why the sockets answer there: a
+// sentence that names the fix for a machine that cannot run the eBPF
+// responder, a warning for a fault.
+func (o *portOpener) fallback(name string, err error) {
+	o.mu.Lock()
+	seen := o.logged[name]
+	o.logged[name] = true
+	o.mu.Unlock()
+	if seen {
+		return
+	}
+	if errors.Is(err, bpfresp.ErrUnavailable) {
+		o.log.Info("the eBPF responder is unavailable: answering on packet sockets", "interface", name, "reason", err.Error())
+		return
+	}
+	o.log.Warn("the eBPF responder failed: answering on packet sockets", "interface", name, "err", err)
+}
