@@ -131,6 +131,10 @@ type Member struct {
 	standby map[netip.Addr]store.Standby
 	// incoming are the moves to this node whose owner has not let go.
 	incoming map[netip.Addr]incomingMove
+	// goneWatch stops the watch of each claim key the member waits on
+	// (see watchGone); runCtx is what those watches run under.
+	goneWatch map[netip.Addr]context.CancelFunc
+	runCtx    context.Context
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -167,18 +171,23 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
 		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]incomingMove{},
+		goneWatch: map[netip.Addr]context.CancelFunc{},
 	}
 	prev, err := m.register(ctx)
 	if err != nil {
 		return nil, err
 	}
+	runCtx, stop := context.WithCancel(context.Background())
+	m.mu.Lock()
+	m.runCtx, m.stop = runCtx, stop
+	m.mu.Unlock()
 	rev, err := m.rebindStandbys(ctx, prev)
 	if err != nil {
+		stop()
+		m.wg.Wait()
 		m.revokeLease()
 		return nil, err
 	}
-	runCtx, stop := context.WithCancel(context.Background())
-	m.stop = stop
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
 	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()

@@ -48,7 +48,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 			return nil, err
 		}
 		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		_, err = m.c.Put(rctx, m.k.Standby(r.Addr, m.cfg.Node), string(val), clientv3.WithLease(lease))
+		resp, err := m.c.Put(rctx, m.k.Standby(r.Addr, m.cfg.Node), string(val), clientv3.WithLease(lease))
 		cancel()
 		if err != nil {
 			return st, fmt.Errorf("register as a standby for %s: %w", r.Addr, m.c.Explain(err))
@@ -56,6 +56,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		m.mu.Lock()
 		m.standby[r.Addr] = rec
 		m.mu.Unlock()
+		m.watchGone(r.Addr, resp.Header.Revision)
 		st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: StateStandby})
 		m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
 		m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
@@ -73,6 +74,7 @@ func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
 	m.mu.Lock()
 	delete(m.standby, a)
 	m.mu.Unlock()
+	m.unwatchGone(a)
 	return nil
 }
 
@@ -116,7 +118,7 @@ func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases [
 			return err
 		}
 		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		_, err = m.c.Put(rctx, m.k.Standby(s.Addr, s.Node), string(val), clientv3.WithLease(lease))
+		resp, err := m.c.Put(rctx, m.k.Standby(s.Addr, s.Node), string(val), clientv3.WithLease(lease))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("keep the standby for %s: %w", s.Addr, m.c.Explain(err))
@@ -124,6 +126,7 @@ func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases [
 		m.mu.Lock()
 		m.standby[s.Addr] = s
 		m.mu.Unlock()
+		m.watchGone(s.Addr, resp.Header.Revision)
 	}
 	return nil
 }

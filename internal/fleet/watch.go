@@ -15,79 +15,139 @@ import (
 	"github.com/vipctl/vip/internal/store"
 )
 
-// watchLoop follows the store from rev on and acts on what concerns this
-// node: moves from it and to it, and owners' keys that vanish (for its
-// moves and standbys); see store.WatchMoves. After a watch breaks it reads
-// the moves again.
+// incomingMove is a move to this node that waits for its owner to let go.
+type incomingMove = moveRecord
+
+// watchLoop follows this node's inbox from rev on: the mover writes there
+// when a move's target or owner is this node, and the owner when it let go
+// (see store.Keys.Inbox), so a move reaches its two agents, not the whole
+// fleet. After the watch breaks it reads the inbox again.
 func (m *Member) watchLoop(ctx context.Context, rev int64) {
 	m.resync(ctx)
-	for evs := range m.c.WatchMoves(ctx, rev, func() { m.resync(ctx) }) {
-		m.handle(ctx, evs)
-	}
-}
-
-// resync acts on the moves under way, as if each had just been asked.
-func (m *Member) resync(ctx context.Context) {
-	var evs []*clientv3.Event
-	_, err := m.c.Range(ctx, m.k.Moves(), func(kv *mvccpb.KeyValue) {
-		evs = append(evs, &clientv3.Event{Type: clientv3.EventTypePut, Kv: kv})
-	})
-	if err != nil {
-		m.log.Debug("read the moves under way", "err", err)
-		return
-	}
-	m.handle(ctx, evs)
-}
-
-// handle acts on one batch of the watch's events.
-func (m *Member) handle(ctx context.Context, evs []*clientv3.Event) {
-	m.op.Lock()
-	defer m.op.Unlock()
-	var away []store.Move
-	var awayRevs []int64
-	for _, ev := range evs {
-		p, err := m.k.Parse(string(ev.Kv.Key))
-		if err != nil {
-			continue
-		}
-		switch {
-		case p.Kind == store.KindMove && ev.Type == clientv3.EventTypeDelete:
-			m.mu.Lock()
-			delete(m.incoming, p.Addr)
-			m.mu.Unlock()
-		case p.Kind == store.KindMove && ev.Type == clientv3.EventTypePut:
-			var mv store.Move
-			if json.Unmarshal(ev.Kv.Value, &mv) != nil || !mv.Live.IsZero() || mv.Error != "" {
-				continue
+	for ctx.Err() == nil {
+		wch := m.c.Watch(clientv3.WithRequireLeader(ctx), m.k.InboxOf(m.cfg.Node), clientv3.WithPrefix(),
+			clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				if wr.CompactRevision > rev {
+					rev = wr.CompactRevision - 1
+				}
+				m.log.Debug("the store's watch broke: watching again", "err", err)
+				break
 			}
-			mv.Addr = p.Addr
-			switch {
-			case mv.To == m.cfg.Node:
-				m.arrive(ctx, mv, ev.Kv.CreateRevision)
-			case mv.Released.IsZero() && m.owns(p.Addr):
-				away = append(away, mv)
-				awayRevs = append(awayRevs, ev.Kv.CreateRevision)
-			}
-		case p.Kind == store.KindClaim && ev.Type == clientv3.EventTypeDelete:
-			if ev.PrevKv != nil {
-				var prev store.Claim
-				if json.Unmarshal(ev.PrevKv.Value, &prev) == nil && prev.Node == m.cfg.Node {
-					continue
+			var addrs []netip.Addr
+			for _, ev := range wr.Events {
+				if p, err := m.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == store.KindInbox {
+					addrs = append(addrs, p.Addr)
 				}
 			}
-			m.mu.Lock()
-			in, ok := m.incoming[p.Addr]
-			m.mu.Unlock()
-			if ok {
-				m.arrive(ctx, in.mv, in.crev)
+			m.moves(ctx, addrs)
+			rev = wr.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(m.timing.Renew):
+		}
+		m.resync(ctx)
+	}
+}
+
+// resync acts on every move in the inbox, as if each had just come.
+func (m *Member) resync(ctx context.Context) {
+	var addrs []netip.Addr
+	_, err := m.c.Range(ctx, m.k.InboxOf(m.cfg.Node), func(kv *mvccpb.KeyValue) {
+		if p, err := m.k.Parse(string(kv.Key)); err == nil && p.Kind == store.KindInbox {
+			addrs = append(addrs, p.Addr)
+		}
+	})
+	if err != nil {
+		m.log.Debug("read the inbox", "err", err)
+		return
+	}
+	m.moves(ctx, addrs)
+}
+
+// moveRecord is a move as read from the store, with what a transaction
+// on it compares and binds.
+type moveRecord struct {
+	mv    store.Move
+	crev  int64
+	lease clientv3.LeaseID
+}
+
+// maxReadsPerTxn bounds the reads of one transaction (etcd allows 128
+// operations in one).
+const maxReadsPerTxn = 100
+
+// moves reads the move records of addrs and acts on each: it arrives here,
+// or it leaves from here.
+func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
+	if len(addrs) == 0 {
+		return
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	var away []moveRecord
+	for start := 0; start < len(addrs); start += maxReadsPerTxn {
+		batch := addrs[start:min(start+maxReadsPerTxn, len(addrs))]
+		ops := make([]clientv3.Op, len(batch))
+		for i, a := range batch {
+			ops[i] = clientv3.OpGet(m.k.Move(a))
+		}
+		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+		resp, err := m.c.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			m.log.Warn("read the moves in the inbox", "err", m.c.Explain(err))
+			return
+		}
+		for i, r := range resp.Responses {
+			kvs := r.GetResponseRange().Kvs
+			if len(kvs) != 1 {
 				continue
 			}
-			m.takeAsStandby(ctx, p.Addr, ev.PrevKv)
+			var mv store.Move
+			if json.Unmarshal(kvs[0].Value, &mv) != nil || !mv.Live.IsZero() || mv.Error != "" {
+				continue
+			}
+			mv.Addr = batch[i]
+			rec := moveRecord{mv: mv, crev: kvs[0].CreateRevision, lease: clientv3.LeaseID(kvs[0].Lease)}
+			switch {
+			case mv.To == m.cfg.Node:
+				m.arrive(ctx, rec)
+			case mv.Released.IsZero() && m.owns(mv.Addr):
+				away = append(away, rec)
+			}
 		}
 	}
 	if len(away) > 0 {
-		m.leave(ctx, away, awayRevs)
+		m.leave(ctx, away)
 	}
+}
+
+// gone is called when a's owner's key vanished, for an address this node
+// waits on: a move here, or a standby's. Called without op, from the
+// watch of a's key, which what it does may stop: it acts under the
+// member's own context.
+func (m *Member) gone(a netip.Addr, prev *mvccpb.KeyValue) {
+	ctx := m.runCtx
+	if prev != nil {
+		var owner store.Claim
+		if json.Unmarshal(prev.Value, &owner) == nil && owner.Node == m.cfg.Node {
+			return
+		}
+	}
+	m.op.Lock()
+	defer m.op.Unlock()
+	m.mu.Lock()
+	in, ok := m.incoming[a]
+	m.mu.Unlock()
+	if ok {
+		m.arrive(ctx, in)
+		return
+	}
+	m.takeAsStandby(ctx, a, prev)
 }
 
 // owns reports whether the engine holds a for this node.
@@ -98,19 +158,13 @@ func (m *Member) owns(a netip.Addr) bool {
 	return ok
 }
 
-// incomingMove is a move to this node that waits for its owner to let go.
-type incomingMove struct {
-	mv   store.Move
-	crev int64
-}
-
 // leave releases addresses moving away: the engine stops answering first,
 // then one transaction per address deletes the claim and marks the move
 // released, so the target never overlaps with this node. Called with op.
-func (m *Member) leave(ctx context.Context, moves []store.Move, revs []int64) {
+func (m *Member) leave(ctx context.Context, moves []moveRecord) {
 	addrs := make([]netip.Addr, len(moves))
-	for i, mv := range moves {
-		addrs[i] = mv.Addr
+	for i, r := range moves {
+		addrs[i] = r.mv.Addr
 	}
 	released, _, err := m.eng.Release(ctx, addrs)
 	if err != nil {
@@ -124,7 +178,8 @@ func (m *Member) leave(ctx context.Context, moves []store.Move, revs []int64) {
 	}
 	m.mu.Unlock()
 	now := time.Now().UTC()
-	for i, mv := range moves {
+	for _, r := range moves {
+		mv := r.mv
 		mv.Released = now
 		val, err := json.Marshal(mv)
 		if err != nil {
@@ -132,10 +187,12 @@ func (m *Member) leave(ctx context.Context, moves []store.Move, revs []int64) {
 		}
 		key, mkey := m.k.Claim(mv.Addr), m.k.Move(mv.Addr)
 		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+		// The target hears of it in its inbox, under the mover's lease.
 		_, err = m.c.Txn(rctx).If(
 			clientv3.Compare(clientv3.LeaseValue(key), "=", lease),
-			clientv3.Compare(clientv3.CreateRevision(mkey), "=", revs[i]),
-		).Then(clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease())).Commit()
+			clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.crev),
+		).Then(clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
+			clientv3.OpPut(m.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(r.lease))).Commit()
 		cancel()
 		if err != nil {
 			m.log.Warn("hand a moved claim's key over: it goes with this agent's lease", "addr", mv.Addr, "err", m.c.Explain(err))
@@ -148,7 +205,8 @@ func (m *Member) leave(ctx context.Context, moves []store.Move, revs []int64) {
 
 // arrive takes an address moving here once its key is free, claims it, and
 // marks the move live (or failed). Called with op.
-func (m *Member) arrive(ctx context.Context, mv store.Move, crev int64) {
+func (m *Member) arrive(ctx context.Context, r moveRecord) {
+	mv, crev := r.mv, r.crev
 	if _, fenced := m.isFenced(); fenced {
 		return
 	}
@@ -174,17 +232,24 @@ func (m *Member) arrive(ctx context.Context, mv store.Move, crev int64) {
 			clientv3.Compare(clientv3.CreateRevision(mkey), "=", crev),
 		).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
 		cancel()
-		if err != nil || !resp.Succeeded {
-			// The owner has not let go yet: its key's deletion brings
-			// the move back here.
+		if err != nil {
+			m.log.Warn("take a key moving here", "addr", mv.Addr, "err", m.c.Explain(err))
+			return
+		}
+		if !resp.Succeeded {
+			// The owner has not let go yet: it tells the inbox when it
+			// does, and the key's deletion says so if it never does
+			// (its lease expires).
 			m.mu.Lock()
-			m.incoming[mv.Addr] = incomingMove{mv: mv, crev: crev}
+			m.incoming[mv.Addr] = r
 			m.mu.Unlock()
+			m.watchGone(mv.Addr, resp.Header.Revision)
 			return
 		}
 		m.mu.Lock()
 		delete(m.incoming, mv.Addr)
 		m.mu.Unlock()
+		m.unwatchGone(mv.Addr)
 		var opts announce.ClaimOptions
 		_ = json.Unmarshal(mv.Options, &opts)
 		st, err := m.eng.Claim(ctx, []announce.Request{{Addr: mv.Addr, Interface: mv.Interface}}, opts)

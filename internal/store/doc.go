@@ -8,6 +8,7 @@
 //	claims/ADDR         the one owner of ADDR: node, interface, MAC, since (its lease)
 //	standby/ADDR/NODE   a node ready to take ADDR when its owner's lease expires
 //	moves/ADDR          a move under way: to NODE, asked when, released when
+//	inbox/NODE/ADDR     a move that concerns NODE (its target or owner)
 //
 // Every record but a move is bound to its agent's one lease, so a dead or
 // cut-off agent's records vanish together when the lease expires, and a

@@ -238,7 +238,7 @@ func (c *Client) ask(ctx context.Context, pending []*pendingMove, lease clientv3
 				resp, err = c.Txn(rctx).If(
 					clientv3.Compare(clientv3.CreateRevision(m.key), "=", 0),
 					clientv3.Compare(clientv3.CreateRevision(m.claimKey), "=", m.createRev),
-				).Then(clientv3.OpPut(m.key, val, clientv3.WithLease(lease))).Commit()
+				).Then(m.askOps(c.Keys, val, lease)...).Commit()
 				cancel()
 				switch {
 				case err != nil:
@@ -261,6 +261,19 @@ func (c *Client) ask(ctx context.Context, pending []*pendingMove, lease clientv3
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// askOps writes the move record, and tells the target and the owner in
+// their inboxes; all go with the mover's lease.
+func (m *pendingMove) askOps(k Keys, val string, lease clientv3.LeaseID) []clientv3.Op {
+	ops := []clientv3.Op{
+		clientv3.OpPut(m.key, val, clientv3.WithLease(lease)),
+		clientv3.OpPut(k.Inbox(m.res.To, m.res.Addr), "", clientv3.WithLease(lease)),
+	}
+	if m.res.From != "" {
+		ops = append(ops, clientv3.OpPut(k.Inbox(m.res.From, m.res.Addr), "", clientv3.WithLease(lease)))
+	}
+	return ops
 }
 
 // abandon marks the moves still under way failed. Their records go with

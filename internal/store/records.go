@@ -19,6 +19,7 @@ const (
 	claimsDir  = "claims/"
 	standbyDir = "standby/"
 	movesDir   = "moves/"
+	inboxDir   = "inbox/"
 )
 
 // maxRecordBytes bounds a value vip will decode: anything larger under the
@@ -139,6 +140,17 @@ func (k Keys) Standby(a netip.Addr, node string) string {
 // Move is the key of a move of addr.
 func (k Keys) Move(a netip.Addr) string { return k.Prefix + movesDir + a.String() }
 
+// Inbox is the key that tells node of a move of addr that concerns it: the
+// mover writes one for the target and one for the owner, the owner one for
+// the target once it let go. Each agent watches its own inbox alone, so a
+// move reaches two agents, not the whole fleet. Its value is empty.
+func (k Keys) Inbox(node string, a netip.Addr) string {
+	return k.Prefix + inboxDir + node + "/" + a.String()
+}
+
+// InboxOf is the directory of node's inbox.
+func (k Keys) InboxOf(node string) string { return k.Prefix + inboxDir + node + "/" }
+
 // Nodes, Claims, Standbys and Moves are the directories of each kind.
 func (k Keys) Nodes() string    { return k.Prefix + nodesDir }
 func (k Keys) Claims() string   { return k.Prefix + claimsDir }
@@ -155,6 +167,7 @@ const (
 	KindClaim
 	KindStandby
 	KindMove
+	KindInbox
 )
 
 // Parsed is a key under the prefix, split.
@@ -187,6 +200,13 @@ func (k Keys) Parse(key string) (Parsed, error) {
 			return Parsed{}, fmt.Errorf("key %q does not end in an IP address", key)
 		}
 		return Parsed{Kind: kind, Addr: a}, nil
+	case strings.HasPrefix(rest, inboxDir):
+		n, as, ok := strings.Cut(rest[len(inboxDir):], "/")
+		a, err := netip.ParseAddr(as)
+		if !ok || err != nil || CheckNode(n) != nil {
+			return Parsed{}, fmt.Errorf("key %q is not %sNODE/ADDR", key, k.Prefix+inboxDir)
+		}
+		return Parsed{Kind: KindInbox, Addr: a, Node: n}, nil
 	case strings.HasPrefix(rest, standbyDir):
 		as, n, ok := strings.Cut(rest[len(standbyDir):], "/")
 		a, err := netip.ParseAddr(as)

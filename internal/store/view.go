@@ -173,6 +173,8 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 		s.Addr, s.Node, s.Lease = p.Addr, p.Node, lease
 		cv := b.get(p.Addr)
 		cv.Standbys = append(cv.Standbys, s)
+	case KindInbox:
+		// A move's notice to an agent: the move record says it all.
 	case KindMove:
 		m, err := decode[Move](key, value)
 		if err != nil {

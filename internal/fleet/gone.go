@@ -1,0 +1,66 @@
+package fleet
+
+import (
+	"context"
+	"net/netip"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// watchGone watches a's claim key, from revision rev on, for its deletion:
+// the owner's lease expired, or it let go. A member waits so on the
+// addresses it stands by for and on those moving here, each alone, so that
+// the deletions of the rest of the fleet never reach it. Watching an
+// address already watched is a no-op.
+func (m *Member) watchGone(a netip.Addr, rev int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, ok := m.goneWatch[a]; ok || m.runCtx == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(m.runCtx)
+	m.goneWatch[a] = cancel
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.watchGoneLoop(ctx, a, rev)
+	}()
+}
+
+// unwatchGone stops watching a, unless the member still waits on it.
+func (m *Member) unwatchGone(a netip.Addr) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	_, standby := m.standby[a]
+	_, incoming := m.incoming[a]
+	if cancel, ok := m.goneWatch[a]; ok && !standby && !incoming {
+		cancel()
+		delete(m.goneWatch, a)
+	}
+}
+
+func (m *Member) watchGoneLoop(ctx context.Context, a netip.Addr, rev int64) {
+	key := m.k.Claim(a)
+	for ctx.Err() == nil {
+		wch := m.c.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(rev+1),
+			clientv3.WithFilterPut(), clientv3.WithPrevKV())
+		for wr := range wch {
+			if err := wr.Err(); err != nil {
+				if wr.CompactRevision > rev {
+					rev = wr.CompactRevision - 1
+				}
+				break
+			}
+			for _, ev := range wr.Events {
+				m.gone(a, ev.PrevKv)
+			}
+			rev = wr.Header.Revision
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(m.timing.Renew):
+		}
+	}
+}
