@@ -125,9 +125,12 @@ type Link struct {
 	// not its own (the socketResponder closes the ones it reads).
 	conns []FrameConn
 
-	mu     sync.Mutex // serialises Hold, Drop and Close
-	held   map[netip.Addr]bool
-	closed bool
+	mu   sync.Mutex // serialises Hold, Count, Drop and Close
+	held map[netip.Addr]bool
+	// counted are the addresses whose traffic the responder counts while
+	// the kernel answers for them (Count).
+	counted map[netip.Addr]bool
+	closed  bool
 }
 
 // OpenLink opens packet sockets on ifi and starts answering for the
@@ -216,7 +219,7 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 		meter:  newTrafficMeter(cfg.Now),
 		send:   newSender(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6),
 		groups: newGroups(ifi.Name, cfg.Groups, multi, log),
-		held:   make(map[netip.Addr]bool),
+		held:   make(map[netip.Addr]bool), counted: make(map[netip.Addr]bool),
 	}
 	if l.resp == nil {
 		l.resp = newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log)
@@ -258,6 +261,7 @@ func (l *Link) Hold(addrs ...netip.Addr) error {
 	}
 	for _, a := range fresh {
 		l.held[a] = true
+		delete(l.counted, a)
 	}
 	return nil
 }
@@ -267,15 +271,20 @@ func (l *Link) Hold(addrs ...netip.Addr) error {
 func (l *Link) Drop(addrs ...netip.Addr) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var gone []netip.Addr
+	var gone, uncounted []netip.Addr
 	for _, a := range addrs {
-		if l.held[a] {
+		switch {
+		case l.held[a]:
 			delete(l.held, a)
 			gone = append(gone, a)
+		case l.counted[a]:
+			delete(l.counted, a)
+			uncounted = append(uncounted, a)
 		}
 	}
 	l.meter.forget(gone)
-	return errors.Join(l.resp.Drop(gone...), l.groups.leave(gone))
+	l.meter.forget(uncounted)
+	return errors.Join(l.resp.Drop(append(gone, uncounted...)...), l.groups.leave(gone))
 }
 
 // Groups returns the solicited-node groups joined and how many held
@@ -293,8 +302,39 @@ func (l *Link) Traffic(addr netip.Addr) (t Traffic, ok bool) {
 	if !ok {
 		return Traffic{}, false
 	}
+	l.mu.Lock()
+	known := l.held[addr] || l.counted[addr]
+	l.mu.Unlock()
+	if !known {
+		// Neither answered nor counted here: unknown, not zero.
+		return Traffic{}, false
+	}
 	p, b := tc.Traffic(addr)
 	return l.meter.read(addr, p, b), true
+}
+
+// Count has the Link's responder count the traffic for addrs without
+// answering for them, where it counts traffic at all (the in-kernel
+// responder); elsewhere it does nothing.
+func (l *Link) Count(addrs ...netip.Addr) error {
+	c, ok := l.resp.(Counter)
+	if !ok || len(addrs) == 0 {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return net.ErrClosed
+	}
+	if err := c.Count(addrs...); err != nil {
+		return err
+	}
+	for _, a := range addrs {
+		if !l.held[a] {
+			l.counted[a] = true
+		}
+	}
+	return nil
 }
 
 // ResponderKind says what answers for the Link's held addresses, as
@@ -339,7 +379,7 @@ func (l *Link) Close() error {
 		return nil
 	}
 	l.closed = true
-	l.held = map[netip.Addr]bool{}
+	l.held, l.counted = map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	errs := []error{l.groups.close(), l.resp.Close()}
 	for _, c := range l.conns {
 		errs = append(errs, c.Close())

@@ -125,10 +125,10 @@ func (e *Engine) forgetLocked(gone []*claimState) ([]counts, map[*portRef][]neti
 		if cs.port != nil {
 			e.sched.Cancel(cs.key())
 			e.sched.Cancel(cs.probeKey())
-			if cs.answering {
-				byPort[cs.port] = append(byPort[cs.port], a)
-				cs.answering = false
-			}
+			// Dropped whether it answers or only counts the traffic
+			// while the kernel answers.
+			byPort[cs.port] = append(byPort[cs.port], a)
+			cs.answering = false
 		}
 		if cs.refresh != nil {
 			cs.refresh.Stop()

@@ -18,11 +18,13 @@ import (
 func (e *Engine) holdOp(p Port, claims []*claimState) error {
 	kernel := e.kernel(p.Name())
 	addrs := make([]netip.Addr, 0, len(claims))
+	var counted []netip.Addr
 	level := claimLogLevel(len(claims))
 	for _, cs := range claims {
 		if kernel[cs.claim.Addr] {
 			e.log.Log(context.Background(), level, "address is assigned to the interface: the kernel answers for it, vip only announces it",
 				"addr", cs.claim.Addr, "interface", p.Name())
+			counted = append(counted, cs.claim.Addr)
 			continue
 		}
 		addrs = append(addrs, cs.claim.Addr)
@@ -30,6 +32,7 @@ func (e *Engine) holdOp(p Port, claims []*claimState) error {
 	if err := p.Hold(addrs...); err != nil {
 		return err
 	}
+	e.countOp(p, counted)
 	e.mu.Lock()
 	for _, cs := range claims {
 		cs.answering = !kernel[cs.claim.Addr]
@@ -54,6 +57,22 @@ func (e *Engine) silenceOp(p *portRef, claims []*claimState, addrs []netip.Addr)
 	e.mu.Unlock()
 	if err := p.Drop(drop...); err != nil {
 		e.log.Warn("cannot stop answering for addresses the kernel answers for again", "interface", p.Name(), "err", err)
+	}
+	e.countOp(p, drop)
+}
+
+// countOp has p count the traffic for addresses the kernel answers for,
+// where its responder counts traffic; a failure costs only the counts.
+func (e *Engine) countOp(p Port, addrs []netip.Addr) {
+	if pr, ok := p.(*portRef); ok {
+		p = pr.Port
+	}
+	c, ok := p.(Counter)
+	if !ok || len(addrs) == 0 {
+		return
+	}
+	if err := c.Count(addrs...); err != nil {
+		e.log.Warn("cannot count the traffic for addresses the kernel answers for", "interface", p.Name(), "err", err)
 	}
 }
 

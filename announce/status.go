@@ -21,14 +21,14 @@ func (e *Engine) stateLocked(cs *claimState) string {
 // Status reports the given addresses that are held, or every claim when
 // none are given, ordered by address.
 func (e *Engine) Status(addrs ...netip.Addr) []Status {
-	out, answering := e.statusLocked(addrs)
-	fillResponders(out, answering)
+	out, answering, counting := e.statusLocked(addrs)
+	fillResponders(out, answering, counting)
 	return out
 }
 
 // statusLocked reports the claims as Status does, under the lock, with
 // the port that answers for each (nil where the kernel does, or none).
-func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef) {
+func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var held []*claimState
@@ -43,9 +43,11 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef) {
 		slices.SortStableFunc(held, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
 	}
 	out := make([]Status, len(held))
-	// answering are the ports that answer for each claim, read after the
-	// lock: the in-kernel responder's counters are a system call away.
+	// answering are the ports that answer for each claim, or count its
+	// traffic while the kernel answers (counting), read after the lock:
+	// the in-kernel responder's counters are a system call away.
 	answering := make([]*portRef, len(held))
+	counting := make([]bool, len(held))
 	// Claims share a few ports: format each port's MAC once, not once per
 	// claim.
 	var macPort *portRef
@@ -60,9 +62,7 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef) {
 			}
 			st.MAC = mac
 			st.Responder = ResponderKernel
-			if cs.answering {
-				answering[i] = cs.port
-			}
+			answering[i], counting[i] = cs.port, !cs.answering
 		}
 		if cs.live() {
 			st.State = StateHolding
@@ -83,7 +83,7 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef) {
 		out[i].GratuitousFrames = e.sent[out[i].Addr]
 	}
 	e.sentMu.Unlock()
-	return out, answering
+	return out, answering, counting
 }
 
 // portResponder is a Port that says what answers on it and what traffic
@@ -94,8 +94,10 @@ type portResponder interface {
 }
 
 // fillResponders sets the responder and traffic of each status whose port
-// answers for it (answering[i], nil where the kernel does or none).
-func fillResponders(out []Status, answering []*portRef) {
+// answers for it (answering[i], nil where none does). Where the kernel
+// answers (counting[i]) the responder stays the kernel, and the port's
+// traffic, if it counts it, is still filled in.
+func fillResponders(out []Status, answering []*portRef, counting []bool) {
 	var last *portRef
 	var kind, hook string
 	for i, p := range answering {
@@ -104,14 +106,18 @@ func fillResponders(out []Status, answering []*portRef) {
 		}
 		pr, ok := p.Port.(portResponder)
 		if !ok {
-			out[i].Responder = ""
+			if !counting[i] {
+				out[i].Responder = ""
+			}
 			continue
 		}
-		if p != last {
-			last = p
-			kind, hook = pr.ResponderKind()
+		if !counting[i] {
+			if p != last {
+				last = p
+				kind, hook = pr.ResponderKind()
+			}
+			out[i].Responder, out[i].Hook = kind, hook
 		}
-		out[i].Responder, out[i].Hook = kind, hook
 		if t, ok := pr.Traffic(out[i].Addr); ok {
 			out[i].Traffic = &t
 		}

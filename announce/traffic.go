@@ -29,6 +29,13 @@ type TrafficCounter interface {
 	Traffic(addr netip.Addr) (packets, bytes uint64)
 }
 
+// Counter is a Responder that can count the traffic for an address it
+// does not answer for: one the kernel owns (assigned to the interface),
+// which it answers itself. Drop stops the counting too.
+type Counter interface {
+	Count(addrs ...netip.Addr) error
+}
+
 // TrafficInterval is the shortest interval a traffic rate is measured
 // over: readings closer together than this keep the previous rate, so
 // that two clients polling at their own pace see the same one.

@@ -78,6 +78,27 @@ func (r *countingResponder) Traffic(a netip.Addr) (packets, bytes uint64) {
 	return r.packets[a], 100 * r.packets[a]
 }
 
+// countingOnly is a countingResponder that also counts the traffic of
+// addresses it does not answer for (Counter), as the in-kernel one does.
+type countingOnly struct {
+	*countingResponder
+	counted map[netip.Addr]bool
+}
+
+func (r *countingOnly) Count(addrs ...netip.Addr) error {
+	for _, a := range addrs {
+		r.counted[a] = true
+	}
+	return nil
+}
+
+func (r *countingOnly) Drop(addrs ...netip.Addr) error {
+	for _, a := range addrs {
+		delete(r.counted, a)
+	}
+	return r.countingResponder.Drop(addrs...)
+}
+
 func (r *countingResponder) arrive(a netip.Addr, n uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -161,6 +182,44 @@ func TestEngineStatusResponder(t *testing.T) {
 	}
 	if !resp.held[a4] || resp.held[b4] {
 		t.Errorf("the responder holds %v, want %s alone (the kernel answers for %s)", resp.held, a4, b4)
+	}
+}
+
+// TestEngineCountsWhatTheKernelAnswers: where the responder can count an
+// address without answering for it, status shows the traffic of an
+// address the kernel owns too, its responder still the kernel; released,
+// the counting stops.
+func TestEngineCountsWhatTheKernelAnswers(t *testing.T) {
+	resp := &countingOnly{countingResponder: newCountingResponder(), counted: map[netip.Addr]bool{}}
+	e := NewEngine(EngineConfig{
+		Burst: SchedulerConfig{Clock: clockwork.NewFakeClockAt(t0)},
+		Open: func(string) (Port, error) {
+			return NewLink(testInterface(), LinkConfig{ARP: newFakeConn(), IPv6: newFakeConn(), Responder: resp}), nil
+		},
+		Kernel: func(string) map[netip.Addr]bool { return map[netip.Addr]bool{b4: true} },
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer ccancel()
+	if _, err := e.Claim(cctx, []Request{{a4, "test0"}, {b4, "test0"}}, ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if !resp.counted[b4] || resp.held[b4] {
+		t.Fatalf("the kernel's address: counted %v, held %v; want counted and not answered", resp.counted[b4], resp.held[b4])
+	}
+	resp.arrive(b4, 5)
+	st := e.Status(b4)
+	if len(st) != 1 || st[0].Responder != ResponderKernel || st[0].Traffic == nil || st[0].Traffic.Packets != 5 {
+		t.Fatalf("status of the kernel's address: %+v, want the kernel answering and 5 packets counted", st)
+	}
+	if _, _, err := e.Release(cctx, []netip.Addr{b4}); err != nil {
+		t.Fatal(err)
+	}
+	if resp.counted[b4] {
+		t.Error("released, the kernel's address is still counted")
 	}
 }
 

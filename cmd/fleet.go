@@ -24,8 +24,11 @@ type moveOptions struct {
 	To        string
 	Interface string
 	Timeout   time.Duration
-	JSON      bool
-	Store     storeOptions
+	// Traffic is the window after the move over which the target counts
+	// what arrives for each address.
+	Traffic time.Duration
+	JSON    bool
+	Store   storeOptions
 }
 
 // newMoveCmd builds vip move; runF, when set, runs instead, so tests check
@@ -71,6 +74,7 @@ or else the one of the owner's name.`,
 	f.StringVar(&o.From, "from", "", "the node the addresses move from: with --all, every address it holds; otherwise a check")
 	f.StringVarP(&o.Interface, "interface", "i", "", "the target's interface (default: the one whose prefix holds each address)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: as long as the owners' leases make necessary, twice the TTL and 10s)")
+	f.DurationVar(&o.Traffic, "traffic-window", time.Second, "once live, count the traffic arriving for each address at the target over this long and print it (0: do not wait for it)")
 	f.BoolVar(&o.JSON, "json", false, "print the moves as JSON")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("to", cobra.NoFileCompletions)
@@ -81,7 +85,7 @@ or else the one of the owner's name.`,
 
 // request checks the flags and builds the store's move request.
 func (o *moveOptions) request() (store.MoveRequest, error) {
-	r := store.MoveRequest{All: o.All, From: o.From, To: o.To, Interface: o.Interface, Timeout: o.Timeout}
+	r := store.MoveRequest{All: o.All, From: o.From, To: o.To, Interface: o.Interface, Timeout: o.Timeout, TrafficWindow: o.Traffic}
 	switch {
 	case o.To == "":
 		return r, badInput("name the node to move to with --to NODE, like: vip move 192.0.2.10 --to b")
@@ -93,6 +97,8 @@ func (o *moveOptions) request() (store.MoveRequest, error) {
 		return r, badInput("name at least one address to move, or --all --from NODE")
 	case o.Timeout < 0:
 		return r, badInput("--timeout %s is negative: give how long to wait, such as 30s, or 0 for the default", o.Timeout)
+	case o.Traffic < 0 || o.Traffic > time.Minute:
+		return r, badInput("--traffic-window %s must be from 0 (do not count) to 1m", o.Traffic)
 	}
 	for _, n := range []string{o.To, o.From} {
 		if n == "" {

@@ -24,8 +24,8 @@ func TestMoveFleetFlags(t *testing.T) {
 		got  any
 		want any
 	}{
-		{"move", parse(t, newMoveCmd, "192.0.2.10", "2001:db8::10", "--to", "b"), moveOptions{Addrs: []string{"192.0.2.10", "2001:db8::10"}, To: "b", Store: def}},
-		{"move every flag", parse(t, newMoveCmd, "--all", "--from", "a", "--to", "b", "-i", "eth1", "--timeout", "30s", "--json",
+		{"move", parse(t, newMoveCmd, "192.0.2.10", "2001:db8::10", "--to", "b"), moveOptions{Addrs: []string{"192.0.2.10", "2001:db8::10"}, To: "b", Traffic: time.Second, Store: def}},
+		{"move every flag", parse(t, newMoveCmd, "--all", "--from", "a", "--to", "b", "-i", "eth1", "--timeout", "30s", "--traffic-window", "0", "--json",
 			"--store", "etcd://198.51.100.5:2379", "--store-prefix", "/lab/"), moveOptions{All: true, From: "a", To: "b", Interface: "eth1",
 			Timeout: 30 * time.Second, JSON: true, Store: storeOptions{URL: "etcd://198.51.100.5:2379", Prefix: "/lab/", given: []string{"store-prefix"}}}},
 		{"fleet", parse(t, newFleetCmd), fleetOptions{Store: def}},
@@ -58,6 +58,10 @@ func TestMoveRequest(t *testing.T) {
 		{"zoned address", moveOptions{Addrs: []string{"fe80::1%eth0"}, To: "b"}, store.MoveRequest{}, "is not an IP address"},
 		{"bad node", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b/c"}, store.MoveRequest{}, "may hold only letters"},
 		{"negative timeout", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b", Timeout: -time.Second}, store.MoveRequest{}, "--timeout -1s is negative"},
+		{"traffic window", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b", Traffic: 2 * time.Second},
+			store.MoveRequest{Addrs: []netip.Addr{a10}, To: "b", TrafficWindow: 2 * time.Second}, ""},
+		{"negative traffic window", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b", Traffic: -time.Second}, store.MoveRequest{}, "--traffic-window -1s"},
+		{"traffic window too long", moveOptions{Addrs: []string{"192.0.2.10"}, To: "b", Traffic: time.Hour}, store.MoveRequest{}, "to 1m"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,9 +209,11 @@ var (
 		Skipped: []api.FleetSkipped{{Key: "/vip/claims/nope", Error: `key "/vip/claims/nope" does not end in an IP address`}},
 	}
 	movesFixture = []api.MoveResult{
-		{Addr: "192.0.2.10", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 11.6, LiveMS: 38.2, OK: true},
+		{Addr: "192.0.2.10", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 11.6, LiveMS: 38.2, OK: true,
+			Traffic: &api.MoveTraffic{Counted: true, Packets: 10, Bytes: 980, Window: api.Duration(time.Second)}},
 		{Addr: "192.0.2.11", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 5912, LiveMS: 5950.4, Waited: true, OK: true},
-		{Addr: "192.0.2.12", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: 20, Unheld: true, OK: true},
+		{Addr: "192.0.2.12", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: 20, Unheld: true, OK: true,
+			Traffic: &api.MoveTraffic{Window: api.Duration(time.Second)}},
 		{Addr: "192.0.2.13", From: "b", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: -1, Already: true, OK: true},
 		{Addr: "192.0.2.14", From: "c", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: -1,
 			Error: "192.0.2.14 was not live on b in time"},

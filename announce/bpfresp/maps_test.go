@@ -170,3 +170,47 @@ func TestParseHook(t *testing.T) {
 		t.Error(`ParseHook("tc"): got no error`)
 	}
 }
+
+// TestCountWithoutAnswering: an address counted (the kernel owns it) has
+// its traffic counted and its requests left to the kernel; held later, it
+// is answered; dropped, it is neither.
+func TestCountWithoutAnswering(t *testing.T) {
+	r := requireBPF(t, TCX)
+	a := wiretest.CorpusHeld4
+	if err := r.Drop(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Count(a); err != nil {
+		t.Fatalf("count: %v", err)
+	}
+	if out := runOK(t, r, whoHas(t, a)); out != nil {
+		t.Errorf("a counted address was answered: % x", out)
+	}
+	udp := corpusFrame(t, "IPv4 packet to the held address")
+	runOK(t, r, udp)
+	if p, b := r.Traffic(a); p != 1 || b != uint64(len(udp)) {
+		t.Errorf("traffic to a counted address: got %d packets, %d bytes; want 1, %d", p, b, len(udp))
+	}
+	if got := r.Answered(a); got != 0 {
+		t.Errorf("answered for a counted address: got %d", got)
+	}
+	if err := r.Hold(a); err != nil {
+		t.Fatal(err)
+	}
+	if runOK(t, r, whoHas(t, a)) == nil {
+		t.Error("a counted address held later is not answered")
+	}
+	if err := r.Drop(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Count(a); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Drop(a); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, r, udp)
+	if p, _ := r.Traffic(a); p != 0 {
+		t.Errorf("traffic counted after the drop: %d packets", p)
+	}
+}

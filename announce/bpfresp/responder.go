@@ -111,10 +111,13 @@ type Responder struct {
 	link     link.Link
 	cpus     int // possible CPUs, for the per-CPU counters
 
-	mu     sync.Mutex // serialises map updates, SetMAC and Close
-	mac    wire.MAC
-	addrs  map[netip.Addr]bool
-	closed bool
+	mu    sync.Mutex // serialises map updates, SetMAC and Close
+	mac   wire.MAC
+	addrs map[netip.Addr]bool
+	// counted are the addresses whose traffic is counted but not
+	// answered (Count): the kernel owns them.
+	counted map[netip.Addr]bool
+	closed  bool
 }
 
 // Open loads the responder and attaches it to interface ifname (index
@@ -167,7 +170,7 @@ func loadDetached(ifname string, ifindex int, me wire.MAC, hook Hook, log *slog.
 	return &Responder{
 		ifname: ifname, ifindex: ifindex, hook: hook, log: log, cpus: cpus,
 		coll: coll, held: coll.Maps[responderMapHeld], counters: coll.Maps[responderMapCounters],
-		mac: me, addrs: map[netip.Addr]bool{},
+		mac: me, addrs: map[netip.Addr]bool{}, counted: map[netip.Addr]bool{},
 	}, nil
 }
 
@@ -233,6 +236,7 @@ func (r *Responder) Hold(addrs ...netip.Addr) error {
 			return fmt.Errorf("hold %s on %s: %w", a, r.ifname, err)
 		}
 		r.addrs[a] = true
+		delete(r.counted, a)
 		added = append(added, a)
 	}
 	return nil
@@ -280,6 +284,14 @@ func (r *Responder) Drop(addrs ...netip.Addr) error {
 func (r *Responder) dropLocked(addrs []netip.Addr) error {
 	var errs []error
 	for _, a := range addrs {
+		if r.counted[a] {
+			// Counted only: no answer to stop, only its counters.
+			if err := r.counters.Delete(r.key(a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+				errs = append(errs, fmt.Errorf("stop counting the traffic of %s on %s: %w", a, r.ifname, err))
+			}
+			delete(r.counted, a)
+			continue
+		}
 		if !r.addrs[a] {
 			continue
 		}
@@ -344,6 +356,29 @@ func (r *Responder) Traffic(addr netip.Addr) (packets, bytes uint64) {
 	return c.Packets, c.Bytes
 }
 
+// Count counts the traffic arriving for addrs without answering for them:
+// addresses the kernel owns, which it answers itself. The program counts
+// every packet for an address with counters, and answers only those in
+// its held map. Drop stops the counting. A held address is counted
+// already; counting one twice is a no-op.
+func (r *Responder) Count(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return net.ErrClosed
+	}
+	for _, a := range addrs {
+		if !a.IsValid() || r.addrs[a] || r.counted[a] {
+			continue
+		}
+		if err := update(r.counters, r.key(a), make([]counters, r.cpus)); err != nil {
+			return fmt.Errorf("count the traffic of %s on %s: %w", a, r.ifname, err)
+		}
+		r.counted[a] = true
+	}
+	return nil
+}
+
 // Close detaches the program and frees it and its maps. Closing twice is
 // a no-op.
 func (r *Responder) Close() error {
@@ -353,7 +388,7 @@ func (r *Responder) Close() error {
 		return nil
 	}
 	r.closed = true
-	r.addrs = map[netip.Addr]bool{}
+	r.addrs, r.counted = map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	var err error
 	if r.link != nil {
 		err = r.link.Close()

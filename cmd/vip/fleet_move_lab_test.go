@@ -51,7 +51,10 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 		t.Fatalf("client's neighbour entry for the VIP is %q, want a's %s", got, mac(a, "eth0"))
 	}
 
-	// vip move from the client, which runs no agent.
+	// vip move from the client, which runs no agent, while the client
+	// pings the VIP: the traffic that arrives at b after the move is
+	// counted there (b answers in the kernel: --responder auto, as root).
+	labtest.Start(t, client, "ping", "-i", "0.1", "192.0.2.10")
 	out, code = vipOn(t, client, sc, "move", "192.0.2.10", "--to", "b", "--store", storeURL, "--json")
 	if code != 0 {
 		t.Fatalf("vip move: exit %d:\n%s", code, out)
@@ -63,7 +66,10 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 	if m := mv.Moves[0]; !m.OK || m.Waited || m.From != "a" || m.ReleasedMS < 0 || m.LiveMS < m.ReleasedMS {
 		t.Fatalf("the move: %+v, want released by a, then live on b", m)
 	}
-	t.Logf("move: released by a +%.1f ms, live on b +%.1f ms", mv.Moves[0].ReleasedMS, mv.Moves[0].LiveMS)
+	t.Logf("move: released by a +%.1f ms, live on b +%.1f ms, traffic %+v", mv.Moves[0].ReleasedMS, mv.Moves[0].LiveMS, mv.Moves[0].Traffic)
+	if tr := mv.Moves[0].Traffic; tr == nil || !tr.Counted || tr.Packets == 0 {
+		t.Errorf("the move counted no traffic arriving at b in its window: %+v", tr)
+	}
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		got := neighMAC(t, client, pfx("192.0.2.10/32").Addr())
 		return got == mac(b, "eth0"), "client's neighbour entry is " + got + ", want b's"

@@ -73,6 +73,16 @@ type MoveResponse struct {
 	Moves []MoveResult `json:"moves"`
 }
 
+// MoveTraffic is what arrived for a moved address at its new owner over the
+// window after it was live. Counted is false where the new owner cannot
+// count it (it answers on sockets, not in the kernel).
+type MoveTraffic struct {
+	Counted bool     `json:"counted"`
+	Packets uint64   `json:"packets"`
+	Bytes   uint64   `json:"bytes"`
+	Window  Duration `json:"window"`
+}
+
 // MoveResult is one address's move, its timeline in milliseconds since it
 // was asked, in the mover's clock.
 type MoveResult struct {
@@ -88,6 +98,9 @@ type MoveResult struct {
 	// Waited says the old owner did not answer: the move waited for its
 	// lease to expire.
 	Waited bool `json:"waited,omitempty"`
+	// Traffic is what arrived for the address at the target in the
+	// window after it was live (vip move --traffic-window), when asked.
+	Traffic *MoveTraffic `json:"traffic,omitempty"`
 	// Unheld says nobody held the address: the move was a claim.
 	Unheld bool `json:"unheld,omitempty"`
 	// Already says the target held it already.

@@ -3,6 +3,7 @@ package api
 import (
 	"fmt"
 	"math"
+	"time"
 )
 
 // Summary is the move's timeline in one line, in milliseconds since it was
@@ -15,13 +16,26 @@ func (m MoveResult) Summary() string {
 	case m.Already:
 		return fmt.Sprintf("%s is on %s (%s) already: nothing changed", m.Addr, m.To, m.Interface)
 	case m.Unheld:
-		return fmt.Sprintf("nobody held %s: claimed on %s (%s), live +%s", m.Addr, m.To, m.Interface, millis(m.LiveMS))
+		return fmt.Sprintf("nobody held %s: claimed on %s (%s), live +%s%s", m.Addr, m.To, m.Interface, millis(m.LiveMS), m.trafficSummary())
 	}
 	released := fmt.Sprintf("released by %s +%s", m.From, millis(m.ReleasedMS))
 	if m.Waited {
 		released = fmt.Sprintf("waited %s for %s's lease to expire (it did not answer)", millis(m.ReleasedMS), m.From)
 	}
-	return fmt.Sprintf("moved %s from %s to %s (%s): asked, %s, live on %s +%s", m.Addr, m.From, m.To, m.Interface, released, m.To, millis(m.LiveMS))
+	return fmt.Sprintf("moved %s from %s to %s (%s): asked, %s, live on %s +%s%s", m.Addr, m.From, m.To, m.Interface, released, m.To, millis(m.LiveMS), m.trafficSummary())
+}
+
+// trafficSummary says what arrived at the target after the move, when the
+// move counted it.
+func (m MoveResult) trafficSummary() string {
+	t := m.Traffic
+	switch {
+	case t == nil:
+		return ""
+	case !t.Counted:
+		return fmt.Sprintf("; traffic not counted on %s (it answers on sockets)", m.To)
+	}
+	return fmt.Sprintf("; then %d packets (%d bytes) arrived for it on %s in %s", t.Packets, t.Bytes, m.To, time.Duration(t.Window))
 }
 
 // millis writes milliseconds as whole ones, such as "12 ms".

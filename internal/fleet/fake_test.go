@@ -19,6 +19,8 @@ type fakeEngine struct {
 	spans   map[netip.Addr][]span
 	events  []announce.Event
 	refuses map[netip.Addr]error
+	// traffic, when it has an address, counts traffic for it.
+	traffic map[netip.Addr]uint64
 }
 
 type span struct{ from, to time.Time }
@@ -97,7 +99,12 @@ func (f *fakeEngine) Status(addrs ...netip.Addr) []announce.Status {
 	var st []announce.Status
 	for a, c := range f.held {
 		if len(addrs) == 0 || slices.Contains(addrs, a) {
-			st = append(st, announce.Status{Claim: c, State: announce.StateHolding})
+			s := announce.Status{Claim: c, State: announce.StateHolding}
+			if n, ok := f.traffic[a]; ok {
+				f.traffic[a] = n + 100
+				s.Traffic = &announce.Traffic{Packets: n + 100, Bytes: 64 * (n + 100)}
+			}
+			st = append(st, s)
 		}
 	}
 	return st
@@ -146,4 +153,15 @@ func (f *fakeEngine) sawEvent(kind announce.EventKind, substr string) bool {
 	return slices.ContainsFunc(f.events, func(ev announce.Event) bool {
 		return ev.Kind == kind && (substr == "" || contains(ev.Message, substr))
 	})
+}
+
+// countTraffic makes the engine count traffic for a: each status reads
+// 100 packets more than the one before.
+func (f *fakeEngine) countTraffic(a netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.traffic == nil {
+		f.traffic = map[netip.Addr]uint64{}
+	}
+	f.traffic[a] = 0
 }

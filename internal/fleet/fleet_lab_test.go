@@ -409,3 +409,41 @@ func TestTakeOverIsAMoveHere(t *testing.T) {
 		t.Error("a could claim again what b took over")
 	}
 }
+
+func TestMoveCountsTheTrafficAtTheTarget(t *testing.T) {
+	w := newWorld(t, "a", "b", "c")
+	a, _ := w.join(t, "a")
+	_, bEng := w.join(t, "b")
+	_, cEng := w.join(t, "c")
+	bEng.countTraffic(vip)
+	other := netip.MustParseAddr("198.51.100.21")
+	for _, x := range []netip.Addr{vip, other} {
+		if err := claim(t, a, x); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mover := w.client(t, "store")
+	// b counts: 100 packets between its two readings, a second apart.
+	res, err := mover.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b", TrafficWindow: time.Second})
+	if err != nil || len(res) != 1 || !res[0].Done() {
+		t.Fatalf("move to b: %+v, %v", res, err)
+	}
+	if tr := res[0].Traffic; tr == nil || !tr.Counted || tr.Packets != 100 || tr.Bytes != 6400 || time.Duration(tr.Window) != time.Second {
+		t.Errorf("traffic after the move to b: %+v, want 100 packets counted over 1s", tr)
+	}
+	if took := res[0].Live.Sub(res[0].Asked); took > 900*time.Millisecond {
+		t.Errorf("the move was live %v after asked: the window must not delay it", took)
+	}
+	// c does not count (its responder is the sockets').
+	res, err = mover.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{other}, To: "c", TrafficWindow: time.Second})
+	if err != nil || len(res) != 1 || !res[0].Done() || !cEng.holds(other) {
+		t.Fatalf("move to c: %+v, %v", res, err)
+	}
+	if tr := res[0].Traffic; tr == nil || tr.Counted {
+		t.Errorf("traffic after the move to c: %+v, want not counted", tr)
+	}
+	got := res[0].API().Summary()
+	if !strings.Contains(got, "traffic not counted on c") {
+		t.Errorf("summary %q does not say the traffic was not counted", got)
+	}
+}

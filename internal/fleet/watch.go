@@ -262,7 +262,11 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 		m.commit(st)
 	}
 	mv.Live = time.Now().UTC()
-	m.mark(ctx, mv, crev)
+	if mv.TrafficWindow > 0 {
+		m.markLive(ctx, mv, crev)
+	} else {
+		m.mark(ctx, mv, crev)
+	}
 	from := mv.From
 	if from == "" {
 		from = "nobody"
@@ -271,20 +275,71 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 	m.notify(event.Move, mv.Addr, mv.Interface, "moved here from "+from)
 }
 
-// mark writes the move's outcome for the mover to read, then deletes the
-// record: the mover's watch sees both.
-func (m *Member) mark(ctx context.Context, mv store.Move, crev int64) {
+// markLive writes that the move is live, then counts the traffic that
+// arrives for the address over the window the mover asked for and writes
+// that too, and deletes the record, in the background: the address
+// answers here from the start, and the mover, which waits for the count,
+// is told at once that it does.
+func (m *Member) markLive(ctx context.Context, mv store.Move, crev int64) {
+	if !m.put(ctx, mv, crev) {
+		return
+	}
+	before, counted := m.traffic(mv.Addr)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		window := time.Duration(mv.TrafficWindow)
+		select {
+		case <-m.runCtx.Done():
+			return
+		case <-time.After(window):
+		}
+		after, ok := m.traffic(mv.Addr)
+		t := &store.Traffic{Counted: counted && ok, Window: mv.TrafficWindow}
+		if t.Counted {
+			t.Packets, t.Bytes = after.Packets-before.Packets, after.Bytes-before.Bytes
+		}
+		mv.Traffic = t
+		m.mark(m.runCtx, mv, crev)
+	}()
+}
+
+// traffic returns the traffic counted for a held address so far, and
+// whether its responder counts it.
+func (m *Member) traffic(a netip.Addr) (announce.Traffic, bool) {
+	st := m.eng.Status(a)
+	if len(st) != 1 || st[0].Traffic == nil {
+		return announce.Traffic{}, false
+	}
+	return *st[0].Traffic, true
+}
+
+// put writes the move record as it is now, if it is still the same move.
+func (m *Member) put(ctx context.Context, mv store.Move, crev int64) bool {
 	val, err := json.Marshal(mv)
 	if err != nil {
-		return
+		return false
 	}
 	mkey := m.k.Move(mv.Addr)
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	same := clientv3.Compare(clientv3.CreateRevision(mkey), "=", crev)
 	if _, err := m.c.Txn(rctx).If(same).Then(clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease())).Commit(); err != nil {
-		m.log.Warn("mark a move done", "addr", mv.Addr, "err", m.c.Explain(err))
+		m.log.Warn("mark a move", "addr", mv.Addr, "err", m.c.Explain(err))
+		return false
+	}
+	return true
+}
+
+// mark writes the move's outcome for the mover to read, then deletes the
+// record: the mover's watch sees both.
+func (m *Member) mark(ctx context.Context, mv store.Move, crev int64) {
+	if !m.put(ctx, mv, crev) {
 		return
 	}
+	mkey := m.k.Move(mv.Addr)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	same := clientv3.Compare(clientv3.CreateRevision(mkey), "=", crev)
 	_, _ = m.c.Txn(rctx).If(same).Then(clientv3.OpDelete(mkey)).Commit()
 }

@@ -32,6 +32,10 @@ type MoveRequest struct {
 	// Options, when set, are the claim options the target claims with;
 	// otherwise it takes the owner's.
 	Options json.RawMessage
+	// TrafficWindow, when set, has the target count the traffic arriving
+	// for each address over that long once it is live, and Move wait for
+	// it: the proof that traffic follows the move.
+	TrafficWindow time.Duration
 }
 
 // MoveResult is how one address's move went, in the mover's own clock
@@ -49,6 +53,9 @@ type MoveResult struct {
 	// Waited says the old owner did not answer, so the move waited for
 	// its lease to expire.
 	Waited bool `json:"waited,omitempty"`
+	// Traffic is what arrived at the target in the window after it was
+	// live, when the move asked for it.
+	Traffic *Traffic `json:"traffic,omitempty"`
 	// Unheld says nobody held the address: the move was a claim on To.
 	Unheld bool `json:"unheld,omitempty"`
 	// Already says To held it already: nothing changed.
@@ -73,6 +80,7 @@ const moveConcurrency = 16
 type pendingMove struct {
 	res            MoveResult
 	opts           json.RawMessage
+	window         time.Duration
 	key, claimKey  string
 	createRev      int64
 	ownerReleased  bool
@@ -116,7 +124,7 @@ func (c *Client) Move(ctx context.Context, req MoveRequest) ([]MoveResult, error
 	}
 	timeout := req.Timeout
 	if timeout <= 0 {
-		timeout = MoveTimeout(ttl)
+		timeout = MoveTimeout(ttl) + req.TrafficWindow
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -203,11 +211,19 @@ func (m *pendingMove) step(ev *clientv3.Event, k Keys) bool {
 	case rec.Error != "":
 		m.res.Error = rec.Error
 	case !rec.Live.IsZero():
-		m.res.Live = now
-		if m.res.Released.IsZero() {
-			m.res.Released = now
+		if m.res.Live.IsZero() {
+			m.res.Live = now
+			if m.res.Released.IsZero() {
+				m.res.Released = now
+			}
+			m.res.Waited = m.res.From != "" && !m.ownerReleased
 		}
-		m.res.Waited = m.res.From != "" && !m.ownerReleased
+		if rec.Traffic != nil {
+			m.res.Traffic = rec.Traffic
+		} else if m.window > 0 {
+			// Live: the traffic comes once the window is over.
+			return false
+		}
 	default:
 		return false
 	}
@@ -229,6 +245,7 @@ func (c *Client) ask(ctx context.Context, pending []*pendingMove, lease clientv3
 			rec := Move{
 				Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
 				ID: strconv.FormatInt(int64(lease), 16), Asked: time.Now().UTC(), Options: m.opts,
+				TrafficWindow: Duration(m.window),
 			}
 			val, err := encode(rec)
 			if err == nil {
@@ -333,7 +350,7 @@ func planMoves(v View, req MoveRequest) ([]*pendingMove, error) {
 		seen[a] = true
 		m := &pendingMove{res: MoveResult{Addr: a, To: req.To}}
 		m.key, m.claimKey = v.keys().Move(a), v.keys().Claim(a)
-		m.opts = req.Options
+		m.opts, m.window = req.Options, req.TrafficWindow
 		cur, held := v.ClaimOf(a)
 		if held {
 			m.res.From = cur.Claim.Node

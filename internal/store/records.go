@@ -89,6 +89,21 @@ type Move struct {
 	Released  time.Time       `json:"released,omitzero"`
 	Live      time.Time       `json:"live,omitzero"`
 	Error     string          `json:"error,omitempty"`
+	// TrafficWindow, when set, asks the target to count the traffic that
+	// arrives for the address over that long once it is live, and to
+	// write it in Traffic before it deletes the record.
+	TrafficWindow Duration `json:"traffic_window,omitempty"`
+	Traffic       *Traffic `json:"traffic,omitempty"`
+}
+
+// Traffic is what arrived for an address at its new owner in the window
+// after a move. Counted is false where the owner cannot count it (its
+// responder is the sockets').
+type Traffic struct {
+	Counted bool     `json:"counted"`
+	Packets uint64   `json:"packets"`
+	Bytes   uint64   `json:"bytes"`
+	Window  Duration `json:"window"`
 }
 
 // Duration is a time.Duration that encodes as a Go duration string.
