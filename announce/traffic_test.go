@@ -148,11 +148,10 @@ func TestLinkResponderKindAndTraffic(t *testing.T) {
 	}
 }
 
-// TestEngineStatusResponder: status names the responder of each claim:
-// the port's for those it answers, the kernel for an address assigned to
-// the interface (with no traffic: unknown, not zero).
-func TestEngineStatusResponder(t *testing.T) {
-	resp := newCountingResponder()
+// claimA4AndKernelB4 runs an engine whose ports answer through resp, with
+// b4 the kernel's, and claims a4 and b4 on it.
+func claimA4AndKernelB4(t *testing.T, resp Responder) (*Engine, context.Context) {
+	t.Helper()
 	e := NewEngine(EngineConfig{
 		Burst: SchedulerConfig{Clock: clockwork.NewFakeClockAt(t0)},
 		Open: func(string) (Port, error) {
@@ -163,12 +162,21 @@ func TestEngineStatusResponder(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer ccancel()
+	t.Cleanup(ccancel)
 	if _, err := e.Claim(cctx, []Request{{a4, "test0"}, {b4, "test0"}}, ClaimOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return e, cctx
+}
+
+// TestEngineStatusResponder: status names the responder of each claim:
+// the port's for those it answers, the kernel for an address assigned to
+// the interface (with no traffic: unknown, not zero).
+func TestEngineStatusResponder(t *testing.T) {
+	resp := newCountingResponder()
+	e, _ := claimA4AndKernelB4(t, resp)
 	resp.arrive(a4, 2)
 	st := e.Status()
 	if len(st) != 2 {
@@ -191,22 +199,7 @@ func TestEngineStatusResponder(t *testing.T) {
 // the counting stops.
 func TestEngineCountsWhatTheKernelAnswers(t *testing.T) {
 	resp := &countingOnly{countingResponder: newCountingResponder(), counted: map[netip.Addr]bool{}}
-	e := NewEngine(EngineConfig{
-		Burst: SchedulerConfig{Clock: clockwork.NewFakeClockAt(t0)},
-		Open: func(string) (Port, error) {
-			return NewLink(testInterface(), LinkConfig{ARP: newFakeConn(), IPv6: newFakeConn(), Responder: resp}), nil
-		},
-		Kernel: func(string) map[netip.Addr]bool { return map[netip.Addr]bool{b4: true} },
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer ccancel()
-	if _, err := e.Claim(cctx, []Request{{a4, "test0"}, {b4, "test0"}}, ClaimOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	e, cctx := claimA4AndKernelB4(t, resp)
 	if !resp.counted[b4] || resp.held[b4] {
 		t.Fatalf("the kernel's address: counted %v, held %v; want counted and not answered", resp.counted[b4], resp.held[b4])
 	}
