@@ -23,11 +23,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"regexp"
@@ -124,22 +126,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep := b.run(ctx)
 	rep.Command = commandLine(args)
 
-	w := stdout
-	if o.out != "-" {
-		f, err := os.Create(o.out)
-		if err != nil {
-			fmt.Fprintln(stderr, "vipbench: write the report:", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
-	}
-	if err := rep.write(w); err != nil {
+	if err := writeReport(o, rep, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "vipbench: write the report:", err)
 		return 1
-	}
-	if o.out != "-" {
-		fmt.Fprintf(stderr, "vipbench: wrote %s\n", o.out)
 	}
 	code := 0
 	for _, s := range rep.Steps {
@@ -153,6 +142,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code = 1
 	}
 	return code
+}
+
+// writeReport writes the report to -out: the whole file after a run of
+// every step, spliced into the file as it is after a run of some (-run).
+func writeReport(o *options, rep *report, stdout, stderr io.Writer) error {
+	var buf bytes.Buffer
+	if err := rep.write(&buf); err != nil {
+		return err
+	}
+	if o.out == "-" {
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	out := buf.String()
+	how := "wrote"
+	if o.only != nil {
+		old, err := os.ReadFile(o.out)
+		switch {
+		case err == nil:
+			out, how = splice(string(old), out, rep.provenance()), "spliced this run's rows and sections into"
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("read %s to splice this run into it: %w", o.out, err)
+		}
+	}
+	if err := os.WriteFile(o.out, []byte(out), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "vipbench: %s %s\n", how, o.out)
+	return nil
 }
 
 // commandLine is how the report names the run.

@@ -197,7 +197,9 @@ func (r *report) write(w io.Writer) error {
 		p("\n")
 	}
 
-	p("## Go benchmarks\n\n")
+	if r.GoErr != nil || len(r.GoBench) > 0 {
+		p("## Go benchmarks\n\n")
+	}
 	if r.GoErr != nil {
 		p("**failed:** %s\n\n", codeBlockLine(r.GoErr.Error()))
 	}
@@ -267,6 +269,17 @@ func (r *report) write(w io.Writer) error {
 		p("\n")
 	}
 	return nil
+}
+
+// provenance is how a partial run names itself in the file it is spliced
+// into.
+func (r *report) provenance() runProvenance {
+	mode := "full run"
+	if r.Short {
+		mode = "short run"
+	}
+	return runProvenance{Command: r.Command, Source: r.Machine.Source, Mode: mode, Date: r.Machine.Date,
+		LoadBefore: r.LoadBefore, LoadAfter: r.LoadAfter, Steps: r.Steps}
 }
 
 // codeBlockLine keeps a multi-line error readable inside a list item.
