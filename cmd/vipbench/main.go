@@ -5,13 +5,21 @@
 // network namespaces (internal/lab: hosts a, b and client on a bridge,
 // documentation prefixes only), and runs the same load from the client
 // (internal/loadgen) against the kernel on a and against a vip agent on b:
-// reply latency at 1,000 and 20,000 requests/s, loss at 100,000/s, for IPv4
+// reply latency at 1,000, 20,000 and 100,000 requests/s, loss at 100,000/s, for IPv4
 // and IPv6; then vip's CPU under a flood for addresses it does not hold, its
 // CPU and memory idle and with 10,000 claims, and how soon a claim reaches
-// the wire, next to arping. Before the lab, in a lab of its own, the fleet
+// the wire, next to arping. The agent answers with its eBPF responder on
+// tcx, then, one agent after another, with its sockets and with the
+// program on XDP generic; the kernel's runs and vip's are repeated with a
+// core busy. Before the lab, in a lab of its own, the fleet
 // step simulates 1,000 agents guarded by one real etcd (100 with -short):
 // claim and move latency, etcd's traffic at rest, memory per agent. It
 // needs root.
+//
+// A run of some steps (-run) splices what it measured into the -out file
+// as it is (splice.go): its rows, sections, notes and step times replace
+// theirs, the rest stays, and the file's preamble names the run, its
+// commit and its steps. So a single step can be re-measured.
 //
 // Every scenario is bounded in time. One that cannot run is reported as
 // failed, in the output and in BENCHMARKS.md, and the driver goes on with
@@ -65,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.vip, "vip", "", "the vip binary to measure (default: build ./cmd/vip)")
 	fs.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks of the hot paths first")
 	fs.StringVar(&o.pkgs, "gobench-pkgs", "./announce ./sniff", "packages whose Go benchmarks to run")
-	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression")
+	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression, and splice what they measure into -out")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 75m, 15m with -short)")
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
