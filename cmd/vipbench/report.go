@@ -98,6 +98,11 @@ func fmtRatio(v, k float64) string {
 	if k <= 0 || math.IsNaN(v/k) {
 		return "—"
 	}
+	// Near the kernel's own figure a tenth is too coarse: 1.04× is over a
+	// target of 1.0×.
+	if v/k < 2 {
+		return fmt.Sprintf("%.2f×", v/k)
+	}
 	return fmt.Sprintf("%.1f×", v/k)
 }
 

@@ -271,17 +271,24 @@ func (b *bench) responderRows() []responderRow {
 		if k := res("kernel", f, lossRate); k != nil {
 			lost.Kernel = fmt.Sprintf("%s of %s", fmtCount(k.Res.Lost), fmtCount(k.Res.Sent))
 		}
+		// What the agent's capture got: on tcx it sees every request, on
+		// XDP none of those answered.
+		capt := responderRow{Scenario: fmt.Sprintf("%s %s/s: frames the agent's capture received", f, fmtCount(lossRate)), Kernel: "—"}
 		for _, v := range vipResponders {
-			l, c := "—", "—"
+			l, c, capture := "—", "—", "—"
 			if lr := res(v.name, f, lossRate); lr != nil {
+				if lr.CaptureReceived >= 0 {
+					capture = fmtCount(lr.CaptureReceived)
+				}
 				l = fmt.Sprintf("%s of %s", fmtCount(lr.Res.Lost), fmtCount(lr.Res.Sent))
 				if lr.CPU != nil {
 					c = fmtPercent(lr.CPU.Percent()) + " of a core"
 				}
 			}
 			lost.Cells, cpu.Cells = append(lost.Cells, l), append(cpu.Cells, c)
+			capt.Cells = append(capt.Cells, capture)
 		}
-		out = append(out, lost, cpu)
+		out = append(out, lost, cpu, capt)
 	}
 	if !any {
 		return nil

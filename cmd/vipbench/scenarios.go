@@ -273,7 +273,7 @@ func (b *bench) finish() {
 		}
 	}
 	if kn+vn > 0 {
-		x := row{Scenario: "duplicate replies, all load runs (every responder)", Ratio: "—", Target: "none", Met: verdictOf(vd == 0)}
+		x := row{Scenario: "duplicate replies, all load runs", Ratio: "—", Target: "none", Met: verdictOf(vd == 0)}
 		x.Kernel, x.Vip = fmtCount(kd)+fmt.Sprintf(" in %d runs", kn), fmtCount(vd)+fmt.Sprintf(" in %d runs", vn)
 		if vn == 0 {
 			x.Vip, x.Met = "no run", noGoal

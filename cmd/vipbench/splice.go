@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -54,9 +55,15 @@ func (d mdDoc) String() string {
 	for _, l := range d.preamble {
 		b.WriteString(l + "\n")
 	}
-	for _, s := range d.sections {
+	for i, s := range d.sections {
 		b.WriteString(s.heading + "\n")
-		for _, l := range s.lines {
+		lines := s.lines
+		if i < len(d.sections)-1 {
+			// A section taken from the end of the fresh file ends
+			// without the blank line before the next heading.
+			lines = append(trimBlank(lines), "")
+		}
+		for _, l := range lines {
 			b.WriteString(l + "\n")
 		}
 	}
@@ -204,6 +211,7 @@ func rowKey(line string, n int) string {
 // mergeTable puts the fresh table's rows into the old one: a row of the same
 // key in its place, a new row after the row the fresh table has before it.
 // A "total" row is summed again over the rows' times (the steps table).
+// The text around the table is the fresh one's, as the code now writes it.
 func mergeTable(old, fresh []string, keyCells int) []string {
 	os, oe := tableSpan(old)
 	ns, ne := tableSpan(fresh)
@@ -242,9 +250,9 @@ func mergeTable(old, fresh []string, keyCells int) []string {
 	if hadTotal {
 		rows = append(rows, fmt.Sprintf("| total | %s | |", sumTimes(rows).Round(100*time.Millisecond)))
 	}
-	out := append([]string(nil), old[:os+2]...)
+	out := append([]string(nil), fresh[:ns+2]...)
 	out = append(out, rows...)
-	return append(out, old[oe:]...)
+	return append(out, fresh[ne:]...)
 }
 
 // sumTimes adds up the second cells of the steps table.
@@ -287,6 +295,12 @@ func itemKey(item []string) string {
 	return k
 }
 
+var numbers = regexp.MustCompile(`[0-9][0-9.,]*`)
+
+// looseKey is itemKey with its numbers left out, for a subject that holds
+// its figure ("Idle RSS 39.2 MB").
+func looseKey(item []string) string { return numbers.ReplaceAllString(itemKey(item), "#") }
+
 // mergeList puts the fresh items in place of the old items of the same key
 // and after them the new ones; an old failure of a step that now measured
 // without error leaves.
@@ -300,16 +314,29 @@ func mergeList(old, fresh []string, ok map[string]bool) []string {
 		kept = append(kept, it)
 	}
 	items = kept
-	for _, it := range listItems(fresh) {
-		i := -1
-		for j, o := range items {
-			if itemKey(o) == itemKey(it) {
-				i = j
-				break
+	// Each old item is replaced once at most: by the fresh item of its
+	// key, else by one whose key differs from its in numbers alone ("run 1
+	// of 3" finds its own run first).
+	fr := listItems(fresh)
+	at := make([]int, len(fr))
+	used := map[int]bool{}
+	for pass, key := range []func([]string) string{itemKey, looseKey} {
+		for i, it := range fr {
+			if pass > 0 && at[i] >= 0 {
+				continue
+			}
+			at[i] = -1
+			for j, o := range items {
+				if !used[j] && key(o) == key(it) {
+					at[i], used[j] = j, true
+					break
+				}
 			}
 		}
-		if i >= 0 {
-			items[i] = it
+	}
+	for i, it := range fr {
+		if at[i] >= 0 {
+			items[at[i]] = it
 		} else {
 			items = append(items, it)
 		}
