@@ -295,11 +295,12 @@ func itemKey(item []string) string {
 	return k
 }
 
-var numbers = regexp.MustCompile(`[0-9][0-9.,]*`)
+var fromNumber = regexp.MustCompile(`[\s,]*[0-9].*$`)
 
-// looseKey is itemKey with its numbers left out, for a subject that holds
-// its figure ("Idle RSS 39.2 MB").
-func looseKey(item []string) string { return numbers.ReplaceAllString(itemKey(item), "#") }
+// looseKey is what an item's key says before its first number, for a
+// subject that holds its figure ("Idle RSS 39.2 MB" is "Idle RSS", as is
+// "Idle RSS"); "" when the key starts with one, which matches nothing.
+func looseKey(item []string) string { return fromNumber.ReplaceAllString(itemKey(item), "") }
 
 // mergeList puts the fresh items in place of the old items of the same key
 // and after them the new ones; an old failure of a step that now measured
@@ -327,7 +328,7 @@ func mergeList(old, fresh []string, ok map[string]bool) []string {
 			}
 			at[i] = -1
 			for j, o := range items {
-				if !used[j] && key(o) == key(it) {
+				if !used[j] && key(o) != "" && key(o) == key(it) {
 					at[i], used[j] = j, true
 					break
 				}
