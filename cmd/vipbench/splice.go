@@ -112,8 +112,12 @@ func (p runProvenance) line() string {
 		}
 		names = append(names, s.Name)
 	}
+	what := strings.Join(names, "; ")
+	if what == "" {
+		what = "no step measured, only the text sections written again as this commit writes them"
+	}
 	return fmt.Sprintf("- `%s`, %s, %s, %s; load average %s before, %s after: %s.",
-		p.Command, p.Date.UTC().Format("2006-01-02 15:04 MST"), p.Source, p.Mode, p.LoadBefore, p.LoadAfter, strings.Join(names, "; "))
+		p.Command, p.Date.UTC().Format("2006-01-02 15:04 MST"), p.Source, p.Mode, p.LoadBefore, p.LoadAfter, what)
 }
 
 // remeasuredHead opens the preamble's list of partial runs.
