@@ -35,11 +35,14 @@ type agent struct {
 	err    error // from Wait, once done is closed
 }
 
-func (b *bench) startAgent(ctx context.Context) error {
-	sock := filepath.Join(b.dir, "b.sock")
+// startAgent starts an agent answering with v and claims both addresses.
+func (b *bench) startAgent(ctx context.Context, v vipResponder) error {
+	// A socket, and so a state file, of its own for each agent.
+	sock := filepath.Join(b.dir, strings.ReplaceAll(v.step, " ", "-")+".sock")
 	a := &agent{out: &lockedBuffer{}, sock: sock, client: api.NewClient(sock), done: make(chan struct{})}
 	// ip netns exec execs vip in place: the process started is vip.
-	args := append([]string{"agent", "--socket", sock, "--log-level", "warn"}, b.o.agentFlags...)
+	args := append([]string{"agent", "--socket", sock, "--log-level", "warn"}, v.flags...)
+	args = append(args, b.o.agentFlags...)
 	a.cmd = b.b.Command(context.Background(), b.vipBin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -79,7 +82,7 @@ func (b *bench) startAgent(ctx context.Context) error {
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	return nil
+	return b.waitResponder(ctx, v)
 }
 
 // alive returns an error with the agent's output if it has exited.

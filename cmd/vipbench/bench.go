@@ -62,9 +62,7 @@ type bench struct {
 	a, b   *lab.Host
 	client *lab.Host
 	agent  *agent
-	// agentErr says why vip scenarios cannot run.
-	agentErr error
-	runID    uint8
+	runID  uint8
 
 	loads   map[string]*loadRow // by loadKey
 	unheld  map[family]*cpuUse
@@ -72,7 +70,7 @@ type bench struct {
 	ran     map[string]error // steps run, by name
 	idle    *cpuUse
 	idleRSS int64
-	tenK    *tenKResult
+	tenK    map[string]*tenKResult // by responder
 	claim   *claimResult
 	sched   []*schedVariant
 	wire    *schedVariant
@@ -89,6 +87,7 @@ func newBench(o *options, log io.Writer) *bench {
 		unheld:  map[family]*cpuUse{},
 		unheldN: map[family]*loadgen.Result{},
 		ran:     map[string]error{},
+		tenK:    map[string]*tenKResult{},
 	}
 }
 
@@ -224,6 +223,16 @@ func (b *bench) run(ctx context.Context) *report {
 		}
 	}
 
+	for _, f := range families {
+		name := loadStep("kernel", f, busyRate) + busySuffix
+		if !b.selected(name) {
+			continue
+		}
+		b.step(ctx, name, b.duration(busyRate)+30*time.Second, func(ctx context.Context) error {
+			return b.busyRun(ctx, "kernel", f, kernelAddr[f])
+		})
+	}
+
 	// The userspace floor, on b before vip runs there.
 	for _, fr := range floorResponders {
 		for _, rate := range rates[:2] {
@@ -237,69 +246,11 @@ func (b *bench) run(ctx context.Context) *report {
 		}
 	}
 
-	// vip: an agent on b holding both addresses.
-	needVip := false
-	for _, n := range b.vipSteps() {
-		needVip = needVip || b.selected(n)
-	}
-	if !needVip {
-		b.finish()
-		return b.rep
-	}
-	switch {
-	case vipErr != nil:
-		b.agentErr = fmt.Errorf("%w: vip was not built: %v", errSkipped, vipErr)
-	case labErr != nil:
-		b.agentErr = fmt.Errorf("%w: no lab: %v", errSkipped, labErr)
-	default:
-		if err := b.step(ctx, "vip agent", 60*time.Second, b.startAgent); err != nil {
-			b.agentErr = fmt.Errorf("%w: the vip agent did not start: %v", errSkipped, err)
-		}
-	}
-	vipStep := func(name string, timeout time.Duration, fn func(context.Context) error) {
-		if !b.selected(name) {
-			return
-		}
-		b.step(ctx, name, timeout, func(ctx context.Context) error {
-			if b.agentErr != nil {
-				return b.agentErr
-			}
-			if err := b.agent.alive(); err != nil {
-				return err
-			}
-			return fn(ctx)
-		})
-	}
-	// Floods for addresses nobody holds first: the claims' gratuitous
-	// windows run out meanwhile.
-	for _, f := range families {
-		vipStep(fmt.Sprintf("vip %s %s/s for an address nobody holds", f, fmtCount(lossRate)), b.unheldFor()+30*time.Second,
-			func(ctx context.Context) error { return b.unheldRun(ctx, f) })
-	}
-	for _, f := range families {
-		for _, rate := range rates {
-			vipStep(fmt.Sprintf("vip %s %s/s", f, fmtCount(rate)), b.duration(rate)+30*time.Second, func(ctx context.Context) error {
-				return b.loadRun(ctx, "vip", f, rate, vipAddr[f])
-			})
-		}
-	}
-	vipStep("vip idle with one claim", b.idleFor()+30*time.Second, b.idleRun)
-	vipStep("claim to the wire", 2*time.Minute, b.claimRun)
-	vipStep("vip 10,000 claims", 3*time.Minute, b.tenKRun)
+	// vip: an agent on b holding both addresses, with each responder in
+	// turn.
+	b.runResponders(ctx, vipErr, labErr)
 	b.finish()
 	return b.rep
-}
-
-// vipSteps names every step that needs the agent, for -run.
-func (b *bench) vipSteps() []string {
-	var names []string
-	for _, f := range families {
-		names = append(names, fmt.Sprintf("vip %s %s/s for an address nobody holds", f, fmtCount(lossRate)))
-		for _, rate := range rates {
-			names = append(names, fmt.Sprintf("vip %s %s/s", f, fmtCount(rate)))
-		}
-	}
-	return append(names, "vip idle with one claim", "claim to the wire", "vip 10,000 claims")
 }
 
 func (b *bench) buildVip(ctx context.Context) error {
@@ -396,7 +347,7 @@ func (b *bench) loadRun(ctx context.Context, responder string, f family, rate in
 	lr := &loadRow{Responder: responder, CaptureReceived: -1, CaptureDropped: -1, Busy: -1}
 	var meter *cpuMeter
 	var capt0 *api.CaptureStat
-	if responder == "vip" {
+	if strings.HasPrefix(responder, "vip") {
 		capt0 = b.agent.capture(ctx)
 		m, err := startCPU(b.agent.pid)
 		if err != nil {
@@ -500,7 +451,7 @@ func (b *bench) idleRun(ctx context.Context) error {
 	}
 	b.idle, b.idleRSS = &use, rss
 	if anon, file, err := rssParts(b.agent.pid); err == nil {
-		b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("Idle RSS %s: %s anonymous (the Go heap and stacks, and lookup tables gopacket/layers fills in at start-up), "+
+		b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("Idle RSS: %s, %s anonymous (the Go heap and stacks, and lookup tables gopacket/layers fills in at start-up), "+
 			"%s file-backed (the pages of the vip binary and its libraries, shared with the page cache).", fmtMB(rss), fmtMB(anon), fmtMB(file)))
 	}
 	b.logf("  idle: %.3f%% of a core over %v, RSS %s", use.Percent(), use.Wall.Round(time.Millisecond), fmtMB(rss))

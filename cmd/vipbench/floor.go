@@ -74,7 +74,7 @@ func (b *bench) floorRows() []floorRow {
 				Kernel:   get("kernel", rate, q.get),
 				Floor:    get(floorResponders[0].name, rate, q.get),
 				Spinning: get(floorResponders[1].name, rate, q.get),
-				Vip:      get("vip", rate, q.get),
+				Vip:      get(vipResponders[1].name, rate, q.get),
 			}
 			if r.Floor > 0 || r.Spinning > 0 {
 				out = append(out, r)
@@ -94,8 +94,8 @@ func writeFloor(w io.Writer, rows []floorRow) {
 	p("The same IPv4 load against `loadgen.Floor` on b, before vip runs there: one thread locked to itself reads an ARP packet socket and writes the reply, with nothing else around it, ")
 	p("sleeping in read(2) between frames (*floor*) or polling the socket without ever sleeping, a whole core spent on it (*spinning*). ")
 	p("The kernel answers inside the sender's own context; any responder in user space that sleeps is woken for every frame that finds it idle. ")
-	p("*vip / floor* is what vip adds to that.\n\n")
-	p("| scenario | kernel | floor | spinning | vip | floor / kernel | vip / floor |\n|---|---|---|---|---|---|---|\n")
+	p("*vip / floor* is what vip's own socket responder (`--responder socket`) adds to that; its eBPF responder answers in the kernel, as the kernel does.\n\n")
+	p("| scenario | kernel | floor | spinning | vip, socket | floor / kernel | vip / floor |\n|---|---|---|---|---|---|---|\n")
 	cell := func(d time.Duration) string {
 		if d <= 0 {
 			return "—"

@@ -5,13 +5,21 @@
 // network namespaces (internal/lab: hosts a, b and client on a bridge,
 // documentation prefixes only), and runs the same load from the client
 // (internal/loadgen) against the kernel on a and against a vip agent on b:
-// reply latency at 1,000 and 20,000 requests/s, loss at 100,000/s, for IPv4
+// reply latency at 1,000, 20,000 and 100,000 requests/s, loss at 100,000/s, for IPv4
 // and IPv6; then vip's CPU under a flood for addresses it does not hold, its
 // CPU and memory idle and with 10,000 claims, and how soon a claim reaches
-// the wire, next to arping. Before the lab, in a lab of its own, the fleet
+// the wire, next to arping. The agent answers with its eBPF responder on
+// tcx, then, one agent after another, with its sockets and with the
+// program on XDP generic; the kernel's runs and vip's are repeated with a
+// core busy. Before the lab, in a lab of its own, the fleet
 // step simulates 1,000 agents guarded by one real etcd (100 with -short):
 // claim and move latency, etcd's traffic at rest, memory per agent. It
 // needs root.
+//
+// A run of some steps (-run) splices what it measured into the -out file
+// as it is (splice.go): its rows, sections, notes and step times replace
+// theirs, the rest stays, and the file's preamble names the run, its
+// commit and its steps. So a single step can be re-measured.
 //
 // Every scenario is bounded in time. One that cannot run is reported as
 // failed, in the output and in BENCHMARKS.md, and the driver goes on with
@@ -23,11 +31,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
 	"regexp"
@@ -63,7 +73,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.vip, "vip", "", "the vip binary to measure (default: build ./cmd/vip)")
 	fs.BoolVar(&o.goBench, "gobench", true, "run the Go benchmarks of the hot paths first")
 	fs.StringVar(&o.pkgs, "gobench-pkgs", "./announce ./sniff", "packages whose Go benchmarks to run")
-	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression")
+	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression, and splice what they measure into -out")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 75m, 15m with -short)")
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
@@ -124,22 +134,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	rep := b.run(ctx)
 	rep.Command = commandLine(args)
 
-	w := stdout
-	if o.out != "-" {
-		f, err := os.Create(o.out)
-		if err != nil {
-			fmt.Fprintln(stderr, "vipbench: write the report:", err)
-			return 1
-		}
-		defer f.Close()
-		w = f
-	}
-	if err := rep.write(w); err != nil {
+	if err := writeReport(o, rep, stdout, stderr); err != nil {
 		fmt.Fprintln(stderr, "vipbench: write the report:", err)
 		return 1
-	}
-	if o.out != "-" {
-		fmt.Fprintf(stderr, "vipbench: wrote %s\n", o.out)
 	}
 	code := 0
 	for _, s := range rep.Steps {
@@ -153,6 +150,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 		code = 1
 	}
 	return code
+}
+
+// writeReport writes the report to -out: the whole file after a run of
+// every step, spliced into the file as it is after a run of some (-run).
+func writeReport(o *options, rep *report, stdout, stderr io.Writer) error {
+	var buf bytes.Buffer
+	if err := rep.write(&buf); err != nil {
+		return err
+	}
+	if o.out == "-" {
+		_, err := stdout.Write(buf.Bytes())
+		return err
+	}
+	out := buf.String()
+	how := "wrote"
+	if o.only != nil {
+		old, err := os.ReadFile(o.out)
+		switch {
+		case err == nil:
+			out, how = splice(string(old), out, rep.provenance()), "spliced this run's rows and sections into"
+		case !errors.Is(err, fs.ErrNotExist):
+			return fmt.Errorf("read %s to splice this run into it: %w", o.out, err)
+		}
+	}
+	if err := os.WriteFile(o.out, []byte(out), 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "vipbench: %s %s\n", how, o.out)
+	return nil
 }
 
 // commandLine is how the report names the run.

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/loadgen"
@@ -145,7 +146,10 @@ func tenKAddrs() []string {
 	return addrs
 }
 
-func (b *bench) tenKRun(ctx context.Context) error {
+// tenKRun claims 10,000 addresses at once on the agent answering with v,
+// times status with them held, and releases them; for the main responder
+// it also records their gratuitous frames on the wire.
+func (b *bench) tenKRun(ctx context.Context, v vipResponder) error {
 	if _, err := b.vip(ctx, "release", "--all"); err != nil {
 		return err
 	}
@@ -157,11 +161,15 @@ func (b *bench) tenKRun(ctx context.Context) error {
 	res := &tenKResult{}
 	// Their gratuitous frames on the wire, until every window has closed
 	// (schedwire.go).
-	wire, err := b.startWire()
-	if err != nil {
-		return err
+	var wire *wireRecording
+	if v.main {
+		w, err := b.startWire()
+		if err != nil {
+			return err
+		}
+		defer w.abort()
+		wire = w
 	}
-	defer wire.abort()
 	start := time.Now()
 	if _, err := b.vip(ctx, "claim", "-f", file, "-i", "eth0"); err != nil {
 		return err
@@ -177,8 +185,18 @@ func (b *bench) tenKRun(ctx context.Context) error {
 	// status, with the 10,000 claims held (its own step: five status
 	// commands and the decoding of 5 MB here would compete with the
 	// sender for the two cores).
-	if err := b.finishWire(ctx, wire, armedBy, addrs); err != nil {
-		return fmt.Errorf("gratuitous frames on the wire: %w", err)
+	if wire != nil {
+		if err := b.finishWire(ctx, wire, armedBy, addrs); err != nil {
+			return fmt.Errorf("gratuitous frames on the wire: %w", err)
+		}
+	} else {
+		// The same wait without the recording: status with the windows
+		// closed.
+		select {
+		case <-time.After(time.Until(armedBy.Add(wireWait(wireVariant(announce.SchedulerConfig{}).cfg)))):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
 	}
 	var first []byte
 	for i := range 5 {
@@ -208,8 +226,8 @@ func (b *bench) tenKRun(ctx context.Context) error {
 		return err
 	}
 	res.release = time.Since(start)
-	b.tenK = res
-	b.logf("  10,000 claims: claim %v, RSS %s, status --json %v", res.claimTook, fmtMB(res.rss), res.status)
+	b.tenK[v.name] = res
+	b.logf("  %s, 10,000 claims: claim %v, RSS %s, status --json %v", v.name, res.claimTook, fmtMB(res.rss), res.status)
 	return nil
 }
 
@@ -239,95 +257,17 @@ func (b *bench) missing(step string) (string, verdict, bool) {
 func (b *bench) finish() {
 	r := b.rep
 	r.Floor = b.floorRows()
-	for _, f := range families {
-		for _, rate := range rates[:2] {
-			k, v := b.loads[loadKey("kernel", f, rate)], b.loads[loadKey("vip", f, rate)]
-			kstep, vstep := fmt.Sprintf("kernel %s %s/s", f, fmtCount(rate)), fmt.Sprintf("vip %s %s/s", f, fmtCount(rate))
-			if _, ok := b.ran[kstep]; !ok {
-				if _, ok := b.ran[vstep]; !ok {
-					continue
-				}
-			}
-			for _, q := range []struct {
-				name  string
-				get   func(*loadgen.Result) time.Duration
-				limit float64
-			}{
-				{"median", (*loadgen.Result).Median, 3},
-				{"p99", (*loadgen.Result).P99, 10},
-			} {
-				x := row{Scenario: fmt.Sprintf("%s %s/s: %s reply latency", f, fmtCount(rate), q.name),
-					Ratio: "—", Target: fmt.Sprintf("≤ %g× kernel", q.limit), Met: noGoal}
-				var kv, vv time.Duration
-				if k != nil && k.Res.Answered > 0 {
-					kv = q.get(k.Res)
-					x.Kernel = fmtDur(kv)
-				} else {
-					x.Kernel, x.Met, _ = b.missing(kstep)
-				}
-				if v != nil && v.Res.Answered > 0 {
-					vv = q.get(v.Res)
-					x.Vip = fmtDur(vv)
-				} else {
-					var vm verdict
-					x.Vip, vm, _ = b.missing(vstep)
-					if vm == failed {
-						x.Met = failed
-					}
-				}
-				if kv > 0 && vv > 0 {
-					ratio := float64(vv) / float64(kv)
-					x.Ratio = fmtRatio(float64(vv), float64(kv))
-					x.Met = verdictOf(ratio <= q.limit)
-				}
-				r.Rows = append(r.Rows, x)
-			}
-		}
-		// Loss at 100,000/s.
-		kstep, vstep := fmt.Sprintf("kernel %s %s/s", f, fmtCount(lossRate)), fmt.Sprintf("vip %s %s/s", f, fmtCount(lossRate))
-		_, kran := b.ran[kstep]
-		_, vran := b.ran[vstep]
-		if kran || vran {
-			x := row{Scenario: fmt.Sprintf("%s %s/s: requests without a reply within 1 s", f, fmtCount(lossRate)),
-				Ratio: "—", Target: "none lost", Met: noGoal}
-			cell := func(lr *loadRow, step string) string {
-				if lr == nil {
-					c, vd, _ := b.missing(step)
-					if vd == failed {
-						x.Met = failed
-					}
-					return c
-				}
-				res := lr.Res
-				s := fmt.Sprintf("%s of %s", fmtCount(res.Lost), fmtCount(res.Sent))
-				if res.Lost > 0 {
-					s += fmt.Sprintf(" (%.2f%%)", 100*res.LossRatio())
-				}
-				if a := res.AchievedRate(); a < 0.9*float64(res.Rate) {
-					s += fmt.Sprintf(", sent at only %s/s", fmtCount(int64(a)))
-				}
-				return s
-			}
-			k, v := b.loads[loadKey("kernel", f, lossRate)], b.loads[loadKey("vip", f, lossRate)]
-			x.Kernel, x.Vip = cell(k, kstep), cell(v, vstep)
-			if v != nil && x.Met != failed {
-				x.Met = verdictOf(v.Res.Lost == 0)
-				if v.Res.RecvDrops > 0 {
-					x.Met = invalid
-					r.Notes = append(r.Notes, fmt.Sprintf("%s %s/s against vip: the load generator's socket dropped %d replies, so some losses may be the generator's.", f, fmtCount(lossRate), v.Res.RecvDrops))
-				}
-			}
-			r.Rows = append(r.Rows, x)
-		}
-	}
+	r.Responders = b.responderRows()
+	b.loadRows()
 
 	// Duplicates over every answered run.
 	var kd, vd, kn, vn int
 	for key, lr := range b.loads {
-		if strings.HasPrefix(key, "kernel") {
+		switch {
+		case strings.HasPrefix(key, "kernel"):
 			kd += lr.Res.Duplicates
 			kn++
-		} else {
+		case strings.HasPrefix(key, "vip"):
 			vd += lr.Res.Duplicates
 			vn++
 		}
@@ -409,19 +349,10 @@ func (b *bench) finish() {
 		r.Rows = append(r.Rows, x)
 	}
 
-	if _, ok := b.ran["vip 10,000 claims"]; ok {
-		rss := row{Scenario: "10,000 claims: RSS", Kernel: "—", Ratio: "—", Target: "≤ 100 MB"}
-		st := row{Scenario: "10,000 claims: `vip status --json` (median of 5)", Kernel: "—", Ratio: "—", Target: "< 50 ms"}
-		if t := b.tenK; t != nil {
-			rss.Vip, rss.Met = fmtMB(t.rss), verdictOf(t.rss*1024 <= 100e6)
-			st.Vip, st.Met = fmtDur(median(t.status)), verdictOf(median(t.status) < 50*time.Millisecond)
-			r.Notes = append(r.Notes, fmt.Sprintf("10,000 claims: `vip claim -f` took %v end to end, `vip release --all` %v; `vip status --json` printed %s bytes; every status run: %v.",
-				t.claimTook.Round(time.Millisecond), t.release.Round(time.Millisecond), fmtCount(t.statusLen), roundAll(t.status)))
-		} else {
-			rss.Vip, rss.Met, _ = b.missing("vip 10,000 claims")
-			st.Vip, st.Met = rss.Vip, rss.Met
+	for _, v := range vipResponders {
+		if v.tenK {
+			b.tenKRows(v)
 		}
-		r.Rows = append(r.Rows, rss, st)
 	}
 
 	b.schedRows()
@@ -439,6 +370,33 @@ func (b *bench) finish() {
 			r.Notes = append(r.Notes, fmt.Sprintf("%s %s at %s/s: replies came from %s.", lr.Responder, res.Target, fmtCount(res.Rate), sortedResponders(res.Responders)))
 		}
 	}
+}
+
+// tenKRows adds the 10,000 claims' rows of the agent answering with v: RSS
+// and status for the main responder, status alone for the others.
+func (b *bench) tenKRows(v vipResponder) {
+	r := b.rep
+	step := v.step + " 10,000 claims"
+	if _, ok := b.ran[step]; !ok {
+		return
+	}
+	label, note := "", "10,000 claims"
+	if !v.main {
+		label = ", " + v.want + " responder"
+		note += label
+	}
+	rss := row{Scenario: "10,000 claims" + label + ": RSS", Kernel: "—", Ratio: "—", Target: "≤ 100 MB"}
+	st := row{Scenario: "10,000 claims" + label + ": `vip status --json` (median of 5)", Kernel: "—", Ratio: "—", Target: "< 50 ms"}
+	if t := b.tenK[v.name]; t != nil {
+		rss.Vip, rss.Met = fmtMB(t.rss), verdictOf(t.rss*1024 <= 100e6)
+		st.Vip, st.Met = fmtDur(median(t.status)), verdictOf(median(t.status) < 50*time.Millisecond)
+		r.Notes = append(r.Notes, fmt.Sprintf("%s: `vip claim -f` took %v end to end, `vip release --all` %v; `vip status --json` printed %s bytes; every status run: %v.",
+			note, t.claimTook.Round(time.Millisecond), t.release.Round(time.Millisecond), fmtCount(t.statusLen), roundAll(t.status)))
+	} else {
+		rss.Vip, rss.Met, _ = b.missing(step)
+		st.Vip, st.Met = rss.Vip, rss.Met
+	}
+	r.Rows = append(r.Rows, rss, st)
 }
 
 func roundAll(ds []time.Duration) []time.Duration {

@@ -108,6 +108,7 @@ func TestFormat(t *testing.T) {
 		{fmtDur(0), "0"},
 		{fmtRatio(30, 10), "3.0×"},
 		{fmtRatio(30, 0), "—"},
+		{fmtRatio(104, 100), "1.04×"},
 		{fmtPercent(0.0123), "0.012%"},
 		{fmtPercent(39.45), "39.5%"},
 		{fmtMB(29297), "30.0 MB"},
