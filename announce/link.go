@@ -337,6 +337,49 @@ func (l *Link) Count(addrs ...netip.Addr) error {
 	return nil
 }
 
+// CanSnapshot reports whether Snapshot reads the Link's counts: whether its
+// responder reads them all in one pass.
+func (l *Link) CanSnapshot() bool {
+	_, ok := l.resp.(CountSnapshotter)
+	return ok
+}
+
+// Snapshot reads the counts of every address the Link answers or counts in
+// one pass, with each traffic rate from the meter as Traffic gives it; ok
+// is false when the responder cannot, or its read failed.
+func (l *Link) Snapshot() (map[netip.Addr]Counts, bool) {
+	cs, ok := l.resp.(CountSnapshotter)
+	if !ok {
+		return nil, false
+	}
+	l.mu.Lock()
+	known := make(map[netip.Addr]bool, len(l.held)+len(l.counted))
+	for a := range l.held {
+		known[a] = true
+	}
+	for a := range l.counted {
+		known[a] = true
+	}
+	l.mu.Unlock()
+	_, counts := l.resp.(TrafficCounter)
+	out := make(map[netip.Addr]Counts, len(known))
+	err := cs.Snapshot(func(a netip.Addr, answered, packets, bytes uint64) {
+		if !known[a] {
+			return
+		}
+		c := Counts{Answered: answered}
+		if counts {
+			t := l.meter.read(a, packets, bytes)
+			c.Traffic = &t
+		}
+		out[a] = c
+	})
+	if err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
 // ResponderKind says what answers for the Link's held addresses, as
 // status shows it: ResponderSocket for its own socket readers, else the
 // Responder's Kind() and Hook() when it has them ("ebpf" and "tcx").

@@ -54,7 +54,14 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 	var mac string
 	for i, cs := range held {
 		st := &out[i]
-		*st = Status{Claim: cs.claim, State: StateWaiting, Answered: e.answeredLocked(cs),
+		// A port that counts in the kernel is read after the lock, all
+		// its claims in one pass (fillResponders): here only what
+		// closed ports answered before.
+		answered := e.answeredBefore[cs.claim.Addr]
+		if cs.port == nil || !cs.answering || !snapshots(cs.port) {
+			answered = e.answeredLocked(cs)
+		}
+		*st = Status{Claim: cs.claim, State: StateWaiting, Answered: answered,
 			Window: e.window(cs), Interval: e.interval(cs), Frames: e.frames(cs)}
 		if cs.port != nil {
 			if cs.port != macPort {
@@ -93,13 +100,31 @@ type portResponder interface {
 	Traffic(addr netip.Addr) (Traffic, bool)
 }
 
+// portSnapshotter is a Port whose counts are read for all its addresses in
+// one pass (*Link over the in-kernel responder): a status of 10,000 claims
+// then costs a few system calls, not two for each.
+type portSnapshotter interface {
+	CanSnapshot() bool
+	Snapshot() (map[netip.Addr]Counts, bool)
+}
+
+// snapshots reports whether p's counts are read by Snapshot; it reads
+// nothing.
+func snapshots(p *portRef) bool {
+	ps, ok := p.Port.(portSnapshotter)
+	return ok && ps.CanSnapshot()
+}
+
 // fillResponders sets the responder and traffic of each status whose port
-// answers for it (answering[i], nil where none does). Where the kernel
-// answers (counting[i]) the responder stays the kernel, and the port's
-// traffic, if it counts it, is still filled in.
+// answers for it (answering[i], nil where none does), and the answers of
+// those whose port is read by Snapshot. Where the kernel answers
+// (counting[i]) the responder stays the kernel, and the port's traffic, if
+// it counts it, is still filled in.
 func fillResponders(out []Status, answering []*portRef, counting []bool) {
 	var last *portRef
 	var kind, hook string
+	var snap map[netip.Addr]Counts
+	var snapped bool
 	for i, p := range answering {
 		if p == nil {
 			continue
@@ -111,12 +136,34 @@ func fillResponders(out []Status, answering []*portRef, counting []bool) {
 			}
 			continue
 		}
-		if !counting[i] {
-			if p != last {
-				last = p
-				kind, hook = pr.ResponderKind()
+		if p != last {
+			last = p
+			kind, hook = pr.ResponderKind()
+			snap, snapped = nil, false
+			if snapshots(p) {
+				snap, snapped = p.Port.(portSnapshotter).Snapshot()
 			}
+		}
+		if !counting[i] {
 			out[i].Responder, out[i].Hook = kind, hook
+		}
+		if snapped {
+			c, ok := snap[out[i].Addr]
+			if !ok {
+				continue
+			}
+			if !counting[i] {
+				out[i].Answered += c.Answered
+			}
+			if c.Traffic != nil {
+				out[i].Traffic = c.Traffic
+			}
+			continue
+		}
+		if snapshots(p) && !counting[i] {
+			// Its snapshot failed: the statusLocked left its answers
+			// to it, so read them one by one.
+			out[i].Answered += p.Answered(out[i].Addr)
 		}
 		if t, ok := pr.Traffic(out[i].Addr); ok {
 			out[i].Traffic = &t

@@ -29,6 +29,20 @@ type TrafficCounter interface {
 	Traffic(addr netip.Addr) (packets, bytes uint64)
 }
 
+// Counts are what a port counted for one address: the requests answered,
+// and the traffic arriving where its responder counts it.
+type Counts struct {
+	Answered uint64
+	Traffic  *Traffic
+}
+
+// CountSnapshotter is a Responder whose counts for every address are read
+// in one pass (the in-kernel responder reads its maps in batches): fn is
+// called once for each address it counts.
+type CountSnapshotter interface {
+	Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error
+}
+
 // Counter is a Responder that can count the traffic for an address it
 // does not answer for: one the kernel owns (assigned to the interface),
 // which it answers itself. Drop stops the counting too.

@@ -233,3 +233,38 @@ func TestLinkSendsPastAPendingLinkDown(t *testing.T) {
 		t.Errorf("while the link is down: got %d, %v; want ENETDOWN", n, err)
 	}
 }
+
+// snapshotResponder is a countingResponder read in one pass, as the
+// in-kernel one is; it counts how its counts are read.
+type snapshotResponder struct {
+	*countingResponder
+	snapshots, lookups int
+}
+
+func (r *snapshotResponder) Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error {
+	r.snapshots++
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for a := range r.held {
+		fn(a, 7, r.packets[a], 100*r.packets[a])
+	}
+	return nil
+}
+
+func (r *snapshotResponder) Answered(netip.Addr) uint64 { r.lookups++; return 7 }
+
+// TestEngineStatusReadsASnapshot: a port read in one pass gives every
+// claim's answers and traffic from that one read, not a lookup each.
+func TestEngineStatusReadsASnapshot(t *testing.T) {
+	resp := &snapshotResponder{countingResponder: newCountingResponder()}
+	e, _ := claimA4AndKernelB4(t, resp)
+	resp.arrive(a4, 3)
+	resp.snapshots, resp.lookups = 0, 0
+	st := e.Status()
+	if resp.snapshots != 1 || resp.lookups != 0 {
+		t.Errorf("status read %d snapshots and %d lookups, want one snapshot and none", resp.snapshots, resp.lookups)
+	}
+	if s := st[0]; s.Answered != 7 || s.Traffic == nil || s.Traffic.Packets != 3 || s.Responder != "ebpf" {
+		t.Errorf("%s: got %+v, want 7 answered, 3 packets, ebpf", s.Addr, s)
+	}
+}

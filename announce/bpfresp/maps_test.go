@@ -214,3 +214,53 @@ func TestCountWithoutAnswering(t *testing.T) {
 		t.Errorf("traffic counted after the drop: %d packets", p)
 	}
 }
+
+// TestSnapshot: one pass reads every address's counts, those held and
+// those counted only, as Answered and Traffic read them one by one.
+func TestSnapshot(t *testing.T) {
+	r := requireBPF(t, TCX)
+	counted := netip.MustParseAddr("192.0.2.77")
+	if err := r.Count(counted); err != nil {
+		t.Fatal(err)
+	}
+	runOK(t, r, corpusFrame(t, "ARP who-has"))
+	runOK(t, r, corpusFrame(t, "ARP who-has"))
+	udp := corpusFrame(t, "IPv4 packet to the held address")
+	runOK(t, r, udp)
+	got := map[netip.Addr][3]uint64{}
+	if err := r.Snapshot(func(a netip.Addr, answered, packets, bytes uint64) {
+		got[a] = [3]uint64{answered, packets, bytes}
+	}); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	for _, a := range []netip.Addr{wiretest.CorpusHeld4, wiretest.CorpusHeld6, counted} {
+		p, b := r.Traffic(a)
+		want := [3]uint64{r.Answered(a), p, b}
+		if got[a] != want {
+			t.Errorf("snapshot of %v: got %v, want %v (as read one by one)", a, got[a], want)
+		}
+	}
+	if c := got[wiretest.CorpusHeld4]; c[0] != 2 || c[1] != 1 {
+		t.Errorf("snapshot of %v: got %v, want 2 answered and 1 packet", wiretest.CorpusHeld4, c)
+	}
+	if len(got) != 3 {
+		t.Errorf("snapshot read %d addresses, want 3: %v", len(got), got)
+	}
+	// Many addresses: more than one batch.
+	var many []netip.Addr
+	for i := range 2*snapshotBatch + 5 {
+		b := netip.MustParseAddr("2001:db8:5::").As16()
+		b[14], b[15] = byte(i>>8), byte(i)
+		many = append(many, netip.AddrFrom16(b))
+	}
+	if err := r.Hold(many...); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	if err := r.Snapshot(func(netip.Addr, uint64, uint64, uint64) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != len(many)+3 {
+		t.Errorf("snapshot of %d addresses read %d", len(many)+3, n)
+	}
+}

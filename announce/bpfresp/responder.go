@@ -399,3 +399,63 @@ func (r *Responder) Close() error {
 	}
 	return nil
 }
+
+// snapshotBatch is how many addresses one system call of Snapshot reads.
+const snapshotBatch = 1024
+
+// Snapshot calls fn with the counts of every address held or counted, read
+// from the per-CPU map in batches of snapshotBatch: a status of 10,000
+// claims costs ten system calls, not 10,000. A kernel without batch
+// lookups is read address by address.
+func (r *Responder) Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return net.ErrClosed
+	}
+	keys := make([]heldKey, snapshotBatch)
+	vals := make([]counters, snapshotBatch*r.cpus)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := r.counters.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			var c counters
+			for _, p := range vals[i*r.cpus : (i+1)*r.cpus] {
+				c.Answered += p.Answered
+				c.Packets += p.Packets
+				c.Bytes += p.Bytes
+			}
+			fn(keys[i].addr(), c.Answered, c.Packets, c.Bytes)
+		}
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			return r.snapshotEach(fn)
+		case err != nil:
+			return fmt.Errorf("read the counters on %s: %w", r.ifname, err)
+		}
+	}
+}
+
+// snapshotEach is Snapshot one address at a time.
+func (r *Responder) snapshotEach(fn func(a netip.Addr, answered, packets, bytes uint64)) error {
+	for a := range r.addrs {
+		c := r.sum(a)
+		fn(a, c.Answered, c.Packets, c.Bytes)
+	}
+	for a := range r.counted {
+		c := r.sum(a)
+		fn(a, c.Answered, c.Packets, c.Bytes)
+	}
+	return nil
+}
+
+// addr is the address a key names.
+func (k heldKey) addr() netip.Addr {
+	a := netip.AddrFrom16(k.Addr)
+	if k.Family == familyIPv4 {
+		return a.Unmap()
+	}
+	return a
+}
