@@ -179,7 +179,7 @@ func (r *report) write(w io.Writer) error {
 		p("Each run asks from the lab's client host, at a fixed rate, for one address. *Lost*: no reply within 1 s. ")
 		p("*Dup*: replies beyond the first to a request. *Gen drops*: replies the load generator's own socket dropped ")
 		p("(non-zero would make losses ours, not the responder's). *vip CPU*: the agent's share of one core over the run. ")
-		p("*Capture*: frames the agent's libpcap capture received / dropped over the run. ")
+		p("*Capture*: frames the agent's capture (its packet socket, which competing-claimer detection reads) received / dropped over the run. ")
 		p("*Machine*: how busy all %d cores together were over the run (generator, bridge, responders, everything else).\n\n", r.Machine.Cores)
 		p("| responder | target | asked/s | sent/s | sent | answered | lost | dup | median | p99 | max | gen drops | vip CPU | capture | machine |\n")
 		p("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
