@@ -81,6 +81,8 @@ type pendingMove struct {
 	res            MoveResult
 	opts           json.RawMessage
 	window         time.Duration
+	// clock is the mover's clock; nil is time.Now.
+	clock func() time.Time
 	key, claimKey  string
 	createRev      int64
 	ownerReleased  bool
@@ -184,12 +186,19 @@ func (c *Client) Move(ctx context.Context, req MoveRequest) ([]MoveResult, error
 // step applies one watch event to the move; it reports when the move ended.
 func (m *pendingMove) step(ev *clientv3.Event, k Keys) bool {
 	now := time.Now()
+	if m.clock != nil {
+		now = m.clock()
+	}
 	key := string(ev.Kv.Key)
 	if key == m.claimKey {
-		switch {
-		case ev.Type == clientv3.EventTypeDelete && !m.claimGone:
+		// The claim's deletion and the move record come on two watches,
+		// so the deletion can come after the target's live: the time the
+		// key was seen gone is then the live one, already set.
+		if ev.Type == clientv3.EventTypeDelete && !m.claimGone {
 			m.claimGone = true
-			m.res.Released = now
+			if m.res.Released.IsZero() {
+				m.res.Released = now
+			}
 		}
 		return false
 	}

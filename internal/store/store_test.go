@@ -5,6 +5,10 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 func TestParseURL(t *testing.T) {
@@ -145,4 +149,49 @@ func TestPlanMoves(t *testing.T) {
 			t.Errorf("got %v", err)
 		}
 	})
+}
+
+// TestMoveTimelineWhateverTheOrder: the claim's deletion and the move
+// record come on two watches; a deletion seen after the target's live
+// must not make the release later than the live.
+func TestMoveTimelineWhateverTheOrder(t *testing.T) {
+	k := NewKeys(DefaultPrefix)
+	a := netip.MustParseAddr("198.51.100.10")
+	put := func(m Move) *clientv3.Event {
+		v, err := encode(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &clientv3.Event{Type: clientv3.EventTypePut, Kv: &mvccpb.KeyValue{Key: []byte(k.Move(a)), Value: []byte(v)}}
+	}
+	gone := &clientv3.Event{Type: clientv3.EventTypeDelete, Kv: &mvccpb.KeyValue{Key: []byte(k.Claim(a))}}
+	now := time.Now()
+	released := Move{To: "b", From: "a", Released: now}
+	live := released
+	live.Live = now
+	counted := live
+	counted.Traffic = &Traffic{Counted: true, Packets: 3}
+	for _, tc := range []struct {
+		name  string
+		order []*clientv3.Event
+	}{
+		{"deletion first", []*clientv3.Event{gone, put(released), put(live), put(counted)}},
+		{"deletion after live", []*clientv3.Event{put(released), put(live), gone, put(counted)}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tick := now
+			m := &pendingMove{res: MoveResult{Addr: a, From: "a", To: "b"}, key: k.Move(a), claimKey: k.Claim(a), window: time.Second,
+				clock: func() time.Time { tick = tick.Add(time.Millisecond); return tick }}
+			ended := false
+			for _, ev := range tc.order {
+				ended = m.step(ev, k)
+			}
+			if !ended || m.res.Error != "" || m.res.Traffic == nil || m.res.Waited {
+				t.Fatalf("got %+v (ended %v), want a move ended with its traffic, not waited", m.res, ended)
+			}
+			if m.res.Released.After(m.res.Live) {
+				t.Errorf("released %v after live %v", m.res.Released, m.res.Live)
+			}
+		})
+	}
 }
