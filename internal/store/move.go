@@ -78,11 +78,11 @@ var ErrRefused = errors.New("move refused")
 const moveConcurrency = 16
 
 type pendingMove struct {
-	res            MoveResult
-	opts           json.RawMessage
-	window         time.Duration
+	res    MoveResult
+	opts   json.RawMessage
+	window time.Duration
 	// clock is the mover's clock; nil is time.Now.
-	clock func() time.Time
+	clock          func() time.Time
 	key, claimKey  string
 	createRev      int64
 	ownerReleased  bool
