@@ -184,8 +184,7 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 	if err != nil {
 		return false, err
 	}
-	rec := store.Claim{Addr: c.Addr, Node: m.cfg.Node, Interface: c.Interface, MAC: mac, Since: c.ClaimedAt.UTC(), Options: opts}
-	val, err := json.Marshal(rec)
+	val, err := m.claimValue(c.Addr, c.Interface, mac, c.ClaimedAt, opts)
 	if err != nil {
 		return false, err
 	}
@@ -193,7 +192,7 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return false, m.c.Explain(err)
@@ -217,7 +216,7 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 	}
 	// This node's key under another lease: its dead agent's.
 	r2, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
 	if err != nil {
 		return false, m.c.Explain(err)
 	}
@@ -228,8 +227,8 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 }
 
 // dropKeys deletes the keys of addrs that are still this node's. A key
-// that cannot be deleted now is kept for the next renewal to retry: it is
-// bound to the lease, so it cannot outlive this agent in any case.
+// that cannot be deleted now is left, and said so in the log: it is bound
+// to the lease, so it cannot outlive this agent in any case.
 func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	if len(addrs) == 0 {
 		return
@@ -253,6 +252,48 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 		})
 	}
 	_ = g.Wait()
+}
+
+// claimValue is the record of this node's claim of a on ifname.
+func (m *Member) claimValue(a netip.Addr, ifname, mac string, since time.Time, opts json.RawMessage) (string, error) {
+	val, err := json.Marshal(store.Claim{Addr: a, Node: m.cfg.Node, Interface: ifname, MAC: mac, Since: since.UTC(), Options: opts})
+	return string(val), err
+}
+
+// takeKey creates a's key for this node on ifname, bound to the lease, if
+// it is absent and cond holds too (no move of it, or the move that brings
+// it here). It returns whether it did, and the store's revision then.
+func (m *Member) takeKey(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage, cond clientv3.Cmp) (bool, int64, error) {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	val, err := m.claimValue(a, ifname, m.macs()[ifname], time.Now(), opts)
+	if err != nil {
+		return false, 0, err
+	}
+	key := m.k.Claim(a)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), cond).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
+	if err != nil {
+		return false, 0, m.c.Explain(err)
+	}
+	return resp.Succeeded, resp.Header.Revision, nil
+}
+
+// claimTaken has the engine claim a, whose key takeKey took, with the
+// options of its record; when the engine refuses, the key goes again.
+func (m *Member) claimTaken(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage) error {
+	var o announce.ClaimOptions
+	_ = json.Unmarshal(opts, &o)
+	st, err := m.eng.Claim(ctx, []announce.Request{{Addr: a, Interface: ifname}}, o)
+	if err != nil {
+		m.dropKeys(ctx, []netip.Addr{a})
+		return err
+	}
+	m.commit(st)
+	return nil
 }
 
 // macs returns each interface's MAC, for the claims' records.

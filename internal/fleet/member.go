@@ -130,7 +130,7 @@ type Member struct {
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
 	// incoming are the moves to this node whose owner has not let go.
-	incoming map[netip.Addr]incomingMove
+	incoming map[netip.Addr]moveRecord
 	// goneWatch stops the watch of each claim key the member waits on
 	// (see watchGone); runCtx is what those watches run under.
 	goneWatch map[netip.Addr]context.CancelFunc
@@ -170,7 +170,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		cfg: cfg, eng: eng, c: cfg.Store, k: cfg.Store.Keys, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
-		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]incomingMove{},
+		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]moveRecord{},
 		goneWatch: map[netip.Addr]context.CancelFunc{},
 	}
 	prev, err := m.register(ctx)

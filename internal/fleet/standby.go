@@ -138,7 +138,6 @@ func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases [
 func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.KeyValue) {
 	m.mu.Lock()
 	s, ok := m.standby[a]
-	lease := m.lease
 	fenced := !m.fencedAt.IsZero()
 	m.mu.Unlock()
 	if !ok || fenced {
@@ -165,32 +164,15 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 			}
 		}
 	}
-	opts := s.Options
-	rec := store.Claim{Addr: a, Node: m.cfg.Node, Interface: s.Interface, MAC: m.macs()[s.Interface], Since: time.Now().UTC(), Options: opts}
-	val, err := json.Marshal(rec)
-	if err != nil {
-		return
-	}
-	key, mkey := m.k.Claim(a), m.k.Move(a)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	resp, err := m.c.Txn(rctx).If(
-		clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(mkey), "=", 0),
-	).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
-	cancel()
-	if err != nil || !resp.Succeeded {
+	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, clientv3.Compare(clientv3.CreateRevision(m.k.Move(a)), "=", 0))
+	if err != nil || !took {
 		m.log.Debug("another took the address first", "addr", a, "err", err)
 		return
 	}
-	var o announce.ClaimOptions
-	_ = json.Unmarshal(opts, &o)
-	st, err := m.eng.Claim(ctx, []announce.Request{{Addr: a, Interface: s.Interface}}, o)
-	if err != nil {
+	if err := m.claimTaken(ctx, a, s.Interface, s.Options); err != nil {
 		m.log.Error("take over as a standby", "addr", a, "err", err)
-		m.dropKeys(ctx, []netip.Addr{a})
 		return
 	}
-	m.commit(st)
 	// The owner now, it stands by no more: the fleet lists the others.
 	if err := m.dropStandby(ctx, a); err != nil {
 		m.log.Warn("forget the standby record of a claim taken", "addr", a, "err", err)

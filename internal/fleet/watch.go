@@ -15,9 +15,6 @@ import (
 	"github.com/vipctl/vip/internal/store"
 )
 
-// incomingMove is a move to this node that waits for its owner to let go.
-type incomingMove = moveRecord
-
 // watchLoop follows this node's inbox from rev on: the mover writes there
 // when a move's target or owner is this node, and the owner when it let go
 // (see store.Keys.Inbox), so a move reaches its two agents, not the whole
@@ -211,7 +208,6 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 		return
 	}
 	m.mu.Lock()
-	lease := m.lease
 	_, already := m.owned[mv.Addr]
 	m.mu.Unlock()
 	if already {
@@ -219,47 +215,29 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 		// batch: the move was taken already.
 		return
 	}
-	key, mkey := m.k.Claim(mv.Addr), m.k.Move(mv.Addr)
-	{
-		rec := store.Claim{Addr: mv.Addr, Node: m.cfg.Node, Interface: mv.Interface, MAC: m.macs()[mv.Interface], Since: time.Now().UTC(), Options: mv.Options}
-		val, err := json.Marshal(rec)
-		if err != nil {
-			return
-		}
-		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		resp, err := m.c.Txn(rctx).If(
-			clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-			clientv3.Compare(clientv3.CreateRevision(mkey), "=", crev),
-		).Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
-		cancel()
-		if err != nil {
-			m.log.Warn("take a key moving here", "addr", mv.Addr, "err", m.c.Explain(err))
-			return
-		}
-		if !resp.Succeeded {
-			// The owner has not let go yet: it tells the inbox when it
-			// does, and the key's deletion says so if it never does
-			// (its lease expires).
-			m.mu.Lock()
-			m.incoming[mv.Addr] = r
-			m.mu.Unlock()
-			m.watchGone(mv.Addr, resp.Header.Revision)
-			return
-		}
+	took, rev, err := m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, clientv3.Compare(clientv3.CreateRevision(m.k.Move(mv.Addr)), "=", crev))
+	if err != nil {
+		m.log.Warn("take a key moving here", "addr", mv.Addr, "err", err)
+		return
+	}
+	if !took {
+		// The owner has not let go yet: it tells the inbox when it
+		// does, and the key's deletion says so if it never does (its
+		// lease expires).
 		m.mu.Lock()
-		delete(m.incoming, mv.Addr)
+		m.incoming[mv.Addr] = r
 		m.mu.Unlock()
-		m.unwatchGone(mv.Addr)
-		var opts announce.ClaimOptions
-		_ = json.Unmarshal(mv.Options, &opts)
-		st, err := m.eng.Claim(ctx, []announce.Request{{Addr: mv.Addr, Interface: mv.Interface}}, opts)
-		if err != nil {
-			m.dropKeys(ctx, []netip.Addr{mv.Addr})
-			mv.Error = fmt.Sprintf("%s could not claim %s on %s: %v", m.cfg.Node, mv.Addr, mv.Interface, err)
-			m.mark(ctx, mv, crev)
-			return
-		}
-		m.commit(st)
+		m.watchGone(mv.Addr, rev)
+		return
+	}
+	m.mu.Lock()
+	delete(m.incoming, mv.Addr)
+	m.mu.Unlock()
+	m.unwatchGone(mv.Addr)
+	if err := m.claimTaken(ctx, mv.Addr, mv.Interface, mv.Options); err != nil {
+		mv.Error = fmt.Sprintf("%s could not claim %s on %s: %v", m.cfg.Node, mv.Addr, mv.Interface, err)
+		m.mark(ctx, mv, crev)
+		return
 	}
 	mv.Live = time.Now().UTC()
 	if mv.TrafficWindow > 0 {

@@ -146,7 +146,7 @@ func (c *Client) Move(ctx context.Context, req MoveRequest) ([]MoveResult, error
 	}()
 	wctx, stopWatch := context.WithCancel(ctx)
 	defer stopWatch()
-	watch := c.WatchMoves(wctx, v.Revision, nil)
+	watch := c.WatchMoves(wctx, v.Revision)
 	if err := c.ask(ctx, pending, lease.ID); err != nil {
 		return nil, err
 	}

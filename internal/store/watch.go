@@ -7,15 +7,13 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// WatchMoves sends, batch by batch from revision rev on, what moves and
-// failovers turn on: every event of the move records, and the deletions of
-// claims (with the deleted record, for a standby to read the owner's
-// lease). Claims being created, which a filling fleet writes by the
+// WatchMoves sends the mover, batch by batch from revision rev on, what its
+// moves turn on: every event of the move records, and the deletions of
+// claims. Claims being created, which a filling fleet writes by the
 // hundred thousand, never leave the store. When a watch breaks (a leader
-// lost, a compaction), it calls again, if set, and watches again from
-// where both had got to; an event may then come twice. The channel closes
-// when ctx is done.
-func (c *Client) WatchMoves(ctx context.Context, rev int64, again func()) <-chan []*clientv3.Event {
+// lost, a compaction), it watches again from where both had got to; an
+// event may then come twice. The channel closes when ctx is done.
+func (c *Client) WatchMoves(ctx context.Context, rev int64) <-chan []*clientv3.Event {
 	out := make(chan []*clientv3.Event)
 	go func() {
 		defer close(out)
@@ -25,9 +23,6 @@ func (c *Client) WatchMoves(ctx context.Context, rev int64, again func()) <-chan
 			case <-ctx.Done():
 				return
 			case <-time.After(200 * time.Millisecond):
-			}
-			if again != nil {
-				again()
 			}
 		}
 	}()
@@ -41,7 +36,7 @@ func (c *Client) watchMovesOnce(ctx context.Context, rev int64, out chan<- []*cl
 	defer cancel()
 	moves := c.Watch(wctx, c.Keys.Moves(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	gone := c.Watch(wctx, c.Keys.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1),
-		clientv3.WithFilterPut(), clientv3.WithPrevKV())
+		clientv3.WithFilterPut())
 	seen := [2]int64{rev, rev}
 	for {
 		var wr clientv3.WatchResponse
