@@ -424,6 +424,14 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 	return st
 }
 
+// Kept counts the claims the member keeps out of the engine, by state,
+// for the metrics: no status of every claim is read for them.
+func (m *Member) Kept() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return map[string]int{StateFenced: len(m.fenced), StateLost: len(m.lost), StateStandby: len(m.standby)}
+}
+
 // Notes says, for the claims that need it, what the store says of them:
 // who took a lost claim, whom a standby waits on, since when a claim is
 // fenced.

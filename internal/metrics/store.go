@@ -1,12 +1,10 @@
 package metrics
 
 import (
-	"net/netip"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 )
 
@@ -14,9 +12,9 @@ import (
 // (fleet.Member).
 type Store interface {
 	Info() api.Store
-	// Status returns every claim, those the member keeps out of the
-	// engine (fenced, lost, standby) included.
-	Status(addrs ...netip.Addr) []announce.Status
+	// Kept counts the claims the member keeps out of the engine, by
+	// state (fenced, lost, standby).
+	Kept() map[string]int
 }
 
 // storeStates are the states a guarded agent adds to the engine's.
@@ -64,10 +62,7 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.ttl, time.Duration(info.LeaseTTL).Seconds(), info.Node)
 	gauge(c.fenceAft, time.Duration(info.FenceAfter).Seconds(), info.Node)
 	gauge(c.age, c.now().Sub(info.Renewed).Seconds(), info.Node)
-	counts := map[string]int{}
-	for _, st := range c.s.Status() {
-		counts[st.State]++
-	}
+	counts := c.s.Kept()
 	for _, s := range storeStates {
 		gauge(c.claims, float64(counts[s]), info.Node, s)
 	}

@@ -1,35 +1,28 @@
 package metrics
 
 import (
-	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 )
 
 type fakeStore struct {
 	info api.Store
-	st   []announce.Status
+	kept map[string]int
 }
 
-func (f fakeStore) Info() api.Store                        { return f.info }
-func (f fakeStore) Status(...netip.Addr) []announce.Status { return f.st }
+func (f fakeStore) Info() api.Store      { return f.info }
+func (f fakeStore) Kept() map[string]int { return f.kept }
 
 func TestStoreCollector(t *testing.T) {
 	s := fakeStore{
 		info: api.Store{Node: "a", LeaseTTL: api.Duration(6 * time.Second), FenceAfter: api.Duration(4500 * time.Millisecond),
 			Renewed: now.Add(-5 * time.Second), Fenced: now.Add(-500 * time.Millisecond)},
-		st: []announce.Status{
-			status("192.0.2.10", "eth0", "fenced", 0),
-			status("192.0.2.11", "eth0", "fenced", 0),
-			status("192.0.2.12", "eth0", "lost", 0),
-			status("192.0.2.13", "eth0", announce.StateHolding, 3),
-		},
+		kept: map[string]int{"fenced": 2, "lost": 1},
 	}
 	c := NewStoreCollector(s, func() time.Time { return now })
 	want := `
