@@ -11,7 +11,7 @@ func (v View) API() api.FleetResponse {
 	out := api.FleetResponse{Revision: v.Revision, Nodes: []api.FleetNode{}, Claims: []api.FleetClaim{}}
 	for _, n := range v.Nodes {
 		fn := api.FleetNode{Node: n.Node, Version: n.Version, Host: n.Host, PID: n.PID, Started: n.Started,
-			LeaseTTL: api.Duration(n.LeaseTTL), Interfaces: []api.FleetInterface{}}
+			LeaseTTL: n.LeaseTTL, Interfaces: []api.FleetInterface{}}
 		for _, ifc := range n.Interfaces {
 			fi := api.FleetInterface{Name: ifc.Name, MAC: ifc.MAC, Up: ifc.Up}
 			for _, p := range ifc.Prefixes {
@@ -62,7 +62,7 @@ func (r MoveResult) API() api.MoveResult {
 		ReleasedMS: ms(r.Released), LiveMS: ms(r.Live), Waited: r.Waited, Unheld: r.Unheld, Already: r.Already,
 		OK: r.Done(), Error: r.Error}
 	if t := r.Traffic; t != nil {
-		out.Traffic = &api.MoveTraffic{Counted: t.Counted, Packets: t.Packets, Bytes: t.Bytes, Window: api.Duration(t.Window)}
+		out.Traffic = &api.MoveTraffic{Counted: t.Counted, Packets: t.Packets, Bytes: t.Bytes, Window: t.Window}
 	}
 	return out
 }

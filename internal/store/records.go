@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 // DefaultPrefix is where vip keeps its records unless --store-prefix says
@@ -106,25 +108,8 @@ type Traffic struct {
 	Window  Duration `json:"window"`
 }
 
-// Duration is a time.Duration that encodes as a Go duration string.
-type Duration time.Duration
-
-// MarshalJSON writes d as "5s".
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
-
-// UnmarshalJSON reads "5s".
-func (d *Duration) UnmarshalJSON(b []byte) error {
-	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
-		return err
-	}
-	v, err := time.ParseDuration(s)
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
+// Duration is written in records as the API writes it, such as "6s".
+type Duration = api.Duration
 
 // Keys names the records under one prefix.
 type Keys struct{ Prefix string }
