@@ -380,6 +380,25 @@ func (l *Link) Snapshot() (map[netip.Addr]Counts, bool) {
 	return out, true
 }
 
+// RecordsAskers reports whether the Link's responder remembers who asks
+// for the addresses it answers (AskerRecorder): a capture on the interface
+// then need not see those requests.
+func (l *Link) RecordsAskers() bool {
+	_, ok := l.resp.(AskerRecorder)
+	return ok
+}
+
+// Askers calls fn for each asker the Link's responder remembers of an
+// address it answers for; it does nothing when the responder does not
+// remember them.
+func (l *Link) Askers(fn func(AskerCount)) error {
+	ar, ok := l.resp.(AskerRecorder)
+	if !ok {
+		return nil
+	}
+	return ar.Askers(fn)
+}
+
 // ResponderKind says what answers for the Link's held addresses, as
 // status shows it: ResponderSocket for its own socket readers, else the
 // Responder's Kind() and Hook() when it has them ("ebpf" and "tcx").

@@ -1,6 +1,7 @@
 package announce
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 )
@@ -183,4 +184,37 @@ func (e *Engine) sortedLocked() []*claimState {
 		slices.SortFunc(e.byAddr, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
 	}
 	return e.byAddr
+}
+
+// askerPort is a Port whose responder remembers who asks (*Link over the
+// in-kernel responder).
+type askerPort interface {
+	RecordsAskers() bool
+	Askers(fn func(AskerCount)) error
+}
+
+// Askers calls fn with each asker that the in-kernel responders of the
+// claimed interfaces remember, and the interface it asked on; a port that
+// does not remember them (the socket responder, which a capture reads
+// beside) adds nothing. The ports are read outside the engine's lock.
+func (e *Engine) Askers(fn func(iface string, a AskerCount)) error {
+	e.mu.Lock()
+	var ports []*portRef
+	for _, cs := range e.claims {
+		if cs.port == nil || !cs.answering || slices.Contains(ports, cs.port) {
+			continue
+		}
+		if ap, ok := cs.port.Port.(askerPort); ok && ap.RecordsAskers() {
+			ports = append(ports, cs.port)
+		}
+	}
+	e.mu.Unlock()
+	var errs []error
+	for _, p := range ports {
+		name := p.Name()
+		if err := p.Port.(askerPort).Askers(func(a AskerCount) { fn(name, a) }); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }

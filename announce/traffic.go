@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"sync"
 	"time"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // Traffic is what arrived for a held address: packets, and bytes of
@@ -119,3 +121,33 @@ const (
 	// interface: the port stays silent for it (see silence.go).
 	ResponderKernel = "kernel"
 )
+
+// AskerCount is one asker of an address that an in-kernel responder
+// answers: who asked, how many of its requests were answered, and when the
+// latest was.
+type AskerCount struct {
+	// Addr is the address asked for.
+	Addr netip.Addr
+	// MAC is the asker's link-layer address: the ARP sender's, or a
+	// solicitation's source link-layer option, or else its Ethernet
+	// source.
+	MAC wire.MAC
+	// From is the address it asked from: 0.0.0.0 for an ARP probe, :: for
+	// duplicate address detection.
+	From netip.Addr
+	// Requests counts its requests answered since the responder started
+	// remembering it: a total, which only grows until the asker is
+	// forgotten (see AskerRecorder).
+	Requests uint64
+	// Last is when the latest of them was answered.
+	Last time.Time
+}
+
+// AskerRecorder is a Responder that remembers who asks for the addresses
+// it answers, so that a capture need not see those requests: on tcx it
+// would wake for each, on XDP it sees none. It remembers a bounded number
+// of askers; one forgotten to make room starts again from one, which a
+// reader that follows the totals takes as a new asker.
+type AskerRecorder interface {
+	Askers(fn func(AskerCount)) error
+}

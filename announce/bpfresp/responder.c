@@ -11,7 +11,10 @@
  * untouched.
  *
  * It also counts, per held address, the requests answered and the packets
- * and bytes arriving with the address as their IPv4 or IPv6 destination.
+ * and bytes arriving with the address as their IPv4 or IPv6 destination,
+ * and, per asker of a held address, the requests it answered and when the
+ * latest came: vip's capture then need not see those requests (on XDP it
+ * cannot), and its traffic table still knows who asks.
  *
  * The frame's first bytes are copied into a per-CPU scratch buffer and read
  * there, so that tc and XDP share one parser and every read is checked
@@ -31,6 +34,11 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 
 /* MAX_HELD bounds the held addresses of one interface. */
 #define MAX_HELD 16384
+
+/* MAX_ASKERS bounds the askers remembered on one interface; beyond it the
+ * least recently seen make room (an LRU map). vip reads them every second,
+ * so that one forgotten loses at most that second's count. */
+#define MAX_ASKERS 8192
 
 #define ETH_LEN 14
 #define ARP_FRAME_LEN 42     /* wire.ARPLen */
@@ -59,6 +67,26 @@ struct held_key {
 struct held_value {
 	__u8 mac[6];
 	__u16 flags;
+};
+
+/* asker_key names one asker of a held address: the address asked for,
+ * then the address the asker asked from (IPv4-mapped for ARP; 0.0.0.0 for
+ * a probe, :: for duplicate address detection) and its link-layer address
+ * (the ARP sender's, a solicitation's source link-layer option, or else
+ * its Ethernet source): sniff's Observation.Asker. */
+struct asker_key {
+	struct held_key target;
+	__u8 from[16];
+	__u8 mac[6];
+	__u8 pad[2];
+};
+
+/* asker_value is what the program knows of an asker: how many of its
+ * requests it answered, and when it answered the latest
+ * (bpf_ktime_get_ns, CLOCK_MONOTONIC). */
+struct asker_value {
+	__u64 requests;
+	__u64 last_ns;
 };
 
 /* counters are one CPU's counts for a held address. */
@@ -100,6 +128,13 @@ struct {
 	__type(key, struct held_key);
 	__type(value, struct counters);
 } counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_ASKERS);
+	__type(key, struct asker_key);
+	__type(value, struct asker_value);
+} askers SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -198,6 +233,24 @@ static __always_inline void count_traffic(__u32 ifindex, __u8 family, const __u8
 	count(&k, 0, bytes);
 }
 
+/* record counts one answered request of the asker a. Two CPUs may add the
+ * same new asker at once: the one that loses adds to the winner's. */
+static __always_inline void record(struct asker_key *a)
+{
+	__u64 now = bpf_ktime_get_ns();
+	struct asker_value *v = bpf_map_lookup_elem(&askers, a);
+	if (!v) {
+		struct asker_value fresh = { .requests = 1, .last_ns = now };
+		if (!bpf_map_update_elem(&askers, a, &fresh, BPF_NOEXIST))
+			return;
+		v = bpf_map_lookup_elem(&askers, a);
+		if (!v)
+			return;
+	}
+	__sync_fetch_and_add(&v->requests, 1);
+	v->last_ns = now;
+}
+
 static __always_inline struct held_value *lookup(struct held_key *k)
 {
 	struct held_value *v = bpf_map_lookup_elem(&held, k);
@@ -209,8 +262,9 @@ static __always_inline struct held_value *lookup(struct held_key *k)
 /* answer_arp turns an ARP request for a held address, in f, into its reply
  * (announce's answerARP) and returns the reply's length, or 0 when the frame
  * is not answered. n is how many bytes of the frame f holds. */
-static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct held_key *k)
+static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct asker_key *ak)
 {
+	struct held_key *k = &ak->target;
 	if (n < ARP_FRAME_LEN)
 		return 0; /* truncated */
 	/* Ethernet and IPv4, addresses of 6 and 4 bytes, a request (a reply
@@ -233,6 +287,10 @@ static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct 
 	__u8 sender_mac[6], sender_ip[4];
 	copy(sender_mac, &f[22], 6);
 	copy(sender_ip, &f[28], 4);
+	ak->from[10] = 0xff;
+	ak->from[11] = 0xff;
+	copy(&ak->from[12], sender_ip, 4);
+	copy(ak->mac, sender_mac, 6);
 	if (usable_unicast(sender_mac))
 		copy(&f[0], sender_mac, 6);
 	else
@@ -297,8 +355,9 @@ static long csum_step(__u64 i, void *ctx)
  * the advertisement that answers it, in place (announce's answerNS, with Parse's RFC
  * 4861 checks) and returns its length, or 0 when the frame is not answered.
  * n is how many bytes of the frame s holds, len how long the frame is. */
-static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __u32 ifindex, struct held_key *k)
+static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __u32 ifindex, struct asker_key *ak)
 {
+	struct held_key *k = &ak->target;
 	__u8 *f = s->b;
 	if (n < ICMP6_OFF || f[14] >> 4 != 6)
 		return 0;
@@ -352,6 +411,13 @@ static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __
 	if (fold(s->sum) != 0xffff)
 		return 0;
 
+	/* The asker, before the frame becomes the answer. */
+	copy(ak->from, src, 16);
+	if (lla)
+		copy(ak->mac, &f[lla & MASK], 6);
+	else
+		copy(ak->mac, &f[6], 6);
+
 	__u8 dst_mac[6], dst_ip[16];
 	__u8 solicited = 0;
 	__u32 sum;
@@ -396,9 +462,10 @@ static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __
 
 /* respond reads the frame of ctx (len bytes on ifindex), counts it and
  * builds the answer to it in the scratch buffer. It returns the answer's
- * length, or 0 for a frame to pass on; *out is the buffer, *k the answered
- * address. xdp says which program calls it, so that the helpers fit ctx. */
-static __always_inline __u32 respond(void *ctx, int xdp, __u32 len, __u32 ifindex, __u8 **out, struct held_key *k)
+ * length, or 0 for a frame to pass on; *out is the buffer, *ak the asker
+ * and the answered address. xdp says which program calls it, so that the
+ * helpers fit ctx. */
+static __always_inline __u32 respond(void *ctx, int xdp, __u32 len, __u32 ifindex, __u8 **out, struct asker_key *ak)
 {
 	struct scratch *s = scratch_of_cpu();
 	if (!s || len < ETH_LEN)
@@ -420,7 +487,7 @@ static __always_inline __u32 respond(void *ctx, int xdp, __u32 len, __u32 ifinde
 	}
 	*out = f;
 	if (type == 0x0806)
-		return answer_arp(f, n, ifindex, k); /* n holds all of it */
+		return answer_arp(f, n, ifindex, ak); /* n holds all of it */
 	if (type != 0x86dd || n < ICMP6_OFF || f[14] >> 4 != 6)
 		return 0;
 	count_traffic(ifindex, FAMILY_IPV6, &f[38], len);
@@ -436,7 +503,7 @@ static __always_inline __u32 respond(void *ctx, int xdp, __u32 len, __u32 ifinde
 	err = xdp ? bpf_xdp_load_bytes(ctx, ICMP6_OFF, &f[ICMP6_OFF], rest) : bpf_skb_load_bytes(ctx, ICMP6_OFF, &f[ICMP6_OFF], rest);
 	if (err)
 		return 0;
-	return answer_ns(s, n, len, ifindex, k);
+	return answer_ns(s, n, len, ifindex, ak);
 }
 
 SEC("tc")
@@ -447,9 +514,9 @@ int vip_tc(struct __sk_buff *skb)
 	if (skb->vlan_present)
 		return TC_ACT_OK;
 	__u8 *f = 0;
-	struct held_key k = {};
+	struct asker_key ak = {};
 	__u32 ifindex = skb->ifindex;
-	__u32 rlen = respond(skb, 0, skb->len, ifindex, &f, &k);
+	__u32 rlen = respond(skb, 0, skb->len, ifindex, &f, &ak);
 	if (!rlen || !f)
 		return TC_ACT_OK;
 	if (bpf_skb_change_tail(skb, rlen, 0))
@@ -458,7 +525,8 @@ int vip_tc(struct __sk_buff *skb)
 	 * neither can the request pass on as it was. */
 	if (bpf_skb_store_bytes(skb, 0, f, rlen, 0))
 		return TC_ACT_SHOT;
-	count(&k, 1, 0);
+	count(&ak.target, 1, 0);
+	record(&ak);
 	return bpf_redirect(ifindex, 0);
 }
 
@@ -466,15 +534,16 @@ SEC("xdp")
 int vip_xdp(struct xdp_md *ctx)
 {
 	__u8 *f = 0;
-	struct held_key k = {};
+	struct asker_key ak = {};
 	__u32 len = ctx->data_end - ctx->data;
-	__u32 rlen = respond(ctx, 1, len, ctx->ingress_ifindex, &f, &k);
+	__u32 rlen = respond(ctx, 1, len, ctx->ingress_ifindex, &f, &ak);
 	if (!rlen || !f)
 		return XDP_PASS;
 	if (rlen != len && bpf_xdp_adjust_tail(ctx, (int)rlen - (int)len))
 		return XDP_PASS;
 	if (bpf_xdp_store_bytes(ctx, 0, f, rlen))
 		return XDP_DROP;
-	count(&k, 1, 0);
+	count(&ak.target, 1, 0);
+	record(&ak);
 	return XDP_TX;
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/wire"
 )
 
@@ -76,6 +77,20 @@ type counters struct {
 	Answered, Packets, Bytes uint64
 }
 
+// askerKey is struct asker_key of responder.c.
+type askerKey struct {
+	Target heldKey
+	From   [16]byte
+	MAC    [6]byte
+	_      [2]byte
+}
+
+// askerValue is struct asker_value of responder.c.
+type askerValue struct {
+	Requests uint64
+	LastNs   uint64 // CLOCK_MONOTONIC
+}
+
 // heldAnswer is HELD_ANSWER of responder.c.
 const heldAnswer = 1
 
@@ -108,6 +123,7 @@ type Responder struct {
 	coll     *ebpf.Collection
 	held     *ebpf.Map
 	counters *ebpf.Map
+	askers   *ebpf.Map
 	link     link.Link
 	cpus     int // possible CPUs, for the per-CPU counters
 
@@ -169,7 +185,7 @@ func loadDetached(ifname string, ifindex int, me wire.MAC, hook Hook, log *slog.
 	}
 	return &Responder{
 		ifname: ifname, ifindex: ifindex, hook: hook, log: log, cpus: cpus,
-		coll: coll, held: coll.Maps[responderMapHeld], counters: coll.Maps[responderMapCounters],
+		coll: coll, held: coll.Maps[responderMapHeld], counters: coll.Maps[responderMapCounters], askers: coll.Maps[responderMapAskers],
 		mac: me, addrs: map[netip.Addr]bool{}, counted: map[netip.Addr]bool{},
 	}, nil
 }
@@ -458,4 +474,66 @@ func (k heldKey) addr() netip.Addr {
 		return a.Unmap()
 	}
 	return a
+}
+
+// askersBatch is how many askers one system call of Askers reads.
+const askersBatch = 512
+
+// Askers calls fn with each asker the program remembers of an address it
+// answers for: who asked (its link-layer address and the address it asked
+// from), how many of its requests were answered, and when the latest was.
+// The program remembers the latest MAX_ASKERS askers of the interface
+// (responder.c); an asker forgotten and seen again starts from one. It
+// implements announce.AskerRecorder.
+func (r *Responder) Askers(fn func(announce.AskerCount)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return net.ErrClosed
+	}
+	// The program stamps CLOCK_MONOTONIC; read it and the wall clock
+	// together to turn one into the other.
+	var mono unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+		return fmt.Errorf("read the monotonic clock for the askers on %s: %w", r.ifname, err)
+	}
+	now, monoNow := time.Now(), mono.Nano()
+	emit := func(k askerKey, v askerValue) {
+		a := k.Target.addr()
+		if !r.addrs[a] || v.Requests == 0 {
+			return // no longer held: its askers wait for the LRU to forget them
+		}
+		from := netip.AddrFrom16(k.From)
+		if a.Is4() {
+			from = from.Unmap()
+		}
+		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.MAC), From: from, Requests: v.Requests,
+			Last: now.Add(-time.Duration(monoNow - int64(v.LastNs)))})
+	}
+	keys := make([]askerKey, askersBatch)
+	vals := make([]askerValue, askersBatch)
+	var cursor ebpf.MapBatchCursor
+	for {
+		n, err := r.askers.BatchLookup(&cursor, keys, vals, nil)
+		for i := range n {
+			emit(keys[i], vals[i])
+		}
+		switch {
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			return nil
+		case errors.Is(err, ebpf.ErrNotSupported):
+			var k askerKey
+			var v askerValue
+			it := r.askers.Iterate()
+			for it.Next(&k, &v) {
+				emit(k, v)
+			}
+			if err := it.Err(); err != nil {
+				return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
+			}
+			return nil
+		case err != nil:
+			return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	responderMapAskers   = "askers"
 	responderMapCounters = "counters"
 	responderMapHeld     = "held"
 	responderMapScratch  = "scratch"
@@ -73,6 +74,7 @@ type responderProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type responderMapSpecs struct {
+	Askers   *ebpf.MapSpec `ebpf:"askers"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Held     *ebpf.MapSpec `ebpf:"held"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
@@ -104,6 +106,7 @@ func (o *responderObjects) Close() error {
 //
 // It can be passed to loadResponderObjects or ebpf.CollectionSpec.LoadAndAssign.
 type responderMaps struct {
+	Askers   *ebpf.Map `ebpf:"askers"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Held     *ebpf.Map `ebpf:"held"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
@@ -111,6 +114,7 @@ type responderMaps struct {
 
 func (m *responderMaps) Close() error {
 	return _ResponderClose(
+		m.Askers,
 		m.Counters,
 		m.Held,
 		m.Scratch,
