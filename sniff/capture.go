@@ -108,7 +108,7 @@ type interruptible interface {
 // A scoper is a Source that can narrow what the kernel hands it to the
 // frames about some addresses (see scopeProgram); all widens it again.
 type scoper interface {
-	scope(addrs []netip.Addr, all bool) error
+	scope(sc Scope, all bool) error
 }
 
 // Narrow narrows the capture to the frames about addrs: ARP whose sender or
@@ -121,10 +121,16 @@ type scoper interface {
 // says so in its error, but the capture is narrowed all the same. An empty
 // addrs lets nothing through; Widen widens the capture again.
 func (c *Capture) Narrow(addrs []netip.Addr) error {
-	set := newScopeSet(addrs)
-	c.scope.Store(&set)
-	if sc, ok := c.src.(scoper); ok {
-		if err := sc.scope(addrs, false); err != nil {
+	return c.NarrowTo(Scope{Addrs: addrs})
+}
+
+// NarrowTo narrows the capture to the frames about sc's addresses: all the
+// frames about Addrs, as Narrow does, and only the frames that claim
+// Claims (see Scope).
+func (c *Capture) NarrowTo(sc Scope) error {
+	c.scope.Store(newScopeSet(sc))
+	if s, ok := c.src.(scoper); ok {
+		if err := s.scope(sc, false); err != nil {
 			return fmt.Errorf("capture on %s: %w; it takes all neighbour traffic from the kernel", c.name, err)
 		}
 	}
@@ -135,7 +141,7 @@ func (c *Capture) Narrow(addrs []netip.Addr) error {
 // opened.
 func (c *Capture) Widen() error {
 	if sc, ok := c.src.(scoper); ok {
-		if err := sc.scope(nil, true); err != nil {
+		if err := sc.scope(Scope{}, true); err != nil {
 			return fmt.Errorf("capture on %s: %w", c.name, err)
 		}
 	}

@@ -12,7 +12,20 @@ func ScopeProgram(addrs []netip.Addr, next []bpf.RawInstruction) ([]bpf.RawInstr
 	for i, r := range next {
 		in[i] = r
 	}
-	prog, err := scopeProgram(addrs, in)
+	prog, err := scopeProgram(Scope{Addrs: addrs}, in)
+	if err != nil {
+		return nil, err
+	}
+	return bpf.Assemble(prog)
+}
+
+// ScopeProgramOf is scopeProgram of a whole Scope over raw instructions.
+func ScopeProgramOf(sc Scope, next []bpf.RawInstruction) ([]bpf.RawInstruction, error) {
+	in := make([]bpf.Instruction, len(next))
+	for i, r := range next {
+		in[i] = r
+	}
+	prog, err := scopeProgram(sc, in)
 	if err != nil {
 		return nil, err
 	}

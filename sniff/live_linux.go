@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -141,7 +140,7 @@ func openPacket(ifi *net.Interface, base []bpf.Instruction, snaplen int, opts Op
 	if err := s.configure(opts); err != nil {
 		return fail(err)
 	}
-	if err := s.scope(nil, true); err != nil {
+	if err := s.scope(Scope{}, true); err != nil {
 		return fail(fmt.Errorf("attach filter: %w", err))
 	}
 	return s, nil
@@ -356,13 +355,13 @@ func (s *packetSource) frame(i int) ([]byte, time.Time, error) {
 	return b, ts, nil
 }
 
-// scope attaches the base filter, narrowed to the frames about addrs
-// unless all, behind inboundOnly.
-func (s *packetSource) scope(addrs []netip.Addr, all bool) error {
+// scope attaches the base filter, narrowed to the frames about sc's
+// addresses unless all, behind inboundOnly.
+func (s *packetSource) scope(sc Scope, all bool) error {
 	next := s.base
 	if !all {
 		var err error
-		if next, err = scopeProgram(addrs, s.base); err != nil {
+		if next, err = scopeProgram(sc, s.base); err != nil {
 			return err
 		}
 	}
@@ -371,7 +370,7 @@ func (s *packetSource) scope(addrs []netip.Addr, all bool) error {
 		return err
 	}
 	if len(raw) > maxKernelInsns {
-		return fmt.Errorf("the filter for %d addresses is %d instructions, more than the kernel's %d", len(addrs), len(raw), maxKernelInsns)
+		return fmt.Errorf("the filter for %d addresses is %d instructions, more than the kernel's %d", len(sc.Addrs)+len(sc.Claims), len(raw), maxKernelInsns)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -33,30 +33,65 @@ const (
 // frame are checked). Beyond it the capture takes all neighbour traffic.
 const MaxScopeAddrs = 900
 
-// scopeProgram returns a classic BPF program that drops every frame that is
-// not about one of addrs and runs next, the rest of the filter, on those
-// that are: ARP frames whose sender or target protocol address matches, and
-// neighbor solicitations and advertisements right behind the IPv6 header
-// whose target or source matches. An IPv6 frame with extension headers
-// before its ICMPv6 header goes on to next unchecked (it is rare, and Run
-// checks what it decodes). next's own jumps are relative and stay valid.
-func scopeProgram(addrs []netip.Addr, next []bpf.Instruction) ([]bpf.Instruction, error) {
-	var v4, v6 []uint32
+// Scope is what a capture is narrowed to (Capture.NarrowTo).
+type Scope struct {
+	// Addrs are the addresses whose frames all pass: ARP whose sender or
+	// target protocol address is one of them, neighbor solicitations and
+	// advertisements whose target or IPv6 source is.
+	Addrs []netip.Addr
+	// Claims are the addresses of which only the frames that claim them,
+	// or come from them, pass: ARP whose sender protocol address is one
+	// of them, solicitations whose IPv6 source is, advertisements whose
+	// target or source is. The requests for them are left out: an
+	// in-kernel responder that answers them remembers who asked
+	// (announce.AskerRecorder), and a capture that saw them would wake
+	// for each. Competing claimers are still seen. An address in both
+	// lists is in Addrs.
+	Claims []netip.Addr
+}
+
+// words returns the last 32 bits of each IPv4 and IPv6 address in addrs,
+// once each, leaving out those in skip4 and skip6.
+func words(addrs []netip.Addr, skip4, skip6 map[uint32]bool) (v4, v6 []uint32) {
 	seen4, seen6 := map[uint32]bool{}, map[uint32]bool{}
 	for _, a := range addrs {
 		a = a.Unmap()
 		b := a.As16()
 		w := binary.BigEndian.Uint32(b[12:])
 		switch {
-		case a.Is4() && !seen4[w]:
+		case a.Is4() && !seen4[w] && !skip4[w]:
 			seen4[w] = true
 			v4 = append(v4, w)
-		case a.Is6() && !seen6[w]:
+		case a.Is6() && !seen6[w] && !skip6[w]:
 			seen6[w] = true
 			v6 = append(v6, w)
 		}
 	}
-	if n := len(v4) + len(v6); n > MaxScopeAddrs {
+	return v4, v6
+}
+
+func set(ws []uint32) map[uint32]bool {
+	m := make(map[uint32]bool, len(ws))
+	for _, w := range ws {
+		m[w] = true
+	}
+	return m
+}
+
+// scopeProgram returns a classic BPF program that drops every frame that is
+// not about one of sc's addresses and runs next, the rest of the filter, on
+// those that are: for Addrs, ARP frames whose sender or target protocol
+// address matches, and neighbor solicitations and advertisements right
+// behind the IPv6 header whose target or source matches; for Claims, ARP
+// whose sender matches, solicitations whose source does, advertisements
+// whose target or source does. An IPv6 frame with extension headers before
+// its ICMPv6 header goes on to next unchecked (it is rare, and Run checks
+// what it decodes). next's own jumps are relative and stay valid.
+func scopeProgram(sc Scope, next []bpf.Instruction) ([]bpf.Instruction, error) {
+	v4, v6 := words(sc.Addrs, nil, nil)
+	// A claim's word that an address of Addrs shares is checked already.
+	c4, c6 := words(sc.Claims, set(v4), set(v6))
+	if n := len(v4) + len(v6) + len(c4) + len(c6); n > MaxScopeAddrs {
 		return nil, fmt.Errorf("%d addresses are more than the %d a capture can be narrowed to in the kernel", n, MaxScopeAddrs)
 	}
 	// Layout: the dispatch on the EtherType; the IPv6 part; the ARP part;
@@ -68,16 +103,19 @@ func scopeProgram(addrs []netip.Addr, next []bpf.Instruction) ([]bpf.Instruction
 	const (
 		labelARP = iota
 		labelNext
+		labelTarget // a solicitation's or advertisement's target, against Addrs
 	)
 	jumpTo := func(label int) {
 		fix = append(fix, fixup{len(prog), label})
 		prog = append(prog, bpf.Jump{})
 	}
-	match := func(off uint32, words []uint32) {
+	match := func(off uint32, words ...[]uint32) {
 		prog = append(prog, bpf.LoadAbsolute{Off: off, Size: 4})
-		for _, w := range words {
-			prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: w, SkipFalse: 1})
-			jumpTo(labelNext)
+		for _, ws := range words {
+			for _, w := range ws {
+				prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: w, SkipFalse: 1})
+				jumpTo(labelNext)
+			}
 		}
 	}
 	prog = append(prog,
@@ -94,46 +132,67 @@ func scopeProgram(addrs []netip.Addr, next []bpf.Instruction) ([]bpf.Instruction
 	jumpTo(labelNext) // extension headers: next decides, Run checks
 	prog = append(prog,
 		bpf.LoadAbsolute{Off: offICMPType, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 135, SkipTrue: 2},
+		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 135, SkipFalse: 1},
+	)
+	jumpTo(labelTarget) // a solicitation: its target against Addrs alone
+	prog = append(prog,
 		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 136, SkipTrue: 1},
 		bpf.RetConstant{Val: bpfRetDrop},
 	)
+	// An advertisement claims its target: against Claims here, against
+	// Addrs with the solicitations'.
+	match(offNDTargLo, c6)
+	target := len(prog)
 	match(offNDTargLo, v6)
-	match(offIPv6SrcLo, v6)
+	match(offIPv6SrcLo, v6, c6)
 	prog = append(prog, bpf.RetConstant{Val: bpfRetDrop})
 	arp := len(prog)
 	match(offARPTPA, v4)
-	match(offARPSPA, v4)
+	match(offARPSPA, v4, c4)
 	prog = append(prog, bpf.RetConstant{Val: bpfRetDrop})
 	nextAt := len(prog)
 	for _, f := range fix {
-		to := arp
-		if f.label == labelNext {
-			to = nextAt
-		}
+		to := map[int]int{labelARP: arp, labelNext: nextAt, labelTarget: target}[f.label]
 		prog[f.at] = bpf.Jump{Skip: uint32(to - f.at - 1)}
 	}
 	return append(prog, next...), nil
 }
 
-// scopeSet is the set of addresses a capture is narrowed to, for Run's
-// check of the whole address.
-type scopeSet map[netip.Addr]struct{}
+// scopeSet is what a capture is narrowed to, for Run's check of the whole
+// address.
+type scopeSet struct {
+	addrs, claims map[netip.Addr]struct{}
+}
 
-func newScopeSet(addrs []netip.Addr) scopeSet {
-	s := make(scopeSet, len(addrs))
-	for _, a := range addrs {
-		s[a.Unmap()] = struct{}{}
+func newScopeSet(sc Scope) *scopeSet {
+	s := &scopeSet{addrs: make(map[netip.Addr]struct{}, len(sc.Addrs)), claims: make(map[netip.Addr]struct{}, len(sc.Claims))}
+	for _, a := range sc.Addrs {
+		s.addrs[a.Unmap()] = struct{}{}
+	}
+	for _, a := range sc.Claims {
+		if _, ok := s.addrs[a.Unmap()]; !ok {
+			s.claims[a.Unmap()] = struct{}{}
+		}
 	}
 	return s
 }
 
-// about reports whether o is about an address in s: its target, or its
-// sender (the ARP sender protocol address, the IPv6 source).
-func (s scopeSet) about(o *Observation) bool {
-	if _, ok := s[o.Target]; ok {
+// about reports whether o is about an address of s: for Addrs, its target
+// or its sender (the ARP sender protocol address, the IPv6 source); for
+// Claims, its sender, or the target of an advertisement.
+func (s *scopeSet) about(o *Observation) bool {
+	if _, ok := s.addrs[o.Target]; ok {
 		return true
 	}
-	_, ok := s[o.Sender]
-	return ok
+	if _, ok := s.addrs[o.Sender]; ok {
+		return true
+	}
+	if _, ok := s.claims[o.Sender]; ok {
+		return true
+	}
+	if o.Kind == KindAdvertisement {
+		_, ok := s.claims[o.Target]
+		return ok
+	}
+	return false
 }

@@ -207,3 +207,127 @@ func TestCaptureWatch(t *testing.T) {
 		t.Errorf("observed %d frames in all, want 4", n)
 	}
 }
+
+// claimFrames are frames about vip4 and vip6 (or from them), and whether
+// each claims or comes from the address, which a Claims scope passes,
+// rather than asks for it, which it leaves out.
+func claimFrames(t *testing.T) []struct {
+	name   string
+	frame  []byte
+	claims bool
+} {
+	other4, other6 := netip.MustParseAddr("192.0.2.99"), netip.MustParseAddr("2001:db8::99")
+	fromHeld := whoHas() // a rival asks, from the held address, about someone else
+	fromHeld.sender, fromHeld.target = vip4, other4
+	nsFromHeld := solicitation()
+	nsFromHeld.src, nsFromHeld.dst, nsFromHeld.target = vip6, netip.MustParseAddr("ff02::1:ff00:99"), other6
+	naNoSrc := advertisement(rogueMAC, false) // a rival's advertisement from its link-local address
+	naNoSrc.src = netip.MustParseAddr("fe80::99")
+	unreach := unreachability()
+	return []struct {
+		name   string
+		frame  []byte
+		claims bool
+	}{
+		{"who-has for a held address", frameNamed(t, "arp-who-has"), false},
+		{"probe for a held address", frameNamed(t, "arp-probe"), false},
+		{"announcement of a held address by a rogue", frameNamed(t, "arp-announcement"), true},
+		{"reply from a held address", frameNamed(t, "arp-reply"), true},
+		{"gratuitous reply", frameNamed(t, "arp-gratuitous-reply"), true},
+		{"who-has from a held address", buildARP(t, fromHeld), true},
+		{"solicitation for a held address", frameNamed(t, "ns"), false},
+		{"unicast solicitation for a held address", buildNDP(t, unreach), false},
+		{"DAD for a held address", frameNamed(t, "ns-dad"), false},
+		{"solicitation from a held address", buildNDP(t, nsFromHeld), true},
+		{"advertisement for a held address", frameNamed(t, "na-unsolicited"), true},
+		{"advertisement for a held address from a link-local source", buildNDP(t, naNoSrc), true},
+	}
+}
+
+// TestScopeProgramClaims: narrowed to the claims of the held addresses,
+// the kernel filter leaves out the requests for them (an in-kernel
+// responder answers those and remembers who asked) and keeps every frame
+// that claims them or comes from them, so that competing claimers are
+// still seen; an address narrowed to whole keeps its requests beside.
+func TestScopeProgramClaims(t *testing.T) {
+	whole := netip.MustParseAddr("198.51.100.7")
+	raw, err := sniff.ScopeProgramOf(sniff.Scope{Addrs: []netip.Addr{whole}, Claims: []netip.Addr{vip4, vip6}}, baseRaw(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := vmFor(t, raw)
+	run := func(name string, frame []byte, want bool) {
+		t.Helper()
+		n, err := vm.Run(frame)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got := n > 0; got != want {
+			t.Errorf("%s: passes %v, want %v", name, got, want)
+		}
+	}
+	for _, f := range claimFrames(t) {
+		run(f.name, f.frame, f.claims)
+	}
+	w := whoHas()
+	w.target = whole
+	run("who-has for an address in Addrs", buildARP(t, w), true)
+	ns := solicitation()
+	ns.target = netip.MustParseAddr("2001:db8::99")
+	run("solicitation for another address", buildNDP(t, ns), false)
+
+	// An address in both lists keeps all its frames.
+	raw, err = sniff.ScopeProgramOf(sniff.Scope{Addrs: []netip.Addr{vip4, vip6}, Claims: []netip.Addr{vip4, vip6}}, baseRaw(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm = vmFor(t, raw)
+	for _, f := range claimFrames(t) {
+		run(f.name+", in both", f.frame, true)
+	}
+}
+
+// TestCaptureNarrowToClaims: Run applies a Claims scope to whole addresses
+// too, on a source that cannot filter in the kernel.
+func TestCaptureNarrowToClaims(t *testing.T) {
+	cases := claimFrames(t)
+	var frames [][]byte
+	want := 0
+	for _, f := range cases {
+		frames = append(frames, f.frame)
+		if f.claims {
+			want++
+		}
+	}
+	src := newFakeSource(frames...)
+	c := sniff.NewCapture("fake", src)
+	if err := c.NarrowTo(sniff.Scope{Claims: []netip.Addr{vip4, vip6}}); err != nil {
+		t.Fatal(err)
+	}
+	var got collect
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, &got) }()
+	deadline := time.Now().Add(5 * time.Second)
+	for c.Stats().Received < uint64(len(frames)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not all %d frames read within 5s: %+v", len(frames), c.Stats())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range got.kinds() {
+		if k.IsRequest() && k != sniff.KindWhoHas && k != sniff.KindSolicitation {
+			t.Errorf("observed a %v for a held address, want the requests for it left out", k)
+		}
+	}
+	if n := len(got.kinds()); n != want {
+		t.Errorf("observed %d frames (%v), want the %d that claim a held address or come from it", n, got.kinds(), want)
+	}
+	if s := c.Stats(); s.OutOfScope != uint64(len(frames)-want) {
+		t.Errorf("OutOfScope %d, want %d", s.OutOfScope, len(frames)-want)
+	}
+}
