@@ -125,7 +125,7 @@ func fillResponders(out []Status, answering []*portRef, counting []bool) {
 	var last *portRef
 	var kind, hook string
 	var snap map[netip.Addr]Counts
-	var snapped bool
+	var snapped, records bool
 	for i, p := range answering {
 		if p == nil {
 			continue
@@ -140,13 +140,15 @@ func fillResponders(out []Status, answering []*portRef, counting []bool) {
 		if p != last {
 			last = p
 			kind, hook = pr.ResponderKind()
+			ap, ok := p.Port.(askerPort)
+			records = ok && ap.RecordsAskers()
 			snap, snapped = nil, false
 			if snapshots(p) {
 				snap, snapped = p.Port.(portSnapshotter).Snapshot()
 			}
 		}
 		if !counting[i] {
-			out[i].Responder, out[i].Hook = kind, hook
+			out[i].Responder, out[i].Hook, out[i].AskersRecorded = kind, hook, records
 		}
 		if snapped {
 			c, ok := snap[out[i].Addr]

@@ -65,6 +65,7 @@ type entry struct {
 	first, last   time.Time
 	buckets       []bucket
 	lastAsker     Asker
+	lastAskerAt   time.Time
 	askers        []AskerCount
 	moreAskers    bool
 	answerers     []Answerer
@@ -172,9 +173,9 @@ func (t *Table) Observe(o Observation) {
 		t.mu.Lock()
 		e := t.touch(o.Target, o.Time)
 		e.requests++
-		t.countSecond(e, o.Time.Unix())
-		e.lastAsker = o.Asker()
-		e.addAsker(e.lastAsker, o.Time, t.maxAskers)
+		t.countSecond(e, o.Time.Unix(), 1)
+		e.lastAsker, e.lastAskerAt = o.Asker(), later(e.lastAskerAt, o.Time)
+		e.addAsker(e.lastAsker, 1, o.Time, t.maxAskers)
 		t.mu.Unlock()
 	case o.Kind.IsAnswer():
 		addr, mac, _ := o.Claim()
@@ -183,6 +184,25 @@ func (t *Table) Observe(o Observation) {
 		e.addAnswerer(mac, o.Kind, o.Time, t.maxAnswerers)
 		t.mu.Unlock()
 	}
+}
+
+// ObserveRequests counts n requests for addr from one asker, the latest of
+// them at ts, as an in-kernel responder that answered them reports them
+// (announce.AskerCount) where the capture did not see them: the rate
+// counts all n in ts's second, so a caller reports every second or so.
+func (t *Table) ObserveRequests(addr netip.Addr, a Asker, n uint64, ts time.Time) {
+	if n == 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.touch(addr, ts)
+	e.requests += n
+	t.countSecond(e, ts.Unix(), n)
+	if !ts.Before(e.lastAskerAt) {
+		e.lastAsker, e.lastAskerAt = a, ts
+	}
+	e.addAsker(a, n, ts, t.maxAskers)
 }
 
 // touch returns the entry of addr, made (or recycled) if need be, marked as
@@ -209,27 +229,30 @@ func (e *entry) reset(ts time.Time) {
 	}
 }
 
-func (t *Table) countSecond(e *entry, sec int64) {
+func (t *Table) countSecond(e *entry, sec int64, n uint64) {
 	if len(e.buckets) == 0 {
 		e.buckets = slices.Grow(e.buckets, int(t.window))[:t.window]
 		clear(e.buckets)
 	}
 	b := &e.buckets[((sec%t.window)+t.window)%t.window]
 	if b.sec != sec {
+		if b.sec > sec {
+			return // older than the window: its second's count is gone
+		}
 		*b = bucket{sec: sec}
 	}
-	b.n++
+	b.n += n
 }
 
-func (e *entry) addAsker(a Asker, ts time.Time, max int) {
+func (e *entry) addAsker(a Asker, n uint64, ts time.Time, max int) {
 	for i := range e.askers {
 		if e.askers[i].Asker == a {
-			e.askers[i].Requests++
+			e.askers[i].Requests += n
 			e.askers[i].LastSeen = later(e.askers[i].LastSeen, ts)
 			return
 		}
 	}
-	c := AskerCount{Asker: a, Requests: 1, LastSeen: ts}
+	c := AskerCount{Asker: a, Requests: n, LastSeen: ts}
 	if len(e.askers) < max {
 		e.askers = append(e.askers, c)
 		return

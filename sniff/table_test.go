@@ -315,3 +315,41 @@ func BenchmarkTableObserve(b *testing.B) {
 		tab.Observe(ask(time.Duration(i)*time.Microsecond, sniff.KindWhoHas, targets[i%len(targets)], clientMAC, client4))
 	}
 }
+
+// TestTableObserveRequests: counts reported in bulk (an in-kernel
+// responder's askers) add to what the capture saw, per asker, in the rate
+// of the second of their latest request; the latest asker is the one with
+// the latest request, whatever the order of the reports.
+func TestTableObserveRequests(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(at(5 * time.Second))
+	tab := newTable(t, sniff.TableConfig{Clock: clock, RateWindow: 10 * time.Second})
+	tab.Observe(ask(0, sniff.KindWhoHas, vip4, clientMAC, client4))
+	tab.ObserveRequests(vip4, sniff.Asker{MAC: otherMAC, Addr: zero4}, 5, at(3*time.Second))
+	tab.ObserveRequests(vip4, sniff.Asker{MAC: clientMAC, Addr: client4}, 2, at(2*time.Second))
+	tab.ObserveRequests(vip4, sniff.Asker{MAC: clientMAC, Addr: client4}, 0, at(4*time.Second)) // nothing new
+	got, ok := tab.Get(vip4)
+	if !ok {
+		t.Fatalf("Get(%v): no entry", vip4)
+	}
+	if got.Requests != 8 || got.Rate != 0.8 {
+		t.Errorf("requests %d at %v/s, want 8 at 0.8/s", got.Requests, got.Rate)
+	}
+	if want := (sniff.Asker{MAC: otherMAC, Addr: zero4}); got.LastAsker != want {
+		t.Errorf("last asker %+v, want %+v (its request, at 3s, is the latest)", got.LastAsker, want)
+	}
+	want := []sniff.AskerCount{
+		{Asker: sniff.Asker{MAC: otherMAC, Addr: zero4}, Requests: 5, LastSeen: at(3 * time.Second)},
+		{Asker: sniff.Asker{MAC: clientMAC, Addr: client4}, Requests: 3, LastSeen: at(2 * time.Second)},
+	}
+	if !slices.Equal(got.Askers, want) {
+		t.Errorf("askers %+v, want %+v", got.Askers, want)
+	}
+	if !got.LastSeen.Equal(at(3 * time.Second)) {
+		t.Errorf("last seen %v, want %v", got.LastSeen, at(3*time.Second))
+	}
+	// Beyond the window, the rate falls to nothing and the totals stay.
+	clock.Advance(20 * time.Second)
+	if got, _ := tab.Get(vip4); got.Rate != 0 || got.Requests != 8 {
+		t.Errorf("20s later: %d requests at %v/s, want 8 at 0/s", got.Requests, got.Rate)
+	}
+}

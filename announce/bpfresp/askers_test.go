@@ -75,17 +75,26 @@ func TestAskersAsTheCaptureSees(t *testing.T) {
 				t.Errorf("askers remembered:\n got %v\nwant %v", sorted(got), sorted(want))
 			}
 
-			// An address no longer held reports none.
+			// A dropped address's askers are forgotten: held again, it
+			// reports none until it is asked again.
 			if err := r.Drop(wiretest.CorpusHeld4); err != nil {
 				t.Fatal(err)
 			}
+			if err := r.Hold(wiretest.CorpusHeld4); err != nil {
+				t.Fatal(err)
+			}
+			runOK(t, r, corpusFrame(t, "ARP who-has"))
+			var again []announce.AskerCount
 			err = r.Askers(func(a announce.AskerCount) {
 				if a.Addr == wiretest.CorpusHeld4 {
-					t.Errorf("dropped %v still reports asker %v", a.Addr, a.MAC)
+					again = append(again, a)
 				}
 			})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if len(again) != 1 || again[0].Requests != 1 {
+				t.Errorf("%v dropped, held again and asked once: askers %+v, want one with one request", wiretest.CorpusHeld4, again)
 			}
 		})
 	}

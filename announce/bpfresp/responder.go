@@ -299,6 +299,12 @@ func (r *Responder) Drop(addrs ...netip.Addr) error {
 
 func (r *Responder) dropLocked(addrs []netip.Addr) error {
 	var errs []error
+	gone := map[netip.Addr]bool{}
+	defer func() {
+		if err := r.forgetAskersLocked(gone); err != nil {
+			r.log.Warn("the askers of released addresses stay remembered", "err", err)
+		}
+	}()
 	for _, a := range addrs {
 		if r.counted[a] {
 			// Counted only: no answer to stop, only its counters.
@@ -320,6 +326,7 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 			errs = append(errs, fmt.Errorf("drop the counters of %s on %s: %w", a, r.ifname, err))
 		}
 		delete(r.addrs, a)
+		gone[a] = true
 	}
 	return errors.Join(errs...)
 }
@@ -483,8 +490,9 @@ const askersBatch = 512
 // answers for: who asked (its link-layer address and the address it asked
 // from), how many of its requests were answered, and when the latest was.
 // The program remembers the latest MAX_ASKERS askers of the interface
-// (responder.c); an asker forgotten and seen again starts from one. It
-// implements announce.AskerRecorder.
+// (responder.c); an asker forgotten and seen again starts from one, and
+// Drop forgets the askers of the addresses it drops. It implements
+// announce.AskerRecorder.
 func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -501,7 +509,7 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 	emit := func(k askerKey, v askerValue) {
 		a := k.Target.addr()
 		if !r.addrs[a] || v.Requests == 0 {
-			return // no longer held: its askers wait for the LRU to forget them
+			return // dropped while a request was answered: Drop forgot the rest
 		}
 		from := netip.AddrFrom16(k.From)
 		if a.Is4() {
@@ -510,13 +518,19 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.MAC), From: from, Requests: v.Requests,
 			Last: now.Add(-time.Duration(monoNow - int64(v.LastNs)))})
 	}
+	return r.eachAskerLocked(emit)
+}
+
+// eachAskerLocked calls fn with every entry of the askers map, read in
+// batches of askersBatch (one by one on a kernel without batch lookups).
+func (r *Responder) eachAskerLocked(fn func(askerKey, askerValue)) error {
 	keys := make([]askerKey, askersBatch)
 	vals := make([]askerValue, askersBatch)
 	var cursor ebpf.MapBatchCursor
 	for {
 		n, err := r.askers.BatchLookup(&cursor, keys, vals, nil)
 		for i := range n {
-			emit(keys[i], vals[i])
+			fn(keys[i], vals[i])
 		}
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
@@ -526,7 +540,7 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 			var v askerValue
 			it := r.askers.Iterate()
 			for it.Next(&k, &v) {
-				emit(k, v)
+				fn(k, v)
 			}
 			if err := it.Err(); err != nil {
 				return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
@@ -536,4 +550,24 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 			return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
 		}
 	}
+}
+
+// forgetAskersLocked deletes the askers of the addresses in gone, so that
+// an address held again counts its askers from nothing.
+func (r *Responder) forgetAskersLocked(gone map[netip.Addr]bool) error {
+	if len(gone) == 0 {
+		return nil
+	}
+	var doomed []askerKey
+	err := r.eachAskerLocked(func(k askerKey, _ askerValue) {
+		if gone[k.Target.addr()] {
+			doomed = append(doomed, k)
+		}
+	})
+	for _, k := range doomed {
+		if derr := r.askers.Delete(k); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
+			err = errors.Join(err, fmt.Errorf("forget an asker of %s on %s: %w", k.Target.addr(), r.ifname, derr))
+		}
+	}
+	return err
 }

@@ -216,73 +216,108 @@ func TestProbe(t *testing.T) {
 }
 
 // TestTrafficCountsWhoHas: N requests from arping -c N are counted as N,
-// with the asker, in the agent's traffic table. By default the agent's
-// capture is narrowed to the held addresses: requests for another address
-// never reach the agent (its capture does not even receive them); with
-// --all-traffic they are counted too.
+// with the asker, in the agent's traffic table, whatever answers them. By
+// default the agent's capture is narrowed to the held addresses: requests
+// for another address never reach the agent (its capture does not even
+// receive them); with --all-traffic they are counted too. Where the
+// in-kernel responder answers, the capture by default receives not even
+// the requests for the held address (it keeps only rivals' frames): the
+// table counts them from the askers the program remembers, once each, on
+// tcx as on XDP, where the capture could not see them at all. With
+// --all-traffic on tcx the capture sees them and they are still counted
+// once.
 func TestTrafficCountsWhoHas(t *testing.T) {
 	t.Parallel()
-	for _, all := range []bool{false, true} {
-		t.Run(fmt.Sprintf("all-traffic=%v", all), func(t *testing.T) {
-			t.Parallel()
-			l := labtest.New(t,
-				lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
-				lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
-			)
-			b, client := l.Host("b"), l.Host("client")
-			sock := filepath.Join(sockDir(t), "b.sock")
-			var args []string
-			if all {
-				args = append(args, "--all-traffic")
-			}
-			startAgent(t, b, sock, args...)
-			mustVip(t, b, sock, "claim", "192.0.2.10") // its own probes must not count as requests
-			// The capture opens just after the claim goes live.
-			labtest.Eventually(t, 3*time.Second, func() (bool, string) {
-				st := status(t, b, sock)
-				want := "held"
+	responders := []struct {
+		name string
+		args []string
+		ebpf bool
+	}{
+		{"socket", []string{"--responder", "socket"}, false},
+		{"tcx", []string{"--responder", "ebpf", "--responder-hook", "tcx"}, true},
+		{"xdp-generic", []string{"--responder", "ebpf", "--responder-hook", "xdp-generic"}, true},
+	}
+	for _, resp := range responders {
+		for _, all := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/all-traffic=%v", resp.name, all), func(t *testing.T) {
+				t.Parallel()
+				l := labtest.New(t,
+					lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+					lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+				)
+				b, client := l.Host("b"), l.Host("client")
+				sock := filepath.Join(sockDir(t), "b.sock")
+				args := resp.args
 				if all {
-					want = "all"
+					args = append(args, "--all-traffic")
 				}
-				return len(st.Captures) == 1 && st.Captures[0].Interface == "eth0" && st.Captures[0].Error == "" && st.Captures[0].Scope == want,
-					fmt.Sprintf("captures: %+v, want one on eth0 with scope %s", st.Captures, want)
-			})
-			before := status(t, b, sock).Captures[0].Received
-			arping(t, client, "-c", "3", "-w", "4", "-I", "eth0", "192.0.2.20") // nobody holds it
-			arping(t, client, "-c", "4", "-w", "6", "-I", "eth0", "192.0.2.10")
-			entry := func(tr api.TrafficResponse, addr string) (api.Traffic, bool) {
-				for _, e := range tr.Entries {
-					if e.Addr == addr {
-						return e, true
+				startAgent(t, b, sock, args...)
+				mustVip(t, b, sock, "claim", "192.0.2.10") // its own probes must not count as requests
+				// The capture opens just after the claim goes live.
+				labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+					st := status(t, b, sock)
+					want := "held"
+					if all {
+						want = "all"
 					}
+					return len(st.Captures) == 1 && st.Captures[0].Interface == "eth0" && st.Captures[0].Error == "" && st.Captures[0].Scope == want,
+						fmt.Sprintf("captures: %+v, want one on eth0 with scope %s", st.Captures, want)
+				})
+				st := status(t, b, sock)
+				if got, want := claimOf(t, st, "192.0.2.10").Responder, map[bool]string{false: "socket", true: "ebpf (" + resp.name + ")"}[resp.ebpf]; got != want {
+					t.Fatalf("responder %q, want %q", got, want)
 				}
-				return api.Traffic{}, false
-			}
-			var tr api.TrafficResponse
-			labtest.Eventually(t, 3*time.Second, func() (bool, string) {
-				var err error
-				if tr, err = api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second)); err != nil {
-					return false, fmt.Sprintf("traffic: %v", err)
+				fromResponder := resp.ebpf && (!all || resp.name != "tcx")
+				if got := st.Captures[0].FromResponder; got != map[bool]int{false: 0, true: 1}[fromResponder] {
+					t.Errorf("capture: %d addresses counted from the responder, want %v", got, fromResponder)
 				}
-				e, ok := entry(tr, "192.0.2.10")
-				if !ok {
-					return false, fmt.Sprintf("no traffic entry for 192.0.2.10 in %+v", tr.Entries)
+				before := st.Captures[0].Received
+				arping(t, client, "-c", "3", "-w", "4", "-I", "eth0", "192.0.2.20") // nobody holds it
+				arping(t, client, "-c", "4", "-w", "6", "-I", "eth0", "192.0.2.10")
+				entry := func(tr api.TrafficResponse, addr string) (api.Traffic, bool) {
+					for _, e := range tr.Entries {
+						if e.Addr == addr {
+							return e, true
+						}
+					}
+					return api.Traffic{}, false
 				}
-				return e.Requests == 4 && e.LastAsker.MAC == mac(client, "eth0") && e.Held,
-					fmt.Sprintf("traffic for 192.0.2.10: %d requests, last asker %+v, held %v; want 4 from the client", e.Requests, e.LastAsker, e.Held)
+				var tr api.TrafficResponse
+				labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+					var err error
+					if tr, err = api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second)); err != nil {
+						return false, fmt.Sprintf("traffic: %v", err)
+					}
+					e, ok := entry(tr, "192.0.2.10")
+					if !ok {
+						return false, fmt.Sprintf("no traffic entry for 192.0.2.10 in %+v", tr.Entries)
+					}
+					return e.Requests == 4 && e.LastAsker.MAC == mac(client, "eth0") && e.LastAsker.Addr == "192.0.2.3" && e.Held,
+						fmt.Sprintf("traffic for 192.0.2.10: %d requests, last asker %+v, held %v; want 4 from the client", e.Requests, e.LastAsker, e.Held)
+				})
+				// Counted once: a second read adds nothing.
+				if tr2, err := api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second)); err != nil {
+					t.Fatal(err)
+				} else if e, _ := entry(tr2, "192.0.2.10"); e.Requests != 4 {
+					t.Errorf("traffic for 192.0.2.10 read again: %d requests, want still 4", e.Requests)
+				}
+				// The requests for 192.0.2.20 came first: were they let in,
+				// they are counted by now.
+				e, ok := entry(tr, "192.0.2.20")
+				received := status(t, b, sock).Captures[0].Received - before
+				switch {
+				case all && (!ok || e.Requests != 3):
+					t.Errorf("--all-traffic: entry for 192.0.2.20 %+v (present %v), want 3 requests", e, ok)
+				case !all && ok:
+					t.Errorf("default scope: entry for 192.0.2.20, which is not held: %+v; want none", e)
+				case !all && !resp.ebpf && received != 4:
+					t.Errorf("default scope: the capture received %d frames, want the 4 requests for the held address alone (the kernel drops the others)", received)
+				case !all && resp.ebpf && received != 0:
+					t.Errorf("default scope, in-kernel responder: the capture received %d frames, want none (the program answers the requests and remembers who asked)", received)
+				case all && resp.name == "xdp-generic" && received != 3:
+					t.Errorf("--all-traffic on XDP: the capture received %d frames, want the 3 for 192.0.2.20 alone (XDP answers the others before any tap)", received)
+				}
 			})
-			// The requests for 192.0.2.20 came first: were they let in,
-			// they are counted by now.
-			e, ok := entry(tr, "192.0.2.20")
-			received := status(t, b, sock).Captures[0].Received - before
-			switch {
-			case all && (!ok || e.Requests != 3):
-				t.Errorf("--all-traffic: entry for 192.0.2.20 %+v (present %v), want 3 requests", e, ok)
-			case !all && ok:
-				t.Errorf("default scope: entry for 192.0.2.20, which is not held: %+v; want none", e)
-			case !all && received != 4:
-				t.Errorf("default scope: the capture received %d frames, want the 4 requests for the held address alone (the kernel drops the others)", received)
-			}
-		})
+		}
 	}
 }

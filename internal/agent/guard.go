@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/sniff"
 )
@@ -50,6 +51,24 @@ type Guard struct {
 	// ours are the MACs of the claimed interfaces: the table leaves out
 	// the frames they send (the agent's own probes and announcements).
 	ours atomic.Pointer[map[sniff.MAC]bool]
+
+	// fed are the held addresses whose requests the traffic table counts
+	// from what the in-kernel responder remembers of its askers, not
+	// from the capture: it leaves them out (Scope.Claims), or on XDP
+	// never sees them. Set by reconcile.
+	fed atomic.Pointer[map[netip.Addr]bool]
+	// askMu serialises pullAskers; seen is each asker's total as last
+	// read, to count what is new.
+	askMu sync.Mutex
+	seen  map[askerID]uint64
+}
+
+// askerID names an asker of an address on an interface.
+type askerID struct {
+	iface string
+	addr  netip.Addr
+	mac   sniff.MAC
+	from  netip.Addr
 }
 
 // Observe feeds the traffic table every observation not sent by us.
@@ -64,12 +83,15 @@ type guardCapture struct {
 	cap    *sniff.Capture
 	cancel context.CancelFunc
 	err    string
-	// scope is the addresses the capture is narrowed to, sorted, as last
-	// set; scoped says whether it has been set.
-	scope  []netip.Addr
+	// scope is what the capture is narrowed to, each list sorted, as
+	// last set; scoped says whether it has been set.
+	scope  sniff.Scope
 	scoped bool
 	// scopeState is what Captures reports as the scope (api.CaptureStat).
 	scopeState string
+	// fed counts the held addresses of the interface whose requests the
+	// table counts from the in-kernel responder.
+	fed int
 }
 
 // StartGuard starts watching for eng until ctx is done; Wait waits for it.
@@ -87,7 +109,7 @@ func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Gu
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*guardCapture{}, heldMAC: map[netip.Addr]string{}}
+	g := &Guard{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*guardCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}}
 	g.det, err = sniff.NewDetector(sniff.DetectorConfig{OnEvent: g.onEvent})
 	if err != nil {
 		return nil, err
@@ -105,14 +127,26 @@ func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Gu
 // Wait waits until the guard has stopped and closed its captures.
 func (g *Guard) Wait() { g.wg.Wait() }
 
+// askersEvery is how often the traffic table takes in the askers the
+// in-kernel responders remember, while any address is fed from them: the
+// rate window counts each report in the second of its latest request.
+const askersEvery = time.Second
+
 // follow reconciles the captures with the claims after claim events, at
-// most every reconcileEvery, until ctx is done.
+// most every reconcileEvery, and feeds the traffic table the askers the
+// in-kernel responders remember, until ctx is done.
 func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
 	const reconcileEvery = 50 * time.Millisecond
 	g.reconcile(ctx)
 	var due <-chan time.Time
+	askers := time.NewTicker(askersEvery)
+	defer askers.Stop()
 	for {
 		select {
+		case <-askers.C:
+			if fed := g.fed.Load(); fed != nil && len(*fed) > 0 {
+				g.pullAskers()
+			}
 		case <-ctx.Done():
 			g.mu.Lock()
 			for name, c := range g.captures {
@@ -138,26 +172,52 @@ func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
 }
 
 // reconcile opens a capture on each interface with a claim, closes the
-// others, and tells the detector which addresses are held with which MAC.
+// others, tells the detector which addresses are held with which MAC, and
+// which addresses the traffic table counts the requests of from the
+// in-kernel responder.
 func (g *Guard) reconcile(ctx context.Context) {
-	want := map[string][]netip.Addr{}
+	want := map[string]sniff.Scope{}
 	held := map[netip.Addr]string{}
+	fed := map[netip.Addr]bool{}
+	fedOn := map[string]int{}
 	for _, st := range g.eng.Status() {
 		if st.MAC == "" {
 			continue // waiting for its interface
 		}
-		want[st.Interface] = append(want[st.Interface], st.Addr)
+		sc := want[st.Interface]
+		switch {
+		case st.AskersRecorded && !g.cfg.AllTraffic:
+			// The responder answers in the kernel and remembers who
+			// asked: the capture keeps only the frames that claim the
+			// address, and does not wake for every request.
+			sc.Claims = append(sc.Claims, st.Addr)
+			fed[st.Addr] = true
+			fedOn[st.Interface]++
+		case st.AskersRecorded && st.Hook != bpfresp.TCX.String():
+			// All traffic, but on XDP the capture never sees the
+			// requests answered.
+			sc.Addrs = append(sc.Addrs, st.Addr)
+			fed[st.Addr] = true
+			fedOn[st.Interface]++
+		default:
+			sc.Addrs = append(sc.Addrs, st.Addr)
+		}
+		want[st.Interface] = sc
 		held[st.Addr] = st.MAC
 	}
+	g.fed.Store(&fed)
 	g.mu.Lock()
 	defer func() {
+		for name, c := range g.captures {
+			c.fed = fedOn[name]
+		}
 		narrow := g.narrowLocked(want)
 		g.mu.Unlock()
 		// Narrowing waits for the capture's current read (up to a tenth
 		// of a second): not under the lock the API's requests take.
 		for _, n := range narrow {
 			state := "held"
-			if err := n.cap.Narrow(n.addrs); err != nil {
+			if err := n.cap.NarrowTo(n.scope); err != nil {
 				state = "held-userspace"
 				g.log.Warn("the kernel hands the agent all neighbour traffic", "interface", n.name, "err", err)
 			}
@@ -214,16 +274,16 @@ func (g *Guard) reconcile(ctx context.Context) {
 	}
 }
 
-// scopeChange is a capture to narrow to addrs.
+// scopeChange is a capture to narrow to scope.
 type scopeChange struct {
 	name  string
 	cap   *sniff.Capture
-	addrs []netip.Addr
+	scope sniff.Scope
 }
 
 // narrowLocked returns the captures whose scope differs from the addresses
 // held on their interface, and records the new scopes.
-func (g *Guard) narrowLocked(want map[string][]netip.Addr) []scopeChange {
+func (g *Guard) narrowLocked(want map[string]sniff.Scope) []scopeChange {
 	if g.cfg.AllTraffic {
 		return nil
 	}
@@ -232,15 +292,53 @@ func (g *Guard) narrowLocked(want map[string][]netip.Addr) []scopeChange {
 		if c.cap == nil {
 			continue
 		}
-		addrs := want[name]
-		slices.SortFunc(addrs, netip.Addr.Compare)
-		if c.scoped && slices.Equal(c.scope, addrs) {
+		sc := want[name]
+		slices.SortFunc(sc.Addrs, netip.Addr.Compare)
+		slices.SortFunc(sc.Claims, netip.Addr.Compare)
+		if c.scoped && slices.Equal(c.scope.Addrs, sc.Addrs) && slices.Equal(c.scope.Claims, sc.Claims) {
 			continue
 		}
-		c.scope, c.scoped = addrs, true
-		out = append(out, scopeChange{name, c.cap, addrs})
+		c.scope, c.scoped = sc, true
+		out = append(out, scopeChange{name, c.cap, sc})
 	}
 	return out
+}
+
+// pullAskers feeds the traffic table the requests the in-kernel responders
+// answered since the last pull, per asker, for the addresses it counts
+// that way (fed). A total below the one last read is an asker the
+// responder forgot and met again: all of it is new.
+func (g *Guard) pullAskers() {
+	fed := g.fed.Load()
+	if fed == nil || len(*fed) == 0 {
+		return
+	}
+	ours := g.ours.Load()
+	g.askMu.Lock()
+	defer g.askMu.Unlock()
+	seen := make(map[askerID]uint64, len(g.seen))
+	err := g.eng.Askers(func(iface string, a announce.AskerCount) {
+		id := askerID{iface: iface, addr: a.Addr, mac: sniff.MAC(a.MAC), from: a.From}
+		seen[id] = a.Requests
+		if !(*fed)[a.Addr] || (ours != nil && (*ours)[id.mac]) {
+			return
+		}
+		n := a.Requests
+		if last, ok := g.seen[id]; ok && last <= n {
+			n -= last
+		}
+		g.table.ObserveRequests(a.Addr, sniff.Asker{MAC: id.mac, Addr: a.From}, n, a.Last)
+	})
+	if err != nil {
+		g.log.Debug("cannot read the askers the in-kernel responder remembers", "err", err)
+		// Keep what was read before for the askers not read now.
+		for id, n := range g.seen {
+			if _, ok := seen[id]; !ok {
+				seen[id] = n
+			}
+		}
+	}
+	g.seen = seen
 }
 
 func (g *Guard) openLocked(ctx context.Context, name string) {
@@ -303,7 +401,7 @@ func (g *Guard) Captures() []api.CaptureStat {
 	defer g.mu.Unlock()
 	out := make([]api.CaptureStat, 0, len(g.captures))
 	for name, c := range g.captures {
-		cs := api.CaptureStat{Interface: name, Error: c.err, Scope: c.scopeState}
+		cs := api.CaptureStat{Interface: name, Error: c.err, Scope: c.scopeState, FromResponder: c.fed}
 		if c.cap != nil {
 			s := c.cap.Stats()
 			cs.Received, cs.Dropped, cs.Undecodable = s.Received, s.Dropped, s.Undecodable
@@ -314,8 +412,10 @@ func (g *Guard) Captures() []api.CaptureStat {
 	return out
 }
 
-// Traffic returns the who-has traffic table in the given order.
+// Traffic returns the who-has traffic table in the given order, with the
+// latest askers the in-kernel responders remember.
 func (g *Guard) Traffic(order sniff.Order) api.TrafficResponse {
+	g.pullAskers()
 	g.mu.Lock()
 	held := make(map[netip.Addr]bool, len(g.heldMAC))
 	for a := range g.heldMAC {

@@ -248,7 +248,15 @@ type CaptureStat struct {
 	// traffic; "all", who-has traffic for any address (vip agent
 	// --all-traffic). Empty until the capture is set up.
 	Scope string `json:"scope,omitempty"`
-	Error string `json:"error,omitempty"`
+	// FromResponder counts the held addresses of the interface whose
+	// requests the traffic table counts from the in-kernel responder,
+	// which answers them and remembers who asked, rather than from this
+	// capture: it keeps only the frames that claim them (rivals), so
+	// that it does not wake for every request (or, on XDP, never sees
+	// them). Their requests are in the table all the same, within a
+	// second.
+	FromResponder int    `json:"from_responder,omitempty"`
+	Error         string `json:"error,omitempty"`
 }
 
 // Event is one entry of the agent's event stream: what happened to a
