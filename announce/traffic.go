@@ -135,6 +135,10 @@ type AskerCount struct {
 	// From is the address it asked from: 0.0.0.0 for an ARP probe, :: for
 	// duplicate address detection.
 	From netip.Addr
+	// Others marks the count of the requests from askers the responder
+	// did not remember one by one (a flood of new ones): MAC and From
+	// are zero.
+	Others bool
 	// Requests counts its requests answered since the responder started
 	// remembering it: a total, which only grows until the asker is
 	// forgotten (see AskerRecorder).

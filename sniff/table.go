@@ -190,6 +190,8 @@ func (t *Table) Observe(o Observation) {
 // them at ts, as an in-kernel responder that answered them reports them
 // (announce.AskerCount) where the capture did not see them: the rate
 // counts all n in ts's second, so a caller reports every second or so.
+// A zero asker is requests from askers the responder did not name: they
+// count, and the entry says that more askers were seen than it names.
 func (t *Table) ObserveRequests(addr netip.Addr, a Asker, n uint64, ts time.Time) {
 	if n == 0 {
 		return
@@ -199,6 +201,10 @@ func (t *Table) ObserveRequests(addr netip.Addr, a Asker, n uint64, ts time.Time
 	e := t.touch(addr, ts)
 	e.requests += n
 	t.countSecond(e, ts.Unix(), n)
+	if a == (Asker{}) {
+		e.moreAskers = true
+		return
+	}
 	if !ts.Before(e.lastAskerAt) {
 		e.lastAsker, e.lastAskerAt = a, ts
 	}

@@ -353,3 +353,19 @@ func TestTableObserveRequests(t *testing.T) {
 		t.Errorf("20s later: %d requests at %v/s, want 8 at 0/s", got.Requests, got.Rate)
 	}
 }
+
+// TestTableObserveUnnamedRequests: requests reported without an asker (a
+// responder's count of the askers it did not remember) count and rate
+// like any, name no asker, and mark the entry as having more askers than
+// it names.
+func TestTableObserveUnnamedRequests(t *testing.T) {
+	clock := clockwork.NewFakeClockAt(at(5 * time.Second))
+	tab := newTable(t, sniff.TableConfig{Clock: clock, RateWindow: 10 * time.Second})
+	tab.ObserveRequests(vip4, sniff.Asker{MAC: clientMAC, Addr: client4}, 1, at(time.Second))
+	tab.ObserveRequests(vip4, sniff.Asker{}, 9, at(2*time.Second))
+	got, _ := tab.Get(vip4)
+	if got.Requests != 10 || got.Rate != 1 || !got.MoreAskers || len(got.Askers) != 1 || got.LastAsker.MAC != clientMAC {
+		t.Errorf("got %d requests at %v/s, more askers %v, askers %+v, last %+v; want 10 at 1/s, more askers, the client alone named",
+			got.Requests, got.Rate, got.MoreAskers, got.Askers, got.LastAsker)
+	}
+}

@@ -4,10 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
 	"net/netip"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/mdlayher/arp"
+	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/wire"
@@ -107,4 +112,62 @@ func sorted(m map[askerID]uint64) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestAskersFloodOfNewOnes: a CPU starts remembering at most NEW_ASKERS
+// new askers a second; the requests of the others count, exactly, in one
+// entry of their address reported as Others, so that a flood of requests
+// each from its own MAC does not make every answer an insertion in a full
+// LRU map.
+func TestAskersFloodOfNewOnes(t *testing.T) {
+	const newAskers = 256 // NEW_ASKERS of responder.c
+	r := requireBPF(t, TCX)
+	// One CPU, so that one budget counts.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var one, saved unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &saved); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.SchedSetaffinity(0, &saved)
+	one.Set(0)
+	if err := unix.SchedSetaffinity(0, &one); err != nil {
+		t.Fatal(err)
+	}
+	const n = newAskers + 44
+	for i := range n {
+		asker := net.HardwareAddr{0x02, 0x00, 0x5e, 0x00, byte(i >> 8), byte(i)}
+		f, err := wiretest.ARPFrame(wire.Broadcast, asker, arp.OperationRequest, asker, netip.MustParseAddr("192.0.2.3"), make(net.HardwareAddr, 6), wiretest.CorpusHeld4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if runOK(t, r, f) == nil {
+			t.Fatalf("request %d not answered", i)
+		}
+	}
+	var named, others, total uint64
+	err := r.Askers(func(a announce.AskerCount) {
+		total += a.Requests
+		switch {
+		case a.Others:
+			others += a.Requests
+			if a.MAC != (wire.MAC{}) || a.From.IsValid() {
+				t.Errorf("the others' entry names %v from %v", a.MAC, a.From)
+			}
+		case a.Requests != 1:
+			t.Errorf("%v asked once, counted %d", a.MAC, a.Requests)
+		default:
+			named++
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if total != n || named != newAskers || others != n-newAskers {
+		t.Errorf("%d requests from as many askers: %d counted, %d askers named and %d requests from others; want %d, %d and %d",
+			n, total, named, others, n, newAskers, n-newAskers)
+	}
+	if got := r.Answered(wiretest.CorpusHeld4); got != n {
+		t.Errorf("answered %d, want %d", got, n)
+	}
 }

@@ -40,6 +40,20 @@ char __license[] SEC("license") = "Dual MIT/GPL";
  * so that one forgotten loses at most that second's count. */
 #define MAX_ASKERS 8192
 
+/* NEW_ASKERS bounds the askers one CPU starts remembering in a second; the
+ * requests of those beyond it count under their address's OTHERS entry,
+ * which stays exact. Remembering a new asker is an insertion in the LRU
+ * map, and once it is full the map makes room 128 entries at a time,
+ * under a lock: for a flood of new askers (every request its own MAC) on
+ * every request, that batch was a reply's p99 several times over. */
+#define NEW_ASKERS 256
+#define NEW_ASKERS_WINDOW_NS 1000000000ULL
+
+/* ASKER_OTHERS, in asker_key.flags, marks the entry that counts the
+ * requests of askers not remembered one by one; its from and mac are
+ * zero. */
+#define ASKER_OTHERS 1
+
 #define ETH_LEN 14
 #define ARP_FRAME_LEN 42     /* wire.ARPLen */
 #define IP6_OFF ETH_LEN
@@ -78,7 +92,8 @@ struct asker_key {
 	struct held_key target;
 	__u8 from[16];
 	__u8 mac[6];
-	__u8 pad[2];
+	__u8 flags;
+	__u8 pad;
 };
 
 /* asker_value is what the program knows of an asker: how many of its
@@ -142,6 +157,20 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
+
+/* budget is one CPU's count of the new askers it may still remember in
+ * the window that began at since (see NEW_ASKERS). */
+struct budget {
+	__u64 since;
+	__u64 left;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct budget);
+} budget SEC(".maps");
 
 /* opaque hides v's value from clang. Before a bounds check it keeps the
  * check, which clang could prove redundant and drop; after it, it makes
@@ -233,22 +262,56 @@ static __always_inline void count_traffic(__u32 ifindex, __u8 family, const __u8
 	count(&k, 0, bytes);
 }
 
-/* record counts one answered request of the asker a. Two CPUs may add the
- * same new asker at once: the one that loses adds to the winner's. */
+/* add_to adds one request at now to the entry of a, which must exist. */
+static __always_inline int add_to(struct asker_key *a, __u64 now)
+{
+	struct asker_value *v = bpf_map_lookup_elem(&askers, a);
+	if (!v)
+		return 0;
+	__sync_fetch_and_add(&v->requests, 1);
+	v->last_ns = now;
+	return 1;
+}
+
+/* may_remember takes one of this CPU's new askers for the window of now. */
+static __always_inline int may_remember(__u64 now)
+{
+	__u32 zero = 0;
+	struct budget *b = bpf_map_lookup_elem(&budget, &zero);
+	if (!b)
+		return 0;
+	if (now - b->since >= NEW_ASKERS_WINDOW_NS) {
+		b->since = now;
+		b->left = NEW_ASKERS;
+	}
+	if (!b->left)
+		return 0;
+	b->left--;
+	return 1;
+}
+
+/* record counts one answered request of the asker a: in a's own entry,
+ * made if need be while this CPU's budget of new askers lasts, else in
+ * its address's OTHERS entry. Two CPUs may add the same new entry at
+ * once: the one that loses adds to the winner's. */
 static __always_inline void record(struct asker_key *a)
 {
 	__u64 now = bpf_ktime_get_ns();
-	struct asker_value *v = bpf_map_lookup_elem(&askers, a);
-	if (!v) {
-		struct asker_value fresh = { .requests = 1, .last_ns = now };
-		if (!bpf_map_update_elem(&askers, a, &fresh, BPF_NOEXIST))
-			return;
-		v = bpf_map_lookup_elem(&askers, a);
-		if (!v)
+	if (add_to(a, now))
+		return;
+	struct asker_value fresh = { .requests = 1, .last_ns = now };
+	if (may_remember(now)) {
+		if (!bpf_map_update_elem(&askers, a, &fresh, BPF_NOEXIST) || add_to(a, now))
 			return;
 	}
-	__sync_fetch_and_add(&v->requests, 1);
-	v->last_ns = now;
+	__builtin_memset(a->from, 0, sizeof(a->from));
+	__builtin_memset(a->mac, 0, sizeof(a->mac));
+	a->flags = ASKER_OTHERS;
+	if (add_to(a, now))
+		return;
+	if (!bpf_map_update_elem(&askers, a, &fresh, BPF_NOEXIST))
+		return;
+	add_to(a, now);
 }
 
 static __always_inline struct held_value *lookup(struct held_key *k)

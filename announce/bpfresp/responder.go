@@ -82,8 +82,13 @@ type askerKey struct {
 	Target heldKey
 	From   [16]byte
 	MAC    [6]byte
-	_      [2]byte
+	Flags  uint8
+	_      uint8
 }
+
+// askerOthers is ASKER_OTHERS of responder.c: the entry that counts the
+// requests of the askers not remembered one by one.
+const askerOthers = 1
 
 // askerValue is struct asker_value of responder.c.
 type askerValue struct {
@@ -491,8 +496,10 @@ const askersBatch = 512
 // from), how many of its requests were answered, and when the latest was.
 // The program remembers the latest MAX_ASKERS askers of the interface
 // (responder.c); an asker forgotten and seen again starts from one, and
-// Drop forgets the askers of the addresses it drops. It implements
-// announce.AskerRecorder.
+// Drop forgets the askers of the addresses it drops. Each CPU starts
+// remembering at most NEW_ASKERS new askers a second: the requests of the
+// others count in one entry per address, reported with Others set. It
+// implements announce.AskerRecorder.
 func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -511,12 +518,16 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 		if !r.addrs[a] || v.Requests == 0 {
 			return // dropped while a request was answered: Drop forgot the rest
 		}
+		last := now.Add(-time.Duration(monoNow - int64(v.LastNs)))
+		if k.Flags&askerOthers != 0 {
+			fn(announce.AskerCount{Addr: a, Others: true, Requests: v.Requests, Last: last})
+			return
+		}
 		from := netip.AddrFrom16(k.From)
 		if a.Is4() {
 			from = from.Unmap()
 		}
-		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.MAC), From: from, Requests: v.Requests,
-			Last: now.Add(-time.Duration(monoNow - int64(v.LastNs)))})
+		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.MAC), From: from, Requests: v.Requests, Last: last})
 	}
 	return r.eachAskerLocked(emit)
 }

@@ -17,6 +17,7 @@ import (
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	responderMapAskers   = "askers"
+	responderMapBudget   = "budget"
 	responderMapCounters = "counters"
 	responderMapHeld     = "held"
 	responderMapScratch  = "scratch"
@@ -75,6 +76,7 @@ type responderProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type responderMapSpecs struct {
 	Askers   *ebpf.MapSpec `ebpf:"askers"`
+	Budget   *ebpf.MapSpec `ebpf:"budget"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
 	Held     *ebpf.MapSpec `ebpf:"held"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
@@ -107,6 +109,7 @@ func (o *responderObjects) Close() error {
 // It can be passed to loadResponderObjects or ebpf.CollectionSpec.LoadAndAssign.
 type responderMaps struct {
 	Askers   *ebpf.Map `ebpf:"askers"`
+	Budget   *ebpf.Map `ebpf:"budget"`
 	Counters *ebpf.Map `ebpf:"counters"`
 	Held     *ebpf.Map `ebpf:"held"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
@@ -115,6 +118,7 @@ type responderMaps struct {
 func (m *responderMaps) Close() error {
 	return _ResponderClose(
 		m.Askers,
+		m.Budget,
 		m.Counters,
 		m.Held,
 		m.Scratch,

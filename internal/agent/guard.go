@@ -65,10 +65,11 @@ type Guard struct {
 
 // askerID names an asker of an address on an interface.
 type askerID struct {
-	iface string
-	addr  netip.Addr
-	mac   sniff.MAC
-	from  netip.Addr
+	iface  string
+	addr   netip.Addr
+	mac    sniff.MAC
+	from   netip.Addr
+	others bool
 }
 
 // Observe feeds the traffic table every observation not sent by us.
@@ -318,7 +319,7 @@ func (g *Guard) pullAskers() {
 	defer g.askMu.Unlock()
 	seen := make(map[askerID]uint64, len(g.seen))
 	err := g.eng.Askers(func(iface string, a announce.AskerCount) {
-		id := askerID{iface: iface, addr: a.Addr, mac: sniff.MAC(a.MAC), from: a.From}
+		id := askerID{iface: iface, addr: a.Addr, mac: sniff.MAC(a.MAC), from: a.From, others: a.Others}
 		seen[id] = a.Requests
 		if !(*fed)[a.Addr] || (ours != nil && (*ours)[id.mac]) {
 			return
@@ -327,7 +328,11 @@ func (g *Guard) pullAskers() {
 		if last, ok := g.seen[id]; ok && last <= n {
 			n -= last
 		}
-		g.table.ObserveRequests(a.Addr, sniff.Asker{MAC: id.mac, Addr: a.From}, n, a.Last)
+		asker := sniff.Asker{MAC: id.mac, Addr: a.From}
+		if a.Others {
+			asker = sniff.Asker{} // counted, not named
+		}
+		g.table.ObserveRequests(a.Addr, asker, n, a.Last)
 	})
 	if err != nil {
 		g.log.Debug("cannot read the askers the in-kernel responder remembers", "err", err)
