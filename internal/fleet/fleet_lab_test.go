@@ -362,6 +362,54 @@ func TestStoreRestartedClaimsResume(t *testing.T) {
 	}
 }
 
+// TestResumeRefusedByTheEngineIsReleased: after the fence, a claim the
+// engine will not take back (its interface cannot be opened, say) is
+// released, not left listed as fenced by an unfenced node: its key goes,
+// so that another node can claim the address, and an event says why. The
+// other claim resumes.
+func TestResumeRefusedByTheEngineIsReleased(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	other := netip.MustParseAddr("198.51.100.11")
+	for _, v := range []netip.Addr{vip, other} {
+		if err := claim(t, a, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.etcd.Stop(t)
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		return !aEng.holds(vip) && !aEng.holds(other), "a still answers with the store down past its fence"
+	})
+	aEng.mu.Lock()
+	aEng.refuses[other] = errors.New("interface eth0 cannot be opened")
+	aEng.mu.Unlock()
+	w.etcd.Restart(t)
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		return aEng.holds(vip), fmt.Sprintf("a's claim of %s did not resume after the store restarted: %+v", vip, a.Status())
+	})
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		st := a.Status(other)
+		return len(st) == 0, fmt.Sprintf("%s, which the engine refused, is still listed: %+v", other, st)
+	})
+	if !aEng.sawEvent(event.Release, "not resumed after the fence") {
+		t.Errorf("no release event for %s", other)
+	}
+	if !aEng.sawEvent(event.Resume, "1 released") {
+		t.Error("the resume event does not count the release")
+	}
+	v, err := w.client(t, "store").Fleet(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cv, ok := v.ClaimOf(other); ok {
+		t.Errorf("the store still shows %s held by %s, which does not answer for it", other, cv.Claim.Node)
+	}
+	b, _ := w.join(t, "b")
+	if err := claim(t, b, other); err != nil {
+		t.Errorf("b cannot claim %s, released by a: %v", other, err)
+	}
+}
+
 func TestReleaseIsNotTakenByAStandby(t *testing.T) {
 	w := newWorld(t, "a", "b")
 	a, aEng, _, bEng := ownerAndStandby(t, w)

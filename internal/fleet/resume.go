@@ -81,15 +81,50 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 	// Adopt keeps each claim's options and since, with a fresh burst.
 	st, err := m.eng.Adopt(ctx, resumed)
 	var rf *announce.RefusedError
-	if err != nil && !errors.As(err, &rf) {
-		m.log.Error("resume the fenced claims", "err", err)
-		m.dropKeys(ctx, freshOf(got, nil))
+	var unresumed []announce.Refusal
+	switch {
+	case err == nil:
+	case errors.As(err, &rf):
+		unresumed = rf.Refused
+	default:
+		st = nil
+		for _, c := range resumed {
+			unresumed = append(unresumed, announce.Refusal{Addr: c.Addr, Err: err})
+		}
+	}
+	m.giveUp(ctx, unresumed)
+	m.commit(st)
+	m.log.Info("the store answers again: unfenced", "resumed", len(st), "lost", len(refused), "released", len(unresumed))
+	msg := fmt.Sprintf("the store answers again: resumed %d claims with a fresh burst, %d lost", len(st), len(refused))
+	if len(unresumed) > 0 {
+		msg += fmt.Sprintf(", %d released (the engine refused them)", len(unresumed))
+	}
+	m.notify(event.Resume, netip.Addr{}, "", msg)
+}
+
+// giveUp releases the fenced claims the engine refused to take back (say,
+// their interface can no longer be opened): it deletes their keys, which
+// are still this node's, so that no key of a node that does not answer
+// keeps the others from the address, and says so for each. They are no
+// longer reported as fenced.
+func (m *Member) giveUp(ctx context.Context, refused []announce.Refusal) {
+	if len(refused) == 0 {
 		return
 	}
-	if rf != nil {
-		m.dropKeys(ctx, freshOf(got, rf))
+	addrs := make([]netip.Addr, len(refused))
+	for i, r := range refused {
+		addrs[i] = r.Addr
 	}
-	m.commit(st)
-	m.log.Info("the store answers again: unfenced", "resumed", len(st), "lost", len(refused))
-	m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed %d claims with a fresh burst, %d lost", len(st), len(refused)))
+	m.dropKeys(ctx, addrs)
+	m.mu.Lock()
+	ifnames := make([]string, len(refused))
+	for i, r := range refused {
+		ifnames[i] = m.fenced[r.Addr].claim.Interface
+		delete(m.fenced, r.Addr)
+	}
+	m.mu.Unlock()
+	for i, r := range refused {
+		m.log.Error("a fenced claim could not be taken back: released", "addr", r.Addr, "err", r.Err)
+		m.notify(event.Release, r.Addr, ifnames[i], fmt.Sprintf("not resumed after the fence, so released and its key deleted: %v", r.Err))
+	}
 }
