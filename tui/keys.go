@@ -55,9 +55,11 @@ func defaultKeymap() keymap {
 	}
 }
 
-// ShortHelp is the help bar.
+// ShortHelp is the help bar. What does not fit the width is left off at
+// its end, so help and quit come before the pane key: at 80 columns, with
+// move enabled, only "tab pane" is left off (? shows it).
 func (k keymap) ShortHelp() []key.Binding {
-	return []key.Binding{k.Claim, k.Release, k.Refresh, k.Move, k.Filter, k.Sort, k.Next, k.Help, k.Quit}
+	return []key.Binding{k.Claim, k.Release, k.Refresh, k.Move, k.Filter, k.Sort, k.Help, k.Quit, k.Next}
 }
 
 // FullHelp is the help shown by ?.

@@ -68,6 +68,21 @@ func checkFits(t *testing.T, view string, w, h int) {
 	}
 }
 
+// TestHelpBarKeepsQuit: at 80 columns, with the fleet's move key too, the
+// help bar still names help and quit; what it leaves off is at its end.
+func TestHelpBarKeepsQuit(t *testing.T) {
+	t.Parallel()
+	h := connected(t, fleetFixture(), Options{}, 80, 24)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	lines := strings.Split(h.draw(), "\n")
+	bar := lines[len(lines)-1]
+	for _, want := range []string{"m move", "? help", "q quit"} {
+		if !strings.Contains(bar, want) {
+			t.Errorf("help bar at 80 columns: %q, want %q in it", bar, want)
+		}
+	}
+}
+
 func TestViewGolden(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
