@@ -38,6 +38,22 @@ func TestMoveFleetFlags(t *testing.T) {
 	}
 }
 
+// TestStoreEnvNotInHelp: $VIP_STORE is --store's default when the command
+// runs, but help (and so the man pages and completions made from it) does
+// not print whatever value the environment of the one generating them had.
+func TestStoreEnvNotInHelp(t *testing.T) {
+	t.Setenv(storeEnv, "etcd://203.0.113.77:2379")
+	for _, args := range [][]string{{"agent", "--help"}, {"move", "--help"}, {"fleet", "--help"}} {
+		var out bytes.Buffer
+		if code := Main(args, IO{In: strings.NewReader(""), Out: &out, ErrOut: &out}); code != 0 {
+			t.Fatalf("vip %v: exit %d: %s", args, code, out.String())
+		}
+		if h := out.String(); strings.Contains(h, "203.0.113.77") || !strings.Contains(h, "(default $VIP_STORE)") {
+			t.Errorf("vip %v: the help says\n%s\nwant --store's default as $VIP_STORE, not its value", args, h)
+		}
+	}
+}
+
 func TestMoveRequest(t *testing.T) {
 	a10, a6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
 	tests := []struct {

@@ -35,7 +35,10 @@ var storeFlagNames = []string{"store-prefix", "store-ca", "store-cert", "store-k
 
 func (s *storeOptions) addFlags(c *cobra.Command) {
 	f := c.Flags()
-	f.StringVar(&s.URL, "store", os.Getenv(storeEnv), "the etcd store that guards claims: etcd://HOST:PORT[,HOST:PORT...], etcds:// for TLS (env "+storeEnv+")")
+	// The default is read from the environment when the command runs
+	// (parsed), not here: help, man pages and completions say the same
+	// whatever the environment of whoever generated them.
+	f.StringVar(&s.URL, "store", "", "the etcd store that guards claims: etcd://HOST:PORT[,HOST:PORT...], etcds:// for TLS (default $"+storeEnv+")")
 	f.StringVar(&s.Prefix, "store-prefix", store.DefaultPrefix, "the key prefix of vip's records in the store")
 	f.StringVar(&s.CA, "store-ca", "", "PEM file of the CA that signs the store's certificates")
 	f.StringVar(&s.Cert, "store-cert", "", "PEM file of this client's certificate for the store (with --store-key)")
@@ -44,8 +47,12 @@ func (s *storeOptions) addFlags(c *cobra.Command) {
 	_ = c.RegisterFlagCompletionFunc("store-prefix", cobra.NoFileCompletions)
 }
 
-// parsed notes which of names c's command line gave.
+// parsed takes --store from the environment unless the command line gave
+// it, and notes which of names the command line gave.
 func (s *storeOptions) parsed(c *cobra.Command, names ...string) {
+	if !c.Flags().Changed("store") {
+		s.URL = os.Getenv(storeEnv)
+	}
 	s.given = nil
 	for _, n := range names {
 		if c.Flags().Changed(n) {
