@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/link"
+
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/sniff"
@@ -381,4 +385,87 @@ func TestLabCaptureVLANParent(t *testing.T) {
 			t.Errorf("frame %d: got %v for %s on VLAN %d, want a who-has for %s on VLAN %d", i, o.Kind, o.Target, o.VLAN, w.target, w.vlan)
 		}
 	}
+}
+
+// TestLabCaptureAfterIngress: a capture that reads after tc ingress
+// (Options.AfterIngress, two sockets bound to ARP and IPv6) sees the ARP
+// and NDP frames the host's stack receives, from a real arping and
+// ndisc6, but not a frame a tc ingress filter consumes, which a tap of
+// every frame (the default) still sees: an in-kernel responder that answers
+// at tc ingress then costs the capture nothing. A four-instruction tcx
+// program drops the ARP frames.
+func TestLabCaptureAfterIngress(t *testing.T) {
+	labtest.RequireRoot(t, "attaching a tcx program")
+	l := labtest.New(t,
+		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24"), IPv6: netip.MustParsePrefix("2001:db8::1/64")},
+		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24"), IPv6: netip.MustParsePrefix("2001:db8::3/64")},
+	)
+	mon, client := l.Host("mon"), l.Host("client")
+	stack := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true, AfterIngress: true})
+	tap := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
+	var fromStack, fromTap collect
+	runCapture(t, stack, &fromStack)
+	runCapture(t, tap, &fromTap)
+
+	runPeer(t, client, 1, "arping", "-c", "2", "-w", "2", "-I", "eth0", "192.0.2.20")
+	runPeer(t, client, 2, "ndisc6", "-1", "-r", "1", "-w", "100", "2001:db8::30", "eth0")
+	count := func(c *collect, arp bool) int {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		n := 0
+		for _, o := range c.obs {
+			if o.Kind.IsARP() == arp {
+				n++
+			}
+		}
+		return n
+	}
+	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		return count(&fromStack, true) == 2 && count(&fromStack, false) == 1,
+			fmt.Sprintf("after ingress: %d ARP and %d NDP frames observed, want arping's 2 and ndisc6's solicitation", count(&fromStack, true), count(&fromStack, false))
+	})
+
+	dropARP(t, mon, "eth0")
+	runPeer(t, client, 1, "arping", "-c", "3", "-w", "2", "-I", "eth0", "192.0.2.20")
+	runPeer(t, client, 2, "ndisc6", "-1", "-r", "1", "-w", "100", "2001:db8::30", "eth0")
+	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		return count(&fromTap, true) == 5 && count(&fromTap, false) == 2 && count(&fromStack, false) == 2,
+			fmt.Sprintf("with ARP dropped at tc ingress: the tap observed %d ARP and %d NDP frames (want 5 and 2), after ingress %d NDP (want 2)",
+				count(&fromTap, true), count(&fromTap, false), count(&fromStack, false))
+	})
+	if n := count(&fromStack, true); n != 2 {
+		t.Errorf("after ingress: %d ARP frames observed, want still 2 (tc dropped the later ones before the stack)", n)
+	}
+	if st := stack.Stats(); st.Received != 4 {
+		t.Errorf("after ingress: %d frames received, want the 4 the stack got", st.Received)
+	}
+}
+
+// dropARP attaches to h's iface a tcx ingress program that drops every ARP
+// frame and passes the others on, until the test ends.
+func dropARP(t *testing.T, h *lab.Host, iface string) {
+	t.Helper()
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Type: ebpf.SchedCLS, License: "GPL",
+		Instructions: asm.Instructions{
+			asm.LoadMem(asm.R2, asm.R1, 16, asm.Word), // skb->protocol, big-endian
+			asm.Mov.Imm(asm.R0, 0),                    // TCX_PASS
+			asm.JNE.Imm(asm.R2, 0x0608, "out"),        // ETH_P_ARP as the bytes 08 06
+			asm.Mov.Imm(asm.R0, 2),                    // TCX_DROP
+			asm.Return().WithSymbol("out"),
+		},
+	})
+	if err != nil {
+		t.Fatalf("load the program that drops ARP: %v", err)
+	}
+	t.Cleanup(func() { prog.Close() })
+	ifi := labtest.Link(h, iface)
+	var l link.Link
+	if err := labtest.Do(h, func() (err error) {
+		l, err = link.AttachTCX(link.TCXOptions{Interface: ifi.Index, Program: prog, Attach: ebpf.AttachTCXIngress})
+		return err
+	}); err != nil {
+		t.Fatalf("attach the program that drops ARP to %s of %s: %v", iface, h.Name, err)
+	}
+	t.Cleanup(func() { l.Close() })
 }

@@ -76,11 +76,15 @@ func Open(iface string, opts Options) (*Capture, error) {
 // on a VLAN's parent sees the tag, and the detector leaves those frames to
 // their own segment.
 type packetSource struct {
-	// fd is the socket, made with socket(2) rather than through the Go
+	// fds are the sockets, made with socket(2) rather than through the Go
 	// runtime's poller: a socket in the poller's epoll set wakes the
-	// poller for frames nobody waits for (see readPace). wake is an
-	// eventfd that interrupt and Close write to end a wait in poll(2).
-	fd, wake    int
+	// poller for frames nobody waits for (see readPace). One tap of
+	// every frame, or an ARP and an IPv6 socket after tc ingress
+	// (Options.AfterIngress). wake is an eventfd that interrupt and
+	// Close write to end a wait in poll(2).
+	fds         []int
+	wake        int
+	turn        int        // the socket the next read tries first
 	readMu      sync.Mutex // held by the reader; Close takes it to close fd
 	interrupted atomic.Bool
 	base        []bpf.Instruction
@@ -108,38 +112,47 @@ const (
 	ctrlLen = 128
 )
 
-// openPacket opens and configures the socket. It binds with a filter that
-// drops everything, sets the options, and only then attaches base, so that
-// no frame is read without them.
+// openPacket opens and configures the sockets. It binds each with a
+// filter that drops everything, sets the options, and only then attaches
+// base, so that no frame is read without them.
 func openPacket(ifi *net.Interface, base []bpf.Instruction, snaplen int, opts Options) (*packetSource, error) {
 	dropAll, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: bpfRetDrop}})
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(htons(unix.ETH_P_ALL)))
-	if err != nil {
-		return nil, os.NewSyscallError("socket", err)
-	}
 	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
 	if err != nil {
-		unix.Close(fd)
 		return nil, os.NewSyscallError("eventfd", err)
 	}
-	s := &packetSource{fd: fd, wake: wake, base: base, snaplen: snaplen}
+	s := &packetSource{wake: wake, base: base, snaplen: snaplen}
 	fail := func(err error) (*packetSource, error) {
-		unix.Close(fd)
+		for _, fd := range s.fds {
+			unix.Close(fd)
+		}
 		unix.Close(wake)
 		return nil, err
 	}
-	if err := attach(fd, dropAll); err != nil {
-		return fail(err)
+	protocols := []uint16{unix.ETH_P_ALL}
+	if opts.AfterIngress {
+		protocols = []uint16{unix.ETH_P_ARP, unix.ETH_P_IPV6}
 	}
-	if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index}); err != nil {
-		return fail(os.NewSyscallError("bind", err))
+	for _, proto := range protocols {
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(htons(proto)))
+		if err != nil {
+			return fail(os.NewSyscallError("socket", err))
+		}
+		s.fds = append(s.fds, fd)
+		if err := attach(fd, dropAll); err != nil {
+			return fail(err)
+		}
+		if err := unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(proto), Ifindex: ifi.Index}); err != nil {
+			return fail(os.NewSyscallError("bind", err))
+		}
+		if err := configure(fd, opts); err != nil {
+			return fail(err)
+		}
 	}
-	if err := s.configure(opts); err != nil {
-		return fail(err)
-	}
+	s.initBatch()
 	if err := s.scope(Scope{}, true); err != nil {
 		return fail(fmt.Errorf("attach filter: %w", err))
 	}
@@ -157,8 +170,8 @@ func attach(fd int, raw []bpf.RawInstruction) error {
 	return os.NewSyscallError("setsockopt", unix.SetsockoptSockFprog(fd, unix.SOL_SOCKET, unix.SO_ATTACH_FILTER, &prog))
 }
 
-func (s *packetSource) configure(opts Options) error {
-	sa, err := unix.Getsockname(s.fd)
+func configure(fd int, opts Options) error {
+	sa, err := unix.Getsockname(fd)
 	if err != nil {
 		return os.NewSyscallError("getsockname", err)
 	}
@@ -167,12 +180,12 @@ func (s *packetSource) configure(opts Options) error {
 		hatype = ll.Hatype
 	}
 	// Best effort, see inboundOnly.
-	_ = unix.SetsockoptInt(s.fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	for _, o := range []struct{ level, name, val int }{
 		{unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1},
 		{unix.SOL_PACKET, unix.PACKET_AUXDATA, 1},
 	} {
-		if err := unix.SetsockoptInt(s.fd, o.level, o.name, o.val); err != nil {
+		if err := unix.SetsockoptInt(fd, o.level, o.name, o.val); err != nil {
 			return os.NewSyscallError("setsockopt", err)
 		}
 	}
@@ -181,8 +194,8 @@ func (s *packetSource) configure(opts Options) error {
 		n = defaultBufferSize
 	}
 	// Past net.core.rmem_max when the process may (CAP_NET_ADMIN).
-	if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); err != nil {
-		if err := unix.SetsockoptInt(s.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n); err != nil {
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); err != nil {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, n); err != nil {
 			return os.NewSyscallError("setsockopt", err)
 		}
 	}
@@ -192,11 +205,10 @@ func (s *packetSource) configure(opts Options) error {
 	}
 	if opts.Promiscuous {
 		mreq := unix.PacketMreq{Ifindex: int32(sa.(*unix.SockaddrLinklayer).Ifindex), Type: unix.PACKET_MR_PROMISC}
-		if err := unix.SetsockoptPacketMreq(s.fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
+		if err := unix.SetsockoptPacketMreq(fd, unix.SOL_PACKET, unix.PACKET_ADD_MEMBERSHIP, &mreq); err != nil {
 			return os.NewSyscallError("setsockopt", err)
 		}
 	}
-	s.initBatch()
 	return nil
 }
 
@@ -242,7 +254,7 @@ func (s *packetSource) fill() error {
 	defer s.readMu.Unlock()
 	if s.got < liveBatch { // a full batch is a capture behind: it reads on
 		if d := readPace - time.Since(s.lastFill); d > 0 {
-			if err := s.wait(-1, d); err != nil {
+			if err := s.wait(nil, d); err != nil {
 				return err
 			}
 		}
@@ -260,28 +272,40 @@ func (s *packetSource) fill() error {
 		if s.interrupted.Load() {
 			return os.ErrDeadlineExceeded
 		}
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(s.fd), uintptr(unsafe.Pointer(&s.msgs[0])), liveBatch, unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case 0:
-			s.got = int(n)
-			return nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			if err := s.wait(s.fd, -1); err != nil {
+		// Each socket in turn, the one after the last read first, so
+		// that a busy one does not starve the other.
+		empty := 0
+		for range s.fds {
+			fd := s.fds[s.turn%len(s.fds)]
+			s.turn++
+			n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&s.msgs[0])), liveBatch, unix.MSG_DONTWAIT, 0, 0)
+			switch errno {
+			case 0:
+				s.got = int(n)
+				return nil
+			case unix.EINTR, unix.EAGAIN:
+				empty++
+			default:
+				// ENETDOWN or ENODEV: the interface went down or away.
+				return errno
+			}
+		}
+		if empty == len(s.fds) {
+			if err := s.wait(s.fds, -1); err != nil {
 				return err
 			}
-		default:
-			// ENETDOWN or ENODEV: the interface went down or away.
-			return errno
 		}
 	}
 }
 
-// wait waits in poll(2) until fd is readable (fd -1: for nothing), for up
-// to d (negative: as long as it takes), or until interrupt or Close.
-func (s *packetSource) wait(fd int, d time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(s.wake), Events: unix.POLLIN}, {Fd: int32(fd), Events: unix.POLLIN}}
+// wait waits in poll(2) until one of fds is readable (none: for nothing),
+// for up to d (negative: as long as it takes), or until interrupt or
+// Close.
+func (s *packetSource) wait(on []int, d time.Duration) error {
+	fds := []unix.PollFd{{Fd: int32(s.wake), Events: unix.POLLIN}}
+	for _, fd := range on {
+		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
+	}
 	timeout := -1
 	if d >= 0 {
 		timeout = int((d + time.Millisecond - 1) / time.Millisecond)
@@ -377,7 +401,12 @@ func (s *packetSource) scope(sc Scope, all bool) error {
 	if s.closed.Load() {
 		return nil
 	}
-	return attach(s.fd, raw)
+	for _, fd := range s.fds {
+		if err := attach(fd, raw); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // interrupt ends a wait under way, and makes every later read return at
@@ -406,11 +435,13 @@ func (s *packetSource) Dropped() (uint64, error) {
 }
 
 func (s *packetSource) droppedLocked() (uint64, error) {
-	st, err := unix.GetsockoptTpacketStats(s.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
-	if err != nil {
-		return 0, os.NewSyscallError("getsockopt", err)
+	for _, fd := range s.fds {
+		st, err := unix.GetsockoptTpacketStats(fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
+		if err != nil {
+			return 0, os.NewSyscallError("getsockopt", err)
+		}
+		s.dropped += uint64(st.Drops)
 	}
-	s.dropped += uint64(st.Drops)
 	return s.dropped, nil
 }
 
@@ -429,5 +460,9 @@ func (s *packetSource) Close() error {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	unix.Close(s.wake)
-	return os.NewSyscallError("close", unix.Close(s.fd))
+	var errs []error
+	for _, fd := range s.fds {
+		errs = append(errs, os.NewSyscallError("close", unix.Close(fd)))
+	}
+	return errors.Join(errs...)
 }

@@ -220,12 +220,10 @@ func TestProbe(t *testing.T) {
 // default the agent's capture is narrowed to the held addresses: requests
 // for another address never reach the agent (its capture does not even
 // receive them); with --all-traffic they are counted too. Where the
-// in-kernel responder answers, the capture by default receives not even
-// the requests for the held address (it keeps only rivals' frames): the
-// table counts them from the askers the program remembers, once each, on
-// tcx as on XDP, where the capture could not see them at all. With
-// --all-traffic on tcx the capture sees them and they are still counted
-// once.
+// in-kernel responder answers, the capture reads after tc ingress and
+// receives not even the requests for the held address, which the program
+// answered there: the table counts them from the askers the program
+// remembers, once each, on tcx as on XDP, with --all-traffic too.
 func TestTrafficCountsWhoHas(t *testing.T) {
 	t.Parallel()
 	responders := []struct {
@@ -267,9 +265,8 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 				if got, want := claimOf(t, st, "192.0.2.10").Responder, map[bool]string{false: "socket", true: "ebpf (" + resp.name + ")"}[resp.ebpf]; got != want {
 					t.Fatalf("responder %q, want %q", got, want)
 				}
-				fromResponder := resp.ebpf && (!all || resp.name != "tcx")
-				if got := st.Captures[0].FromResponder; got != map[bool]int{false: 0, true: 1}[fromResponder] {
-					t.Errorf("capture: %d addresses counted from the responder, want %v", got, fromResponder)
+				if c := st.Captures[0]; c.FromResponder != map[bool]int{false: 0, true: 1}[resp.ebpf] || c.AfterIngress != resp.ebpf {
+					t.Errorf("capture: %d addresses counted from the responder, after tc ingress %v; want %v and %v", c.FromResponder, c.AfterIngress, resp.ebpf, resp.ebpf)
 				}
 				before := st.Captures[0].Received
 				arping(t, client, "-c", "3", "-w", "4", "-I", "eth0", "192.0.2.20") // nobody holds it
@@ -314,8 +311,8 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 					t.Errorf("default scope: the capture received %d frames, want the 4 requests for the held address alone (the kernel drops the others)", received)
 				case !all && resp.ebpf && received != 0:
 					t.Errorf("default scope, in-kernel responder: the capture received %d frames, want none (the program answers the requests and remembers who asked)", received)
-				case all && resp.name == "xdp-generic" && received != 3:
-					t.Errorf("--all-traffic on XDP: the capture received %d frames, want the 3 for 192.0.2.20 alone (XDP answers the others before any tap)", received)
+				case all && resp.ebpf && received != 3:
+					t.Errorf("--all-traffic, in-kernel responder: the capture received %d frames, want the 3 for 192.0.2.20 alone (the program answered the others before the capture reads)", received)
 				}
 			})
 		}

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/sniff"
 )
@@ -54,8 +53,9 @@ type Guard struct {
 
 	// fed are the held addresses whose requests the traffic table counts
 	// from what the in-kernel responder remembers of its askers, not
-	// from the capture: it leaves them out (Scope.Claims), or on XDP
-	// never sees them. Set by reconcile.
+	// from the capture, which reads after the responder has answered
+	// them (sniff.Options.AfterIngress; on XDP no capture could see
+	// them). Set by reconcile.
 	fed atomic.Pointer[map[netip.Addr]bool]
 	// askMu serialises pullAskers; seen is each asker's total as last
 	// read, to count what is new.
@@ -93,6 +93,9 @@ type guardCapture struct {
 	// fed counts the held addresses of the interface whose requests the
 	// table counts from the in-kernel responder.
 	fed int
+	// afterIngress says the capture reads after tc ingress
+	// (sniff.Options.AfterIngress): the in-kernel responder answers there.
+	afterIngress bool
 }
 
 // StartGuard starts watching for eng until ctx is done; Wait waits for it.
@@ -181,26 +184,24 @@ func (g *Guard) reconcile(ctx context.Context) {
 	held := map[netip.Addr]string{}
 	fed := map[netip.Addr]bool{}
 	fedOn := map[string]int{}
+	afterIngress := map[string]bool{}
 	for _, st := range g.eng.Status() {
 		if st.MAC == "" {
 			continue // waiting for its interface
 		}
 		sc := want[st.Interface]
-		switch {
-		case st.AskersRecorded && !g.cfg.AllTraffic:
+		if st.AskersRecorded {
 			// The responder answers in the kernel and remembers who
-			// asked: the capture keeps only the frames that claim the
-			// address, and does not wake for every request.
+			// asked: the capture reads after tc ingress, where the
+			// requests it answered never arrive (a tap of every frame
+			// cost each answer a tenth to a third of a microsecond),
+			// keeps only the frames that claim the address (rivals'),
+			// and the table counts the requests from the program.
+			afterIngress[st.Interface] = true
 			sc.Claims = append(sc.Claims, st.Addr)
 			fed[st.Addr] = true
 			fedOn[st.Interface]++
-		case st.AskersRecorded && st.Hook != bpfresp.TCX.String():
-			// All traffic, but on XDP the capture never sees the
-			// requests answered.
-			sc.Addrs = append(sc.Addrs, st.Addr)
-			fed[st.Addr] = true
-			fedOn[st.Interface]++
-		default:
+		} else {
 			sc.Addrs = append(sc.Addrs, st.Addr)
 		}
 		want[st.Interface] = sc
@@ -265,13 +266,13 @@ func (g *Guard) reconcile(ctx context.Context) {
 	}
 	for name := range want {
 		c, ok := g.captures[name]
-		if ok && c.cap != nil && c.err == "" {
+		if ok && c.cap != nil && c.err == "" && c.afterIngress == afterIngress[name] {
 			continue
 		}
 		if ok {
-			g.closeLocked(name, c) // it failed: try again
+			g.closeLocked(name, c) // it failed, or its responder changed: open it again
 		}
-		g.openLocked(ctx, name)
+		g.openLocked(ctx, name, afterIngress[name])
 	}
 }
 
@@ -346,15 +347,15 @@ func (g *Guard) pullAskers() {
 	g.seen = seen
 }
 
-func (g *Guard) openLocked(ctx context.Context, name string) {
-	c, err := g.cfg.Open(name, sniff.Options{Filter: g.cfg.Filter, BufferSize: g.bufferSize()})
+func (g *Guard) openLocked(ctx context.Context, name string, afterIngress bool) {
+	c, err := g.cfg.Open(name, sniff.Options{Filter: g.cfg.Filter, BufferSize: g.bufferSize(), AfterIngress: afterIngress})
 	if err != nil {
 		g.log.Error("cannot watch the wire: competing claimers will not be seen", "interface", name, "err", err)
-		g.captures[name] = &guardCapture{err: err.Error()}
+		g.captures[name] = &guardCapture{err: err.Error(), afterIngress: afterIngress}
 		return
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	gc := &guardCapture{cap: c, cancel: cancel}
+	gc := &guardCapture{cap: c, cancel: cancel, afterIngress: afterIngress}
 	if g.cfg.AllTraffic {
 		gc.scopeState = "all"
 	}
@@ -406,7 +407,7 @@ func (g *Guard) Captures() []api.CaptureStat {
 	defer g.mu.Unlock()
 	out := make([]api.CaptureStat, 0, len(g.captures))
 	for name, c := range g.captures {
-		cs := api.CaptureStat{Interface: name, Error: c.err, Scope: c.scopeState, FromResponder: c.fed}
+		cs := api.CaptureStat{Interface: name, Error: c.err, Scope: c.scopeState, FromResponder: c.fed, AfterIngress: c.afterIngress}
 		if c.cap != nil {
 			s := c.cap.Stats()
 			cs.Received, cs.Dropped, cs.Undecodable = s.Received, s.Dropped, s.Undecodable

@@ -255,8 +255,14 @@ type CaptureStat struct {
 	// that it does not wake for every request (or, on XDP, never sees
 	// them). Their requests are in the table all the same, within a
 	// second.
-	FromResponder int    `json:"from_responder,omitempty"`
-	Error         string `json:"error,omitempty"`
+	FromResponder int `json:"from_responder,omitempty"`
+	// AfterIngress says the capture reads the frames the host's stack
+	// receives, after tc ingress, where the in-kernel responder has
+	// answered the requests for held addresses already, rather than
+	// tapping every frame before it (which cost each answer a tenth to a
+	// third of a microsecond).
+	AfterIngress bool   `json:"after_ingress,omitempty"`
+	Error        string `json:"error,omitempty"`
 }
 
 // Event is one entry of the agent's event stream: what happened to a
