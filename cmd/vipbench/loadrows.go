@@ -59,16 +59,16 @@ func (b *bench) latencyRows(f family, rate int, suffix string, v vipResponder, l
 	if !kran && !vran {
 		return
 	}
-	k, vl := b.loads[loadKey("kernel"+suffix, f, rate)], b.loads[loadKey(v.name+suffix, f, rate)]
+	vl := b.loads[loadKey(v.name+suffix, f, rate)]
 	for _, q := range qs {
 		x := row{Scenario: fmt.Sprintf("%s %s/s%s: %s reply latency%s", f, fmtCount(rate), suffix, q.name, label),
 			Ratio: "—", Target: "—", Met: noGoal}
 		if q.limit > 0 {
 			x.Target = fmt.Sprintf("≤ %.1f× kernel", q.limit)
 		}
-		var kv, vv time.Duration
-		if k != nil && k.Res.Answered > 0 {
-			kv = q.get(k.Res)
+		var vv time.Duration
+		// The kernel's runs beside v's, where there are: see paired.
+		if kv := b.kernelQ(v.name, suffix, f, rate, q.get); kv > 0 {
 			x.Kernel = fmtDur(kv)
 		} else {
 			x.Kernel, x.Met, _ = b.missing(kstep)
@@ -83,7 +83,7 @@ func (b *bench) latencyRows(f family, rate int, suffix string, v vipResponder, l
 				x.Met = failed
 			}
 		}
-		if kv > 0 && vv > 0 {
+		if kv := b.kernelQ(v.name, suffix, f, rate, q.get); kv > 0 && vv > 0 {
 			x.Ratio = fmtRatio(float64(vv), float64(kv))
 			if q.limit > 0 {
 				x.Met = verdictOf(float64(vv)/float64(kv) <= q.limit)

@@ -162,7 +162,7 @@ func (r *report) write(w io.Writer) error {
 	p("**Load average** (1, 5, 15 min) before the run: %s; after: %s.\n\n", r.LoadBefore, r.LoadAfter)
 
 	p("## vip against the kernel\n\n")
-	p("Ratios are vip over the kernel, in the same run. *vip* is the agent with its eBPF responder on tcx ingress (`vip agent --responder ebpf`, what `auto` picks on this kernel); ")
+	p("Ratios are vip over the kernel, in the same run. Each of vip's latency runs goes between two runs of the same load against the kernel, right before and right after it, and the *kernel* column beside it is their mean: this machine's latencies drift by 10–30%% over minutes, and a ratio to a kernel run made minutes earlier would count the drift as vip's (the kernel's own steps, run first, are in the load runs table and in the side-by-side table's kernel column). *vip* is the agent with its eBPF responder on tcx ingress (`vip agent --responder ebpf`, what `auto` picks on this kernel); ")
 	p("rows marked *socket responder* are an agent with `--responder socket`, for machines without eBPF. ")
 	p("*A core busy*: a thread spins on one of the two cores through the run, the kernel's and vip's alike. A row marked **failed** could not be measured; see Failures.\n\n")
 	p("| scenario | kernel | vip | ratio | target | met? |\n|---|---|---|---|---|---|\n")
@@ -324,7 +324,8 @@ func (r *report) howMeasured() []string {
 			"(capture of who-has traffic, probes every 10 s) but for the responder, one agent after another: `--responder ebpf` (tcx), " +
 			"which every vip step measures, then `--responder socket`, then `--responder ebpf --responder-hook xdp-generic`, each " +
 			"stopped (its claims released, its program detached) before the next starts, and each checked in status to answer with the " +
-			"responder asked for. The kernel runs all go first, with no vip on the segment; then vip's. " +
+			"responder asked for. The kernel's own steps go first, with no vip on the segment; then vip's, each latency run of vip's between a run " +
+			"of the same load against the kernel right before it and one right after it (on a, with vip's agent on b). " +
 			"Documentation prefixes only, inside namespaces the driver made and removed.",
 		"**Load generator** (`internal/loadgen`), on the client host: a packet socket sends ARP requests, or neighbor solicitations " +
 			"to the target's solicited-node group with a correct ICMPv6 checksum, paced by nanosleep at a 1 µs timer slack: one request " +

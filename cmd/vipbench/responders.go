@@ -130,15 +130,19 @@ func (b *bench) runResponder(ctx context.Context, v vipResponder, vipErr, labErr
 	}
 	for _, f := range families {
 		for _, rate := range rates {
-			vipStep(loadStep(v.step, f, rate), b.duration(rate)+30*time.Second, func(ctx context.Context) error {
-				return b.loadRun(ctx, v.name, f, rate, vipAddr[f])
+			vipStep(loadStep(v.step, f, rate), 3*b.duration(rate)+30*time.Second, func(ctx context.Context) error {
+				return b.paired(ctx, v, f, func(ctx context.Context, responder string, target netip.Addr) error {
+					return b.loadRun(ctx, responder, f, rate, target)
+				})
 			})
 		}
 	}
 	if v.busy {
 		for _, f := range families {
-			vipStep(loadStep(v.step, f, busyRate)+busySuffix, b.duration(busyRate)+30*time.Second, func(ctx context.Context) error {
-				return b.busyRun(ctx, v.name, f, vipAddr[f])
+			vipStep(loadStep(v.step, f, busyRate)+busySuffix, 3*b.duration(busyRate)+30*time.Second, func(ctx context.Context) error {
+				return b.paired(ctx, v, f, func(ctx context.Context, responder string, target netip.Addr) error {
+					return b.busyRun(ctx, responder, f, target)
+				})
 			})
 		}
 	}
@@ -183,6 +187,54 @@ func (b *bench) waitResponder(ctx context.Context, v vipResponder) error {
 
 // busyRun is a load run while a thread of the driver spins on a core of
 // its own: the other core busy, as other work on the host would keep it.
+// paired runs v's load (run, as responder for target) between two runs
+// of the same load against the kernel, right before and right after it:
+// this machine's latencies drift by 10-30% over minutes, and a ratio to
+// the kernel's step, run first, would count the drift as vip's. The
+// ratios are to the mean of the two (kernelQ).
+func (b *bench) paired(ctx context.Context, v vipResponder, f family, run func(ctx context.Context, responder string, target netip.Addr) error) error {
+	if err := run(ctx, kernelBeside(v.name, true), kernelAddr[f]); err != nil {
+		return fmt.Errorf("the kernel's run before %s's: %w", v.name, err)
+	}
+	if err := run(ctx, v.name, vipAddr[f]); err != nil {
+		return err
+	}
+	if err := run(ctx, kernelBeside(v.name, false), kernelAddr[f]); err != nil {
+		return fmt.Errorf("the kernel's run after %s's: %w", v.name, err)
+	}
+	return nil
+}
+
+// kernelBeside names the kernel's run right before (or after) v's in the
+// load table.
+func kernelBeside(v string, before bool) string {
+	if before {
+		return "kernel, before " + v
+	}
+	return "kernel, after " + v
+}
+
+// kernelQ is the kernel's q to compare v's run at rate with (suffix names
+// the runs with a core busy): the mean of its runs right before and right
+// after v's, or the one of them that answered, or else its own step's.
+func (b *bench) kernelQ(v string, suffix string, f family, rate int, q func(*loadgen.Result) time.Duration) time.Duration {
+	var sum time.Duration
+	n := 0
+	for _, before := range []bool{true, false} {
+		if lr := b.loads[loadKey(kernelBeside(v, before)+suffix, f, rate)]; lr != nil && lr.Res != nil && lr.Res.Answered > 0 {
+			sum += q(lr.Res)
+			n++
+		}
+	}
+	if n > 0 {
+		return sum / time.Duration(n)
+	}
+	if lr := b.loads[loadKey("kernel"+suffix, f, rate)]; lr != nil && lr.Res != nil && lr.Res.Answered > 0 {
+		return q(lr.Res)
+	}
+	return 0
+}
+
 func (b *bench) busyRun(ctx context.Context, responder string, f family, target netip.Addr) error {
 	c := startBusyCore()
 	defer c.stop()
@@ -250,13 +302,13 @@ func (b *bench) responderRows() []responderRow {
 						}
 						return fmtDur(q.get(lr.Res)), q.get(lr.Res)
 					}
-					ks, kd := cell("kernel")
+					ks, _ := cell("kernel")
 					r := responderRow{Scenario: fmt.Sprintf("%s %s/s%s: %s", f, fmtCount(rate), vr.label, q.name), Kernel: ks}
 					for _, v := range vipResponders {
 						s, d := cell(v.name)
 						if d > 0 {
 							any = true
-							if kd > 0 {
+							if kd := b.kernelQ(v.name, vr.suffix, f, rate, q.get); kd > 0 {
 								s += " (" + fmtRatio(float64(d), float64(kd)) + ")"
 							}
 						}
@@ -317,7 +369,7 @@ func writeResponders(w io.Writer, rows []responderRow) {
 	p("The same loads against the agent with each of its responders, one agent after another on b, in the same run as the kernel's: ")
 	p("the eBPF program on tcx ingress (`vip agent --responder ebpf`, the hook `auto` picks, and *vip* everywhere else in this file), ")
 	p("the same program on XDP generic (`--responder-hook xdp-generic`, opt-in) and the sockets (`--responder socket`, for machines without eBPF). ")
-	p("Each agent's status said that responder answered for both addresses before its runs. In brackets, the ratio to the kernel. ")
+	p("Each agent's status said that responder answered for both addresses before its runs. In brackets, the ratio to the kernel: to the mean of its runs right before and right after that responder's (the kernel column is its own step, run first). ")
 	p("*A core busy*: a thread of the driver spins on one of the two cores through the run. Targets are in the first table.\n\n")
 	p("| scenario | kernel |")
 	for _, v := range vipResponders {
