@@ -329,6 +329,16 @@ func (r *socketResponder) answerARP(a *answerer, b []byte) {
 	if !r.hasMAC || f.ARP.SenderMAC == me || f.EthSrc == me {
 		return // our own announcement
 	}
+	if f.ARP.SenderIP == f.ARP.TargetIP {
+		// Another node's announcement of the address (a gratuitous
+		// ARP request): a competing claim, not a question. It is left
+		// to competing-claimer detection and the claim's conflict
+		// policy (defend re-arms the gratuitous window, which tells
+		// every neighbour; warn and yield must not contest it), and
+		// the in-kernel responder passes it on unanswered for the
+		// capture to see.
+		return
+	}
 	h := r.lookup(f.ARP.TargetIP)
 	if h == nil {
 		return

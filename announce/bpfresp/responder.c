@@ -346,6 +346,8 @@ static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct 
 	copy(me, h->mac, 6);
 	if (same_mac(&f[22], me) || same_mac(&f[6], me))
 		return 0; /* our own announcement */
+	if (f[28] == f[38] && f[29] == f[39] && f[30] == f[40] && f[31] == f[41])
+		return 0; /* another node's announcement: a competing claim, for the capture (see answerARP) */
 	/* A probe (sender IP 0.0.0.0) gets the same reply. */
 	__u8 sender_mac[6], sender_ip[4];
 	copy(sender_mac, &f[22], 6);

@@ -217,3 +217,36 @@ func TestEBPFKilledAgentReplaced(t *testing.T) {
 	}
 	fg.Stop(t)
 }
+
+// TestEBPFSeesARivalsAnnouncement: a rival's gratuitous ARP in request form
+// (arping -U) for an address the program holds is a competing claim, not a
+// question: the program leaves it unanswered and passes it on, so that the
+// agent's capture, which reads after tc ingress (and on XDP could never see
+// a frame the program consumed), reports the rival. The rival's kernel
+// answers no probe (arp_ignore 8), so only its announcement gives it away.
+func TestEBPFSeesARivalsAnnouncement(t *testing.T) {
+	t.Parallel()
+	for _, hook := range []string{"tcx", "xdp-generic"} {
+		t.Run(hook, func(t *testing.T) {
+			t.Parallel()
+			l := labtest.New(t,
+				lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+				lab.HostConfig{Name: "rogue", IPv4: pfx("192.0.2.66/24")},
+			)
+			b, rogue := l.Host("b"), l.Host("rogue")
+			sock := filepath.Join(sockDir(t), "b.sock")
+			startAgent(t, b, sock, "--responder", "ebpf", "--responder-hook", hook)
+			mustVip(t, b, sock, "claim", "192.0.2.10", "--on-conflict", "warn")
+			if c := claimOf(t, status(t, b, sock), "192.0.2.10"); c.Responder != "ebpf ("+hook+")" {
+				t.Fatalf("responder %q, want ebpf (%s)", c.Responder, hook)
+			}
+			mustRun(t, rogue, "sysctl", "-qw", "net.ipv4.conf.eth0.arp_ignore=8")
+			mustRun(t, rogue, "ip", "addr", "add", "192.0.2.10/32", "dev", "eth0")
+			arping(t, rogue, "-U", "-c", "2", "-I", "eth0", "192.0.2.10")
+			labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+				macs, state := claimersOf(t, b, sock, "192.0.2.10")
+				return state == "conflict" && len(macs) > 0 && macs[0] == mac(rogue, "eth0"), fmt.Sprintf("claimers %v, state %s; want the rival's announcement seen", macs, state)
+			})
+		})
+	}
+}

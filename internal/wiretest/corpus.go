@@ -66,6 +66,7 @@ func Corpus() []CorpusFrame {
 		{"ARP reply", mustFrame(ARPFrame(CorpusMAC, corpusAskerMAC, arp.OperationReply, corpusAskerMAC, corpusAsker4, CorpusMAC, CorpusHeld4)), false},
 		{"ARP gratuitous reply", mustFrame(ARPGratuitousReply(corpusAskerMAC, CorpusHeld4)), false},
 		{"our own ARP announcement", mustFrame(ARPAnnouncement(CorpusMAC, CorpusHeld4)), false},
+		{"another node's ARP announcement of the held address", mustFrame(ARPAnnouncement(corpusAskerMAC, CorpusHeld4)), false},
 		{"ARP who-has from our MAC", mustFrame(ARPFrame(wire.Broadcast, CorpusMAC, arp.OperationRequest, corpusAskerMAC, corpusAsker4, zero, CorpusHeld4)), false},
 		{"ARP cut short", whoHas[:wire.ARPLen-1], false},
 		{"ARP over IEEE 802", with(whoHas, func(b []byte) { b[15] = 6 }), false},
