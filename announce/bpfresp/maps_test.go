@@ -200,6 +200,11 @@ func TestCountWithoutAnswering(t *testing.T) {
 	if runOK(t, r, whoHas(t, a)) == nil {
 		t.Error("a counted address held later is not answered")
 	}
+	// The kernel gave it up and vip answers now: still the same claim,
+	// whose traffic goes on counting from where it was.
+	if p, _ := r.Traffic(a); p != 1 {
+		t.Errorf("traffic of a counted address once held: %d packets, want the 1 counted before", p)
+	}
 	if err := r.Drop(a); err != nil {
 		t.Fatal(err)
 	}
@@ -262,5 +267,50 @@ func TestSnapshot(t *testing.T) {
 	}
 	if n != len(many)+3 {
 		t.Errorf("snapshot of %d addresses read %d", len(many)+3, n)
+	}
+}
+
+// TestHoldManyInBatches: ten thousand addresses held in one call (a few
+// batch updates) are all answered and counted, dropped in one call none
+// is, and a Hold that fails part way (an invalid address) holds none.
+func TestHoldManyInBatches(t *testing.T) {
+	r := requireBPF(t, TCX)
+	var many []netip.Addr
+	for i := range 10_000 {
+		many = append(many, netip.AddrFrom4([4]byte{198, 18, byte(i >> 8), byte(i)}))
+	}
+	if err := r.Hold(many...); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []netip.Addr{many[0], many[4999], many[9999]} {
+		if runOK(t, r, whoHas(t, a)) == nil || r.Answered(a) != 1 {
+			t.Errorf("%v: not answered, or answered %d times; want once", a, r.Answered(a))
+		}
+	}
+	n := 0
+	if err := r.Snapshot(func(netip.Addr, uint64, uint64, uint64) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if want := len(many) + 2; n != want {
+		t.Errorf("counters of %d addresses, want %d", n, want)
+	}
+	if err := r.Drop(many...); err != nil {
+		t.Fatal(err)
+	}
+	if runOK(t, r, whoHas(t, many[4999])) != nil {
+		t.Errorf("%v answered after the drop", many[4999])
+	}
+	n = 0
+	if err := r.Snapshot(func(netip.Addr, uint64, uint64, uint64) { n++ }); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("counters of %d addresses after the drop, want the corpus's 2", n)
+	}
+	if err := r.Hold(many[0], netip.Addr{}); err == nil {
+		t.Fatal("Hold with an invalid address: no error")
+	}
+	if runOK(t, r, whoHas(t, many[0])) != nil {
+		t.Errorf("%v answered after a Hold that failed", many[0])
 	}
 }

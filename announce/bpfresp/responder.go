@@ -236,44 +236,129 @@ func (r *Responder) key(a netip.Addr) heldKey {
 }
 
 // Hold starts answering for addrs, all or none. An address already held
-// keeps its counters.
+// keeps its counters, and so does one counted (Count) until now. The maps
+// are written in batches: a claim of 10,000 addresses is a few system
+// calls, not 20,000.
 func (r *Responder) Hold(addrs ...netip.Addr) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
 		return net.ErrClosed
 	}
-	var added []netip.Addr
+	var fresh []netip.Addr
+	seen := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		if !a.IsValid() {
-			r.dropLocked(added)
 			return fmt.Errorf("hold an invalid address on %s: give an IPv4 or IPv6 address", r.ifname)
 		}
-		if r.addrs[a] {
+		if r.addrs[a] || seen[a] {
 			continue
 		}
-		if err := r.putLocked(a); err != nil {
-			r.dropLocked(added)
-			return fmt.Errorf("hold %s on %s: %w", a, r.ifname, err)
+		seen[a] = true
+		fresh = append(fresh, a)
+	}
+	if len(fresh) == 0 {
+		return nil
+	}
+	if err := r.putLocked(fresh); err != nil {
+		what := fresh[0].String()
+		if len(fresh) > 1 {
+			what = fmt.Sprintf("%d addresses", len(fresh))
 		}
+		return fmt.Errorf("hold %s on %s: %w", what, r.ifname, err)
+	}
+	for _, a := range fresh {
 		r.addrs[a] = true
 		delete(r.counted, a)
-		added = append(added, a)
 	}
 	return nil
 }
 
-// putLocked adds a's counters, then a itself, so that the program never
-// finds a held address without its counters.
-func (r *Responder) putLocked(a netip.Addr) error {
-	k := r.key(a)
-	zero := make([]counters, r.cpus)
-	if err := update(r.counters, k, zero); err != nil {
+// putLocked adds the counters of addrs (but for those counted already),
+// then addrs themselves, so that the program never finds a held address
+// without its counters. On failure it takes out what it added.
+func (r *Responder) putLocked(addrs []netip.Addr) error {
+	var ckeys []heldKey
+	keys := make([]heldKey, len(addrs))
+	vals := make([]heldValue, len(addrs))
+	for i, a := range addrs {
+		keys[i] = r.key(a)
+		vals[i] = heldValue{MAC: r.mac, Flags: heldAnswer}
+		if !r.counted[a] {
+			ckeys = append(ckeys, keys[i])
+		}
+	}
+	n, err := batchUpdate(r.counters, ckeys, make([]counters, len(ckeys)*r.cpus), r.cpus)
+	if err != nil {
+		_ = batchDelete(r.counters, ckeys[:n])
 		return err
 	}
-	if err := update(r.held, k, heldValue{MAC: r.mac, Flags: heldAnswer}); err != nil {
-		_ = r.counters.Delete(k)
+	if n, err := batchUpdate(r.held, keys, vals, 1); err != nil {
+		_ = batchDelete(r.held, keys[:n])
+		_ = batchDelete(r.counters, ckeys)
 		return err
+	}
+	return nil
+}
+
+// batchUpdate puts keys and their values in m, a batch at a time (per
+// values for each key: a per-CPU map's CPUs), and returns how many it
+// put. A kernel without batch updates gets them one by one. An update the
+// kernel refuses for want of memory is tried again a little later (see
+// update).
+func batchUpdate[K, V any](m *ebpf.Map, keys []K, vals []V, per int) (int, error) {
+	done := 0
+	wait := 50 * time.Microsecond
+	for done < len(keys) {
+		n, err := m.BatchUpdate(keys[done:], vals[done*per:], nil)
+		done += n
+		switch {
+		case err == nil:
+			if n == 0 {
+				return done, errors.New("the kernel updated none of a batch")
+			}
+		case errors.Is(err, ebpf.ErrNotSupported):
+			for ; done < len(keys); done++ {
+				var v any = vals[done*per : (done+1)*per]
+				if per == 1 {
+					v = vals[done]
+				}
+				if err := update(m, keys[done], v); err != nil {
+					return done, err
+				}
+			}
+		case errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond:
+			time.Sleep(wait) // the caches refill from an interrupt: nothing to wait on
+			wait *= 4
+		default:
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// batchDelete deletes keys from m, a batch at a time; a key not there is
+// passed over.
+func batchDelete[K any](m *ebpf.Map, keys []K) error {
+	for done := 0; done < len(keys); {
+		n, err := m.BatchDelete(keys[done:], nil)
+		done += n
+		switch {
+		case err == nil:
+			if n == 0 {
+				return errors.New("the kernel deleted none of a batch")
+			}
+		case errors.Is(err, ebpf.ErrKeyNotExist):
+			done++ // the key at done is not there
+		case errors.Is(err, ebpf.ErrNotSupported):
+			for ; done < len(keys); done++ {
+				if err := m.Delete(keys[done]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+					return err
+				}
+			}
+		default:
+			return err
+		}
 	}
 	return nil
 }
@@ -303,35 +388,41 @@ func (r *Responder) Drop(addrs ...netip.Addr) error {
 }
 
 func (r *Responder) dropLocked(addrs []netip.Addr) error {
-	var errs []error
+	var heldKeys, counterKeys []heldKey
 	gone := map[netip.Addr]bool{}
-	defer func() {
+	var uncounted []netip.Addr
+	for _, a := range addrs {
+		switch {
+		case r.counted[a]:
+			// Counted only: no answer to stop, only its counters.
+			counterKeys = append(counterKeys, r.key(a))
+			uncounted = append(uncounted, a)
+		case r.addrs[a] && !gone[a]:
+			heldKeys = append(heldKeys, r.key(a))
+			gone[a] = true
+		}
+	}
+	var errs []error
+	// The held entries first: the program stops answering before the
+	// counters go.
+	if err := batchDelete(r.held, heldKeys); err != nil {
+		errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(heldKeys), r.ifname, err))
+	} else {
+		counterKeys = append(counterKeys, heldKeys...)
+		for a := range gone {
+			delete(r.addrs, a)
+		}
+	}
+	if err := batchDelete(r.counters, counterKeys); err != nil {
+		errs = append(errs, fmt.Errorf("drop the counters of %d addresses on %s: %w", len(counterKeys), r.ifname, err))
+	}
+	for _, a := range uncounted {
+		delete(r.counted, a)
+	}
+	if len(errs) == 0 {
 		if err := r.forgetAskersLocked(gone); err != nil {
 			r.log.Warn("the askers of released addresses stay remembered", "err", err)
 		}
-	}()
-	for _, a := range addrs {
-		if r.counted[a] {
-			// Counted only: no answer to stop, only its counters.
-			if err := r.counters.Delete(r.key(a)); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-				errs = append(errs, fmt.Errorf("stop counting the traffic of %s on %s: %w", a, r.ifname, err))
-			}
-			delete(r.counted, a)
-			continue
-		}
-		if !r.addrs[a] {
-			continue
-		}
-		k := r.key(a)
-		if err := r.held.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("drop %s on %s: %w", a, r.ifname, err))
-			continue
-		}
-		if err := r.counters.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-			errs = append(errs, fmt.Errorf("drop the counters of %s on %s: %w", a, r.ifname, err))
-		}
-		delete(r.addrs, a)
-		gone[a] = true
 	}
 	return errors.Join(errs...)
 }
@@ -395,14 +486,23 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 	if r.closed {
 		return net.ErrClosed
 	}
+	var fresh []netip.Addr
+	var keys []heldKey
+	seen := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
-		if !a.IsValid() || r.addrs[a] || r.counted[a] {
+		if !a.IsValid() || r.addrs[a] || r.counted[a] || seen[a] {
 			continue
 		}
-		if err := update(r.counters, r.key(a), make([]counters, r.cpus)); err != nil {
-			return fmt.Errorf("count the traffic of %s on %s: %w", a, r.ifname, err)
-		}
+		seen[a] = true
+		fresh = append(fresh, a)
+		keys = append(keys, r.key(a))
+	}
+	n, err := batchUpdate(r.counters, keys, make([]counters, len(keys)*r.cpus), r.cpus)
+	for _, a := range fresh[:n] {
 		r.counted[a] = true
+	}
+	if err != nil {
+		return fmt.Errorf("count the traffic of %d addresses on %s: %w", len(fresh)-n, r.ifname, err)
 	}
 	return nil
 }
