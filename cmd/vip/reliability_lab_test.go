@@ -252,6 +252,7 @@ func TestMalformedFloodKeepsAnswering(t *testing.T) {
 	fromB := labtest.Capture(t, b, "eth0", "ether src "+bMAC+" and (arp or icmp6)")
 	atClient := labtest.Capture(t, client, "eth0", "arp and (ether src "+clientMAC+" or ether dst "+clientMAC+")")
 
+	rxBefore := rxPackets(t, b, "eth0")
 	conn, floodMAC := rawSocketIn(t, fl, "eth0")
 	bHW, _ := net.ParseMAC(bMAC)
 	const total = 50000
@@ -316,14 +317,18 @@ func TestMalformedFloodKeepsAnswering(t *testing.T) {
 	if st.Agent.PID != pid || len(st.Claims) != 2 {
 		t.Fatalf("status after the flood: agent pid %d (was %d), claims %+v; want the same agent holding both", st.Agent.PID, pid, st.Claims)
 	}
-	// The flood reached the agent: its capture saw it (the responder's
-	// sockets do not count what their kernel filters drop).
-	var seen uint64
-	for _, c := range st.Captures {
-		seen += c.Received
+	// The flood reached b: its kernel counted most of the frames in
+	// (not every malformed frame crosses the lab: 43,671 of 50,000 in one
+	// run). Not the agent's
+	// capture: where the in-kernel responder answers, the capture keeps
+	// only the frames that claim a held address. The capture is still up.
+	if got := rxPackets(t, b, "eth0") - rxBefore; got < total/2 {
+		t.Errorf("b's eth0 received %d frames during the flood, want most of the %d sent: did the flood arrive?", got, total)
 	}
-	if seen < total/2 {
-		t.Errorf("the agent's capture received %d frames, want most of the %d sent: did the flood arrive?", seen, total)
+	for _, c := range st.Captures {
+		if c.Error != "" {
+			t.Errorf("the capture on %s failed during the flood: %s", c.Interface, c.Error)
+		}
 	}
 	if after := answeredBy(t, client, vip4.String(), 20); len(after) != 20 {
 		t.Errorf("arping after the flood: %d of 20 answered", len(after))
@@ -1116,4 +1121,22 @@ func TestClientDisconnectsMidRequest(t *testing.T) {
 	if got := assignedOf(t, b, ours); len(got) != 0 {
 		t.Errorf("addresses left on eth0: %d, want none", len(got))
 	}
+}
+
+// rxPackets returns how many frames h's iface received, as its kernel
+// counts them (ip -s link).
+func rxPackets(t *testing.T, h *lab.Host, iface string) uint64 {
+	t.Helper()
+	out := mustRun(t, h, "ip", "-s", "-j", "link", "show", "dev", iface)
+	var links []struct {
+		Stats64 struct {
+			RX struct {
+				Packets uint64 `json:"packets"`
+			} `json:"rx"`
+		} `json:"stats64"`
+	}
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -s -j link show %s on %s: %v\n%s", iface, h.Name, err, out)
+	}
+	return links[0].Stats64.RX.Packets
 }
