@@ -317,11 +317,11 @@ func TestMalformedFloodKeepsAnswering(t *testing.T) {
 	if st.Agent.PID != pid || len(st.Claims) != 2 {
 		t.Fatalf("status after the flood: agent pid %d (was %d), claims %+v; want the same agent holding both", st.Agent.PID, pid, st.Claims)
 	}
-	// The flood reached b: its kernel counted most of the frames in
-	// (not every malformed frame crosses the lab: 43,671 of 50,000 in one
-	// run). Not the agent's
-	// capture: where the in-kernel responder answers, the capture keeps
-	// only the frames that claim a held address. The capture is still up.
+	// The flood reached b: its kernel counted most of the frames in (not
+	// every malformed frame crosses the lab: 43,671 of 50,000 in one run).
+	// Not the agent's capture: where the in-kernel responder answers, the
+	// capture keeps only the frames that claim a held address. The
+	// capture is still up.
 	if got := rxPackets(t, b, "eth0") - rxBefore; got < total/2 {
 		t.Errorf("b's eth0 received %d frames during the flood, want most of the %d sent: did the flood arrive?", got, total)
 	}
