@@ -48,8 +48,12 @@ type Options struct {
 	// runs its filter. Each frame a tap sees costs the sender's path a
 	// clone check and a filter run (a tenth to a third of a microsecond
 	// on a lab veth, as much as the in-kernel responder's whole lead over
-	// the kernel's ARP). What it loses: frames a tc program drops, and on
-	// a VLAN's parent the frames its VLAN interface takes.
+	// the kernel's ARP). What it loses: frames a tc program drops or
+	// redirects, frames an upper interface takes (a VLAN's, a macvlan's,
+	// a bridge port's), and frames for other hosts, which in promiscuous
+	// mode a tap would see. Those last two are left out on purpose (see
+	// ownFramesOnly): on a VLAN's parent they include the VLAN's frames,
+	// their tag already taken off.
 	AfterIngress bool
 }
 

@@ -4,12 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/packet"
+	"github.com/vipctl/vip/internal/wiretest"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -468,4 +473,93 @@ func dropARP(t *testing.T, h *lab.Host, iface string) {
 		t.Fatalf("attach the program that drops ARP to %s of %s: %v", iface, h.Name, err)
 	}
 	t.Cleanup(func() { l.Close() })
+}
+
+// TestLabCaptureAfterIngressOwnFramesOnly: the sockets of a capture after
+// tc ingress also get what the kernel hands them on an upper interface's
+// behalf, and frames for other hosts; it leaves both out (on a VLAN's
+// parent both would be the VLAN's frames, their tag taken off). Three
+// who-has come in on mon's eth0, which has a macvlan: one broadcast, which
+// is eth0's; one sent to the macvlan's MAC, which the macvlan takes over;
+// one sent to a MAC nobody has, which eth0, promiscuous, takes for another
+// host's. The tap sees all three, the capture after ingress the first
+// alone.
+func TestLabCaptureAfterIngressOwnFramesOnly(t *testing.T) {
+	l := labtest.New(t,
+		lab.HostConfig{Name: "mon", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
+		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24")},
+	)
+	mon, client := l.Host("mon"), l.Host("client")
+	for _, args := range [][]string{
+		{"link", "add", "mv0", "link", "eth0", "type", "macvlan", "mode", "bridge"},
+		{"link", "set", "mv0", "up"},
+	} {
+		if out, err := mon.Command(context.Background(), "ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v on %s: %v\n%s", args, mon.Name, err, out)
+		}
+	}
+	stack := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true, AfterIngress: true})
+	tap := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
+	var fromStack, fromTap collect
+	runCapture(t, stack, &fromStack)
+	runCapture(t, tap, &fromTap)
+
+	clientMAC := labtest.Link(client, "eth0").MAC
+	var mv0 net.HardwareAddr
+	if err := labtest.Do(mon, func() error {
+		ifi, err := net.InterfaceByName("mv0")
+		if err == nil {
+			mv0 = ifi.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sends := []struct {
+		to     net.HardwareAddr
+		target string
+	}{
+		{net.HardwareAddr{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, "192.0.2.51"},
+		{mv0, "192.0.2.52"},
+		{net.HardwareAddr{0x02, 0x00, 0x5e, 0x00, 0x53, 0x99}, "192.0.2.53"},
+	}
+	if err := labtest.Do(client, func() error {
+		ifi, err := net.InterfaceByName("eth0")
+		if err != nil {
+			return err
+		}
+		c, err := packet.Listen(ifi, packet.Raw, 0x0806, nil)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		for _, s := range sends {
+			frame, err := wiretest.ARPFrame(s.to, clientMAC, arp.OperationRequest, clientMAC, netip.MustParseAddr("192.0.2.3"), make(net.HardwareAddr, 6), netip.MustParseAddr(s.target))
+			if err != nil {
+				return err
+			}
+			if _, err := c.WriteTo(frame, &packet.Addr{HardwareAddr: s.to}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatalf("send the who-has from %s: %v", client.Name, err)
+	}
+	targets := func(c *collect) []string {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		var out []string
+		for _, o := range c.obs {
+			out = append(out, o.Target.String())
+		}
+		return out
+	}
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		got := targets(&fromTap)
+		return len(got) == 3, fmt.Sprintf("the tap observed who-has for %v, want all three", got)
+	})
+	if got := targets(&fromStack); len(got) != 1 || got[0] != "192.0.2.51" {
+		t.Errorf("after ingress: who-has for %v, want the broadcast's (192.0.2.51) alone", got)
+	}
 }

@@ -89,6 +89,9 @@ type packetSource struct {
 	interrupted atomic.Bool
 	base        []bpf.Instruction
 	snaplen     int
+	// ifindex is the interface's, which a socket bound to a protocol
+	// checks each frame against (ownFramesOnly); 0 for a tap.
+	ifindex int
 
 	// The batch read last; only ReadFrame's goroutine uses it. Each
 	// frame's buffer starts vlanLen bytes in, to leave room for a tag.
@@ -125,6 +128,9 @@ func openPacket(ifi *net.Interface, base []bpf.Instruction, snaplen int, opts Op
 		return nil, os.NewSyscallError("eventfd", err)
 	}
 	s := &packetSource{wake: wake, base: base, snaplen: snaplen}
+	if opts.AfterIngress {
+		s.ifindex = ifi.Index
+	}
 	fail := func(err error) (*packetSource, error) {
 		for _, fd := range s.fds {
 			unix.Close(fd)
@@ -389,7 +395,11 @@ func (s *packetSource) scope(sc Scope, all bool) error {
 			return err
 		}
 	}
-	raw, err := bpf.Assemble(inboundOnly(next))
+	next = inboundOnly(next)
+	if s.ifindex != 0 {
+		next = ownFramesOnly(uint32(s.ifindex), next)
+	}
+	raw, err := bpf.Assemble(next)
 	if err != nil {
 		return err
 	}
