@@ -466,12 +466,14 @@ func (r *socketResponder) setFiltersLocked(held map[netip.Addr]*held) error {
 		}
 	}
 	return errors.Join(
-		setFilter(r.arpc, arpRequestFilter(), wire.ARPTargetIPOffset, v4),
-		setFilter(r.ip6c, solicitationFilter(), wire.NDTargetOffset+12, v6),
+		setFilter(r.arpc, r.ifindex, arpRequestFilter(), wire.ARPTargetIPOffset, v4),
+		setFilter(r.ip6c, r.ifindex, solicitationFilter(), wire.NDTargetOffset+12, v6),
 	)
 }
 
-func setFilter(c FrameConn, static []bpf.Instruction, off uint32, words []uint32) error {
+// setFilter attaches to c static, narrowed to the targets whose last 32
+// bits are words, for the frames that arrive on interface ifindex itself.
+func setFilter(c FrameConn, ifindex int, static []bpf.Instruction, off uint32, words []uint32) error {
 	s, ok := c.(interface {
 		SetBPF([]bpf.RawInstruction) error
 	})
@@ -482,7 +484,7 @@ func setFilter(c FrameConn, static []bpf.Instruction, off uint32, words []uint32
 	if words = dedupe(words); len(words) <= maxFilterAddrs {
 		prog = targetFilter(static, off, words)
 	}
-	raw, err := bpf.Assemble(prog)
+	raw, err := bpf.Assemble(wire.OwnFramesOnly(uint32(ifindex), prog))
 	if err != nil {
 		return err
 	}

@@ -148,7 +148,9 @@ func OpenLinkAnswering(ifi *net.Interface, resp Responder, log *slog.Logger) (*L
 }
 
 func openLink(ifi *net.Interface, resp Responder, log *slog.Logger) (*Link, error) {
-	arpProg, nsProg := arpRequestFilter(), solicitationFilter()
+	// Only what arrives on ifi itself: see wire.OwnFramesOnly.
+	idx := uint32(ifi.Index)
+	arpProg, nsProg := wire.OwnFramesOnly(idx, arpRequestFilter()), wire.OwnFramesOnly(idx, solicitationFilter())
 	if resp != nil {
 		// Only written to: let the kernel queue nothing for them.
 		arpProg, nsProg = dropAllFilter(), dropAllFilter()
@@ -222,7 +224,7 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 		held:   make(map[netip.Addr]bool), counted: make(map[netip.Addr]bool),
 	}
 	if l.resp == nil {
-		l.resp = newSocketResponder(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log)
+		l.resp = newSocketResponder(ifi.Name, ifi.Index, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log)
 	} else {
 		l.conns = []FrameConn{cfg.ARP, cfg.IPv6}
 	}

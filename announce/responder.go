@@ -22,6 +22,9 @@ import (
 // responder can take the place of; it owns the two sockets and closes them.
 type socketResponder struct {
 	ifname string
+	// ifindex is the interface's, which the kernel filters check each
+	// frame against (wire.OwnFramesOnly).
+	ifindex int
 	mac    net.HardwareAddr
 	// me is mac for the codec, converted once; hasMAC is false for an
 	// interface without an Ethernet address, which answers nothing.
@@ -49,9 +52,9 @@ type held struct {
 	answered atomic.Uint64
 }
 
-func newSocketResponder(ifname string, mac net.HardwareAddr, arpc, ip6c FrameConn, log *slog.Logger) *socketResponder {
+func newSocketResponder(ifname string, ifindex int, mac net.HardwareAddr, arpc, ip6c FrameConn, log *slog.Logger) *socketResponder {
 	r := &socketResponder{
-		ifname: ifname, mac: mac, arpc: arpc, ip6c: ip6c, log: log,
+		ifname: ifname, ifindex: ifindex, mac: mac, arpc: arpc, ip6c: ip6c, log: log,
 		done: make(chan struct{}), wake: -1,
 	}
 	r.me, r.hasMAC = wire.MACOf(mac)

@@ -52,7 +52,7 @@ type Options struct {
 	// redirects, frames an upper interface takes (a VLAN's, a macvlan's,
 	// a bridge port's), and frames for other hosts, which in promiscuous
 	// mode a tap would see. Those last two are left out on purpose (see
-	// ownFramesOnly): on a VLAN's parent they include the VLAN's frames,
+	// wire.OwnFramesOnly): on a VLAN's parent they include the VLAN's frames,
 	// their tag already taken off.
 	AfterIngress bool
 }

@@ -117,26 +117,6 @@ func inboundOnly(next []bpf.Instruction) []bpf.Instruction {
 	}, next...)
 }
 
-// ownFramesOnly returns next behind a check, for the sockets bound to a
-// protocol that read after tc ingress (Options.AfterIngress), that drops
-// what the kernel hands them on another interface's behalf. Such a socket
-// also gets the frames an upper interface took over (a VLAN, a macvlan),
-// with skb->dev the upper one, and on a VLAN's parent without that VLAN's
-// interface the frames of the VLAN, marked for another host: in both the
-// kernel has taken the VLAN tag off by then, so that they would look like
-// this segment's. A tap of every frame sees them before, tagged.
-func ownFramesOnly(ifindex uint32, next []bpf.Instruction) []bpf.Instruction {
-	const packetOtherHost = 3 // PACKET_OTHERHOST, skb->pkt_type
-	return append([]bpf.Instruction{
-		bpf.LoadExtension{Num: bpf.ExtInterfaceIndex},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: ifindex, SkipTrue: 1},
-		bpf.RetConstant{Val: bpfRetDrop},
-		bpf.LoadExtension{Num: bpf.ExtType},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: packetOtherHost, SkipFalse: 1},
-		bpf.RetConstant{Val: bpfRetDrop},
-	}, next...)
-}
-
 // asm builds a short classic BPF program with named jump targets; "" is
 // the next instruction.
 type asm struct {

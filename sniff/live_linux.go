@@ -17,6 +17,8 @@ import (
 
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // defaultBufferSize is a capture's receive buffer unless Options say
@@ -90,7 +92,7 @@ type packetSource struct {
 	base        []bpf.Instruction
 	snaplen     int
 	// ifindex is the interface's, which a socket bound to a protocol
-	// checks each frame against (ownFramesOnly); 0 for a tap.
+	// checks each frame against (wire.OwnFramesOnly); 0 for a tap.
 	ifindex int
 
 	// The batch read last; only ReadFrame's goroutine uses it. Each
@@ -397,7 +399,7 @@ func (s *packetSource) scope(sc Scope, all bool) error {
 	}
 	next = inboundOnly(next)
 	if s.ifindex != 0 {
-		next = ownFramesOnly(uint32(s.ifindex), next)
+		next = wire.OwnFramesOnly(uint32(s.ifindex), next)
 	}
 	raw, err := bpf.Assemble(next)
 	if err != nil {

@@ -3,10 +3,17 @@ package main_test
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mdlayher/arp"
+	"github.com/mdlayher/packet"
+	"github.com/vipctl/vip/internal/wire"
+	"github.com/vipctl/vip/internal/wiretest"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -248,5 +255,63 @@ func TestEBPFSeesARivalsAnnouncement(t *testing.T) {
 				return state == "conflict" && len(macs) > 0 && macs[0] == mac(rogue, "eth0"), fmt.Sprintf("claimers %v, state %s; want the rival's announcement seen", macs, state)
 			})
 		})
+	}
+}
+
+// TestSocketResponderOwnFramesOnly: the socket responder's sockets, bound
+// to ARP and IPv6 on eth0, are also handed what an upper interface took
+// over (on a VLAN's parent that is the VLAN's frames, their tag taken
+// off); it answers none of those. A who-has for the held address sent to
+// the MAC of a macvlan on b's eth0 gets no answer, one sent to broadcast
+// gets one, from eth0's MAC.
+func TestSocketResponderOwnFramesOnly(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t,
+		lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
+		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.3/24")},
+	)
+	b, client := l.Host("b"), l.Host("client")
+	mustRun(t, b, "ip", "link", "add", "mv0", "link", "eth0", "type", "macvlan", "mode", "bridge")
+	mustRun(t, b, "ip", "link", "set", "mv0", "up")
+	var mv0 net.HardwareAddr
+	if err := labtest.Do(b, func() error {
+		ifi, err := net.InterfaceByName("mv0")
+		if err == nil {
+			mv0 = ifi.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(sockDir(t), "b.sock")
+	startAgent(t, b, sock, "--responder", "socket")
+	mustVip(t, b, sock, "claim", vip4.String(), "-i", "eth0")
+
+	replies := labtest.Capture(t, client, "eth0", "arp[6:2] == 2")
+	conn, clientMAC := rawSocketIn(t, client, "eth0")
+	for _, to := range []net.HardwareAddr{mv0, wire.Broadcast} {
+		frame, err := wiretest.ARPFrame(to, clientMAC, arp.OperationRequest, clientMAC, netip.MustParseAddr("192.0.2.3"), make(net.HardwareAddr, 6), vip4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.WriteTo(frame, &packet.Addr{HardwareAddr: to}); err != nil {
+			t.Fatalf("send a who-has to %v: %v", to, err)
+		}
+	}
+	bMAC := mac(b, "eth0")
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		n := len(replies.Snapshot(t))
+		return n >= 1, fmt.Sprintf("%d ARP replies at the client, want the broadcast's", n)
+	})
+	// The reply to the broadcast came after whatever the first request
+	// drew: all are in now.
+	var from []string
+	for _, pk := range replies.Packets(t) {
+		if a := arpOf(pk); a != nil {
+			from = append(from, net.HardwareAddr(a.SourceHwAddress).String())
+		}
+	}
+	if len(from) != 1 || from[0] != bMAC {
+		t.Errorf("ARP replies from %v, want one, from b's eth0 (%s): the request sent to the macvlan %v is not eth0's", from, bMAC, mv0)
 	}
 }
