@@ -25,7 +25,7 @@ type socketResponder struct {
 	// ifindex is the interface's, which the kernel filters check each
 	// frame against (wire.OwnFramesOnly).
 	ifindex int
-	mac    net.HardwareAddr
+	mac     net.HardwareAddr
 	// me is mac for the codec, converted once; hasMAC is false for an
 	// interface without an Ethernet address, which answers nothing.
 	me     wire.MAC
