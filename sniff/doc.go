@@ -27,7 +27,8 @@
 // or privileges; only Open needs CAP_NET_RAW.
 //
 // The live capture is pure Go (live_linux.go): a packet socket made with
-// socket(2), read with recvmmsg, up to 64 frames a system call, waited on
+// socket(2) (a tap of every frame, or with Options.AfterIngress an ARP and
+// an IPv6 socket that read after tc ingress), read with recvmmsg, up to 64 frames a system call, waited on
 // in poll(2) with an eventfd that interrupt and Close write, which costs
 // nothing while no frame comes, and read at most every readPace while the
 // capture keeps up. It stays out of the Go runtime's poller on purpose: a

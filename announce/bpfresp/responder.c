@@ -35,10 +35,11 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 /* MAX_HELD bounds the held addresses of one interface. */
 #define MAX_HELD 16384
 
-/* MAX_ASKERS bounds the askers remembered on one interface; beyond it the
- * least recently seen make room (an LRU map). vip reads them every second,
- * so that one forgotten loses at most that second's count. */
-#define MAX_ASKERS 8192
+/* MAX_ASKERS bounds the askers remembered on one interface, one for each
+ * address it may hold at least (a gateway asking for every one); beyond it
+ * the least recently seen make room (an LRU map). vip reads them every
+ * second: what an asker forgotten meanwhile asked since is lost. */
+#define MAX_ASKERS MAX_HELD
 
 /* NEW_ASKERS bounds the askers one CPU starts remembering in a second; the
  * requests of those beyond it count under their address's OTHERS entry,

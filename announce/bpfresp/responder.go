@@ -24,7 +24,7 @@ type Hook uint8
 const (
 	// TCX is tc ingress through tcx (Linux 6.6): it shares the hook with
 	// other programs, attaching reconfigures nothing, and packet taps
-	// (tcpdump, vip's capture) see requests and answers. The default.
+	// (tcpdump) see requests and answers. The default.
 	TCX Hook = iota
 	// XDPGeneric is XDP in the kernel's generic (skb) mode: any driver,
 	// one program per interface, and taps see neither the requests
@@ -290,12 +290,12 @@ func (r *Responder) putLocked(addrs []netip.Addr) error {
 	}
 	n, err := batchUpdate(r.counters, ckeys, make([]counters, len(ckeys)*r.cpus), r.cpus)
 	if err != nil {
-		_ = batchDelete(r.counters, ckeys[:n])
+		_, _ = batchDelete(r.counters, ckeys[:n])
 		return err
 	}
 	if n, err := batchUpdate(r.held, keys, vals, 1); err != nil {
-		_ = batchDelete(r.held, keys[:n])
-		_ = batchDelete(r.counters, ckeys)
+		_, _ = batchDelete(r.held, keys[:n])
+		_, _ = batchDelete(r.counters, ckeys)
 		return err
 	}
 	return nil
@@ -330,6 +330,9 @@ func batchUpdate[K, V any](m *ebpf.Map, keys []K, vals []V, per int) (int, error
 		case errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond:
 			time.Sleep(wait) // the caches refill from an interrupt: nothing to wait on
 			wait *= 4
+			if n > 0 {
+				wait = 50 * time.Microsecond // progress: a fresh budget of retries
+			}
 		default:
 			return done, err
 		}
@@ -337,30 +340,31 @@ func batchUpdate[K, V any](m *ebpf.Map, keys []K, vals []V, per int) (int, error
 	return done, nil
 }
 
-// batchDelete deletes keys from m, a batch at a time; a key not there is
-// passed over.
-func batchDelete[K any](m *ebpf.Map, keys []K) error {
-	for done := 0; done < len(keys); {
+// batchDelete deletes keys from m, a batch at a time, and returns how many
+// of keys it went past: deleted, or not there.
+func batchDelete[K any](m *ebpf.Map, keys []K) (int, error) {
+	done := 0
+	for done < len(keys) {
 		n, err := m.BatchDelete(keys[done:], nil)
 		done += n
 		switch {
 		case err == nil:
 			if n == 0 {
-				return errors.New("the kernel deleted none of a batch")
+				return done, errors.New("the kernel deleted none of a batch")
 			}
 		case errors.Is(err, ebpf.ErrKeyNotExist):
 			done++ // the key at done is not there
 		case errors.Is(err, ebpf.ErrNotSupported):
 			for ; done < len(keys); done++ {
 				if err := m.Delete(keys[done]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-					return err
+					return done, err
 				}
 			}
 		default:
-			return err
+			return done, err
 		}
 	}
-	return nil
+	return done, nil
 }
 
 // update puts k and v in m. The maps are not preallocated, and the
@@ -389,8 +393,9 @@ func (r *Responder) Drop(addrs ...netip.Addr) error {
 
 func (r *Responder) dropLocked(addrs []netip.Addr) error {
 	var heldKeys, counterKeys []heldKey
-	gone := map[netip.Addr]bool{}
+	var heldAddrs []netip.Addr
 	var uncounted []netip.Addr
+	gone := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		switch {
 		case r.counted[a]:
@@ -399,30 +404,33 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 			uncounted = append(uncounted, a)
 		case r.addrs[a] && !gone[a]:
 			heldKeys = append(heldKeys, r.key(a))
+			heldAddrs = append(heldAddrs, a)
 			gone[a] = true
 		}
 	}
 	var errs []error
-	// The held entries first: the program stops answering before the
-	// counters go.
-	if err := batchDelete(r.held, heldKeys); err != nil {
-		errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(heldKeys), r.ifname, err))
-	} else {
-		counterKeys = append(counterKeys, heldKeys...)
-		for a := range gone {
-			delete(r.addrs, a)
+	// The held entries first, so that the program stops answering before
+	// the counters go; those it went past are no longer held, whatever
+	// became of the rest.
+	n, err := batchDelete(r.held, heldKeys)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(heldKeys)-n, r.ifname, err))
+		for _, a := range heldAddrs[n:] {
+			delete(gone, a)
 		}
 	}
-	if err := batchDelete(r.counters, counterKeys); err != nil {
+	for _, a := range heldAddrs[:n] {
+		delete(r.addrs, a)
+	}
+	counterKeys = append(counterKeys, heldKeys[:n]...)
+	if _, err := batchDelete(r.counters, counterKeys); err != nil {
 		errs = append(errs, fmt.Errorf("drop the counters of %d addresses on %s: %w", len(counterKeys), r.ifname, err))
 	}
 	for _, a := range uncounted {
 		delete(r.counted, a)
 	}
-	if len(errs) == 0 {
-		if err := r.forgetAskersLocked(gone); err != nil {
-			r.log.Warn("the askers of released addresses stay remembered", "err", err)
-		}
+	if err := r.forgetAskersLocked(gone); err != nil {
+		r.log.Warn("the askers of released addresses stay remembered", "err", err)
 	}
 	return errors.Join(errs...)
 }

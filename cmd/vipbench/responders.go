@@ -185,8 +185,6 @@ func (b *bench) waitResponder(ctx context.Context, v vipResponder) error {
 	}
 }
 
-// busyRun is a load run while a thread of the driver spins on a core of
-// its own: the other core busy, as other work on the host would keep it.
 // paired runs v's load (run, as responder for target) between two runs
 // of the same load against the kernel, right before and right after it:
 // this machine's latencies drift by 10-30% over minutes, and a ratio to
@@ -235,6 +233,8 @@ func (b *bench) kernelQ(v string, suffix string, f family, rate int, q func(*loa
 	return 0
 }
 
+// busyRun is a load run while a thread of the driver spins on a core of
+// its own: the other core busy, as other work on the host would keep it.
 func (b *bench) busyRun(ctx context.Context, responder string, f family, target netip.Addr) error {
 	c := startBusyCore()
 	defer c.stop()

@@ -320,9 +320,14 @@ func (g *Guard) pullAskers() {
 	defer g.askMu.Unlock()
 	seen := make(map[askerID]uint64, len(g.seen))
 	err := g.eng.Askers(func(iface string, a announce.AskerCount) {
+		if !(*fed)[a.Addr] {
+			// Not yet fed (held since the last reconcile): no capture
+			// counted its requests, so its whole total is new once it is.
+			return
+		}
 		id := askerID{iface: iface, addr: a.Addr, mac: sniff.MAC(a.MAC), from: a.From, others: a.Others}
 		seen[id] = a.Requests
-		if !(*fed)[a.Addr] || (ours != nil && (*ours)[id.mac]) {
+		if ours != nil && (*ours)[id.mac] {
 			return
 		}
 		n := a.Requests
@@ -336,7 +341,7 @@ func (g *Guard) pullAskers() {
 		g.table.ObserveRequests(a.Addr, asker, n, a.Last)
 	})
 	if err != nil {
-		g.log.Debug("cannot read the askers the in-kernel responder remembers", "err", err)
+		g.log.Warn("cannot read the askers the in-kernel responder remembers: the traffic table misses their requests until it can", "err", err)
 		// Keep what was read before for the askers not read now.
 		for id, n := range g.seen {
 			if _, ok := seen[id]; !ok {

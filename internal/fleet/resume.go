@@ -86,6 +86,11 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 	case err == nil:
 	case errors.As(err, &rf):
 		unresumed = rf.Refused
+	case ctx.Err() != nil:
+		// The agent is stopping: nothing to give up, the lease goes
+		// with it. Only the keys this call made go now.
+		m.dropKeys(ctx, freshOf(got, nil))
+		return
 	default:
 		st = nil
 		for _, c := range resumed {
