@@ -494,7 +494,13 @@ func TestLabCaptureAfterIngressOwnFramesOnly(t *testing.T) {
 		{"link", "add", "mv0", "link", "eth0", "type", "macvlan", "mode", "bridge"},
 		{"link", "set", "mv0", "up"},
 	} {
-		if out, err := mon.Command(context.Background(), "ip", args...).CombinedOutput(); err != nil {
+		out, err := mon.Command(context.Background(), "ip", args...).CombinedOutput()
+		if err != nil && strings.Contains(string(out), "Unknown device type") {
+			// Skipped even under CI, as the VLAN test: a kernel
+			// feature is not something CI can install.
+			t.Skip("needs macvlan interfaces, which this kernel lacks")
+		}
+		if err != nil {
 			t.Fatalf("ip %v on %s: %v\n%s", args, mon.Name, err, out)
 		}
 	}
