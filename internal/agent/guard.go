@@ -58,9 +58,12 @@ type Guard struct {
 	// them). Set by reconcile.
 	fed atomic.Pointer[map[netip.Addr]bool]
 	// askMu serialises pullAskers; seen is each asker's total as last
-	// read, to count what is new.
+	// read, to count what is new, and spare the map the next read fills:
+	// the two take turns, so that a read every second of thousands of
+	// askers (a flood of new ones) makes no garbage.
 	askMu sync.Mutex
 	seen  map[askerID]uint64
+	spare map[askerID]uint64
 }
 
 // askerID names an asker of an address on an interface.
@@ -113,7 +116,7 @@ func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Gu
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*guardCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}}
+	g := &Guard{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*guardCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}, spare: map[askerID]uint64{}}
 	g.det, err = sniff.NewDetector(sniff.DetectorConfig{OnEvent: g.onEvent})
 	if err != nil {
 		return nil, err
@@ -318,7 +321,8 @@ func (g *Guard) pullAskers() {
 	ours := g.ours.Load()
 	g.askMu.Lock()
 	defer g.askMu.Unlock()
-	seen := make(map[askerID]uint64, len(g.seen))
+	seen := g.spare
+	clear(seen)
 	err := g.eng.Askers(func(iface string, a announce.AskerCount) {
 		if !(*fed)[a.Addr] {
 			// Not yet fed (held since the last reconcile): no capture
@@ -349,7 +353,7 @@ func (g *Guard) pullAskers() {
 			}
 		}
 	}
-	g.seen = seen
+	g.seen, g.spare = seen, g.seen
 }
 
 func (g *Guard) openLocked(ctx context.Context, name string, afterIngress bool) {
