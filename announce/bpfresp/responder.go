@@ -288,7 +288,7 @@ func (r *Responder) putLocked(addrs []netip.Addr) error {
 			ckeys = append(ckeys, keys[i])
 		}
 	}
-	n, err := batchUpdate(r.counters, ckeys, make([]counters, len(ckeys)*r.cpus), r.cpus)
+	n, err := r.zeroCounters(ckeys)
 	if err != nil {
 		_, _ = batchDelete(r.counters, ckeys[:n])
 		return err
@@ -299,6 +299,28 @@ func (r *Responder) putLocked(addrs []netip.Addr) error {
 		return err
 	}
 	return nil
+}
+
+// zeroBatch is how many addresses' counters zeroCounters writes in one
+// batch: its zero values are a counters for every possible CPU of each,
+// which on a machine of 256 CPUs and 10,000 addresses at once would be
+// 60 MB.
+const zeroBatch = 1024
+
+// zeroCounters puts zero counters for keys, zeroBatch at a time, and
+// returns how many it put.
+func (r *Responder) zeroCounters(keys []heldKey) (int, error) {
+	zero := make([]counters, min(len(keys), zeroBatch)*r.cpus)
+	done := 0
+	for done < len(keys) {
+		end := min(done+zeroBatch, len(keys))
+		n, err := batchUpdate(r.counters, keys[done:end], zero[:(end-done)*r.cpus], r.cpus)
+		done += n
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
 }
 
 // batchUpdate puts keys and their values in m, a batch at a time (per
@@ -505,7 +527,7 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 		fresh = append(fresh, a)
 		keys = append(keys, r.key(a))
 	}
-	n, err := batchUpdate(r.counters, keys, make([]counters, len(keys)*r.cpus), r.cpus)
+	n, err := r.zeroCounters(keys)
 	for _, a := range fresh[:n] {
 		r.counted[a] = true
 	}
