@@ -145,7 +145,9 @@ func openPacket(ifi *net.Interface, base []bpf.Instruction, snaplen int, opts Op
 		protocols = []uint16{unix.ETH_P_ARP, unix.ETH_P_IPV6}
 	}
 	for _, proto := range protocols {
-		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, int(htons(proto)))
+		// Protocol 0 until bind: a socket made with its protocol takes
+		// frames from every interface before its filter and bind are on.
+		fd, err := unix.Socket(unix.AF_PACKET, unix.SOCK_RAW|unix.SOCK_CLOEXEC|unix.SOCK_NONBLOCK, 0)
 		if err != nil {
 			return fail(os.NewSyscallError("socket", err))
 		}

@@ -174,8 +174,11 @@ func (t *Table) Observe(o Observation) {
 		e := t.touch(o.Target, o.Time)
 		e.requests++
 		t.countSecond(e, o.Time.Unix(), 1)
-		e.lastAsker, e.lastAskerAt = o.Asker(), later(e.lastAskerAt, o.Time)
-		e.addAsker(e.lastAsker, 1, o.Time, t.maxAskers)
+		a := o.Asker()
+		if !o.Time.Before(e.lastAskerAt) {
+			e.lastAsker, e.lastAskerAt = a, o.Time
+		}
+		e.addAsker(a, 1, o.Time, t.maxAskers)
 		t.mu.Unlock()
 	case o.Kind.IsAnswer():
 		addr, mac, _ := o.Claim()

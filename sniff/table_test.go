@@ -369,3 +369,15 @@ func TestTableObserveUnnamedRequests(t *testing.T) {
 			got.Requests, got.Rate, got.MoreAskers, got.Askers, got.LastAsker)
 	}
 }
+
+// TestTableLastAskerIsTheLatest: the latest asker is the one whose request
+// came last by its capture time, not by the order the table was told.
+func TestTableLastAskerIsTheLatest(t *testing.T) {
+	tab := newTable(t, sniff.TableConfig{Clock: clockwork.NewFakeClockAt(at(5 * time.Second))})
+	tab.Observe(ask(2*time.Second, sniff.KindWhoHas, vip4, clientMAC, client4))
+	tab.Observe(ask(time.Second, sniff.KindProbe, vip4, otherMAC, zero4)) // read late
+	got, _ := tab.Get(vip4)
+	if want := (sniff.Asker{MAC: clientMAC, Addr: client4}); got.LastAsker != want || got.Requests != 2 {
+		t.Errorf("last asker %+v of %d requests, want %+v (its request, at 2s, is the latest) of 2", got.LastAsker, got.Requests, want)
+	}
+}
