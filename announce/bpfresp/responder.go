@@ -7,14 +7,11 @@ import (
 	"net"
 	"net/netip"
 	"sync"
-	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/rlimit"
-	"golang.org/x/sys/unix"
 
-	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/wire"
 )
 
@@ -75,25 +72,6 @@ type heldValue struct {
 // counters is struct counters of responder.c: one CPU's counts.
 type counters struct {
 	Answered, Packets, Bytes uint64
-}
-
-// askerKey is struct asker_key of responder.c.
-type askerKey struct {
-	Target heldKey
-	From   [16]byte
-	MAC    [6]byte
-	Flags  uint8
-	_      uint8
-}
-
-// askerOthers is ASKER_OTHERS of responder.c: the entry that counts the
-// requests of the askers not remembered one by one.
-const askerOthers = 1
-
-// askerValue is struct asker_value of responder.c.
-type askerValue struct {
-	Requests uint64
-	LastNs   uint64 // CLOCK_MONOTONIC
 }
 
 // heldAnswer is HELD_ANSWER of responder.c.
@@ -299,108 +277,6 @@ func (r *Responder) putLocked(addrs []netip.Addr) error {
 		return err
 	}
 	return nil
-}
-
-// zeroBatch is how many addresses' counters zeroCounters writes in one
-// batch: its zero values are a counters for every possible CPU of each,
-// which on a machine of 256 CPUs and 10,000 addresses at once would be
-// 60 MB.
-const zeroBatch = 1024
-
-// zeroCounters puts zero counters for keys, zeroBatch at a time, and
-// returns how many it put.
-func (r *Responder) zeroCounters(keys []heldKey) (int, error) {
-	zero := make([]counters, min(len(keys), zeroBatch)*r.cpus)
-	done := 0
-	for done < len(keys) {
-		end := min(done+zeroBatch, len(keys))
-		n, err := batchUpdate(r.counters, keys[done:end], zero[:(end-done)*r.cpus], r.cpus)
-		done += n
-		if err != nil {
-			return done, err
-		}
-	}
-	return done, nil
-}
-
-// batchUpdate puts keys and their values in m, a batch at a time (per
-// values for each key: a per-CPU map's CPUs), and returns how many it
-// put. A kernel without batch updates gets them one by one. An update the
-// kernel refuses for want of memory is tried again a little later (see
-// update).
-func batchUpdate[K, V any](m *ebpf.Map, keys []K, vals []V, per int) (int, error) {
-	done := 0
-	wait := 50 * time.Microsecond
-	for done < len(keys) {
-		n, err := m.BatchUpdate(keys[done:], vals[done*per:], nil)
-		done += n
-		switch {
-		case err == nil:
-			if n == 0 {
-				return done, errors.New("the kernel updated none of a batch")
-			}
-		case errors.Is(err, ebpf.ErrNotSupported):
-			for ; done < len(keys); done++ {
-				var v any = vals[done*per : (done+1)*per]
-				if per == 1 {
-					v = vals[done]
-				}
-				if err := update(m, keys[done], v); err != nil {
-					return done, err
-				}
-			}
-		case errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond:
-			time.Sleep(wait) // the caches refill from an interrupt: nothing to wait on
-			wait *= 4
-			if n > 0 {
-				wait = 50 * time.Microsecond // progress: a fresh budget of retries
-			}
-		default:
-			return done, err
-		}
-	}
-	return done, nil
-}
-
-// batchDelete deletes keys from m, a batch at a time, and returns how many
-// of keys it went past: deleted, or not there.
-func batchDelete[K any](m *ebpf.Map, keys []K) (int, error) {
-	done := 0
-	for done < len(keys) {
-		n, err := m.BatchDelete(keys[done:], nil)
-		done += n
-		switch {
-		case err == nil:
-			if n == 0 {
-				return done, errors.New("the kernel deleted none of a batch")
-			}
-		case errors.Is(err, ebpf.ErrKeyNotExist):
-			done++ // the key at done is not there
-		case errors.Is(err, ebpf.ErrNotSupported):
-			for ; done < len(keys); done++ {
-				if err := m.Delete(keys[done]); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-					return done, err
-				}
-			}
-		default:
-			return done, err
-		}
-	}
-	return done, nil
-}
-
-// update puts k and v in m. The maps are not preallocated, and the
-// kernel refills their per-CPU element caches asynchronously: thousands of
-// updates in a row on a busy machine can find the cache empty (ENOMEM)
-// before the refill ran, so an update that fails so is tried again a few
-// times, a little later each time.
-func update(m *ebpf.Map, k, v any) error {
-	err := m.Update(k, v, ebpf.UpdateAny)
-	for wait := 50 * time.Microsecond; errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond; wait *= 4 {
-		time.Sleep(wait) // the refill runs from an interrupt: nothing to wait on
-		err = m.Update(k, v, ebpf.UpdateAny)
-	}
-	return err
 }
 
 // Drop stops answering for addrs. Dropping an address not held is a no-op.
@@ -616,99 +492,4 @@ func (k heldKey) addr() netip.Addr {
 		return a.Unmap()
 	}
 	return a
-}
-
-// askersBatch is how many askers one system call of Askers reads.
-const askersBatch = 512
-
-// Askers calls fn with each asker the program remembers of an address it
-// answers for: who asked (its link-layer address and the address it asked
-// from), how many of its requests were answered, and when the latest was.
-// The program remembers the latest MAX_ASKERS askers of the interface
-// (responder.c); an asker forgotten and seen again starts from one, and
-// Drop forgets the askers of the addresses it drops. Each CPU starts
-// remembering at most NEW_ASKERS new askers a second: the requests of the
-// others count in one entry per address, reported with Others set. It
-// implements announce.AskerRecorder.
-func (r *Responder) Askers(fn func(announce.AskerCount)) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.closed {
-		return net.ErrClosed
-	}
-	// The program stamps CLOCK_MONOTONIC; read it and the wall clock
-	// together to turn one into the other.
-	var mono unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
-		return fmt.Errorf("read the monotonic clock for the askers on %s: %w", r.ifname, err)
-	}
-	now, monoNow := time.Now(), mono.Nano()
-	emit := func(k askerKey, v askerValue) {
-		a := k.Target.addr()
-		if !r.addrs[a] || v.Requests == 0 {
-			return // dropped while a request was answered: Drop forgot the rest
-		}
-		last := now.Add(-time.Duration(monoNow - int64(v.LastNs)))
-		if k.Flags&askerOthers != 0 {
-			fn(announce.AskerCount{Addr: a, Others: true, Requests: v.Requests, Last: last})
-			return
-		}
-		from := netip.AddrFrom16(k.From)
-		if a.Is4() {
-			from = from.Unmap()
-		}
-		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.MAC), From: from, Requests: v.Requests, Last: last})
-	}
-	return r.eachAskerLocked(emit)
-}
-
-// eachAskerLocked calls fn with every entry of the askers map, read in
-// batches of askersBatch (one by one on a kernel without batch lookups).
-func (r *Responder) eachAskerLocked(fn func(askerKey, askerValue)) error {
-	keys := make([]askerKey, askersBatch)
-	vals := make([]askerValue, askersBatch)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := r.askers.BatchLookup(&cursor, keys, vals, nil)
-		for i := range n {
-			fn(keys[i], vals[i])
-		}
-		switch {
-		case errors.Is(err, ebpf.ErrKeyNotExist):
-			return nil
-		case errors.Is(err, ebpf.ErrNotSupported):
-			var k askerKey
-			var v askerValue
-			it := r.askers.Iterate()
-			for it.Next(&k, &v) {
-				fn(k, v)
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
-			}
-			return nil
-		case err != nil:
-			return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
-		}
-	}
-}
-
-// forgetAskersLocked deletes the askers of the addresses in gone, so that
-// an address held again counts its askers from nothing.
-func (r *Responder) forgetAskersLocked(gone map[netip.Addr]bool) error {
-	if len(gone) == 0 {
-		return nil
-	}
-	var doomed []askerKey
-	err := r.eachAskerLocked(func(k askerKey, _ askerValue) {
-		if gone[k.Target.addr()] {
-			doomed = append(doomed, k)
-		}
-	})
-	for _, k := range doomed {
-		if derr := r.askers.Delete(k); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
-			err = errors.Join(err, fmt.Errorf("forget an asker of %s on %s: %w", k.Target.addr(), r.ifname, derr))
-		}
-	}
-	return err
 }
