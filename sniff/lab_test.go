@@ -490,20 +490,7 @@ func TestLabCaptureAfterIngressOwnFramesOnly(t *testing.T) {
 		lab.HostConfig{Name: "client", IPv4: netip.MustParsePrefix("192.0.2.3/24")},
 	)
 	mon, client := l.Host("mon"), l.Host("client")
-	for _, args := range [][]string{
-		{"link", "add", "mv0", "link", "eth0", "type", "macvlan", "mode", "bridge"},
-		{"link", "set", "mv0", "up"},
-	} {
-		out, err := mon.Command(context.Background(), "ip", args...).CombinedOutput()
-		if err != nil && strings.Contains(string(out), "Unknown device type") {
-			// Skipped even under CI, as the VLAN test: a kernel
-			// feature is not something CI can install.
-			t.Skip("needs macvlan interfaces, which this kernel lacks")
-		}
-		if err != nil {
-			t.Fatalf("ip %v on %s: %v\n%s", args, mon.Name, err, out)
-		}
-	}
+	mv0 := labtest.Macvlan(t, mon, "eth0", "mv0")
 	stack := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true, AfterIngress: true})
 	tap := openIn(t, mon, "eth0", sniff.Options{Promiscuous: true})
 	var fromStack, fromTap collect
@@ -511,16 +498,6 @@ func TestLabCaptureAfterIngressOwnFramesOnly(t *testing.T) {
 	runCapture(t, tap, &fromTap)
 
 	clientMAC := labtest.Link(client, "eth0").MAC
-	var mv0 net.HardwareAddr
-	if err := labtest.Do(mon, func() error {
-		ifi, err := net.InterfaceByName("mv0")
-		if err == nil {
-			mv0 = ifi.HardwareAddr
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
 	sends := []struct {
 		to     net.HardwareAddr
 		target string

@@ -9,6 +9,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
+	"testing"
+	"time"
 
 	"github.com/vipctl/vip/internal/lab"
 )
@@ -97,4 +100,34 @@ func DialIn(h *lab.Host) func(ctx context.Context, addr string) (net.Conn, error
 		}
 		return conn, nil
 	}
+}
+
+// Macvlan adds a macvlan interface called name on h's parent (bridge
+// mode), sets it up and returns its MAC. On a kernel without macvlan the
+// test is skipped, under CI too: a kernel feature is not something CI can
+// install.
+func Macvlan(t testing.TB, h *lab.Host, parent, name string) net.HardwareAddr {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if out, err := h.Run(ctx, "ip", "link", "add", name, "link", parent, "type", "macvlan", "mode", "bridge"); err != nil {
+		if strings.Contains(out, "Unknown device type") {
+			t.Skip("needs macvlan interfaces, which this kernel lacks")
+		}
+		t.Fatalf("add macvlan %s on %s of %s: %v", name, parent, h.Name, err)
+	}
+	if _, err := h.Run(ctx, "ip", "link", "set", name, "up"); err != nil {
+		t.Fatalf("set %s of %s up: %v", name, h.Name, err)
+	}
+	var mac net.HardwareAddr
+	if err := Do(h, func() error {
+		ifi, err := net.InterfaceByName(name)
+		if err == nil {
+			mac = ifi.HardwareAddr
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("read %s's MAC on %s: %v", name, h.Name, err)
+	}
+	return mac
 }
