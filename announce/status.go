@@ -140,8 +140,7 @@ func fillResponders(out []Status, answering []*portRef, counting []bool) {
 		if p != last {
 			last = p
 			kind, hook = pr.ResponderKind()
-			ap, ok := p.Port.(askerPort)
-			records = ok && ap.RecordsAskers()
+			records = recordsAskers(p)
 			snap, snapped = nil, false
 			if snapshots(p) {
 				snap, snapped = p.Port.(portSnapshotter).Snapshot()
@@ -195,6 +194,12 @@ type askerPort interface {
 	Askers(fn func(AskerCount)) error
 }
 
+// recordsAskers reports whether p's responder remembers who asks.
+func recordsAskers(p *portRef) bool {
+	ap, ok := p.Port.(askerPort)
+	return ok && ap.RecordsAskers()
+}
+
 // Askers calls fn with each asker that the in-kernel responders of the
 // claimed interfaces remember, and the interface it asked on; a port that
 // does not remember them (the socket responder, which a capture reads
@@ -203,10 +208,7 @@ func (e *Engine) Askers(fn func(iface string, a AskerCount)) error {
 	e.mu.Lock()
 	var ports []*portRef
 	for _, cs := range e.claims {
-		if cs.port == nil || !cs.answering || slices.Contains(ports, cs.port) {
-			continue
-		}
-		if ap, ok := cs.port.Port.(askerPort); ok && ap.RecordsAskers() {
+		if cs.port != nil && cs.answering && !slices.Contains(ports, cs.port) && recordsAskers(cs.port) {
 			ports = append(ports, cs.port)
 		}
 	}
