@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -64,6 +65,9 @@ type Guard struct {
 	askMu sync.Mutex
 	seen  map[askerID]uint64
 	spare map[askerID]uint64
+	// askFailing says the last read failed and was logged: the next
+	// failure is not, until a read succeeds again.
+	askFailing bool
 }
 
 // askerID names an asker of an address on an interface.
@@ -344,8 +348,17 @@ func (g *Guard) pullAskers() {
 		}
 		g.table.ObserveRequests(a.Addr, asker, n, a.Last)
 	})
-	if err != nil {
+	switch {
+	case err == nil:
+		g.askFailing = false
+	case errors.Is(err, net.ErrClosed):
+		// A port closing (its interface gone or reopened): the next
+		// read finds the one that takes its place.
+	case !g.askFailing:
+		g.askFailing = true
 		g.log.Warn("cannot read the askers the in-kernel responder remembers: the traffic table misses their requests until it can", "err", err)
+	}
+	if err != nil {
 		// Keep what was read before for the askers not read now.
 		for id, n := range g.seen {
 			if _, ok := seen[id]; !ok {
