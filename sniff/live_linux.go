@@ -87,7 +87,7 @@ type packetSource struct {
 	fds         []int
 	wake        int
 	turn        int        // the socket the next read tries first
-	readMu      sync.Mutex // held by the reader; Close takes it to close fd
+	readMu      sync.Mutex // held by the reader; Close takes it to close the fds
 	interrupted atomic.Bool
 	base        []bpf.Instruction
 	snaplen     int

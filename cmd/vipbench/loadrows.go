@@ -68,7 +68,8 @@ func (b *bench) latencyRows(f family, rate int, suffix string, v vipResponder, l
 		}
 		var vv time.Duration
 		// The kernel's runs beside v's, where there are: see paired.
-		if kv := b.kernelQ(v.name, suffix, f, rate, q.get); kv > 0 {
+		kv := b.kernelQ(v.name, suffix, f, rate, q.get)
+		if kv > 0 {
 			x.Kernel = fmtDur(kv)
 		} else {
 			x.Kernel, x.Met, _ = b.missing(kstep)
@@ -83,7 +84,7 @@ func (b *bench) latencyRows(f family, rate int, suffix string, v vipResponder, l
 				x.Met = failed
 			}
 		}
-		if kv := b.kernelQ(v.name, suffix, f, rate, q.get); kv > 0 && vv > 0 {
+		if kv > 0 && vv > 0 {
 			x.Ratio = fmtRatio(float64(vv), float64(kv))
 			if q.limit > 0 {
 				x.Met = verdictOf(float64(vv)/float64(kv) <= q.limit)
