@@ -181,6 +181,9 @@ func (p *pollIO) Queue(n int) {
 	p.nTx++
 }
 
+// Discard drops the queued replies unsent.
+func (p *pollIO) Discard() { p.nTx = 0 }
+
 func (p *pollIO) Flush() (int, error) {
 	sent := 0
 	for sent < p.nTx {
@@ -283,6 +286,13 @@ func (r *socketResponder) flush(a *answerer) {
 	if len(a.pending) == 0 {
 		return
 	}
+	if dl := r.dl.Load(); !dl.Open() {
+		dl.withhold(len(a.pending))
+		a.batch.Discard()
+		clear(a.pending)
+		a.pending = a.pending[:0]
+		return
+	}
 	sent, err := a.batch.Flush()
 	for _, h := range a.pending[:sent] {
 		h.answered.Add(1)
@@ -301,6 +311,10 @@ func (r *socketResponder) reply(a *answerer, frame []byte, dst net.HardwareAddr,
 	if a.batch != nil {
 		a.batch.Queue(len(frame))
 		a.pending = append(a.pending, h)
+		return
+	}
+	if dl := r.dl.Load(); !dl.Open() {
+		dl.withhold(1)
 		return
 	}
 	if err := a.io.Write(frame, dst); err != nil {

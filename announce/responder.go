@@ -45,6 +45,12 @@ type socketResponder struct {
 	// poller, and closing the sockets ends the wait).
 	wake int
 
+	// dl is the guarded agent's answer deadline, checked immediately
+	// before each write (nil: unguarded): a request read after it, such
+	// as one queued in the socket while the process was frozen, is
+	// dropped, not answered.
+	dl atomic.Pointer[Deadline]
+
 	arpRequests, solicitations, answered, malformed, sendErrors, readErrors atomic.Uint64
 }
 

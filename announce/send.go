@@ -2,6 +2,7 @@ package announce
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -42,7 +43,7 @@ func (e *Engine) onBurst(ev BurstEvent) {
 	if ev.Key.Probe {
 		if ev.Kind == BurstRound {
 			e.totals.probeFrames.Add(uint64(ev.Frames))
-			if ev.Err != nil {
+			if ev.Err != nil && !errors.Is(ev.Err, errPastDeadline) {
 				e.log.Warn("probe failed", "addr", ev.Key.Addr, "err", ev.Err)
 			}
 		}
@@ -59,9 +60,13 @@ func (e *Engine) onBurst(ev BurstEvent) {
 		e.sentMu.Lock()
 		e.sent[ev.Key.Addr] += uint64(ev.Frames)
 		e.sentMu.Unlock()
-		if ev.Err != nil {
+		switch {
+		case errors.Is(ev.Err, errPastDeadline):
+			// The fence follows at once; the deadline's event counts them.
+			e.log.Debug("gratuitous round withheld past the answer deadline", "addr", ev.Key.Addr, "round", ev.Round)
+		case ev.Err != nil:
 			e.log.Warn("gratuitous round failed", "addr", ev.Key.Addr, "round", ev.Round, "frames", ev.Frames, "err", ev.Err)
-		} else {
+		default:
 			e.log.Debug("gratuitous round", "addr", ev.Key.Addr, "round", ev.Round, "frames", ev.Frames, "late", ev.Late)
 		}
 	case BurstEnd:

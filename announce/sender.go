@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/vipctl/vip/internal/wire"
@@ -25,6 +26,9 @@ type sender struct {
 	buf [max(arpPaddedLen, naFrameLen)]byte
 	arp frameIO
 	ip6 frameIO
+	// dl is the guarded agent's answer deadline, checked immediately
+	// before each write (nil: unguarded).
+	dl atomic.Pointer[Deadline]
 }
 
 func newSender(ifname string, mac net.HardwareAddr, arp, ip6 FrameConn) *sender {
@@ -55,7 +59,7 @@ func (s *sender) Announce(addr netip.Addr, frames FrameKinds) (int, error) {
 	// The socket address is the frame's own destination (a slice of a
 	// local MAC would escape through the interface, and allocate).
 	emit := func(w frameIO, b []byte) {
-		if e := write(w, b); e != nil {
+		if e := s.write(w, b); e != nil {
 			err = errors.Join(err, e)
 			return
 		}
@@ -116,10 +120,26 @@ func (s *sender) Probe(addr netip.Addr) (int, error) {
 		w, dst = s.ip6, wire.GroupMAC(p.Dst)
 		b = s.buf[:wire.PutND(s.buf[:], dst, me, &p)]
 	}
-	if err := write(w, b); err != nil {
+	if err := s.write(w, b); err != nil {
 		return 0, fmt.Errorf("probe %s on %s: %w", addr, s.ifname, err)
 	}
 	return 1, nil
+}
+
+// errPastDeadline is a frame not sent because the answer deadline had
+// passed: the lease may have expired in the store, and another node may
+// hold the address now.
+var errPastDeadline = errors.New("withheld: the answer deadline of this agent's lease has passed")
+
+// write writes b as write does, if the answer deadline has not passed
+// (checked at the last moment, so that a round due while the process was
+// frozen is not sent when it wakes past the deadline).
+func (s *sender) write(w frameIO, b []byte) error {
+	if dl := s.dl.Load(); !dl.Open() {
+		dl.withhold(1)
+		return errPastDeadline
+	}
+	return write(w, b)
 }
 
 // write writes frame b to its own destination. The kernel reports a link

@@ -222,6 +222,16 @@ func storeLine(s api.Store, now time.Time) string {
 	if !s.Renewed.IsZero() {
 		line += ", renewed " + now.Sub(s.Renewed).Round(100*time.Millisecond).String() + " ago"
 	}
+	if !s.Deadline.IsZero() {
+		if left := time.Duration(s.DeadlineLeft); left > 0 {
+			line += ", answers for " + left.Round(100*time.Millisecond).String() + " more without a renewal"
+		} else {
+			line += ", answer deadline passed " + (-left).Round(100*time.Millisecond).String() + " ago"
+		}
+		if s.Withheld > 0 {
+			line += fmt.Sprintf(" (%d frames withheld)", s.Withheld)
+		}
+	}
 	if !s.Fenced.IsZero() {
 		line += ", FENCED since " + s.Fenced.Local().Format(time.TimeOnly) + ": it answers for no guarded claim until it renews its lease"
 	}

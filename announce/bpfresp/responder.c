@@ -16,6 +16,14 @@
  * latest came: vip's capture then need not see those requests (on XDP it
  * cannot), and its traffic table still knows who asks.
  *
+ * A guarded agent (one whose claims an etcd lease guards) also writes its
+ * answer deadline into the map "deadline", and the program answers only
+ * while the clock is before it: past it, a request passes on unanswered
+ * and is counted in "withheld". The agent moves the deadline on each
+ * renewal of its lease the store acknowledged; a frozen agent moves
+ * nothing, and the program falls silent on time by itself (see
+ * past_deadline).
+ *
  * The frame's first bytes are copied into a per-CPU scratch buffer and read
  * there, so that tc and XDP share one parser and every read is checked
  * against a fixed bound; the reply is built in the same buffer and written
@@ -158,6 +166,27 @@ struct {
 	__type(key, __u32);
 	__type(value, struct scratch);
 } scratch SEC(".maps");
+
+/* deadline holds the agent's answer deadline, in nanoseconds of
+ * CLOCK_BOOTTIME (bpf_ktime_get_boot_ns); 0, as it is loaded, for an agent
+ * whose claims no lease guards, which answers without one. One for the
+ * whole program, not one per address: one lease guards every claim of an
+ * agent, and a renewal is then one write, not one per held address. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} deadline SEC(".maps");
+
+/* withheld counts, per CPU, the requests left unanswered because the
+ * deadline had passed. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} withheld SEC(".maps");
 
 /* budget is one CPU's count of the new askers it may still remember in
  * the window that began at since (see NEW_ASKERS). */
@@ -315,6 +344,25 @@ static __always_inline void record(struct asker_key *a)
 	add_to(a, now);
 }
 
+/* past_deadline says whether the agent's answer deadline has passed, and
+ * counts the request withheld if so. The clock is CLOCK_BOOTTIME, which
+ * keeps counting while the machine is suspended (or a virtual machine is
+ * paused as a suspend): CLOCK_MONOTONIC (bpf_ktime_get_ns) stops then, so
+ * a host that slept past its lease would wake with its deadline still
+ * ahead on that clock and answer for addresses another node holds by then.
+ * The agent reads the same clock (unix.CLOCK_BOOTTIME) to set it. */
+static __always_inline int past_deadline(void)
+{
+	__u32 zero = 0;
+	__u64 *d = bpf_map_lookup_elem(&deadline, &zero);
+	if (!d || !*d || bpf_ktime_get_boot_ns() < *d)
+		return 0;
+	__u64 *w = bpf_map_lookup_elem(&withheld, &zero);
+	if (w)
+		(*w)++;
+	return 1;
+}
+
 static __always_inline struct held_value *lookup(struct held_key *k)
 {
 	struct held_value *v = bpf_map_lookup_elem(&held, k);
@@ -349,6 +397,8 @@ static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct 
 		return 0; /* our own announcement */
 	if (f[28] == f[38] && f[29] == f[39] && f[30] == f[40] && f[31] == f[41])
 		return 0; /* another node's announcement: a competing claim, for the capture (see answerARP) */
+	if (past_deadline())
+		return 0;
 	/* A probe (sender IP 0.0.0.0) gets the same reply. */
 	__u8 sender_mac[6], sender_ip[4];
 	copy(sender_mac, &f[22], 6);
@@ -475,6 +525,8 @@ static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __
 	s->sum = sum16(0, src, 32) + plen + 58;
 	bpf_loop(SCRATCH / 8, csum_step, 0, 0);
 	if (fold(s->sum) != 0xffff)
+		return 0;
+	if (past_deadline())
 		return 0;
 
 	/* The asker, before the frame becomes the answer. */

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
@@ -107,6 +108,8 @@ type Responder struct {
 	held     *ebpf.Map
 	counters *ebpf.Map
 	askers   *ebpf.Map
+	deadline *ebpf.Map
+	withheld *ebpf.Map
 	link     link.Link
 	cpus     int // possible CPUs, for the per-CPU counters
 
@@ -117,6 +120,12 @@ type Responder struct {
 	// answered (Count): the kernel owns them.
 	counted map[netip.Addr]bool
 	closed  bool
+
+	// dlMu guards the deadline's writes and reads against Close, apart
+	// from mu: a renewal's write of the deadline must never wait behind
+	// a claim of thousands of addresses.
+	dlMu     sync.Mutex
+	dlClosed bool
 }
 
 // Open loads the responder and attaches it to interface ifname (index
@@ -169,6 +178,7 @@ func loadDetached(ifname string, ifindex int, me wire.MAC, hook Hook, log *slog.
 	return &Responder{
 		ifname: ifname, ifindex: ifindex, hook: hook, log: log, cpus: cpus,
 		coll: coll, held: coll.Maps[responderMapHeld], counters: coll.Maps[responderMapCounters], askers: coll.Maps[responderMapAskers],
+		deadline: coll.Maps[responderMapDeadline], withheld: coll.Maps[responderMapWithheld],
 		mac: me, addrs: map[netip.Addr]bool{}, counted: map[netip.Addr]bool{},
 	}, nil
 }
@@ -413,6 +423,41 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 	return nil
 }
 
+// SetDeadline has the program answer only while CLOCK_BOOTTIME (package
+// boottime) is before at: past it, every request passes on unanswered
+// until the next SetDeadline, whether or not this process still runs. Zero
+// answers without a deadline (an unguarded agent), as loaded.
+func (r *Responder) SetDeadline(at time.Duration) error {
+	r.dlMu.Lock()
+	defer r.dlMu.Unlock()
+	if r.dlClosed {
+		return net.ErrClosed
+	}
+	if err := r.deadline.Update(uint32(0), uint64(max(at, 0)), ebpf.UpdateExist); err != nil {
+		return fmt.Errorf("write the answer deadline on %s: %w", r.ifname, err)
+	}
+	return nil
+}
+
+// Withheld returns how many requests the program left unanswered because
+// the deadline (SetDeadline) had passed; zero once closed.
+func (r *Responder) Withheld() uint64 {
+	r.dlMu.Lock()
+	defer r.dlMu.Unlock()
+	if r.dlClosed {
+		return 0
+	}
+	var per []uint64
+	if err := r.withheld.Lookup(uint32(0), &per); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range per {
+		n += v
+	}
+	return n
+}
+
 // Close detaches the program and frees it and its maps. Closing twice is
 // a no-op.
 func (r *Responder) Close() error {
@@ -422,6 +467,9 @@ func (r *Responder) Close() error {
 		return nil
 	}
 	r.closed = true
+	r.dlMu.Lock()
+	r.dlClosed = true
+	r.dlMu.Unlock()
 	r.addrs, r.counted = map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	var err error
 	if r.link != nil {

@@ -19,8 +19,10 @@ const (
 	responderMapAskers   = "askers"
 	responderMapBudget   = "budget"
 	responderMapCounters = "counters"
+	responderMapDeadline = "deadline"
 	responderMapHeld     = "held"
 	responderMapScratch  = "scratch"
+	responderMapWithheld = "withheld"
 	responderProgVipTc   = "vip_tc"
 	responderProgVipXdp  = "vip_xdp"
 )
@@ -78,8 +80,10 @@ type responderMapSpecs struct {
 	Askers   *ebpf.MapSpec `ebpf:"askers"`
 	Budget   *ebpf.MapSpec `ebpf:"budget"`
 	Counters *ebpf.MapSpec `ebpf:"counters"`
+	Deadline *ebpf.MapSpec `ebpf:"deadline"`
 	Held     *ebpf.MapSpec `ebpf:"held"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Withheld *ebpf.MapSpec `ebpf:"withheld"`
 }
 
 // responderVariableSpecs contains global variables before they are loaded into the kernel.
@@ -111,8 +115,10 @@ type responderMaps struct {
 	Askers   *ebpf.Map `ebpf:"askers"`
 	Budget   *ebpf.Map `ebpf:"budget"`
 	Counters *ebpf.Map `ebpf:"counters"`
+	Deadline *ebpf.Map `ebpf:"deadline"`
 	Held     *ebpf.Map `ebpf:"held"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Withheld *ebpf.Map `ebpf:"withheld"`
 }
 
 func (m *responderMaps) Close() error {
@@ -120,8 +126,10 @@ func (m *responderMaps) Close() error {
 		m.Askers,
 		m.Budget,
 		m.Counters,
+		m.Deadline,
 		m.Held,
 		m.Scratch,
+		m.Withheld,
 	)
 }
 

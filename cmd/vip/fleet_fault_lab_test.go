@@ -32,6 +32,13 @@ const fleetTTL = "3s"
 
 func newFleetLab(t *testing.T) *fleetLab {
 	t.Helper()
+	return newFleetLabWith(t)
+}
+
+// newFleetLabWith is newFleetLab with agentArgs passed to both agents, such
+// as the responder to use.
+func newFleetLabWith(t *testing.T, agentArgs ...string) *fleetLab {
+	t.Helper()
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,
 		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
@@ -43,10 +50,12 @@ func newFleetLab(t *testing.T) *fleetLab {
 	f.etcd = etcdlab.StartEtcd(t, l.Host("store"))
 	f.storeURL = "etcd://" + strings.TrimPrefix(f.etcd.Endpoint(), "http://")
 	dir := sockDir(t)
-	// sc is a socket nobody listens on: the client host runs no agent.
 	f.sa, f.sb, f.sc = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "client.sock")
-	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
-	f.agentB = startAgent(t, f.b, f.sb, "--store", f.storeURL, "--node", "b", "--lease-ttl", fleetTTL, "--log-format", "json")
+	args := func(node string) []string {
+		return append([]string{"--store", f.storeURL, "--node", node, "--lease-ttl", fleetTTL, "--log-format", "json"}, agentArgs...)
+	}
+	f.agentA = startAgent(t, f.a, f.sa, args("a")...)
+	f.agentB = startAgent(t, f.b, f.sb, args("b")...)
 	return f
 }
 

@@ -18,7 +18,7 @@ import (
 
 // joinFleet connects to the store of cfg and joins the fleet there, so that
 // every claim of eng is guarded by this agent's lease.
-func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *state.File, log *slog.Logger) (*fleet.Member, error) {
+func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *state.File, deadline *announce.Deadline, log *slog.Logger) (*fleet.Member, error) {
 	c, err := store.Open(ctx, cfg.Store.Config)
 	if err != nil {
 		return nil, err
@@ -34,7 +34,7 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 	m, err := fleet.Join(ctx, fleet.Config{
 		Store: c, Node: node, TTL: cfg.Store.TTL, Version: cfg.Version, Log: log,
 		Interfaces: func() []store.Interface { return hostInterfaces(sys) },
-		Forget:     book.Delete,
+		Forget:     book.Delete, Deadline: deadline,
 	}, eng)
 	if err != nil {
 		c.Close()

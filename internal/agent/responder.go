@@ -38,6 +38,9 @@ func ParseResponderMode(s string) (ResponderMode, error) {
 type ResponderConfig struct {
 	Mode ResponderMode
 	Hook bpfresp.Hook
+	// Deadline, when set, is a guarded agent's answer deadline: every
+	// port checks it where its frames leave (announce.Link.Guard).
+	Deadline *announce.Deadline
 }
 
 // Configure sets cfg's Open to open ports that answer as rc says, and its
@@ -86,6 +89,25 @@ func newPortOpener(rc ResponderConfig, log *slog.Logger) *portOpener {
 }
 
 func (o *portOpener) open(name string) (announce.Port, error) {
+	p, err := o.openPort(name)
+	if err != nil || o.rc.Deadline == nil {
+		return p, err
+	}
+	// The deadline goes to the port before it holds anything, so that its
+	// first answer is already checked against it.
+	g, ok := p.(interface{ Guard(*announce.Deadline) error })
+	if !ok {
+		_ = p.Close()
+		return nil, fmt.Errorf("interface %s: its port cannot check the answer deadline of a guarded agent", name)
+	}
+	if err := g.Guard(o.rc.Deadline); err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+func (o *portOpener) openPort(name string) (announce.Port, error) {
 	ifi, err := net.InterfaceByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("interface %s: %w", name, err)

@@ -111,6 +111,13 @@ func Run(ctx context.Context, cfg Config) error {
 		Assigner: assigner,
 		Log:      log,
 	}
+	var deadline *announce.Deadline
+	if cfg.Store.URL != "" {
+		// Closed until the store grants the lease (fleet.Join): nothing
+		// is sent for a guarded claim before.
+		deadline = announce.NewDeadline(nil)
+		cfg.Responder.Deadline = deadline
+	}
 	cfg.Responder.Configure(&ecfg)
 	rt, err := Start(ecfg, GuardConfig{Filter: cfg.Filter, AllTraffic: cfg.AllTraffic}, log)
 	if err != nil {
@@ -132,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	if cfg.Store.URL != "" {
-		if member, err = joinFleet(ctx, cfg, eng, book, log); err != nil {
+		if member, err = joinFleet(ctx, cfg, eng, book, deadline, log); err != nil {
 			return err
 		}
 	}

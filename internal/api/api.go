@@ -143,6 +143,14 @@ type Store struct {
 	Renewed    time.Time `json:"renewed"`
 	// Fenced is when the agent fenced; zero while it is not.
 	Fenced time.Time `json:"fenced,omitzero"`
+	// Deadline is the answer deadline: no frame for a claim leaves after
+	// it unless a renewal moves it (the last renewal acknowledged, plus
+	// FenceAfter), checked where frames leave on CLOCK_BOOTTIME, shown
+	// here as wall time. DeadlineLeft is how long until then, negative
+	// once passed; Withheld counts the frames held back past it.
+	Deadline     time.Time `json:"deadline,omitzero"`
+	DeadlineLeft Duration  `json:"deadline_left"`
+	Withheld     uint64    `json:"withheld"`
 }
 
 // Claim is one held address as clients see it.

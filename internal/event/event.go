@@ -40,6 +40,13 @@ const (
 	// this node took as a standby when its owner's lease expired.
 	Move    Kind = "move"
 	Standby Kind = "standby"
+	// Withheld counts frames not sent because a guarded agent's answer
+	// deadline had passed (its lease not renewed in time); Stall reports
+	// an agent that did not run past that deadline (frozen or starved)
+	// once it runs again: for how long, whether its lease expired, and
+	// who holds its addresses now.
+	Withheld Kind = "withheld"
+	Stall    Kind = "stall"
 )
 
 // Event is one thing that happened to a claim or an interface.

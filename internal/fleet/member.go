@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/boottime"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -90,7 +92,13 @@ type Config struct {
 	// Forget, if set, drops claims from the agent's state file: those
 	// released while fenced, which the engine no longer holds.
 	Forget func(ctx context.Context, addrs ...netip.Addr) error
-	Log    *slog.Logger
+	// Deadline, when set, is where every port checks its frames: the
+	// member moves it to each acknowledged renewal's send time plus
+	// FenceAfter, on the Deadline's clock (CLOCK_BOOTTIME), and closes it
+	// when the store says the lease is gone. Nil leaves the fence to the
+	// timer alone, which a frozen process cannot run (tests only).
+	Deadline *announce.Deadline
+	Log      *slog.Logger
 }
 
 // owned is a guarded claim: the key is this node's.
@@ -120,6 +128,12 @@ type Member struct {
 	lease    clientv3.LeaseID
 	renewed  time.Time // when the last renewal that succeeded was sent
 	fencedAt time.Time // zero unless fenced
+	// stalled is how long the renewals stopped for with the process
+	// itself (frozen, starved), past the deadline: reported once the
+	// resumption after it is known (see reportStall). withheldSeen is
+	// the Deadline's count of frames withheld as last reported.
+	stalled      time.Duration
+	withheldSeen uint64
 	fence    *time.Timer
 	// owned are the claims whose keys are this node's and which the
 	// engine holds; fenced those revoked by a fence, waiting for the
@@ -207,7 +221,7 @@ func (m *Member) Timing() Timing { return m.timing }
 func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error) {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	sent := time.Now()
+	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
 	g, err := m.c.Grant(rctx, int64(m.cfg.TTL/time.Second))
 	if err != nil {
 		return 0, m.c.Explain(err)
@@ -255,6 +269,9 @@ func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error
 		}
 		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
 	}
+	// A lease granted when the request was sent lives at least TTL from
+	// then: the same deadline as after a renewal.
+	m.moveDeadline(sentBoot)
 	m.mu.Lock()
 	m.lease, m.renewed = lease, sent
 	if m.fence != nil {
@@ -296,8 +313,21 @@ func (m *Member) renewLoop(ctx context.Context) {
 	}()
 	t := time.NewTicker(m.timing.Renew)
 	defer t.Stop()
+	last := m.cfg.Deadline.Now()
 	for {
+		// A tick far later than due is a process that did not run
+		// (SIGSTOP, a cgroup freezer, a paused VM, a starved CPU): the
+		// clock counts on while it is stopped.
+		now := m.cfg.Deadline.Now()
+		if gap := now - last; gap > m.timing.FenceAfter() {
+			m.mu.Lock()
+			m.stalled = max(m.stalled, gap)
+			m.mu.Unlock()
+			m.log.Warn("this agent did not run for longer than its fence delay: frozen or starved", "for", gap.Round(time.Millisecond))
+		}
+		last = now
 		m.renewOnce(ctx)
+		m.reportWithheld()
 		select {
 		case <-ctx.Done():
 			return
@@ -306,16 +336,79 @@ func (m *Member) renewLoop(ctx context.Context) {
 	}
 }
 
+// moveDeadline moves the answer deadline to FenceAfter past sent, the
+// send time of a grant or renewal the store acknowledged, on the
+// Deadline's clock.
+func (m *Member) moveDeadline(sent time.Duration) {
+	if err := m.cfg.Deadline.Set(sent + m.timing.FenceAfter()); err != nil {
+		m.log.Error("move the answer deadline: the responders keep the older one and fall silent at it", "err", err)
+	}
+}
+
+// reportWithheld says, in an event, how many frames were withheld for a
+// past deadline since it last did.
+func (m *Member) reportWithheld() {
+	n := m.cfg.Deadline.Withheld()
+	m.mu.Lock()
+	fresh := n - m.withheldSeen
+	m.withheldSeen = n
+	m.mu.Unlock()
+	if n == 0 || fresh == 0 {
+		return
+	}
+	at, _ := m.cfg.Deadline.At()
+	when := boottime.Wall(at).Local().Format("15:04:05.000")
+	m.log.Warn("frames withheld: the answer deadline had passed", "frames", fresh, "deadline", when)
+	m.eng.Notify(announce.Event{Kind: event.Withheld, Count: int(min(fresh, 1<<31-1)),
+		Message: fmt.Sprintf("withheld %d frames (answers, gratuitous rounds, probes): the answer deadline of this agent's lease passed at %s with no renewal acknowledged", fresh, when)})
+}
+
+// reportStall tells, in one event, what a stall past the deadline came
+// to once the resumption after it is done: how long the agent did not
+// run, whether its lease had expired, and who holds what it had.
+func (m *Member) reportStall(leaseLost bool, resumed int, lost map[netip.Addr]string) {
+	m.mu.Lock()
+	gap := m.stalled
+	m.stalled = 0
+	m.mu.Unlock()
+	if gap == 0 {
+		return
+	}
+	lease := "its lease was still alive in the store"
+	if leaseLost {
+		lease = "its lease had expired in the store"
+	}
+	msg := fmt.Sprintf("this agent did not run for %s (frozen or starved), past its answer deadline, so it answered nothing meanwhile; %s", gap.Round(time.Millisecond), lease)
+	if len(lost) > 0 {
+		addrs := make([]netip.Addr, 0, len(lost))
+		for a := range lost {
+			addrs = append(addrs, a)
+		}
+		slices.SortFunc(addrs, netip.Addr.Compare)
+		held := make([]string, len(addrs))
+		for i, a := range addrs {
+			held[i] = a.String() + " is " + lost[a] + "'s"
+		}
+		msg += "; " + strings.Join(held, ", ") + " now: it stays silent for them"
+	}
+	if resumed > 0 {
+		msg += fmt.Sprintf("; %d claims still this node's resumed with a fresh burst", resumed)
+	}
+	m.log.Warn("after a stall", "for", gap.Round(time.Millisecond), "lease_lost", leaseLost, "lost", len(lost), "resumed", resumed)
+	m.eng.Notify(announce.Event{Kind: event.Stall, State: "stalled", Count: len(lost), Message: msg})
+}
+
 func (m *Member) renewOnce(ctx context.Context) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	sent := time.Now()
+	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
 	rctx, cancel := context.WithTimeout(ctx, m.timing.Renew)
 	_, err := m.c.KeepAliveOnce(rctx, lease)
 	cancel()
 	switch {
 	case err == nil:
+		m.moveDeadline(sentBoot)
 		m.mu.Lock()
 		m.renewed = sent
 		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
@@ -323,11 +416,17 @@ func (m *Member) renewOnce(ctx context.Context) {
 		m.mu.Unlock()
 		if fenced {
 			m.resumeAsync(ctx, false)
+		} else {
+			// Woken before the fence's timer ran: nothing to resume.
+			m.reportStall(false, 0, nil)
 		}
 	case errors.Is(err, rpctypes.ErrLeaseNotFound):
 		// The store expired or revoked the lease: everything under it
 		// is gone. Stop answering at once (if not already), then join
 		// again under a new lease and take back what is still free.
+		if err := m.cfg.Deadline.Close(); err != nil {
+			m.log.Error("close the answer deadline", "err", err)
+		}
 		m.fenceWhy("the store no longer has this agent's lease")
 		m.resumeAsync(ctx, true)
 	case ctx.Err() == nil:
@@ -411,9 +510,26 @@ func (m *Member) revokeLease() {
 // Info describes the member for the agent's status.
 func (m *Member) Info() api.Store {
 	id, renewed, fencedAt := m.Lease()
-	return api.Store{
+	st := api.Store{
 		Endpoints: m.c.Endpoints, Prefix: m.k.Prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
 		LeaseTTL: api.Duration(m.timing.TTL), FenceAfter: api.Duration(m.timing.FenceAfter()),
 		Renewed: renewed, Fenced: fencedAt,
 	}
+	if d := m.cfg.Deadline; d != nil {
+		left := m.DeadlineLeft()
+		st.Deadline = time.Now().Add(left)
+		st.DeadlineLeft = api.Duration(left)
+		st.Withheld = d.Withheld()
+	}
+	return st
 }
+
+// DeadlineLeft is how long until the answer deadline passes (negative once
+// it has): the frames still allowed without another renewal.
+func (m *Member) DeadlineLeft() time.Duration {
+	at, now := m.cfg.Deadline.At()
+	return at - now
+}
+
+// Withheld counts the frames withheld for a past answer deadline.
+func (m *Member) Withheld() uint64 { return m.cfg.Deadline.Withheld() }

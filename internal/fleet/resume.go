@@ -62,9 +62,11 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 	}
 	m.fencedAt = time.Time{}
 	m.mu.Unlock()
+	lostTo := map[netip.Addr]string{}
 	for _, r := range refused {
 		var held *HeldError
 		if errors.As(r.Err, &held) {
+			lostTo[r.Addr] = held.Node
 			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node)
 			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced: it stays silent", held.Node))
 		}
@@ -72,6 +74,7 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 	if len(got) == 0 {
 		m.log.Info("the store answers again: unfenced", "resumed", 0, "lost", len(refused))
 		m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed 0 claims, %d lost", len(refused)))
+		m.reportStall(leaseLost, 0, lostTo)
 		return
 	}
 	resumed := make([]announce.Claim, len(got))
@@ -105,6 +108,7 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 		msg += fmt.Sprintf(", %d released (the engine refused them)", len(unresumed))
 	}
 	m.notify(event.Resume, netip.Addr{}, "", msg)
+	m.reportStall(leaseLost, len(st), lostTo)
 }
 
 // giveUp releases the fenced claims the engine refused to take back (say,

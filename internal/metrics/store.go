@@ -27,6 +27,7 @@ type StoreCollector struct {
 	s                          Store
 	now                        func() time.Time
 	fenced, ttl, age, fenceAft *prometheus.Desc
+	deadline, withheld         *prometheus.Desc
 	claims                     *prometheus.Desc
 }
 
@@ -41,13 +42,15 @@ func NewStoreCollector(s Store, now func() time.Time) *StoreCollector {
 		ttl:      desc("vip_store_lease_ttl_seconds", "The time to live of the agent's lease in the store.", "node"),
 		fenceAft: desc("vip_store_fence_after_seconds", "How long after the last renewal sent the agent fences: the TTL less the margin.", "node"),
 		age:      desc("vip_store_last_renewal_age_seconds", "Seconds since the agent sent the last renewal of its lease that succeeded; it fences when this reaches vip_store_fence_after_seconds.", "node"),
+		deadline: desc("vip_store_answer_deadline_seconds", "Seconds left before the answer deadline (negative once it passed): no frame for a guarded claim leaves after it unless a renewal the store acknowledges moves it. It is checked where frames leave, in the kernel too, on CLOCK_BOOTTIME.", "node"),
+		withheld: desc("vip_store_withheld_frames_total", "Frames not sent because the answer deadline had passed: answers (the in-kernel responder's requests passed on unanswered included), gratuitous frames and probes.", "node"),
 		claims:   desc("vip_store_claims", "Claims the store keeps out of the engine, by state: fenced (waiting for the store), lost (another node took it while this one was fenced), standby.", "node", "state"),
 	}
 }
 
 // Describe sends the descriptions of the metrics.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.fenced, c.ttl, c.fenceAft, c.age, c.claims} {
+	for _, d := range []*prometheus.Desc{c.fenced, c.ttl, c.fenceAft, c.age, c.deadline, c.withheld, c.claims} {
 		ch <- d
 	}
 }
@@ -62,6 +65,10 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.ttl, time.Duration(info.LeaseTTL).Seconds(), info.Node)
 	gauge(c.fenceAft, time.Duration(info.FenceAfter).Seconds(), info.Node)
 	gauge(c.age, c.now().Sub(info.Renewed).Seconds(), info.Node)
+	if !info.Deadline.IsZero() {
+		gauge(c.deadline, time.Duration(info.DeadlineLeft).Seconds(), info.Node)
+		ch <- prometheus.MustNewConstMetric(c.withheld, prometheus.CounterValue, float64(info.Withheld), info.Node)
+	}
 	counts := c.s.Kept()
 	for _, s := range storeStates {
 		gauge(c.claims, float64(counts[s]), info.Node, s)

@@ -1,0 +1,295 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/labtest"
+)
+
+// freezeAgent stops the agent p with SIGSTOP and returns a function that
+// wakes it with SIGCONT. The test's cleanup wakes it too, should the test
+// end while it is frozen. p must be the vip process itself (ip netns exec
+// execs it in place), not a wrapper that would be stopped in its stead.
+func freezeAgent(t *testing.T, p *labtest.Proc) (wake func()) {
+	t.Helper()
+	pid := p.Pid()
+	if exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil || exe != vipBin {
+		t.Fatalf("pid %d runs %q (%v), not %s: it is not the agent itself", pid, exe, err, vipBin)
+	}
+	woken := false
+	wake = func() {
+		if !woken {
+			woken = true
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !p.Exited() {
+				t.Errorf("SIGCONT to the agent (pid %d): %v", pid, err)
+			}
+		}
+	}
+	// Registered after the agent's own cleanup, so it runs before it.
+	t.Cleanup(wake)
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP to the agent (pid %d): %v", pid, err)
+	}
+	labtest.Eventually(t, time.Second, func() (bool, string) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		// The state follows the command's closing parenthesis.
+		i := strings.LastIndexByte(string(stat), ')')
+		return err == nil && i >= 0 && strings.HasPrefix(string(stat[i+1:]), " T"), fmt.Sprintf("the agent (pid %d) is not stopped: %q %v", pid, stat, err)
+	})
+	return wake
+}
+
+// frameKind says briefly what an ARP or ICMPv6 frame is.
+func frameKind(pk gopacket.Packet) string {
+	if arp, ok := pk.Layer(layers.LayerTypeARP).(*layers.ARP); ok {
+		switch {
+		case arp.Operation == layers.ARPReply && addrOf(arp.SourceProtAddress) == addrOf(arp.DstProtAddress):
+			return "gratuitous ARP reply " + addrOf(arp.SourceProtAddress).String()
+		case arp.Operation == layers.ARPReply:
+			return "ARP reply " + addrOf(arp.SourceProtAddress).String()
+		case addrOf(arp.SourceProtAddress) == addrOf(arp.DstProtAddress):
+			return "gratuitous ARP request " + addrOf(arp.SourceProtAddress).String()
+		default:
+			return "ARP request for " + addrOf(arp.DstProtAddress).String()
+		}
+	}
+	if na, ok := pk.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement); ok {
+		if na.Solicited() {
+			return "solicited NA " + addrOf(na.TargetAddress).String()
+		}
+		return "unsolicited NA " + addrOf(na.TargetAddress).String()
+	}
+	if icmp, ok := pk.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6); ok {
+		return "ICMPv6 " + icmp.TypeCode.String()
+	}
+	return "other frame"
+}
+
+// kindCounts lists how many frames of each kind pkts holds, in the order
+// each kind first appears.
+func kindCounts(pkts []gopacket.Packet) string {
+	var order []string
+	n := map[string]int{}
+	for _, pk := range pkts {
+		k := frameKind(pk)
+		if n[k] == 0 {
+			order = append(order, k)
+		}
+		n[k]++
+	}
+	var s []string
+	for _, k := range order {
+		s = append(s, fmt.Sprintf("%d %s", n[k], k))
+	}
+	return strings.Join(s, ", ")
+}
+
+// firstTimes formats the times of up to n answers.
+func firstTimes(ans []answer, n int) string {
+	var s []string
+	for i, an := range ans {
+		if i == n {
+			s = append(s, "...")
+			break
+		}
+		s = append(s, an.at.Format("15:04:05.000"))
+	}
+	return strings.Join(s, " ")
+}
+
+// TestFleetFrozenOwnerStaysSilent freezes the owner's agent (SIGSTOP) for
+// longer than its lease's TTL, as a stalled VM or a debugger would: its
+// lease expires and the standby b takes over. The frozen owner must not
+// answer meanwhile (nothing it left in the kernel may answer for it), and
+// once woken it must not answer either (no backlog of requests answered, no
+// overdue gratuitous round) but report the addresses lost to b.
+func TestFleetFrozenOwnerStaysSilent(t *testing.T) {
+	t.Parallel()
+	labtest.RequireTool(t, "arping")
+	labtest.RequireTool(t, "ndisc6")
+	responders := []struct {
+		name      string
+		responder string // as status shows it
+		args      []string
+		// withheld says that frames must have been withheld: the
+		// program passes on every request it sees past the deadline
+		// while the agent is frozen. The sockets' backlog, read on
+		// waking, is withheld or, if the fence dropped the addresses
+		// first, not for a held address at all.
+		withheld bool
+	}{
+		{"socket", "socket", []string{"--responder", "socket"}, false},
+		{"ebpf-tcx", "ebpf (tcx)", []string{"--responder", "ebpf", "--responder-hook", "tcx"}, true},
+		{"ebpf-xdp-generic", "ebpf (xdp-generic)", []string{"--responder", "ebpf", "--responder-hook", "xdp-generic"}, true},
+	}
+	for _, resp := range responders {
+		t.Run(resp.name, func(t *testing.T) {
+			t.Parallel()
+			f := newFleetLabWith(t, resp.args...)
+			v4, v6 := netip.MustParseAddr("192.0.2.100"), netip.MustParseAddr("2001:db8::100")
+			mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
+			mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
+			for _, c := range status(t, f.a, f.sa).Claims {
+				if c.Responder != resp.responder {
+					t.Fatalf("a's claim of %s: responder %q, want %q", c.Addr, c.Responder, resp.responder)
+				}
+			}
+			macA, macB := mac(f.a, "eth0"), mac(f.b, "eth0")
+			ttl, _ := time.ParseDuration(fleetTTL)
+			// The deadline, in status: ahead, and no further than the TTL.
+			if st := status(t, f.a, f.sa).Agent.Store; st == nil || st.Deadline.IsZero() ||
+				time.Duration(st.DeadlineLeft) <= 0 || time.Duration(st.DeadlineLeft) > ttl {
+				t.Fatalf("a's status shows no answer deadline ahead within the TTL: %+v", st)
+			}
+			events := labtest.Start(t, f.a, vipBin, "events", "--json", "--socket", f.sa)
+			labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+				_, code := vipOn(t, f.a, f.sa, "refresh", v4.String())
+				return code == 0 && strings.Contains(events.Output(), `"kind":"refresh"`), "waiting for a's event stream"
+			})
+
+			capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
+			probe(t, f.client, v4, v6)
+			labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+				pkts := capture.Snapshot(t)
+				has := func(vip netip.Addr) bool {
+					for _, an := range answersFor(pkts, vip) {
+						if an.mac == macA {
+							return true
+						}
+					}
+					return false
+				}
+				return has(v4) && has(v6), "a does not answer both addresses before the freeze"
+			})
+
+			// The fault: a's agent frozen for longer than its TTL.
+			const freeze = 8 * time.Second
+			frozen := time.Now()
+			wake := freezeAgent(t, f.agentA)
+			labtest.Eventually(t, freeze-time.Since(frozen), func() (bool, string) {
+				n := 0
+				for _, c := range status(t, f.b, f.sb).Claims {
+					if c.State != "standby" {
+						n++
+					}
+				}
+				return n == 2, "b did not take both addresses while a was frozen"
+			})
+			tookOver := time.Since(frozen)
+			time.Sleep(time.Until(frozen.Add(freeze)))
+			// Taken before the signal: the woken agent may send at once.
+			woke := time.Now()
+			wake()
+			t.Logf("a frozen at %s for %v; b took over %v into the freeze", frozen.Format("15:04:05.000"), freeze, tookOver.Round(time.Millisecond))
+
+			// Three seconds of probing after the wake.
+			labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+				ans := answersFor(capture.Snapshot(t), v4)
+				return len(ans) > 0 && ans[len(ans)-1].mac == macB && ans[len(ans)-1].at.After(woke.Add(3*time.Second)),
+					"no answer from b 3 s after a woke"
+			})
+			pkts := capture.Packets(t)
+			if n := requestsFor(pkts, v4); n < 20 {
+				t.Fatalf("the client asked for %s only %d times: the probe did not run", v4, n)
+			}
+			for _, vip := range []netip.Addr{v4, v6} {
+				ans := answersFor(pkts, vip)
+				var firstB time.Time
+				for _, an := range ans {
+					if an.mac == macB {
+						firstB = an.at
+						break
+					}
+				}
+				if firstB.IsZero() {
+					t.Errorf("%s: b never answered", vip)
+					continue
+				}
+				var late []answer
+				var lastA time.Time
+				for _, an := range ans {
+					switch an.mac {
+					case macA:
+						lastA = an.at
+						if an.at.After(firstB) {
+							late = append(late, an)
+						}
+					case macB:
+					default:
+						t.Errorf("%s answered by %s, neither a nor b", vip, an.mac)
+					}
+				}
+				t.Logf("%s: a's last answer %s, b's first answer %s", vip, lastA.Format("15:04:05.000"), firstB.Format("15:04:05.000"))
+				if len(late) > 0 {
+					t.Errorf("%s: a's MAC claimed it %d times after b's first answer at %s (two owners); first at %s",
+						vip, len(late), firstB.Format("15:04:05.000"), firstTimes(late, 5))
+				}
+			}
+			// Past its lease's expiry nothing may come from a at all.
+			deadline := frozen.Add(ttl + 100*time.Millisecond)
+			var frozenLate, wokenLate []gopacket.Packet
+			for _, pk := range pkts {
+				eth, _ := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+				at := pk.Metadata().Timestamp
+				switch {
+				case eth == nil || eth.SrcMAC.String() != macA || !at.After(deadline):
+				case at.Before(woke):
+					frozenLate = append(frozenLate, pk)
+				default:
+					wokenLate = append(wokenLate, pk)
+				}
+			}
+			if n := len(frozenLate) + len(wokenLate); n > 0 {
+				first := append(frozenLate, wokenLate...)[0]
+				t.Errorf("%d frames from a's MAC after the freeze + TTL + 100 ms (%s), the first at %s: %d while frozen (%s), %d after it woke at %s (%s)",
+					n, deadline.Format("15:04:05.000"), first.Metadata().Timestamp.Format("15:04:05.000"),
+					len(frozenLate), kindCounts(frozenLate), len(wokenLate), woke.Format("15:04:05.000"), kindCounts(wokenLate))
+			}
+
+			labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+				st := status(t, f.a, f.sa)
+				lost := 0
+				for _, c := range st.Claims {
+					if c.State == "lost" && strings.Contains(c.Note, "lost to b") {
+						lost++
+					}
+				}
+				return lost == 2, fmt.Sprintf("a does not report both addresses lost to b after it woke: %+v", st.Claims)
+			})
+			if _, code := vipOn(t, f.a, f.sa, "status", "--check"); code != 3 {
+				t.Errorf("status --check on the woken a: exit %d, want 3", code)
+			}
+			// What happened, told by a once it runs again: one stall event
+			// (how long, the lease expired, who holds what now), and the
+			// frames it withheld past its deadline.
+			labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+				var stall, withheld bool
+				for _, line := range strings.Split(events.Output(), "\n") {
+					var ev api.Event
+					if json.Unmarshal([]byte(line), &ev) != nil {
+						continue
+					}
+					switch ev.Kind {
+					case "stall":
+						stall = strings.Contains(ev.Message, "did not run for") && strings.Contains(ev.Message, "expired") &&
+							strings.Contains(ev.Message, v4.String()+" is b's") && strings.Contains(ev.Message, v6.String()+" is b's")
+					case "withheld":
+						withheld = withheld || ev.Count > 0
+					}
+				}
+				return stall && (withheld || !resp.withheld), "no stall event naming b for both addresses, or no withheld event, in:\n" + events.Output()
+			})
+		})
+	}
+}
