@@ -95,7 +95,7 @@ func (o *portOpener) open(name string) (announce.Port, error) {
 	}
 	// The deadline goes to the port before it holds anything, so that its
 	// first answer is already checked against it.
-	g, ok := p.(interface{ Guard(*announce.Deadline) error })
+	g, ok := p.(guardable)
 	if !ok {
 		_ = p.Close()
 		return nil, fmt.Errorf("interface %s: its port cannot check the answer deadline of a guarded agent", name)
@@ -105,6 +105,12 @@ func (o *portOpener) open(name string) (announce.Port, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// guardable is a port that checks a guarded agent's answer deadline
+// (announce.Link).
+type guardable interface {
+	Guard(d *announce.Deadline) error
 }
 
 func (o *portOpener) openPort(name string) (announce.Port, error) {

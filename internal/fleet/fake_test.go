@@ -21,6 +21,12 @@ type fakeEngine struct {
 	refuses map[netip.Addr]error
 	// traffic, when it has an address, counts traffic for it.
 	traffic map[netip.Addr]uint64
+	// deadline is the member's answer deadline, which the engine's
+	// ports would check where frames leave (see world.join).
+	deadline *announce.Deadline
+	// revokeWait, when not nil, holds every Revoke until it is closed:
+	// an engine whose lock a slow claim holds.
+	revokeWait chan struct{}
 }
 
 type span struct{ from, to time.Time }
@@ -89,6 +95,9 @@ func (f *fakeEngine) Release(_ context.Context, addrs []netip.Addr) (released, n
 }
 
 func (f *fakeEngine) Revoke(addrs []netip.Addr, _ string) (revoked, notHeld []netip.Addr, err error) {
+	if f.revokeWait != nil {
+		<-f.revokeWait
+	}
 	revoked, notHeld = f.drop(addrs)
 	return revoked, notHeld, nil
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/event"
@@ -66,8 +68,9 @@ func (w *world) client(t *testing.T, name string) *store.Client {
 func (w *world) join(t *testing.T, name string) (*fleet.Member, *fakeEngine) {
 	t.Helper()
 	eng := newFakeEngine()
+	eng.deadline = announce.NewDeadline(nil)
 	m, err := fleet.Join(context.Background(), fleet.Config{
-		Store: w.client(t, name), Node: name, TTL: ttl, Log: testLog(t),
+		Store: w.client(t, name), Node: name, TTL: ttl, Log: testLog(t), Deadline: eng.deadline,
 		Interfaces: func() []store.Interface {
 			return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true, Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24")}}}
 		},
@@ -295,6 +298,41 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 		_, _, f := a.Lease()
 		return !f.IsZero() && !aEng.holds(other), "a did not fence when cut off a second time"
 	})
+}
+
+// TestLeaseRevokedSilencesAtOnce: when the store says the lease is gone
+// before its time (revoked by an operator, say), the answer deadline
+// closes at once, though it was seconds ahead, and though the engine's
+// Revoke is stuck behind a slow claim: the fence takes no lock that I/O
+// holds. Before it, the deadline was ahead and no further than the
+// fence's delay from the last renewal.
+func TestLeaseRevokedSilencesAtOnce(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	if left := a.DeadlineLeft(); left <= 0 || left > a.Timing().FenceAfter() || !aEng.deadline.Open() {
+		t.Fatalf("a's deadline is %v ahead, want within (0, %v]", left, a.Timing().FenceAfter())
+	}
+	aEng.revokeWait = make(chan struct{})
+	defer close(aEng.revokeWait)
+	id, _, _ := a.Lease()
+	revoked := time.Now()
+	if _, err := w.client(t, "b").Revoke(context.Background(), clientv3.LeaseID(id)); err != nil {
+		t.Fatal(err)
+	}
+	labtest.Eventually(t, 2*a.Timing().Renew+time.Second, func() (bool, string) {
+		return !aEng.deadline.Open(), fmt.Sprintf("a's deadline is open %v after its lease was revoked (%v left)", time.Since(revoked).Round(time.Millisecond), a.DeadlineLeft())
+	})
+	// Closed by the fence, not passed by itself: it reads as closed, not
+	// as the time of a renewal.
+	if at, _ := aEng.deadline.At(); at > time.Second {
+		t.Fatalf("the deadline passed by itself at %v, %v after the revocation: the fence did not close it", at, time.Since(revoked).Round(time.Millisecond))
+	}
+	if !aEng.holds(vip) {
+		t.Fatal("the engine's Revoke ran: the test did not hold it")
+	}
 }
 
 func TestLeaderLossFencesNothing(t *testing.T) {

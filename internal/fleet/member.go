@@ -134,7 +134,7 @@ type Member struct {
 	// the Deadline's count of frames withheld as last reported.
 	stalled      time.Duration
 	withheldSeen uint64
-	fence    *time.Timer
+	fence        *time.Timer
 	// owned are the claims whose keys are this node's and which the
 	// engine holds; fenced those revoked by a fence, waiting for the
 	// store; lost those another node took meanwhile; standby the
@@ -424,9 +424,6 @@ func (m *Member) renewOnce(ctx context.Context) {
 		// The store expired or revoked the lease: everything under it
 		// is gone. Stop answering at once (if not already), then join
 		// again under a new lease and take back what is still free.
-		if err := m.cfg.Deadline.Close(); err != nil {
-			m.log.Error("close the answer deadline", "err", err)
-		}
 		m.fenceWhy("the store no longer has this agent's lease")
 		m.resumeAsync(ctx, true)
 	case ctx.Err() == nil:
@@ -453,10 +450,16 @@ func (m *Member) fenceNow() {
 	m.fenceWhy(fmt.Sprintf("no renewal of its lease reached the store for %s (lease TTL %s)", m.timing.FenceAfter(), m.timing.TTL))
 }
 
-// fenceWhy revokes every guarded claim from the engine and keeps them as
-// fenced. It takes no lock that I/O holds, so a store that hangs never
-// delays it.
+// fenceWhy silences every guarded claim at once, then revokes them from the
+// engine and keeps them as fenced. The silence is the answer deadline's
+// closing, which every port checks where its frames leave: it takes no
+// lock that I/O holds, so neither a store that hangs nor an engine busy
+// with a slow claim (its Revoke waits for the claim's book write and
+// program loads) delays it. The revocation is the bookkeeping after.
 func (m *Member) fenceWhy(why string) {
+	if err := m.cfg.Deadline.Close(); err != nil {
+		m.log.Error("fence: close the answer deadline", "err", err)
+	}
 	m.mu.Lock()
 	if !m.fencedAt.IsZero() {
 		m.mu.Unlock()
