@@ -114,6 +114,7 @@ func (e *Engine) Conflict(addr netip.Addr, c Claimer) {
 			return
 		}
 		e.publish(Event{Kind: EventConflict, Addr: addr, Interface: iface, MAC: key, Message: "yielded: released to " + key})
+		e.selfReleased(released, "yielded to the competing claimer "+key)
 	default:
 		e.mu.Unlock()
 	}

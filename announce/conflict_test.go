@@ -1,6 +1,7 @@
 package announce
 
 import (
+	"context"
 	"net"
 	"net/netip"
 	"strings"
@@ -67,16 +68,35 @@ func TestConflictStateFades(t *testing.T) {
 	}
 }
 
+// TestConflictYieldReleases: a claim that yields is released, said so in
+// events, and told to OnRelease (a guarded agent's member deletes its key)
+// once it is no longer answered; a release asked for is not told.
 func TestConflictYieldReleases(t *testing.T) {
 	h := newEngineHarness(t, nil)
 	events, cancel := h.e.Subscribe(100)
 	defer cancel()
-	if _, err := h.claimWith(t, ClaimOptions{OnConflict: PolicyYield}, Request{a4, "eth0"}); err != nil {
+	var told []netip.Addr
+	var why string
+	var answeredWhenTold bool
+	h.e.OnRelease(func(addrs []netip.Addr, w string) {
+		told, why = append(told, addrs...), w
+		answeredWhenTold = h.ports["eth0"].isHeld(a4)
+	})
+	if _, err := h.claimWith(t, ClaimOptions{OnConflict: PolicyYield}, Request{a4, "eth0"}, Request{b4, "eth0"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := h.e.Release(context.Background(), []netip.Addr{b4}); err != nil {
 		t.Fatal(err)
 	}
 	h.e.Conflict(a4, claimer(h.fc.Now(), 1))
 	if len(h.e.Status()) != 0 || h.ports["eth0"].isHeld(a4) {
 		t.Fatal("yield: want the address released and no longer answered")
+	}
+	if len(told) != 1 || told[0] != a4 || !strings.Contains(why, rival.String()) {
+		t.Errorf("OnRelease was told %v (%q), want only %v, yielded to %v", told, why, a4, rival)
+	}
+	if answeredWhenTold {
+		t.Error("OnRelease was told while the address was still answered")
 	}
 	var sawConflict, sawYield bool
 	for len(events) > 0 {

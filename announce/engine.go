@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -150,6 +151,28 @@ type Engine struct {
 	// Written under mu; sendMu guards the map.
 	sendMu sync.RWMutex
 	sendTo map[netip.Addr]sendTarget
+
+	// released is told of the releases the engine decides by itself
+	// (OnRelease).
+	released atomic.Pointer[func(addrs []netip.Addr, why string)]
+}
+
+// OnRelease has fn told of every release the engine decides by itself,
+// after it stopped answering: a claim that yields to a competing claimer
+// (--on-conflict yield). A guarded agent's member deletes the keys, so that
+// the store never names this node for an address it gave up, and no
+// fence and resume takes the address back. Releases asked for (Release,
+// Revoke) are not told: their caller knows. fn must not call the engine
+// back on the same goroutine for long: it runs on the detector's.
+func (e *Engine) OnRelease(fn func(addrs []netip.Addr, why string)) {
+	e.released.Store(&fn)
+}
+
+// selfReleased tells OnRelease's function of addrs.
+func (e *Engine) selfReleased(addrs []netip.Addr, why string) {
+	if fn := e.released.Load(); fn != nil && *fn != nil && len(addrs) > 0 {
+		(*fn)(addrs, why)
+	}
 }
 
 type portRef struct {

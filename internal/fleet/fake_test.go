@@ -27,6 +27,27 @@ type fakeEngine struct {
 	// revokeWait, when not nil, holds every Revoke until it is closed:
 	// an engine whose lock a slow claim holds.
 	revokeWait chan struct{}
+	// onRelease is what the member asked to be told of the engine's own
+	// releases (OnRelease).
+	onRelease func(addrs []netip.Addr, why string)
+}
+
+func (f *fakeEngine) OnRelease(fn func(addrs []netip.Addr, why string)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.onRelease = fn
+}
+
+// yield releases a as the engine does by itself when a claim yields to a
+// competing claimer, and tells the member.
+func (f *fakeEngine) yield(a netip.Addr) {
+	f.drop([]netip.Addr{a})
+	f.mu.Lock()
+	fn := f.onRelease
+	f.mu.Unlock()
+	if fn != nil {
+		fn([]netip.Addr{a}, "yielded to the competing claimer 02:00:00:00:00:99")
+	}
 }
 
 type span struct{ from, to time.Time }

@@ -335,6 +335,39 @@ func TestLeaseRevokedSilencesAtOnce(t *testing.T) {
 	}
 }
 
+// TestYieldReachesTheStore: a claim the engine gives up by itself (it
+// yielded to a competing claimer) loses its key too, so the store no
+// longer names a for it and b can claim it; before, the key stayed a's,
+// release said "not held" and a fence and resume would take it back.
+func TestYieldReachesTheStore(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	b, _ := w.join(t, "b")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	aEng.yield(vip)
+	bc := w.client(t, "b")
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		v, err := bc.Fleet(context.Background())
+		for _, c := range v.Claims {
+			if c.Claim.Addr == vip {
+				return false, fmt.Sprintf("the store still names %s for %s after a yielded it", c.Claim.Node, vip)
+			}
+		}
+		return err == nil, fmt.Sprintf("read the fleet: %v", err)
+	})
+	if st := a.Status(vip); len(st) != 0 {
+		t.Errorf("a's status after the yield: %+v, want nothing", st)
+	}
+	if err := claim(t, b, vip); err != nil {
+		t.Errorf("b's claim after a yielded: %v", err)
+	}
+	if !aEng.sawEvent(event.Release, "yielded") {
+		t.Error("a published no release event for the yield")
+	}
+}
+
 func TestLeaderLossFencesNothing(t *testing.T) {
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,

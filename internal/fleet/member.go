@@ -202,12 +202,49 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		m.revokeLease()
 		return nil, err
 	}
+	if r, ok := eng.(selfReleaser); ok {
+		r.OnRelease(m.engineReleased)
+	}
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
 	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()
 	m.log.Info("joined the fleet", "store", strings.Join(m.c.Endpoints, ","), "lease_ttl", cfg.TTL,
 		"fence_after", m.timing.FenceAfter(), "renew_every", m.timing.Renew)
 	return m, nil
+}
+
+// selfReleaser is an engine that tells of the releases it decides by
+// itself (announce.Engine.OnRelease).
+type selfReleaser interface {
+	OnRelease(fn func(addrs []netip.Addr, why string))
+}
+
+// engineReleased takes a release the engine decided by itself (a yield) to
+// the store: the claims are no longer owned, and their keys are deleted in
+// the background, on the member's own goroutine, not the engine's caller.
+func (m *Member) engineReleased(addrs []netip.Addr, why string) {
+	m.mu.Lock()
+	var gone []netip.Addr
+	for _, a := range addrs {
+		if _, ok := m.owned[a]; ok {
+			delete(m.owned, a)
+			gone = append(gone, a)
+		}
+	}
+	ctx := m.runCtx
+	m.mu.Unlock()
+	if len(gone) == 0 || ctx == nil || ctx.Err() != nil {
+		return // stopping: the lease's revocation deletes the keys
+	}
+	m.log.Warn("the engine released guarded claims by itself: their keys go too", "why", why, "claims", len(gone))
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.dropKeys(ctx, gone)
+		for _, a := range gone {
+			m.notify(event.Release, a, "", "released in the store too: "+why)
+		}
+	}()
 }
 
 // Node returns this agent's node name.
