@@ -275,3 +275,32 @@ func TestFleetAgentRestartAfterKill(t *testing.T) {
 		t.Fatalf("after the restart the VIP is answered by %v, want a", macs)
 	}
 }
+
+// TestFleetRefusesAHostsOwnAddress: a guarded agent refuses a claim of its
+// interface's own address (exit 2, one sentence naming the interface), and
+// vip move refuses to move a node's own address to it, before anything
+// changes: the store names no owner, and the host's kernel stays the only
+// one answering. An unguarded claim of such an address is not this
+// test's: it keeps its documented behaviour.
+func TestFleetRefusesAHostsOwnAddress(t *testing.T) {
+	t.Parallel()
+	f := newFleetLab(t)
+	own := netip.MustParseAddr("192.0.2.11") // a's eth0
+	out, code := vipOn(t, f.a, f.sa, "claim", own.String())
+	if code != 2 || !strings.Contains(out, "own interface eth0") {
+		t.Errorf("a guarded claim of a's own address: exit %d, %q; want exit 2 naming eth0", code, out)
+	}
+	if st := status(t, f.a, f.sa); len(st.Claims) != 0 {
+		t.Errorf("a holds %+v after the refusal, want nothing", st.Claims)
+	}
+	// A move of it to a is refused before anything changes (exit 1, as
+	// every refused move).
+	out, code = vipOn(t, f.b, f.sb, "move", own.String(), "--to", "a", "--store", f.storeURL)
+	if code != 1 || !strings.Contains(out, "node a's own address on eth0") {
+		t.Errorf("a move of a's own address to a: exit %d, %q; want exit 1 naming it", code, out)
+	}
+	fl := mustVip(t, f.b, f.sb, "fleet", "--json", "--store", f.storeURL)
+	if strings.Contains(fl, `"addr":"`+own.String()+`"`) {
+		t.Errorf("the store names a claim of %s after the refusals:\n%s", own, fl)
+	}
+}

@@ -34,7 +34,7 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 	m, err := fleet.Join(ctx, fleet.Config{
 		Store: c, Node: node, TTL: cfg.Store.TTL, Version: cfg.Version, Log: log,
 		Interfaces: func() []store.Interface { return hostInterfaces(sys) },
-		Forget:     book.Delete, Deadline: deadline,
+		Forget:     book.Delete, Deadline: deadline, Own: announce.InterfaceAddrs,
 	}, eng)
 	if err != nil {
 		c.Close()

@@ -290,7 +290,7 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return http.StatusConflict, api.CodeHeld, err.Error()
 	case errors.Is(err, fleet.ErrFenced):
 		return http.StatusServiceUnavailable, api.CodeFenced, err.Error()
-	case errors.Is(err, store.ErrRefused):
+	case errors.Is(err, store.ErrRefused), errors.Is(err, fleet.ErrOwnAddress):
 		return http.StatusBadRequest, api.CodeBadInput, err.Error()
 	}
 	return http.StatusInternalServerError, api.CodeInternal, err.Error()

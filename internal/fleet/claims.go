@@ -39,6 +39,9 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	}
 	m.op.Lock()
 	defer m.op.Unlock()
+	if err := m.refuseOwn(reqs); err != nil {
+		return nil, err
+	}
 	now := time.Now()
 	items := make([]announce.Claim, len(reqs))
 	for i, r := range reqs {
@@ -51,6 +54,30 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 		}
 		return m.eng.Claim(ctx, rs, opts)
 	})
+}
+
+// refuseOwn refuses, before anything changes, a claim of an address the
+// kernel already has on its interface: not vip's to guard. An address this
+// node holds already (a refresh, an address vip assigned) is not refused.
+func (m *Member) refuseOwn(reqs []announce.Request) error {
+	if m.cfg.Own == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	own := map[string]map[netip.Addr]bool{}
+	for _, r := range reqs {
+		if _, ok := m.owned[r.Addr]; ok {
+			continue
+		}
+		if _, ok := own[r.Interface]; !ok {
+			own[r.Interface] = m.cfg.Own(r.Interface)
+		}
+		if own[r.Interface][r.Addr] {
+			return fmt.Errorf("%s is %w %s, which its kernel answers for: a guarded claim could never hand it over; claim an address the interface does not have, or claim it without --store", r.Addr, ErrOwnAddress, r.Interface)
+		}
+	}
+	return nil
 }
 
 // Adopt re-adopts the claims an agent of this node recorded before it

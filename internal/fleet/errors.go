@@ -32,3 +32,9 @@ var ErrFenced = errors.New("this agent is fenced: it cannot renew its lease in t
 func fencedError(since time.Time) error {
 	return fmt.Errorf("%w since %s, so it claims nothing until the store is back: check the store and the network to it", ErrFenced, since.Local().Format("15:04:05"))
 }
+
+// ErrOwnAddress refuses a guarded claim of an address the host's own
+// interface already has: its kernel answers for it whatever vip does, so a
+// move or a standby's takeover could never make the other node its only
+// owner.
+var ErrOwnAddress = errors.New("an address of this host's own interface")

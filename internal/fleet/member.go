@@ -98,6 +98,10 @@ type Config struct {
 	// when the store says the lease is gone. Nil leaves the fence to the
 	// timer alone, which a frozen process cannot run (tests only).
 	Deadline *announce.Deadline
+	// Own returns the addresses the kernel has on the named interface
+	// (announce.InterfaceAddrs): a guarded claim of one that vip did not
+	// add is refused. Nil refuses none.
+	Own func(ifname string) map[netip.Addr]bool
 	Log      *slog.Logger
 }
 

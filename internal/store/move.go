@@ -360,7 +360,17 @@ func planMoves(v View, req MoveRequest) ([]*pendingMove, error) {
 		m := &pendingMove{res: MoveResult{Addr: a, To: req.To}}
 		m.key, m.claimKey = v.keys().Move(a), v.keys().Claim(a)
 		m.opts, m.window = req.Options, req.TrafficWindow
+		if ifname, own := to.OwnAddress(a); own {
+			errs = append(errs, fmt.Errorf("%s is node %s's own address on %s, which its kernel answers for: a VIP cannot move there", a, req.To, ifname))
+			continue
+		}
 		cur, held := v.ClaimOf(a)
+		if from, ok := v.NodeByName(cur.Claim.Node); held && ok {
+			if ifname, own := from.OwnAddress(a); own {
+				errs = append(errs, fmt.Errorf("%s is node %s's own address on %s, which its kernel answers for: it is not vip's to hand over", a, from.Node, ifname))
+				continue
+			}
+		}
 		if held {
 			m.res.From = cur.Claim.Node
 			m.createRev = cur.createRev

@@ -52,6 +52,20 @@ type Node struct {
 	Lease int64 `json:"lease,omitempty"`
 }
 
+// OwnAddress says on which interface a is one of the node's own addresses
+// (an address of its interfaces as the node registered them, which its
+// kernel answers for): not vip's to hand over, nor to move there.
+func (n Node) OwnAddress(a netip.Addr) (ifname string, ok bool) {
+	for _, ifc := range n.Interfaces {
+		for _, p := range ifc.Prefixes {
+			if p.Addr() == a {
+				return ifc.Name, true
+			}
+		}
+	}
+	return "", false
+}
+
 // Claim is the record of an address's one owner.
 type Claim struct {
 	Addr      netip.Addr `json:"addr"`

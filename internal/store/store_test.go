@@ -98,6 +98,9 @@ func TestPlanMoves(t *testing.T) {
 		{Node: "b", Interfaces: []Interface{{Name: "eth1", Prefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.2/24")}}, {Name: "eth0"}}},
 	}
 	v := fleetOf(nodes,
+		// A claim of a's own address, made before vip refused them: its
+		// key names a. (Claims are in address order, as Fleet reads them.)
+		ClaimView{Claim: Claim{Addr: netip.MustParseAddr("198.51.100.1"), Node: "a", Interface: "eth0"}, createRev: 5},
 		ClaimView{Claim: Claim{Addr: a, Node: "a", Interface: "eth0"}, createRev: 7},
 		ClaimView{Claim: Claim{Addr: b, Node: "b", Interface: "eth1"}, createRev: 9},
 	)
@@ -120,9 +123,14 @@ func TestPlanMoves(t *testing.T) {
 		}
 	})
 	t.Run("drain", func(t *testing.T) {
-		ms, err := planMoves(v, MoveRequest{All: true, From: "a", To: "b"})
+		ms, err := planMoves(fleetOf(nodes, v.Claims[1:]...), MoveRequest{All: true, From: "a", To: "b"})
 		if err != nil || len(ms) != 1 || ms[0].res.Addr != a {
 			t.Fatalf("got %+v, %v", ms, err)
+		}
+	})
+	t.Run("a drain of a node with a claim of its own address", func(t *testing.T) {
+		if _, err := planMoves(v, MoveRequest{All: true, From: "a", To: "b"}); !errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), "not vip's to hand over") {
+			t.Errorf("got %v, want the whole drain refused", err)
 		}
 	})
 	for _, tc := range []struct {
@@ -135,6 +143,8 @@ func TestPlanMoves(t *testing.T) {
 		{"no interface on its subnet", MoveRequest{Addrs: []netip.Addr{netip.MustParseAddr("203.0.113.5")}, To: "a"}, "name one with -i"},
 		{"the wrong owner", MoveRequest{Addrs: []netip.Addr{b}, From: "a", To: "a"}, "held by b, not a"},
 		{"a drain of a node holding nothing", MoveRequest{All: true, From: "c", To: "a"}, "not alive and holds nothing"},
+		{"to the node whose own address it is", MoveRequest{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.2")}, To: "b"}, "198.51.100.2 is node b's own address on eth1"},
+		{"from the node whose own address it is", MoveRequest{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}, To: "b"}, "198.51.100.1 is node a's own address on eth0, which its kernel answers for: it is not vip's to hand over"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := planMoves(v, tc.req)
