@@ -102,7 +102,7 @@ type Config struct {
 	// (announce.InterfaceAddrs): a guarded claim of one that vip did not
 	// add is refused. Nil refuses none.
 	Own func(ifname string) map[netip.Addr]bool
-	Log      *slog.Logger
+	Log *slog.Logger
 }
 
 // owned is a guarded claim: the key is this node's.
