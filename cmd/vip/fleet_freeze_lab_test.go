@@ -1,20 +1,25 @@
 package main_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // freezeAgent stops the agent p with SIGSTOP and returns a function that
@@ -158,6 +163,35 @@ func TestFleetFrozenOwnerStaysSilent(t *testing.T) {
 				return code == 0 && strings.Contains(events.Output(), `"kind":"refresh"`), "waiting for a's event stream"
 			})
 
+			// When the store deletes a's keys (its lease's expiry), seen by
+			// a watch from the client host: within a few milliseconds of
+			// the deletion, on the same clock as the capture.
+			expired := map[netip.Addr]time.Time{}
+			var expiredMu sync.Mutex
+			cli := etcdlab.Client(t, f.client, f.etcd.Endpoint())
+			keys := store.NewKeys(store.DefaultPrefix)
+			wctx, stopWatch := context.WithCancel(context.Background())
+			t.Cleanup(stopWatch)
+			watch := cli.Watch(wctx, keys.Claims(), clientv3.WithPrefix())
+			go func() {
+				for wr := range watch {
+					for _, ev := range wr.Events {
+						if ev.Type != clientv3.EventTypeDelete {
+							continue
+						}
+						for _, vip := range []netip.Addr{v4, v6} {
+							if string(ev.Kv.Key) == keys.Claim(vip) {
+								expiredMu.Lock()
+								if _, ok := expired[vip]; !ok {
+									expired[vip] = time.Now()
+								}
+								expiredMu.Unlock()
+							}
+						}
+					}
+				}
+			}()
+
 			capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
 			probe(t, f.client, v4, v6)
 			labtest.Eventually(t, 10*time.Second, func() (bool, string) {
@@ -231,6 +265,19 @@ func TestFleetFrozenOwnerStaysSilent(t *testing.T) {
 					}
 				}
 				t.Logf("%s: a's last answer %s, b's first answer %s", vip, lastA.Format("15:04:05.000"), firstB.Format("15:04:05.000"))
+				// The deadline's slack: how long before the store deleted
+				// a's key the last frame from a left.
+				expiredMu.Lock()
+				gone, ok := expired[vip]
+				expiredMu.Unlock()
+				switch {
+				case !ok:
+					t.Errorf("%s: the store never deleted a's key during the freeze", vip)
+				case !lastA.Before(gone):
+					t.Errorf("%s: a's last frame at %s, after the store deleted its key at %s", vip, lastA.Format("15:04:05.000"), gone.Format("15:04:05.000"))
+				default:
+					t.Logf("%s: slack %v: a's last frame left that long before the store deleted its key (%s)", vip, gone.Sub(lastA).Round(time.Millisecond), gone.Format("15:04:05.000"))
+				}
 				if len(late) > 0 {
 					t.Errorf("%s: a's MAC claimed it %d times after b's first answer at %s (two owners); first at %s",
 						vip, len(late), firstB.Format("15:04:05.000"), firstTimes(late, 5))

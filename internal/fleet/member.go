@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
@@ -154,6 +153,8 @@ type Member struct {
 	goneWatch map[netip.Addr]context.CancelFunc
 	runCtx    context.Context
 
+	// ren renews the lease, on one keepalive stream.
+	ren      *renewer
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	resuming atomic.Bool
@@ -190,6 +191,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
 		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]moveRecord{},
 		goneWatch: map[netip.Addr]context.CancelFunc{},
+		ren:       newRenewer(cfg.Store.Client),
 	}
 	prev, err := m.register(ctx)
 	if err != nil {
@@ -444,9 +446,7 @@ func (m *Member) renewOnce(ctx context.Context) {
 	lease := m.lease
 	m.mu.Unlock()
 	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
-	rctx, cancel := context.WithTimeout(ctx, m.timing.Renew)
-	_, err := m.c.KeepAliveOnce(rctx, lease)
-	cancel()
+	err := m.ren.renew(ctx, lease, m.timing.Renew)
 	switch {
 	case err == nil:
 		m.moveDeadline(sentBoot)
@@ -461,7 +461,7 @@ func (m *Member) renewOnce(ctx context.Context) {
 			// Woken before the fence's timer ran: nothing to resume.
 			m.reportStall(false, 0, nil)
 		}
-	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+	case isLeaseGone(err):
 		// The store expired or revoked the lease: everything under it
 		// is gone. Stop answering at once (if not already), then join
 		// again under a new lease and take back what is still free.
@@ -537,6 +537,7 @@ func (m *Member) isFenced() (time.Time, bool) {
 func (m *Member) Close() {
 	m.stop()
 	m.wg.Wait()
+	m.ren.close()
 	m.revokeLease()
 }
 
