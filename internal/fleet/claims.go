@@ -37,8 +37,15 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if since, fenced := m.isFenced(); fenced {
 		return nil, fencedError(since)
 	}
-	m.op.Lock()
-	defer m.op.Unlock()
+	addrs := make([]netip.Addr, len(reqs))
+	for i, r := range reqs {
+		addrs[i] = r.Addr
+	}
+	unlock, err := m.locks.lock(ctx, addrs)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
@@ -84,13 +91,21 @@ func (m *Member) refuseOwn(reqs []announce.Request) error {
 // died: each whose key is still this node's, or free, is taken; one another
 // node took meanwhile is refused with a *HeldError.
 func (m *Member) Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error) {
-	m.op.Lock()
-	defer m.op.Unlock()
+	addrs := make([]netip.Addr, len(claims))
+	for i, c := range claims {
+		addrs[i] = c.Addr
+	}
+	unlock, err := m.locks.lock(ctx, addrs)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	return m.claimOp(ctx, claims, m.eng.Adopt)
 }
 
 // claimOp takes the keys of items, has the engine claim those taken with
-// apply, and undoes the keys of what the engine refused. Called with op.
+// apply, and undoes the keys of what the engine refused. Called with the
+// items' addresses locked.
 func (m *Member) claimOp(ctx context.Context, items []announce.Claim, apply func(context.Context, []announce.Claim) ([]announce.Status, error)) ([]announce.Status, error) {
 	got, refused, err := m.acquire(ctx, items)
 	if err != nil {
@@ -339,8 +354,11 @@ func (m *Member) macs() map[string]string {
 // and only then is its key deleted, so whoever takes it next never
 // overlaps. Fenced, lost and standby entries are forgotten too.
 func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
-	m.op.Lock()
-	defer m.op.Unlock()
+	unlock, err := m.locks.lock(ctx, addrs)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unlock()
 	var inEngine, local, standbys []netip.Addr
 	m.mu.Lock()
 	for _, a := range addrs {

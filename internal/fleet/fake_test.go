@@ -27,6 +27,9 @@ type fakeEngine struct {
 	// revokeWait, when not nil, holds every Revoke until it is closed:
 	// an engine whose lock a slow claim holds.
 	revokeWait chan struct{}
+	// claimWait, for an address, holds a claim of it in the engine until
+	// it is closed: a claim whose port takes long to open.
+	claimWait map[netip.Addr]chan struct{}
 	// onRelease is what the member asked to be told of the engine's own
 	// releases (OnRelease).
 	onRelease func(addrs []netip.Addr, why string)
@@ -57,6 +60,14 @@ func newFakeEngine() *fakeEngine {
 }
 
 func (f *fakeEngine) take(claims []announce.Claim) ([]announce.Status, error) {
+	for _, c := range claims {
+		f.mu.Lock()
+		wait := f.claimWait[c.Addr]
+		f.mu.Unlock()
+		if wait != nil {
+			<-wait
+		}
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var st []announce.Status

@@ -368,6 +368,45 @@ func TestYieldReachesTheStore(t *testing.T) {
 	}
 }
 
+// TestSlowClaimHoldsUpNoOtherAddress: while one claim waits (its engine
+// slow to open a port), a release, a claim and a standby of other
+// addresses go through at once; the member once serialised them all
+// behind one lock held across the store's round trips and the engine.
+func TestSlowClaimHoldsUpNoOtherAddress(t *testing.T) {
+	w := newWorld(t, "a")
+	a, aEng := w.join(t, "a")
+	slow, other, third := vip, netip.MustParseAddr("198.51.100.20"), netip.MustParseAddr("198.51.100.21")
+	if err := claim(t, a, other); err != nil {
+		t.Fatal(err)
+	}
+	wait := make(chan struct{})
+	aEng.mu.Lock()
+	aEng.claimWait = map[netip.Addr]chan struct{}{slow: wait}
+	aEng.mu.Unlock()
+	slowDone := make(chan error, 1)
+	go func() { slowDone <- claim(t, a, slow) }()
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		v, err := w.client(t, "a").Fleet(context.Background())
+		_, held := v.ClaimOf(slow)
+		return err == nil && held, "the slow claim's key was not written"
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	if _, _, err := a.Release(ctx, []netip.Addr{other}); err != nil {
+		t.Fatalf("a release of another address behind a slow claim: %v", err)
+	}
+	if err := claim(t, a, third); err != nil {
+		t.Fatalf("a claim of another address behind a slow claim: %v", err)
+	}
+	close(wait)
+	if err := <-slowDone; err != nil {
+		t.Fatalf("the slow claim: %v", err)
+	}
+	if !aEng.holds(slow) || !aEng.holds(third) || aEng.holds(other) {
+		t.Errorf("the engine holds %v, want %v and %v", aEng.Held(), slow, third)
+	}
+}
+
 func TestLeaderLossFencesNothing(t *testing.T) {
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,

@@ -123,9 +123,12 @@ type Member struct {
 	boot   string
 	start  time.Time
 
-	// op serialises what changes keys and claims together: claims,
-	// releases, moves, takeovers, resumption. Fencing never takes it.
-	op sync.Mutex
+	// locks serialise what changes an address's key and claim together
+	// (claims, releases, moves, takeovers, resumption), address by
+	// address, across the store's round trips and the engine's I/O; two
+	// operations on different addresses never wait for each other.
+	// Fencing takes none.
+	locks addrLocks
 
 	mu       sync.Mutex
 	lease    clientv3.LeaseID

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vipctl/vip/announce"
@@ -17,8 +18,47 @@ import (
 // one. A key still this node's resumes with a fresh burst; a free one is
 // taken again; one another node took is reported lost to it.
 func (m *Member) resume(ctx context.Context, leaseLost bool) {
-	m.op.Lock()
-	defer m.op.Unlock()
+	for m.resumeOnce(ctx, leaseLost) && ctx.Err() == nil {
+		leaseLost = false
+	}
+}
+
+// fencedBeyond says whether the member, unfenced, still keeps fenced claims
+// other than those of addrs: a claim that was being made when the fence
+// came, committed as fenced after the resumption looked. They need a
+// resumption of their own.
+func (m *Member) fencedBeyond(addrs []netip.Addr) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.fencedAt.IsZero() {
+		return false
+	}
+	for a := range m.fenced {
+		if !slices.Contains(addrs, a) {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeOnce is one resumption of the fenced claims it finds; it says
+// whether another is needed (fencedBeyond).
+func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
+	// The fenced claims' addresses, locked; one fenced meanwhile waits
+	// for the next resumption. A fenced member claims nothing new, so
+	// the lease can change under the other operations: they refuse.
+	m.mu.Lock()
+	addrs := make([]netip.Addr, 0, len(m.fenced))
+	for a := range m.fenced {
+		addrs = append(addrs, a)
+	}
+	m.mu.Unlock()
+	unlock, err := m.locks.lock(ctx, addrs)
+	if err != nil {
+		return false
+	}
+	defer unlock()
+	defer func() { again = again || m.fencedBeyond(addrs) }()
 	if leaseLost {
 		m.mu.Lock()
 		standbys := make([]store.Standby, 0, len(m.standby))
@@ -28,22 +68,24 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 		m.mu.Unlock()
 		if _, err := m.register(ctx); err != nil {
 			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
-			return
+			return false
 		}
 		if err := m.putStandbys(ctx, standbys, nil, 0); err != nil {
 			m.log.Warn("keep the standbys under the new lease", "err", err)
 		}
 	}
 	m.mu.Lock()
-	claims := make([]announce.Claim, 0, len(m.fenced))
-	for _, o := range m.fenced {
-		claims = append(claims, o.claim)
+	claims := make([]announce.Claim, 0, len(addrs))
+	for _, a := range addrs {
+		if o, ok := m.fenced[a]; ok {
+			claims = append(claims, o.claim)
+		}
 	}
 	m.mu.Unlock()
 	got, refused, err := m.acquire(ctx, claims)
 	if err != nil {
 		m.log.Warn("resume the fenced claims: staying fenced", "err", err)
-		return
+		return false
 	}
 	now := time.Now()
 	m.mu.Lock()
@@ -51,7 +93,7 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 		// The store went away again while the keys were read.
 		m.mu.Unlock()
 		m.dropKeys(ctx, freshOf(got, nil))
-		return
+		return false
 	}
 	for _, r := range refused {
 		var held *HeldError
@@ -75,7 +117,7 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 		m.log.Info("the store answers again: unfenced", "resumed", 0, "lost", len(refused))
 		m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed 0 claims, %d lost", len(refused)))
 		m.reportStall(leaseLost, 0, lostTo)
-		return
+		return false
 	}
 	resumed := make([]announce.Claim, len(got))
 	for i, t := range got {
@@ -93,7 +135,7 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 		// The agent is stopping: nothing to give up, the lease goes
 		// with it. Only the keys this call made go now.
 		m.dropKeys(ctx, freshOf(got, nil))
-		return
+		return false
 	default:
 		st = nil
 		for _, c := range resumed {
@@ -109,6 +151,7 @@ func (m *Member) resume(ctx context.Context, leaseLost bool) {
 	}
 	m.notify(event.Resume, netip.Addr{}, "", msg)
 	m.reportStall(leaseLost, len(st), lostTo)
+	return false
 }
 
 // giveUp releases the fenced claims the engine refused to take back (say,

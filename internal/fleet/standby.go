@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
@@ -24,8 +25,15 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 	if since, fenced := m.isFenced(); fenced {
 		return nil, fencedError(since)
 	}
-	m.op.Lock()
-	defer m.op.Unlock()
+	addrs := make([]netip.Addr, len(reqs))
+	for i, r := range reqs {
+		addrs[i] = r.Addr
+	}
+	unlock, err := m.locks.lock(ctx, addrs)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
 	raw, err := json.Marshal(opts)
 	if err != nil {
 		return nil, err
@@ -39,32 +47,53 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		}
 	}
 	m.mu.Unlock()
+	// One record per address: a transaction refuses a key twice.
+	seen := map[netip.Addr]bool{}
+	reqs = slices.DeleteFunc(slices.Clone(reqs), func(r announce.Request) bool {
+		dup := seen[r.Addr]
+		seen[r.Addr] = true
+		return dup
+	})
 	now := time.Now().UTC()
 	var st []announce.Status
-	for _, r := range reqs {
-		rec := store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw}
-		val, err := json.Marshal(rec)
-		if err != nil {
-			return nil, err
+	// The standby records go in transactions of up to maxReadsPerTxn
+	// puts, not one round trip each.
+	for start := 0; start < len(reqs); start += maxReadsPerTxn {
+		batch := reqs[start:min(start+maxReadsPerTxn, len(reqs))]
+		recs := make([]store.Standby, len(batch))
+		ops := make([]clientv3.Op, len(batch))
+		for i, r := range batch {
+			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw}
+			val, err := json.Marshal(recs[i])
+			if err != nil {
+				return st, err
+			}
+			ops[i] = clientv3.OpPut(m.k.Standby(r.Addr, m.cfg.Node), string(val), clientv3.WithLease(lease))
 		}
 		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		resp, err := m.c.Put(rctx, m.k.Standby(r.Addr, m.cfg.Node), string(val), clientv3.WithLease(lease))
+		resp, err := m.c.Txn(rctx).Then(ops...).Commit()
 		cancel()
 		if err != nil {
-			return st, fmt.Errorf("register as a standby for %s: %w", r.Addr, m.c.Explain(err))
+			what := batch[0].Addr.String()
+			if len(batch) > 1 {
+				what = fmt.Sprintf("%d addresses from %s", len(batch), batch[0].Addr)
+			}
+			return st, fmt.Errorf("register as a standby for %s: %w", what, m.c.Explain(err))
 		}
-		m.mu.Lock()
-		m.standby[r.Addr] = rec
-		m.mu.Unlock()
-		m.watchGone(r.Addr, resp.Header.Revision)
-		st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: StateStandby})
-		m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
-		m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
+		for i, r := range batch {
+			m.mu.Lock()
+			m.standby[r.Addr] = recs[i]
+			m.mu.Unlock()
+			m.watchGone(r.Addr, resp.Header.Revision)
+			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: StateStandby})
+			m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
+			m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
+		}
 	}
 	return st, nil
 }
 
-// dropStandby forgets this node's standby for a. Called with op.
+// dropStandby forgets this node's standby for a. Called with a locked.
 func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
@@ -134,7 +163,7 @@ func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases [
 // takeAsStandby is called when a's owner's key vanished: if this node
 // stands by for a, the owner's lease has expired (not a planned release
 // or move), and no move of a is under way, it tries to take the key and
-// claims the address. Called with op.
+// claims the address. Called with a locked.
 func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.KeyValue) {
 	m.mu.Lock()
 	s, ok := m.standby[a]

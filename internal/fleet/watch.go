@@ -83,8 +83,11 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 	if len(addrs) == 0 {
 		return
 	}
-	m.op.Lock()
-	defer m.op.Unlock()
+	unlock, err := m.locks.lock(ctx, addrs)
+	if err != nil {
+		return
+	}
+	defer unlock()
 	var away []moveRecord
 	for start := 0; start < len(addrs); start += maxReadsPerTxn {
 		batch := addrs[start:min(start+maxReadsPerTxn, len(addrs))]
@@ -135,8 +138,11 @@ func (m *Member) gone(a netip.Addr, prev *mvccpb.KeyValue) {
 			return
 		}
 	}
-	m.op.Lock()
-	defer m.op.Unlock()
+	unlock, err := m.locks.lock(ctx, []netip.Addr{a})
+	if err != nil {
+		return
+	}
+	defer unlock()
 	m.mu.Lock()
 	in, ok := m.incoming[a]
 	m.mu.Unlock()
@@ -157,7 +163,8 @@ func (m *Member) owns(a netip.Addr) bool {
 
 // leave releases addresses moving away: the engine stops answering first,
 // then one transaction per address deletes the claim and marks the move
-// released, so the target never overlaps with this node. Called with op.
+// released, so the target never overlaps with this node. Called with the
+// moves' addresses locked.
 func (m *Member) leave(ctx context.Context, moves []moveRecord) {
 	addrs := make([]netip.Addr, len(moves))
 	for i, r := range moves {
@@ -201,7 +208,7 @@ func (m *Member) leave(ctx context.Context, moves []moveRecord) {
 }
 
 // arrive takes an address moving here once its key is free, claims it, and
-// marks the move live (or failed). Called with op.
+// marks the move live (or failed). Called with its address locked.
 func (m *Member) arrive(ctx context.Context, r moveRecord) {
 	mv, crev := r.mv, r.crev
 	if _, fenced := m.isFenced(); fenced {
