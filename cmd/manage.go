@@ -126,7 +126,10 @@ gone), time since the last claim or refresh, window remaining, requests
 answered, gratuitous frames sent, competing claimers, what answers (ebpf and
 its hook, socket, or kernel for an address on the interface) and, where the
 eBPF responder counts it, the traffic arriving: packets/s, bytes/s and the
-totals since the claim ("-" where it is unknown).`,
+totals since the claim ("-" where it is unknown). On an agent guarded by a
+store, a first line says its place there: node, lease, how long it may still
+answer without a renewal (its answer deadline, checked where frames leave),
+the frames withheld past it, and whether it is fenced.`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
@@ -302,8 +305,12 @@ func newEventsCmd(d *deps, runF func(context.Context, *eventsOptions) error) *co
 		Use:   "events",
 		Short: "Follow the agent's events: claims, refreshes, releases, bursts, interfaces",
 		Long: `Events prints the agent's events as they happen, one a line, until
-interrupted: claim, refresh, release, burst-start, burst-end, interface and
-conflict. With --json each line is a JSON object.`,
+interrupted: claim, refresh, release, revoke, burst-start, burst-end, interface,
+conflict and owner-change; on an agent guarded by a store also fence, resume,
+taken, move, standby, withheld (frames held back because the lease's answer
+deadline had passed, and how many) and stall (the agent did not run past its
+deadline: for how long, whether its lease expired, who holds its addresses
+now). With --json each line is a JSON object.`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, _ []string) error {
