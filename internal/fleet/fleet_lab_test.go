@@ -407,6 +407,56 @@ func TestSlowClaimHoldsUpNoOtherAddress(t *testing.T) {
 	}
 }
 
+// TestResumeWaitsForTheFencesRevocation: a cut-off owner fences by its
+// timer while the engine's Revoke is stuck behind a slow claim; its lease
+// expires; once the store is back the member learns the lease is gone and
+// joins again under a new one. Until the stuck revocation returns, the new
+// lease must not open the deadline: the engine still holds the claim,
+// whose key went with the old lease and may be another node's.
+func TestResumeWaitsForTheFencesRevocation(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	aEng.revokeWait = make(chan struct{})
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			close(aEng.revokeWait)
+		}
+	}
+	defer release()
+	oldLease, _, _ := a.Lease()
+	cut := labtest.Isolate(t, w.l, w.hosts["a"], w.hosts["store"])
+	labtest.Eventually(t, ttl+3*time.Second, func() (bool, string) {
+		_, _, fenced := a.Lease()
+		return !fenced.IsZero(), "a did not fence when cut off"
+	})
+	bc := w.client(t, "b")
+	labtest.Eventually(t, 2*ttl+3*time.Second, func() (bool, string) {
+		r, err := bc.TimeToLive(context.Background(), clientv3.LeaseID(oldLease))
+		return err == nil && r.TTL == -1, fmt.Sprintf("a's lease has not expired in the store (%+v, %v)", r, err)
+	})
+	cut.Heal(t)
+	// Three renewal periods and a second for a to hear the lease is gone
+	// and try to join again, all the while with the revocation stuck.
+	end := time.Now().Add(3*a.Timing().Renew + time.Second)
+	for time.Now().Before(end) {
+		if aEng.deadline.Open() && aEng.holds(vip) {
+			t.Fatal("the deadline opened under a new lease while the engine still held a claim whose key had expired")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		id, _, fenced := a.Lease()
+		return id != oldLease && fenced.IsZero() && aEng.holds(vip) && aEng.deadline.Open(),
+			fmt.Sprintf("a did not resume under a new lease once the revocation returned (lease %x, fenced %v, holds %v)", id, fenced, aEng.holds(vip))
+	})
+}
+
 func TestLeaderLossFencesNothing(t *testing.T) {
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,

@@ -140,6 +140,10 @@ type Member struct {
 	// the Deadline's count of frames withheld as last reported.
 	stalled      time.Duration
 	withheldSeen uint64
+	// revoking is closed once the last fence's revocation returned: a
+	// resumption waits for it, so that no new lease opens the deadline
+	// while the engine still holds a claim whose key may be another's.
+	revoking chan struct{}
 	fence        *time.Timer
 	// owned are the claims whose keys are this node's and which the
 	// engine holds; fenced those revoked by a fence, waiting for the
@@ -516,12 +520,15 @@ func (m *Member) fenceWhy(why string) {
 		addrs = append(addrs, a)
 	}
 	clear(m.owned)
+	revoked := make(chan struct{})
+	m.revoking = revoked
 	m.mu.Unlock()
 	if len(addrs) > 0 {
 		if _, _, err := m.eng.Revoke(addrs, "fenced"); err != nil {
 			m.log.Error("fence: stop answering", "err", err)
 		}
 	}
+	close(revoked)
 	m.log.Warn("fenced: stopped answering and sending for every guarded claim", "why", why, "claims", len(addrs))
 	m.eng.Notify(announce.Event{Kind: event.Fence, State: "fenced",
 		Message: fmt.Sprintf("fenced: %s; stopped answering for %d claims until the store is back", why, len(addrs))})

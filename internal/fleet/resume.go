@@ -44,6 +44,19 @@ func (m *Member) fencedBeyond(addrs []netip.Addr) bool {
 // resumeOnce is one resumption of the fenced claims it finds; it says
 // whether another is needed (fencedBeyond).
 func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
+	// The fence's revocation first: until it returned, the engine may
+	// hold claims whose keys went with the lease, and a new lease would
+	// open the deadline for them.
+	m.mu.Lock()
+	revoked := m.revoking
+	m.mu.Unlock()
+	if revoked != nil {
+		select {
+		case <-revoked:
+		case <-ctx.Done():
+			return false
+		}
+	}
 	// The fenced claims' addresses, locked; one fenced meanwhile waits
 	// for the next resumption. A fenced member claims nothing new, so
 	// the lease can change under the other operations: they refuse.
