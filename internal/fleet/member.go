@@ -144,7 +144,7 @@ type Member struct {
 	// resumption waits for it, so that no new lease opens the deadline
 	// while the engine still holds a claim whose key may be another's.
 	revoking chan struct{}
-	fence        *time.Timer
+	fence    *time.Timer
 	// owned are the claims whose keys are this node's and which the
 	// engine holds; fenced those revoked by a fence, waiting for the
 	// store; lost those another node took meanwhile; standby the
