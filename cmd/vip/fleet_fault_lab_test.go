@@ -59,6 +59,22 @@ func newFleetLabWith(t *testing.T, agentArgs ...string) *fleetLab {
 	return f
 }
 
+// waitLostToB waits until a reports n claims lost to b (when is said in
+// the failure).
+func waitLostToB(t *testing.T, f *fleetLab, n int, when string) {
+	t.Helper()
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		st := status(t, f.a, f.sa)
+		lost := 0
+		for _, c := range st.Claims {
+			if c.State == "lost" && strings.Contains(c.Note, "lost to b") {
+				lost++
+			}
+		}
+		return lost == n, fmt.Sprintf("a does not report %d addresses lost to b %s: %+v", n, when, st.Claims)
+	})
+}
+
 // answer is a frame on the client's wire that says which MAC has a VIP: an
 // ARP reply or announcement, or a neighbor advertisement.
 type answer struct {
@@ -163,16 +179,7 @@ func TestFleetPartitionFencesBeforeTakeOver(t *testing.T) {
 		return len(ans) > 0 && ans[len(ans)-1].mac == macB, "the client hears no answer from b"
 	})
 	cut.Heal(t)
-	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		st := status(t, f.a, f.sa)
-		lost := 0
-		for _, c := range st.Claims {
-			if c.State == "lost" && strings.Contains(c.Note, "lost to b") {
-				lost++
-			}
-		}
-		return lost == 2, fmt.Sprintf("a does not report both addresses lost to b after the heal: %+v", st.Claims)
-	})
+	waitLostToB(t, f, 2, "after the heal")
 	// A second of probing after the heal: a must stay silent.
 	healed := time.Now()
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {

@@ -304,16 +304,7 @@ func TestFleetFrozenOwnerStaysSilent(t *testing.T) {
 					len(frozenLate), kindCounts(frozenLate), len(wokenLate), woke.Format("15:04:05.000"), kindCounts(wokenLate))
 			}
 
-			labtest.Eventually(t, 20*time.Second, func() (bool, string) {
-				st := status(t, f.a, f.sa)
-				lost := 0
-				for _, c := range st.Claims {
-					if c.State == "lost" && strings.Contains(c.Note, "lost to b") {
-						lost++
-					}
-				}
-				return lost == 2, fmt.Sprintf("a does not report both addresses lost to b after it woke: %+v", st.Claims)
-			})
+			waitLostToB(t, f, 2, "after it woke")
 			if _, code := vipOn(t, f.a, f.sa, "status", "--check"); code != 3 {
 				t.Errorf("status --check on the woken a: exit %d, want 3", code)
 			}

@@ -37,11 +37,7 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if since, fenced := m.isFenced(); fenced {
 		return nil, fencedError(since)
 	}
-	addrs := make([]netip.Addr, len(reqs))
-	for i, r := range reqs {
-		addrs[i] = r.Addr
-	}
-	unlock, err := m.locks.lock(ctx, addrs)
+	unlock, err := m.locks.lock(ctx, requestAddrs(reqs))
 	if err != nil {
 		return nil, err
 	}
@@ -101,6 +97,15 @@ func (m *Member) Adopt(ctx context.Context, claims []announce.Claim) ([]announce
 	}
 	defer unlock()
 	return m.claimOp(ctx, claims, m.eng.Adopt)
+}
+
+// requestAddrs returns the addresses reqs ask for, in order.
+func requestAddrs(reqs []announce.Request) []netip.Addr {
+	addrs := make([]netip.Addr, len(reqs))
+	for i, r := range reqs {
+		addrs[i] = r.Addr
+	}
+	return addrs
 }
 
 // claimOp takes the keys of items, has the engine claim those taken with

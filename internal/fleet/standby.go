@@ -25,11 +25,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 	if since, fenced := m.isFenced(); fenced {
 		return nil, fencedError(since)
 	}
-	addrs := make([]netip.Addr, len(reqs))
-	for i, r := range reqs {
-		addrs[i] = r.Addr
-	}
-	unlock, err := m.locks.lock(ctx, addrs)
+	unlock, err := m.locks.lock(ctx, requestAddrs(reqs))
 	if err != nil {
 		return nil, err
 	}
