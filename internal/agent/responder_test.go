@@ -138,3 +138,67 @@ func TestClaimsShowTheResponder(t *testing.T) {
 		}
 	}
 }
+
+// closingPort is a fakePort that says whether it was closed.
+type closingPort struct {
+	fakePort
+	closed bool
+}
+
+func (p *closingPort) Close() error { p.closed = true; return nil }
+
+// guardedPort is a closingPort that records the deadline it was guarded
+// with.
+type guardedPort struct {
+	closingPort
+	guard *announce.Deadline
+	err   error
+}
+
+func (p *guardedPort) Guard(d *announce.Deadline) error { p.guard = d; return p.err }
+
+// TestPortOpenerGuards: with a guarded agent's deadline, every port is
+// given it before it is returned (so before it holds anything); a port
+// that cannot take it, or refuses it, is closed and the open fails: a
+// port that answers past the deadline must never be used.
+func TestPortOpenerGuards(t *testing.T) {
+	d := announce.NewDeadline(nil)
+	tests := []struct {
+		name    string
+		port    announce.Port
+		wantErr string
+	}{
+		{"guarded", &guardedPort{}, ""},
+		{"guard refused", &guardedPort{err: errors.New("write the answer deadline on lo: no map")}, "no map"},
+		{"cannot guard", &closingPort{}, "cannot check the answer deadline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := newPortOpener(ResponderConfig{Mode: ResponderSocket, Deadline: d}, nil)
+			o.openLink = func(*net.Interface, announce.Responder, *slog.Logger) (announce.Port, error) { return tt.port, nil }
+			p, err := o.open("lo")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("got %v, want an error saying %q", err, tt.wantErr)
+				}
+				closed := false
+				switch p := tt.port.(type) {
+				case *guardedPort:
+					closed = p.closed
+				case *closingPort:
+					closed = p.closed
+				}
+				if !closed {
+					t.Error("the port that could not be guarded was not closed")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g := p.(*guardedPort); g.guard != d {
+				t.Errorf("the port was guarded with %p, want the agent's deadline %p", g.guard, d)
+			}
+		})
+	}
+}
