@@ -51,3 +51,25 @@ vip_store_lease_ttl_seconds{node="a"} 6
 		t.Errorf("lint: %v %v", problems, err)
 	}
 }
+
+// TestStoreCollectorDeadline: a guarded agent's answer deadline is the
+// seconds left before it (negative once passed), and the frames withheld
+// past it a counter; an agent without a deadline exports neither.
+func TestStoreCollectorDeadline(t *testing.T) {
+	s := fakeStore{info: api.Store{Node: "a", Deadline: now.Add(-500 * time.Millisecond), DeadlineLeft: api.Duration(-500 * time.Millisecond), Withheld: 12}}
+	c := NewStoreCollector(s, func() time.Time { return now })
+	want := `
+# HELP vip_store_answer_deadline_seconds Seconds left before the answer deadline (negative once it passed): no frame for a guarded claim leaves after it unless a renewal the store acknowledges moves it. It is checked where frames leave, in the kernel too, on CLOCK_BOOTTIME.
+# TYPE vip_store_answer_deadline_seconds gauge
+vip_store_answer_deadline_seconds{node="a"} -0.5
+# HELP vip_store_withheld_frames_total Frames not sent because the answer deadline had passed: answers (the in-kernel responder's requests passed on unanswered included), gratuitous frames and probes.
+# TYPE vip_store_withheld_frames_total counter
+vip_store_withheld_frames_total{node="a"} 12
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vip_store_answer_deadline_seconds", "vip_store_withheld_frames_total"); err != nil {
+		t.Error(err)
+	}
+	if n := testutil.CollectAndCount(NewStoreCollector(fakeStore{info: api.Store{Node: "a"}}, nil), "vip_store_answer_deadline_seconds", "vip_store_withheld_frames_total"); n != 0 {
+		t.Errorf("an agent without a deadline exports %d deadline metrics, want none", n)
+	}
+}
