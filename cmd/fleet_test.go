@@ -287,4 +287,20 @@ func TestStatusStoreGolden(t *testing.T) {
 	if got := storeLine(*st.Agent.Store, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); !strings.Contains(got, want) {
 		t.Errorf("got %q, want it to say %q", got, want)
 	}
+
+	// The answer deadline: ahead, then passed with frames withheld.
+	for _, tc := range []struct {
+		left     time.Duration
+		withheld uint64
+		want     string
+	}{
+		{2300 * time.Millisecond, 0, ", answers for 2.3s more without a renewal,"},
+		{-1200 * time.Millisecond, 7, ", answer deadline passed 1.2s ago (7 frames withheld),"},
+	} {
+		s := *st.Agent.Store
+		s.Deadline, s.DeadlineLeft, s.Withheld = time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC).Add(tc.left), api.Duration(tc.left), tc.withheld
+		if got := storeLine(s, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); !strings.Contains(got, tc.want) {
+			t.Errorf("got %q, want it to say %q", got, tc.want)
+		}
+	}
 }
