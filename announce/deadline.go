@@ -98,6 +98,10 @@ func (d *Deadline) At() (at, now time.Duration) {
 	return time.Duration(d.at.Load()), d.now()
 }
 
+// Closed reports whether the deadline was closed (Close, or never set),
+// rather than passed by itself.
+func (d *Deadline) Closed() bool { return d != nil && d.at.Load() == closedAt }
+
 // Now reads the Deadline's clock.
 func (d *Deadline) Now() time.Duration {
 	if d == nil {

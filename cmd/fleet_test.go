@@ -303,4 +303,10 @@ func TestStatusStoreGolden(t *testing.T) {
 			t.Errorf("got %q, want it to say %q", got, tc.want)
 		}
 	}
+	// Closed by the fence: no time since boot, no "passed ... ago".
+	s := *st.Agent.Store
+	s.DeadlineClosed, s.Withheld = true, 3
+	if got, want := storeLine(s, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)), ", answers nothing until the store acknowledges a renewal (3 frames withheld),"; !strings.Contains(got, want) || strings.Contains(got, "passed") {
+		t.Errorf("got %q, want it to say %q and nothing passed", got, want)
+	}
 }

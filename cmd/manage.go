@@ -225,6 +225,12 @@ func storeLine(s api.Store, now time.Time) string {
 	if !s.Renewed.IsZero() {
 		line += ", renewed " + now.Sub(s.Renewed).Round(100*time.Millisecond).String() + " ago"
 	}
+	if s.DeadlineClosed {
+		line += ", answers nothing until the store acknowledges a renewal"
+		if s.Withheld > 0 {
+			line += fmt.Sprintf(" (%d frames withheld)", s.Withheld)
+		}
+	}
 	if !s.Deadline.IsZero() {
 		if left := time.Duration(s.DeadlineLeft); left > 0 {
 			line += ", answers for " + left.Round(100*time.Millisecond).String() + " more without a renewal"

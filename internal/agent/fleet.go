@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/fleet"
@@ -31,9 +32,20 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 		}
 	}
 	sys := cfg.Sys
+	// The addresses an earlier agent added for its claims (--assign) are
+	// vip's, not the host's own: the registration leaves them out, or no
+	// move could take them away from here again.
+	assigned := map[netip.Addr]bool{}
+	if recorded, err := book.List(ctx); err == nil {
+		for _, c := range recorded {
+			if c.Options.Assign {
+				assigned[c.Addr] = true
+			}
+		}
+	}
 	m, err := fleet.Join(ctx, fleet.Config{
 		Store: c, Node: node, TTL: cfg.Store.TTL, Version: cfg.Version, Log: log,
-		Interfaces: func() []store.Interface { return hostInterfaces(sys) },
+		Interfaces: func() []store.Interface { return hostInterfaces(sys, assigned) },
 		Forget:     book.Delete, Deadline: deadline, Own: announce.InterfaceAddrs,
 	}, eng)
 	if err != nil {
@@ -66,8 +78,9 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 }
 
 // hostInterfaces lists this host's interfaces with their MACs and prefixes,
-// for the node's registration in the store.
-func hostInterfaces(sys netcheck.System) []store.Interface {
+// for the node's registration in the store, less the addresses in notOwn
+// (those vip added for its claims).
+func hostInterfaces(sys netcheck.System, notOwn map[netip.Addr]bool) []store.Interface {
 	ifs, err := net.Interfaces()
 	if err != nil || sys == nil {
 		return nil
@@ -78,7 +91,8 @@ func hostInterfaces(sys netcheck.System) []store.Interface {
 		if err != nil || ifc.Loopback || len(ifc.MAC) == 0 {
 			continue
 		}
-		out = append(out, store.Interface{Name: ifc.Name, MAC: ifc.MAC.String(), Up: ifc.Up, Prefixes: ifc.Prefixes})
+		prefixes := slices.DeleteFunc(slices.Clone(ifc.Prefixes), func(p netip.Prefix) bool { return notOwn[p.Addr()] })
+		out = append(out, store.Interface{Name: ifc.Name, MAC: ifc.MAC.String(), Up: ifc.Up, Prefixes: prefixes})
 	}
 	return out
 }

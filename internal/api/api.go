@@ -148,9 +148,14 @@ type Store struct {
 	// FenceAfter), checked where frames leave on CLOCK_BOOTTIME, shown
 	// here as wall time. DeadlineLeft is how long until then, negative
 	// once passed; Withheld counts the frames held back past it.
-	Deadline     time.Time `json:"deadline,omitzero"`
-	DeadlineLeft Duration  `json:"deadline_left"`
-	Withheld     uint64    `json:"withheld"`
+	// DeadlineClosed says the deadline is closed, not passed by itself:
+	// the agent fenced, or the store has not yet granted its lease; it
+	// answers nothing until a renewal is acknowledged (Deadline is then
+	// zero).
+	Deadline       time.Time `json:"deadline,omitzero"`
+	DeadlineLeft   Duration  `json:"deadline_left"`
+	DeadlineClosed bool      `json:"deadline_closed,omitempty"`
+	Withheld       uint64    `json:"withheld"`
 }
 
 // Claim is one held address as clients see it.

@@ -112,6 +112,8 @@ func requestAddrs(reqs []announce.Request) []netip.Addr {
 // apply, and undoes the keys of what the engine refused. Called with the
 // items' addresses locked.
 func (m *Member) claimOp(ctx context.Context, items []announce.Claim, apply func(context.Context, []announce.Claim) ([]announce.Status, error)) ([]announce.Status, error) {
+	m.leaseOps.RLock()
+	defer m.leaseOps.RUnlock()
 	got, refused, err := m.acquire(ctx, items)
 	if err != nil {
 		return nil, err

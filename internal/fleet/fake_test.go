@@ -30,6 +30,8 @@ type fakeEngine struct {
 	// claimWait, for an address, holds a claim of it in the engine until
 	// it is closed: a claim whose port takes long to open.
 	claimWait map[netip.Addr]chan struct{}
+	// entered, when not nil, hears each address whose claim waits.
+	entered chan netip.Addr
 	// onRelease is what the member asked to be told of the engine's own
 	// releases (OnRelease).
 	onRelease func(addrs []netip.Addr, why string)
@@ -62,9 +64,12 @@ func newFakeEngine() *fakeEngine {
 func (f *fakeEngine) take(claims []announce.Claim) ([]announce.Status, error) {
 	for _, c := range claims {
 		f.mu.Lock()
-		wait := f.claimWait[c.Addr]
+		wait, entered := f.claimWait[c.Addr], f.entered
 		f.mu.Unlock()
 		if wait != nil {
+			if entered != nil {
+				entered <- c.Addr
+			}
 			<-wait
 		}
 	}

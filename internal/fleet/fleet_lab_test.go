@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -454,6 +455,96 @@ func TestResumeWaitsForTheFencesRevocation(t *testing.T) {
 		id, _, fenced := a.Lease()
 		return id != oldLease && fenced.IsZero() && aEng.holds(vip) && aEng.deadline.Open(),
 			fmt.Sprintf("a did not resume under a new lease once the revocation returned (lease %x, fenced %v, holds %v)", id, fenced, aEng.holds(vip))
+	})
+}
+
+// holdClaims makes every claim of addr wait inside the engine until the
+// returned release is called (at cleanup at the latest), and returns a
+// channel that hears each claim as it starts to wait.
+func holdClaims(t *testing.T, eng *fakeEngine, addr netip.Addr) (entered <-chan netip.Addr, release func()) {
+	t.Helper()
+	wait, in := make(chan struct{}), make(chan netip.Addr, 8)
+	eng.mu.Lock()
+	eng.claimWait, eng.entered = map[netip.Addr]chan struct{}{addr: wait}, in
+	eng.mu.Unlock()
+	var once sync.Once
+	release = func() { once.Do(func() { close(wait) }) }
+	t.Cleanup(release)
+	return in, release
+}
+
+// TestClaimInFlightAcrossLeaseLoss: a claim inside the engine (its key
+// made under a's lease) when a is cut off, fences, and loses its lease to
+// the store's expiry, while b, standing by, takes the address: once the
+// claim returns it must not count as a's. The resumption waits for it,
+// and reports the address lost to b.
+func TestClaimInFlightAcrossLeaseLoss(t *testing.T) {
+	w := newWorld(t, "a", "b")
+	a, aEng := w.join(t, "a")
+	b, bEng := w.join(t, "b")
+	slow := netip.MustParseAddr("198.51.100.40")
+	entered, release := holdClaims(t, aEng, slow)
+	done := make(chan error, 1)
+	go func() { done <- claim(t, a, slow) }()
+	<-entered
+	if _, err := b.Standby(context.Background(), []announce.Request{{Addr: slow, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cut := labtest.Isolate(t, w.l, w.hosts["a"], w.hosts["store"])
+	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+		return bEng.holds(slow), "b did not take over from the cut-off a"
+	})
+	oldLease, _, _ := a.Lease()
+	cut.Heal(t)
+	// a hears its lease is gone and waits for the claim in flight, which
+	// it must not outrun: the claim is let go once a has joined again
+	// under a new lease, or after it had time to.
+	end := time.Now().Add(3*a.Timing().Renew + 2*time.Second)
+	for time.Now().Before(end) {
+		if id, _, _ := a.Lease(); id != oldLease {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	release()
+	if err := <-done; err != nil {
+		t.Logf("the claim in flight returned: %v", err)
+	}
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		st := a.Status(slow)
+		id, _, fenced := a.Lease()
+		return id != oldLease && fenced.IsZero() && len(st) == 1 && st[0].State == fleet.StateLost && !aEng.holds(slow),
+			fmt.Sprintf("a's status for %s: %+v (engine holds %v), want lost to b and not answered", slow, st, aEng.holds(slow))
+	})
+	if !bEng.holds(slow) {
+		t.Error("b no longer holds the address")
+	}
+}
+
+// TestYieldDoesNotDropAReclaimedKey: the key deletion after a yield waits
+// for a claim of the same address in flight, and leaves the key of an
+// address claimed again: the engine never answers for an address whose
+// key is gone.
+func TestYieldDoesNotDropAReclaimedKey(t *testing.T) {
+	w := newWorld(t, "a")
+	a, aEng := w.join(t, "a")
+	if err := claim(t, a, vip); err != nil {
+		t.Fatal(err)
+	}
+	entered, release := holdClaims(t, aEng, vip)
+	done := make(chan error, 1)
+	go func() { done <- claim(t, a, vip) }() // a refresh, its key a's
+	<-entered
+	aEng.yield(vip)
+	release()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	bc := w.client(t, "a")
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		v, err := bc.Fleet(context.Background())
+		_, held := v.ClaimOf(vip)
+		return err == nil && (held == aEng.holds(vip)), fmt.Sprintf("the engine holds %s: %v, its key in the store: %v", vip, aEng.holds(vip), held)
 	})
 }
 

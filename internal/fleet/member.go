@@ -129,6 +129,14 @@ type Member struct {
 	// operations on different addresses never wait for each other.
 	// Fencing takes none.
 	locks addrLocks
+	// leaseOps is held for reading by every operation that takes keys
+	// under the lease and then claims in the engine (claimOp, a move's
+	// arrival, a standby's takeover), and for writing while a
+	// resumption changes the lease: a claim in flight when the lease
+	// was lost finishes first (its commit finds the member fenced), and
+	// none commits under a lease its keys were not made with. Taken
+	// after the address locks, never before.
+	leaseOps sync.RWMutex
 
 	mu       sync.Mutex
 	lease    clientv3.LeaseID
@@ -253,8 +261,18 @@ func (m *Member) engineReleased(addrs []netip.Addr, why string) {
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		m.dropKeys(ctx, gone)
-		for _, a := range gone {
+		unlock, err := m.locks.lock(ctx, gone)
+		if err != nil {
+			return // stopping: the lease's revocation deletes the keys
+		}
+		defer unlock()
+		// A claim of the same address since (its lock now ours) keeps
+		// its key.
+		m.mu.Lock()
+		drop := slices.DeleteFunc(gone, func(a netip.Addr) bool { _, again := m.owned[a]; return again })
+		m.mu.Unlock()
+		m.dropKeys(ctx, drop)
+		for _, a := range drop {
 			m.notify(event.Release, a, "", "released in the store too: "+why)
 		}
 	}()
@@ -368,16 +386,17 @@ func (m *Member) renewLoop(ctx context.Context) {
 		// A tick far later than due is a process that did not run
 		// (SIGSTOP, a cgroup freezer, a paused VM, a starved CPU): the
 		// clock counts on while it is stopped.
-		now := m.cfg.Deadline.Now()
-		if gap := now - last; gap > m.timing.FenceAfter() {
+		// The gap counts from the end of the last pass, so that a
+		// renewal waiting on an unreachable store is not a stall.
+		if gap := m.cfg.Deadline.Now() - last; gap > m.timing.FenceAfter() {
 			m.mu.Lock()
 			m.stalled = max(m.stalled, gap)
 			m.mu.Unlock()
 			m.log.Warn("this agent did not run for longer than its fence delay: frozen or starved", "for", gap.Round(time.Millisecond))
 		}
-		last = now
 		m.renewOnce(ctx)
 		m.reportWithheld()
+		last = m.cfg.Deadline.Now()
 		select {
 		case <-ctx.Done():
 			return
@@ -400,10 +419,16 @@ func (m *Member) moveDeadline(sent time.Duration) {
 func (m *Member) reportWithheld() {
 	n := m.cfg.Deadline.Withheld()
 	m.mu.Lock()
+	if n < m.withheldSeen {
+		// A count that could not be read (a map gone with its
+		// interface): the next read that can says the rest.
+		m.mu.Unlock()
+		return
+	}
 	fresh := n - m.withheldSeen
 	m.withheldSeen = n
 	m.mu.Unlock()
-	if n == 0 || fresh == 0 {
+	if fresh == 0 {
 		return
 	}
 	at, _ := m.cfg.Deadline.At()
@@ -571,10 +596,14 @@ func (m *Member) Info() api.Store {
 		Renewed: renewed, Fenced: fencedAt,
 	}
 	if d := m.cfg.Deadline; d != nil {
-		left := m.DeadlineLeft()
-		st.Deadline = time.Now().Add(left)
-		st.DeadlineLeft = api.Duration(left)
 		st.Withheld = d.Withheld()
+		if d.Closed() {
+			st.DeadlineClosed = true
+		} else {
+			left := m.DeadlineLeft()
+			st.Deadline = time.Now().Add(left)
+			st.DeadlineLeft = api.Duration(left)
+		}
 	}
 	return st
 }

@@ -50,8 +50,9 @@ func newRenewer(c *clientv3.Client) *renewer {
 func (r *renewer) renew(ctx context.Context, id clientv3.LeaseID, timeout time.Duration) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	start := time.Now()
 	if r.stream == nil {
-		if err := r.openLocked(ctx); err != nil {
+		if err := r.openLocked(ctx, timeout); err != nil {
 			return err
 		}
 	}
@@ -59,7 +60,7 @@ func (r *renewer) renew(ctx context.Context, id clientv3.LeaseID, timeout time.D
 		r.closeLocked()
 		return fmt.Errorf("send a keepalive: %w", err)
 	}
-	t := time.NewTimer(timeout)
+	t := time.NewTimer(max(timeout-time.Since(start), 0))
 	defer t.Stop()
 	select {
 	case res := <-r.recv:
@@ -85,11 +86,19 @@ func (r *renewer) renew(ctx context.Context, id clientv3.LeaseID, timeout time.D
 	}
 }
 
-// openLocked opens a stream and starts the reader that hands its answers
-// over, one at a time.
-func (r *renewer) openLocked(ctx context.Context) error {
-	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+// openLocked opens a stream, within timeout, and starts the reader that
+// hands its answers over, one at a time. The stream lives until it is
+// closed or ctx (the member's life) ends. The etcd client waits for a
+// connection to be ready before it opens a stream: without the timeout a
+// renewal during a store outage would wait for the outage, and the
+// member's Close with it.
+func (r *renewer) openLocked(ctx context.Context, timeout time.Duration) error {
+	sctx, cancel := context.WithCancel(ctx)
+	giveUp := time.AfterFunc(timeout, cancel)
 	stream, err := r.lc.LeaseKeepAlive(sctx)
+	if !giveUp.Stop() && err == nil {
+		err = fmt.Errorf("no stream within %s", timeout)
+	}
 	if err != nil {
 		cancel()
 		return fmt.Errorf("open a keepalive stream: %w", err)

@@ -189,6 +189,8 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 			}
 		}
 	}
+	m.leaseOps.RLock()
+	defer m.leaseOps.RUnlock()
 	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, clientv3.Compare(clientv3.CreateRevision(m.k.Move(a)), "=", 0))
 	if err != nil || !took {
 		m.log.Debug("another took the address first", "addr", a, "err", err)

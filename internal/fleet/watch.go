@@ -214,6 +214,8 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 	if _, fenced := m.isFenced(); fenced {
 		return
 	}
+	m.leaseOps.RLock()
+	defer m.leaseOps.RUnlock()
 	m.mu.Lock()
 	_, already := m.owned[mv.Addr]
 	m.mu.Unlock()

@@ -65,7 +65,8 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.ttl, time.Duration(info.LeaseTTL).Seconds(), info.Node)
 	gauge(c.fenceAft, time.Duration(info.FenceAfter).Seconds(), info.Node)
 	gauge(c.age, c.now().Sub(info.Renewed).Seconds(), info.Node)
-	if !info.Deadline.IsZero() {
+	if !info.Deadline.IsZero() || info.DeadlineClosed {
+		// Closed (fenced, or no lease granted yet): no time left.
 		gauge(c.deadline, time.Duration(info.DeadlineLeft).Seconds(), info.Node)
 		ch <- prometheus.MustNewConstMetric(c.withheld, prometheus.CounterValue, float64(info.Withheld), info.Node)
 	}

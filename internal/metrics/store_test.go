@@ -69,6 +69,14 @@ vip_store_withheld_frames_total{node="a"} 12
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vip_store_answer_deadline_seconds", "vip_store_withheld_frames_total"); err != nil {
 		t.Error(err)
 	}
+	closed := NewStoreCollector(fakeStore{info: api.Store{Node: "a", DeadlineClosed: true}}, nil)
+	if err := testutil.CollectAndCompare(closed, strings.NewReader(`
+# HELP vip_store_answer_deadline_seconds Seconds left before the answer deadline (negative once it passed): no frame for a guarded claim leaves after it unless a renewal the store acknowledges moves it. It is checked where frames leave, in the kernel too, on CLOCK_BOOTTIME.
+# TYPE vip_store_answer_deadline_seconds gauge
+vip_store_answer_deadline_seconds{node="a"} 0
+`), "vip_store_answer_deadline_seconds"); err != nil {
+		t.Errorf("a closed deadline: %v", err)
+	}
 	if n := testutil.CollectAndCount(NewStoreCollector(fakeStore{info: api.Store{Node: "a"}}, nil), "vip_store_answer_deadline_seconds", "vip_store_withheld_frames_total"); n != 0 {
 		t.Errorf("an agent without a deadline exports %d deadline metrics, want none", n)
 	}
