@@ -74,3 +74,74 @@ func TestDeadline(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlineSilencesTheKernel: for an address the kernel answers for on
+// vip's behalf (Count: vip added it for a claim), requests pass on to the
+// kernel while the deadline holds and without one, and are dropped past
+// it, so that the kernel falls silent with a frozen owner; another node's
+// announcement still passes, for the capture.
+func TestDeadlineSilencesTheKernel(t *testing.T) {
+	for _, hook := range []Hook{TCX, XDPGeneric} {
+		t.Run(hook.String(), func(t *testing.T) {
+			r := requireBPF(t, hook)
+			if err := r.Drop(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
+				t.Fatal(err)
+			}
+			if err := r.Count(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
+				t.Fatal(err)
+			}
+			pass, drop := uint32(tcOK), uint32(2) // TC_ACT_SHOT
+			if hook != TCX {
+				pass, drop = xdpPass, 1 // XDP_DROP
+			}
+			prog := r.coll.Programs[progName(hook)]
+			verdict := func(name string) uint32 {
+				ret, _, err := prog.Test(corpusFrame(t, name))
+				if err != nil {
+					t.Fatalf("test run of %q: %v", name, err)
+				}
+				return ret
+			}
+			requests := []string{"ARP who-has", "unicast solicitation (NUD)"}
+			for _, name := range requests {
+				if got := verdict(name); got != pass {
+					t.Errorf("%s without a deadline: verdict %d, want %d (to the kernel)", name, got, pass)
+				}
+			}
+			if err := r.SetDeadline(boottime.Now() + time.Hour); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range requests {
+				if got := verdict(name); got != pass {
+					t.Errorf("%s before the deadline: verdict %d, want %d (to the kernel)", name, got, pass)
+				}
+			}
+			if err := r.SetDeadline(boottime.Now() - time.Millisecond); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range requests {
+				if got := verdict(name); got != drop {
+					t.Errorf("%s past the deadline: verdict %d, want %d (dropped)", name, got, drop)
+				}
+			}
+			if got := verdict("another node's ARP announcement of the held address"); got != pass {
+				t.Errorf("another node's announcement past the deadline: verdict %d, want %d (for the capture)", got, pass)
+			}
+			if got := r.Withheld(); got != 2 {
+				t.Errorf("withheld: got %d, want 2", got)
+			}
+			if r.Answered(wiretest.CorpusHeld4)+r.Answered(wiretest.CorpusHeld6) != 0 {
+				t.Error("the program answered for an address the kernel answers for")
+			}
+			// No longer counted: no longer the program's to drop.
+			if err := r.Drop(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range requests {
+				if got := verdict(name); got != pass {
+					t.Errorf("%s after Drop: verdict %d, want %d", name, got, pass)
+				}
+			}
+		})
+	}
+}

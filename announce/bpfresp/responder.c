@@ -73,8 +73,17 @@ char __license[] SEC("license") = "Dual MIT/GPL";
 #define FAMILY_IPV4 4
 #define FAMILY_IPV6 6
 
-/* HELD_ANSWER marks an address whose requests the program answers. */
+/* HELD_ANSWER marks an address whose requests the program answers;
+ * HELD_KERNEL one the kernel answers for on vip's behalf (vip added it to
+ * the interface for a claim): the program passes its requests on to the
+ * kernel while the deadline holds, and drops them past it, so that the
+ * kernel falls silent with the claim's owner (see past_deadline). */
 #define HELD_ANSWER 1
+#define HELD_KERNEL 2
+
+/* DROP_FRAME is what respond returns for a request to drop: one for an
+ * address the kernel answers for, past the deadline. */
+#define DROP_FRAME 0xffffffffU
 
 /* held_key names an address on an interface: an IPv4 address as its
  * IPv4-mapped form, ::ffff:a.b.c.d (Go's netip.Addr.As16), with family
@@ -363,10 +372,13 @@ static __always_inline int past_deadline(void)
 	return 1;
 }
 
-static __always_inline struct held_value *lookup(struct held_key *k)
+/* lookup returns how to answer for k, or 0 when the program does not
+ * answer for it; *kernel says the kernel answers for it instead. */
+static __always_inline struct held_value *lookup(struct held_key *k, int *kernel)
 {
 	struct held_value *v = bpf_map_lookup_elem(&held, k);
-	if (!v || !(v->flags & HELD_ANSWER))
+	*kernel = v && (v->flags & HELD_KERNEL) && !(v->flags & HELD_ANSWER);
+	if (!v || !(v->flags & (HELD_ANSWER | HELD_KERNEL)))
 		return 0;
 	return v;
 }
@@ -388,7 +400,8 @@ static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct 
 	k->addr[10] = 0xff;
 	k->addr[11] = 0xff;
 	copy(&k->addr[12], &f[38], 4);
-	struct held_value *h = lookup(k);
+	int kernel;
+	struct held_value *h = lookup(k, &kernel);
 	if (!h)
 		return 0;
 	__u8 me[6];
@@ -398,7 +411,9 @@ static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct 
 	if (f[28] == f[38] && f[29] == f[39] && f[30] == f[40] && f[31] == f[41])
 		return 0; /* another node's announcement: a competing claim, for the capture (see answerARP) */
 	if (past_deadline())
-		return 0;
+		return kernel ? DROP_FRAME : 0;
+	if (kernel)
+		return 0; /* the kernel's to answer */
 	/* A probe (sender IP 0.0.0.0) gets the same reply. */
 	__u8 sender_mac[6], sender_ip[4];
 	copy(sender_mac, &f[22], 6);
@@ -508,7 +523,8 @@ static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __
 	k->ifindex = ifindex;
 	k->family = FAMILY_IPV6;
 	copy(k->addr, target, 16);
-	struct held_value *h = lookup(k);
+	int kernel;
+	struct held_value *h = lookup(k, &kernel);
 	if (!h)
 		return 0;
 	__u8 me[6];
@@ -527,7 +543,9 @@ static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __
 	if (fold(s->sum) != 0xffff)
 		return 0;
 	if (past_deadline())
-		return 0;
+		return kernel ? DROP_FRAME : 0;
+	if (kernel)
+		return 0; /* the kernel's to answer */
 
 	/* The asker, before the frame becomes the answer. */
 	copy(ak->from, src, 16);
@@ -635,6 +653,8 @@ int vip_tc(struct __sk_buff *skb)
 	struct asker_key ak = {};
 	__u32 ifindex = skb->ifindex;
 	__u32 rlen = respond(skb, 0, skb->len, ifindex, &f, &ak);
+	if (rlen == DROP_FRAME)
+		return TC_ACT_SHOT;
 	if (!rlen || !f)
 		return TC_ACT_OK;
 	if (bpf_skb_change_tail(skb, rlen, 0))
@@ -655,6 +675,8 @@ int vip_xdp(struct xdp_md *ctx)
 	struct asker_key ak = {};
 	__u32 len = ctx->data_end - ctx->data;
 	__u32 rlen = respond(ctx, 1, len, ctx->ingress_ifindex, &f, &ak);
+	if (rlen == DROP_FRAME)
+		return XDP_DROP;
 	if (!rlen || !f)
 		return XDP_PASS;
 	if (rlen != len && bpf_xdp_adjust_tail(ctx, (int)rlen - (int)len))

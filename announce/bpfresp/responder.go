@@ -75,8 +75,12 @@ type counters struct {
 	Answered, Packets, Bytes uint64
 }
 
-// heldAnswer is HELD_ANSWER of responder.c.
-const heldAnswer = 1
+// heldAnswer and heldKernel are HELD_ANSWER and HELD_KERNEL of
+// responder.c.
+const (
+	heldAnswer = 1
+	heldKernel = 2
+)
 
 // Families of heldKey.
 const (
@@ -300,15 +304,17 @@ func (r *Responder) Drop(addrs ...netip.Addr) error {
 }
 
 func (r *Responder) dropLocked(addrs []netip.Addr) error {
-	var heldKeys, counterKeys []heldKey
+	var heldKeys, counterKeys, kernelKeys []heldKey
 	var heldAddrs []netip.Addr
 	var uncounted []netip.Addr
 	gone := map[netip.Addr]bool{}
 	for _, a := range addrs {
 		switch {
 		case r.counted[a]:
-			// Counted only: no answer to stop, only its counters.
+			// Counted only: no answer to stop, only its mark as the
+			// kernel's and its counters.
 			counterKeys = append(counterKeys, r.key(a))
+			kernelKeys = append(kernelKeys, r.key(a))
 			uncounted = append(uncounted, a)
 		case r.addrs[a] && !gone[a]:
 			heldKeys = append(heldKeys, r.key(a))
@@ -329,6 +335,9 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 	}
 	for _, a := range heldAddrs[:n] {
 		delete(r.addrs, a)
+	}
+	if _, err := batchDelete(r.held, kernelKeys); err != nil {
+		errs = append(errs, fmt.Errorf("stop counting %d addresses on %s: %w", len(kernelKeys), r.ifname, err))
 	}
 	counterKeys = append(counterKeys, heldKeys[:n]...)
 	if _, err := batchDelete(r.counters, counterKeys); err != nil {
@@ -360,6 +369,11 @@ func (r *Responder) SetMAC(mac net.HardwareAddr) error {
 	for a := range r.addrs {
 		if err := r.held.Update(r.key(a), heldValue{MAC: me, Flags: heldAnswer}, ebpf.UpdateExist); err != nil {
 			errs = append(errs, fmt.Errorf("answer for %s from %s on %s: %w", a, mac, r.ifname, err))
+		}
+	}
+	for a := range r.counted {
+		if err := r.held.Update(r.key(a), heldValue{MAC: me, Flags: heldKernel}, ebpf.UpdateExist); err != nil {
+			errs = append(errs, fmt.Errorf("count for %s from %s on %s: %w", a, mac, r.ifname, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -414,11 +428,23 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 		keys = append(keys, r.key(a))
 	}
 	n, err := r.zeroCounters(keys)
-	for _, a := range fresh[:n] {
-		r.counted[a] = true
-	}
 	if err != nil {
-		return fmt.Errorf("count the traffic of %d addresses on %s: %w", len(fresh)-n, r.ifname, err)
+		_, _ = batchDelete(r.counters, keys[:n])
+		return fmt.Errorf("count the traffic of %d addresses on %s: %w", len(fresh), r.ifname, err)
+	}
+	// Marked as the kernel's, so that past the deadline the program
+	// drops their requests and the kernel falls silent too.
+	vals := make([]heldValue, len(keys))
+	for i := range vals {
+		vals[i] = heldValue{MAC: r.mac, Flags: heldKernel}
+	}
+	if n, err := batchUpdate(r.held, keys, vals, 1); err != nil {
+		_, _ = batchDelete(r.held, keys[:n])
+		_, _ = batchDelete(r.counters, keys)
+		return fmt.Errorf("count the traffic of %d addresses on %s: %w", len(fresh), r.ifname, err)
+	}
+	for _, a := range fresh {
+		r.counted[a] = true
 	}
 	return nil
 }
