@@ -44,7 +44,8 @@ const (
 	// deadline had passed (its lease not renewed in time); Stall reports
 	// an agent that did not run past that deadline (frozen or starved)
 	// once it runs again: for how long, whether its lease expired, and
-	// who holds its addresses now.
+	// who holds its addresses now. A withheld event's Count is the frames
+	// held back since the last one; a stall's, the addresses lost.
 	Withheld Kind = "withheld"
 	Stall    Kind = "stall"
 )
