@@ -220,9 +220,11 @@ func TestStandbyTakesOverWhenTheOwnerDies(t *testing.T) {
 	if took > ttl+time.Second {
 		t.Errorf("the standby was live %v after the owner died, want within TTL + 1s (%v)", took, ttl+time.Second)
 	}
-	if !bEng.sawEvent(event.Standby, "lease of its owner a expired") {
-		t.Error("no standby event says why b took the address")
-	}
+	// The event comes after the engine's claim and the standby record's
+	// deletion: wait for it, not just look.
+	labtest.Eventually(t, 2*time.Second, func() (bool, string) {
+		return bEng.sawEvent(event.Standby, "lease of its owner a expired"), "no standby event says why b took the address"
+	})
 }
 
 func TestMoveWaitsForAnOwnerThatDoesNotAnswer(t *testing.T) {
