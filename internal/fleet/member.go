@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,8 +14,6 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
@@ -81,7 +78,10 @@ func (t Timing) FenceAfter() time.Duration { return t.TTL - t.Margin }
 
 // Config configures a Member.
 type Config struct {
-	Store *store.Client
+	// Store is the store the member is guarded by; Ledger, when set,
+	// stands for it (tests), else it is the Ledger over Store.
+	Store  *store.Client
+	Ledger Ledger
 	// Node names this agent in the store.
 	Node string
 	TTL  time.Duration
@@ -115,8 +115,7 @@ type owned struct {
 type Member struct {
 	cfg    Config
 	eng    Engine
-	c      *store.Client
-	k      store.Keys
+	l      Ledger
 	timing Timing
 	log    *slog.Logger
 	host   string
@@ -131,7 +130,7 @@ type Member struct {
 	locks addrLocks
 
 	mu       sync.Mutex
-	lease    clientv3.LeaseID
+	lease    LeaseID
 	renewed  time.Time // when the last renewal that succeeded was sent
 	fencedAt time.Time // zero unless fenced
 	// stalled is how long the renewals stopped for with the process
@@ -154,14 +153,12 @@ type Member struct {
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
 	// incoming are the moves to this node whose owner has not let go.
-	incoming map[netip.Addr]moveRecord
+	incoming map[netip.Addr]MoveRecord
 	// goneWatch stops the watch of each claim key the member waits on
 	// (see watchGone); runCtx is what those watches run under.
 	goneWatch map[netip.Addr]context.CancelFunc
 	runCtx    context.Context
 
-	// ren renews the lease, on one keepalive stream.
-	ren      *renewer
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	resuming atomic.Bool
@@ -190,15 +187,20 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Ledger == nil {
+		if cfg.Store == nil {
+			return nil, errors.New("join the fleet: no store")
+		}
+		cfg.Ledger = newEtcdLedger(cfg.Store, cfg.Log.With("node", cfg.Node))
+	}
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	m := &Member{
-		cfg: cfg, eng: eng, c: cfg.Store, k: cfg.Store.Keys, timing: TimingFor(cfg.TTL),
+		cfg: cfg, eng: eng, l: cfg.Ledger, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
-		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]moveRecord{},
+		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{},
 		goneWatch: map[netip.Addr]context.CancelFunc{},
-		ren:       newRenewer(cfg.Store.Client),
 	}
 	prev, err := m.register(ctx)
 	if err != nil {
@@ -221,7 +223,8 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
 	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()
-	m.log.Info("joined the fleet", "store", strings.Join(m.c.Endpoints, ","), "lease_ttl", cfg.TTL,
+	endpoints, _ := m.l.Where()
+	m.log.Info("joined the fleet", "store", strings.Join(endpoints, ","), "lease_ttl", cfg.TTL,
 		"fence_after", m.timing.FenceAfter(), "renew_every", m.timing.Renew)
 	return m, nil
 }
@@ -268,15 +271,10 @@ func (m *Member) Timing() Timing { return m.timing }
 
 // register grants a lease and writes the node's registration under it. It
 // returns the lease of this host's dead predecessor, if it took one over.
-func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error) {
+func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
-	g, err := m.c.Grant(rctx, int64(m.cfg.TTL/time.Second))
-	if err != nil {
-		return 0, m.c.Explain(err)
-	}
-	lease := g.ID
 	var ifs []store.Interface
 	if m.cfg.Interfaces != nil {
 		ifs = m.cfg.Interfaces()
@@ -285,38 +283,12 @@ func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error
 		Node: m.cfg.Node, Version: m.cfg.Version, Host: m.host, PID: os.Getpid(), BootID: m.boot,
 		Started: m.start.UTC(), LeaseTTL: store.Duration(m.cfg.TTL), Interfaces: ifs,
 	}
-	val, err := json.Marshal(rec)
+	lease, other, err := m.l.Register(rctx, m.cfg.TTL, rec, m.predecessor)
 	if err != nil {
 		return 0, err
 	}
-	key := m.k.Node(m.cfg.Node)
-	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		_, _ = m.c.Revoke(rctx, lease)
-		return 0, m.c.Explain(err)
-	}
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) != 1 {
-			_, _ = m.c.Revoke(rctx, lease)
-			return 0, fmt.Errorf("register node %s: its key changed while it was read: try again", m.cfg.Node)
-		}
-		var other store.Node
-		_ = json.Unmarshal(kvs[0].Value, &other)
-		if !m.predecessor(other) {
-			_, _ = m.c.Revoke(rctx, lease)
-			return 0, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
-				m.cfg.Node, other.PID, other.Host, other.Started.Local().Format("2006-01-02 15:04:05"))
-		}
-		prev = clientv3.LeaseID(kvs[0].Lease)
-		r2, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
-		if err != nil || !r2.Succeeded {
-			_, _ = m.c.Revoke(rctx, lease)
-			return 0, fmt.Errorf("register node %s over its dead agent's record: the record changed: try again", m.cfg.Node)
-		}
+	if other != nil {
+		prev = LeaseID(other.Lease)
 		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
 	}
 	// A lease granted when the request was sent lives at least TTL from
@@ -453,7 +425,7 @@ func (m *Member) renewOnce(ctx context.Context) {
 	lease := m.lease
 	m.mu.Unlock()
 	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
-	err := m.ren.renew(ctx, lease, m.timing.Renew)
+	err := m.l.Renew(ctx, lease, m.timing.Renew)
 	switch {
 	case err == nil:
 		m.moveDeadline(sentBoot)
@@ -468,7 +440,7 @@ func (m *Member) renewOnce(ctx context.Context) {
 			// Woken before the fence's timer ran: nothing to resume.
 			m.reportStall(false, 0, nil)
 		}
-	case isLeaseGone(err):
+	case errors.Is(err, ErrLeaseGone):
 		// The store expired or revoked the lease: everything under it
 		// is gone. Stop answering at once (if not already), then join
 		// again under a new lease and take back what is still free.
@@ -547,7 +519,7 @@ func (m *Member) isFenced() (time.Time, bool) {
 func (m *Member) Close() {
 	m.stop()
 	m.wg.Wait()
-	m.ren.close()
+	m.l.Close()
 	m.revokeLease()
 }
 
@@ -557,16 +529,17 @@ func (m *Member) revokeLease() {
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := m.c.Revoke(ctx, lease); err != nil {
-		m.log.Warn("revoke the lease at exit: the store expires it within its TTL", "err", m.c.Explain(err))
+	if err := m.l.Revoke(ctx, lease); err != nil {
+		m.log.Warn("revoke the lease at exit: the store expires it within its TTL", "err", err)
 	}
 }
 
 // Info describes the member for the agent's status.
 func (m *Member) Info() api.Store {
 	id, renewed, fencedAt := m.Lease()
+	endpoints, prefix := m.l.Where()
 	st := api.Store{
-		Endpoints: m.c.Endpoints, Prefix: m.k.Prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
+		Endpoints: endpoints, Prefix: prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
 		LeaseTTL: api.Duration(m.timing.TTL), FenceAfter: api.Duration(m.timing.FenceAfter()),
 		Renewed: renewed, Fenced: fencedAt,
 	}

@@ -83,7 +83,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
 			return false
 		}
-		if err := m.putStandbys(ctx, standbys, nil, 0); err != nil {
+		if err := m.putStandbys(ctx, standbys, 0); err != nil {
 			m.log.Warn("keep the standbys under the new lease", "err", err)
 		}
 	}
