@@ -44,7 +44,7 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	items := make([]announce.Claim, len(reqs))
 	for i, r := range reqs {
 		items[i] = announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now, Options: opts}
@@ -269,7 +269,7 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, ifname string, opts 
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	return m.l.Take(ctx, lease, m.claimRecord(a, ifname, m.macs()[ifname], time.Now(), opts), moveRev)
+	return m.l.Take(ctx, lease, m.claimRecord(a, ifname, m.macs()[ifname], m.clock.Now(), opts), moveRev)
 }
 
 // claimTaken has the engine claim a, whose key takeKey took, with the
@@ -446,7 +446,7 @@ func (m *Member) Notes() map[netip.Addr]string {
 
 // notify publishes an event of the member's own.
 func (m *Member) notify(kind event.Kind, a netip.Addr, ifname, msg string) {
-	m.eng.Notify(announce.Event{Time: time.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
+	m.eng.Notify(announce.Event{Time: m.clock.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
 }
 
 // TakeOver moves addresses to this node: a move from whoever holds each

@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"net/netip"
-	"time"
 
 	"github.com/vipctl/vip/internal/store"
 )
@@ -46,7 +45,7 @@ func (m *Member) watchGoneLoop(ctx context.Context, a netip.Addr, rev int64) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(m.timing.Renew):
+		case <-m.clock.After(m.timing.Renew):
 		}
 	}
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jonboulle/clockwork"
+
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/boottime"
@@ -97,6 +99,10 @@ type Config struct {
 	// when the store says the lease is gone. Nil leaves the fence to the
 	// timer alone, which a frozen process cannot run (tests only).
 	Deadline *announce.Deadline
+	// Clock is the member's clock: its renewals' ticker, the fence's
+	// timer and the times it records (nil: the wall clock). A test that
+	// fakes it gives the Deadline a clock derived from it too.
+	Clock clockwork.Clock
 	// Own returns the addresses the kernel has on the named interface
 	// (announce.InterfaceAddrs): a guarded claim of one that vip did not
 	// add is refused. Nil refuses none.
@@ -116,6 +122,7 @@ type Member struct {
 	cfg    Config
 	eng    Engine
 	l      Ledger
+	clock  clockwork.Clock
 	timing Timing
 	log    *slog.Logger
 	host   string
@@ -143,7 +150,7 @@ type Member struct {
 	// resumption waits for it, so that no new lease opens the deadline
 	// while the engine still holds a claim whose key may be another's.
 	revoking chan struct{}
-	fence    *time.Timer
+	fence    clockwork.Timer
 	// owned are the claims whose keys are this node's and which the
 	// engine holds; fenced those revoked by a fence, waiting for the
 	// store; lost those another node took meanwhile; standby the
@@ -193,11 +200,14 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		}
 		cfg.Ledger = newEtcdLedger(cfg.Store, cfg.Log.With("node", cfg.Node))
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	m := &Member{
-		cfg: cfg, eng: eng, l: cfg.Ledger, timing: TimingFor(cfg.TTL),
-		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
+		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
+		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
 		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{},
 		goneWatch: map[netip.Addr]context.CancelFunc{},
@@ -274,7 +284,7 @@ func (m *Member) Timing() Timing { return m.timing }
 func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	var ifs []store.Interface
 	if m.cfg.Interfaces != nil {
 		ifs = m.cfg.Interfaces()
@@ -299,7 +309,7 @@ func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
 	if m.fence != nil {
 		// A new lease after the old one was lost: the fence counts
 		// from its grant.
-		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
+		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
 	}
 	m.mu.Unlock()
 	return prev, nil
@@ -326,14 +336,14 @@ func (m *Member) Lease() (id int64, renewed, fencedAt time.Time) {
 // renewal that succeeded.
 func (m *Member) renewLoop(ctx context.Context) {
 	m.mu.Lock()
-	m.fence = time.AfterFunc(m.timing.FenceAfter(), m.fenceNow)
+	m.fence = m.clock.AfterFunc(m.timing.FenceAfter(), m.fenceNow)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		m.fence.Stop()
 		m.mu.Unlock()
 	}()
-	t := time.NewTicker(m.timing.Renew)
+	t := m.clock.NewTicker(m.timing.Renew)
 	defer t.Stop()
 	last := m.cfg.Deadline.Now()
 	for {
@@ -353,7 +363,7 @@ func (m *Member) renewLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
 }
@@ -424,14 +434,14 @@ func (m *Member) renewOnce(ctx context.Context) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	err := m.l.Renew(ctx, lease, m.timing.Renew)
 	switch {
 	case err == nil:
 		m.moveDeadline(sentBoot)
 		m.mu.Lock()
 		m.renewed = sent
-		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
+		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
 		fenced := !m.fencedAt.IsZero()
 		m.mu.Unlock()
 		if fenced {
@@ -485,7 +495,7 @@ func (m *Member) fenceWhy(why string) {
 		m.mu.Unlock()
 		return
 	}
-	m.fencedAt = time.Now()
+	m.fencedAt = m.clock.Now()
 	addrs := make([]netip.Addr, 0, len(m.owned))
 	for a, o := range m.owned {
 		m.fenced[a] = o
@@ -545,7 +555,7 @@ func (m *Member) Info() api.Store {
 	}
 	if d := m.cfg.Deadline; d != nil {
 		left := m.DeadlineLeft()
-		st.Deadline = time.Now().Add(left)
+		st.Deadline = m.clock.Now().Add(left)
 		st.DeadlineLeft = api.Duration(left)
 		st.Withheld = d.Withheld()
 	}

@@ -100,7 +100,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		m.log.Warn("resume the fenced claims: staying fenced", "err", err)
 		return false
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	if now.Sub(m.renewed) >= m.timing.FenceAfter() {
 		// The store went away again while the keys were read.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -45,7 +44,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		seen[r.Addr] = true
 		return dup
 	})
-	now := time.Now().UTC()
+	now := m.clock.Now().UTC()
 	var st []announce.Status
 	// The standby records go in transactions of up to maxReadsPerTxn
 	// puts, not one round trip each.

@@ -22,7 +22,7 @@ func (m *Member) watchLoop(ctx context.Context, rev int64) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(m.timing.Renew):
+		case <-m.clock.After(m.timing.Renew):
 		}
 		m.resync(ctx)
 	}
@@ -131,7 +131,7 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 		delete(m.owned, a)
 	}
 	m.mu.Unlock()
-	now := time.Now().UTC()
+	now := m.clock.Now().UTC()
 	for _, r := range moves {
 		mv := r.Move
 		mv.Released = now
@@ -184,7 +184,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		m.mark(ctx, mv, crev)
 		return
 	}
-	mv.Live = time.Now().UTC()
+	mv.Live = m.clock.Now().UTC()
 	if mv.TrafficWindow > 0 {
 		m.markLive(ctx, mv, crev)
 	} else {
@@ -215,7 +215,7 @@ func (m *Member) markLive(ctx context.Context, mv store.Move, crev int64) {
 		select {
 		case <-m.runCtx.Done():
 			return
-		case <-time.After(window):
+		case <-m.clock.After(window):
 		}
 		after, ok := m.traffic(mv.Addr)
 		t := &store.Traffic{Counted: counted && ok, Window: mv.TrafficWindow}
