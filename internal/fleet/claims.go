@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vipctl/vip/announce"
@@ -45,7 +44,7 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	items := make([]announce.Claim, len(reqs))
 	for i, r := range reqs {
 		items[i] = announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now, Options: opts}
@@ -228,51 +227,12 @@ func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, 
 	return got, refused, nil
 }
 
-func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, lease clientv3.LeaseID) (fresh bool, err error) {
+func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, lease LeaseID) (fresh bool, err error) {
 	opts, err := json.Marshal(c.Options)
 	if err != nil {
 		return false, err
 	}
-	val, err := m.claimValue(c.Addr, c.Interface, mac, c.ClaimedAt, opts)
-	if err != nil {
-		return false, err
-	}
-	key := m.k.Claim(c.Addr)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		return false, m.c.Explain(err)
-	}
-	if resp.Succeeded {
-		return true, nil
-	}
-	kvs := resp.Responses[0].GetResponseRange().Kvs
-	if len(kvs) != 1 {
-		return false, fmt.Errorf("claim %s: its key changed while it was read: try again", c.Addr)
-	}
-	var cur store.Claim
-	if err := json.Unmarshal(kvs[0].Value, &cur); err != nil {
-		return false, fmt.Errorf("claim %s: the store's key %s holds no vip claim (%v): delete it with etcdctl if it is stale", c.Addr, key, err)
-	}
-	if cur.Node != m.cfg.Node {
-		return false, &HeldError{Addr: c.Addr, Node: cur.Node, Since: cur.Since, Self: m.cfg.Node}
-	}
-	if clientv3.LeaseID(kvs[0].Lease) == lease {
-		return false, nil
-	}
-	// This node's key under another lease: its dead agent's.
-	r2, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
-	if err != nil {
-		return false, m.c.Explain(err)
-	}
-	if !r2.Succeeded {
-		return false, fmt.Errorf("claim %s: its key changed while it was taken over: try again", c.Addr)
-	}
-	return true, nil
+	return m.l.Acquire(ctx, lease, m.claimRecord(c.Addr, c.Interface, mac, c.ClaimedAt, opts))
 }
 
 // dropKeys deletes the keys of addrs that are still this node's. A key
@@ -285,50 +245,94 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	var g errgroup.Group
+	var (
+		g      errgroup.Group
+		mu     sync.Mutex
+		failed []netip.Addr
+	)
 	g.SetLimit(keyConcurrency)
 	for _, a := range addrs {
 		g.Go(func() error {
-			key := m.k.Claim(a)
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.DefaultTimeout)
-			defer cancel()
-			_, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", lease)).
-				Then(clientv3.OpDelete(key)).Commit()
-			if err != nil {
-				m.log.Warn("delete a released claim's key: it goes with this agent's lease", "addr", a, "err", m.c.Explain(err))
+			if err := m.l.Drop(context.WithoutCancel(ctx), lease, a); err != nil {
+				m.log.Warn("delete a released claim's key: deleted once the store answers", "addr", a, "err", err)
+				mu.Lock()
+				failed = append(failed, a)
+				mu.Unlock()
 			}
 			return nil
 		})
 	}
 	_ = g.Wait()
+	m.retryDrops(lease, failed)
 }
 
-// claimValue is the record of this node's claim of a on ifname.
-func (m *Member) claimValue(a netip.Addr, ifname, mac string, since time.Time, opts json.RawMessage) (string, error) {
-	val, err := json.Marshal(store.Claim{Addr: a, Node: m.cfg.Node, Interface: ifname, MAC: mac, Since: since.UTC(), Options: opts})
-	return string(val), err
+// retryDrops deletes, in the background, the keys that a release could not
+// delete: bound to this agent's lease, which lives as long as the agent, a
+// key left would keep every other node from its address, answered by
+// nobody. It tries again every renewal period until the store takes it, the
+// address is this node's again (claimed, or fenced for a resumption), or
+// the lease changed (the keys went with the old one), or the member stops.
+func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr) {
+	m.mu.Lock()
+	ctx := m.runCtx
+	m.mu.Unlock()
+	if len(addrs) == 0 || ctx == nil || ctx.Err() != nil {
+		return
+	}
+	addrs = slices.Clone(addrs)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		for len(addrs) > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-m.clock.After(m.timing.Renew):
+			}
+			unlock, err := m.locks.lock(ctx, addrs)
+			if err != nil {
+				return
+			}
+			m.mu.Lock()
+			if m.lease != lease {
+				m.mu.Unlock()
+				unlock()
+				return
+			}
+			addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
+				_, owned := m.owned[a]
+				_, fenced := m.fenced[a]
+				return owned || fenced
+			})
+			m.mu.Unlock()
+			var left []netip.Addr
+			for _, a := range addrs {
+				if err := m.l.Drop(ctx, lease, a); err != nil {
+					left = append(left, a)
+					continue
+				}
+				m.log.Info("deleted a released claim's key once the store answered", "addr", a)
+			}
+			unlock()
+			addrs = left
+		}
+	}()
+}
+
+// claimRecord is the record of this node's claim of a on ifname.
+func (m *Member) claimRecord(a netip.Addr, ifname, mac string, since time.Time, opts json.RawMessage) store.Claim {
+	return store.Claim{Addr: a, Node: m.cfg.Node, Interface: ifname, MAC: mac, Since: since.UTC(), Options: opts}
 }
 
 // takeKey creates a's key for this node on ifname, bound to the lease, if
-// it is absent and cond holds too (no move of it, or the move that brings
-// it here). It returns whether it did, and the store's revision then.
-func (m *Member) takeKey(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage, cond clientv3.Cmp) (bool, int64, error) {
+// it is absent and the move of it is the one created at moveRev (0: none,
+// for a standby; the move that brings it here, for its target). It
+// returns whether it did, and the store's revision then.
+func (m *Member) takeKey(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage, moveRev int64) (bool, int64, error) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	val, err := m.claimValue(a, ifname, m.macs()[ifname], time.Now(), opts)
-	if err != nil {
-		return false, 0, err
-	}
-	key := m.k.Claim(a)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), cond).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(lease))).Commit()
-	if err != nil {
-		return false, 0, m.c.Explain(err)
-	}
-	return resp.Succeeded, resp.Header.Revision, nil
+	return m.l.Take(ctx, lease, m.claimRecord(a, ifname, m.macs()[ifname], m.clock.Now(), opts), moveRev)
 }
 
 // claimTaken has the engine claim a, whose key takeKey took, with the
@@ -505,7 +509,7 @@ func (m *Member) Notes() map[netip.Addr]string {
 
 // notify publishes an event of the member's own.
 func (m *Member) notify(kind event.Kind, a netip.Addr, ifname, msg string) {
-	m.eng.Notify(announce.Event{Time: time.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
+	m.eng.Notify(announce.Event{Time: m.clock.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
 }
 
 // TakeOver moves addresses to this node: a move from whoever holds each
@@ -526,7 +530,7 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 	}
 	var refused []announce.Refusal
 	for ifname, addrs := range byIface {
-		res, err := m.c.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw})
+		res, err := m.l.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw})
 		if err != nil {
 			return nil, err
 		}
@@ -544,9 +548,9 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 }
 
 // Fleet reads the whole fleet from the store.
-func (m *Member) Fleet(ctx context.Context) (store.View, error) { return m.c.Fleet(ctx) }
+func (m *Member) Fleet(ctx context.Context) (store.View, error) { return m.l.Fleet(ctx) }
 
 // Move moves addresses as req says (the live view's move key).
 func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
-	return m.c.Move(ctx, req)
+	return m.l.Move(ctx, req)
 }

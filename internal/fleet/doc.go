@@ -26,4 +26,11 @@
 // marks the move live once it answers. A standby takes an address whose key
 // vanished with its owner's lease (the owner dead or fenced, never a
 // planned release or move), and a transaction picks exactly one standby.
+//
+// Every one of those transactions goes through a Ledger, the store as the
+// member sees it (ledger.go; over etcd in ledger_etcd.go), and every timer
+// and time the member keeps runs on its Config.Clock: the member is the one
+// owner of a claim's life, and its tests drive it over a store of memory on
+// a fake clock (member_test.go), with the lab tests against a real etcd on
+// top.
 package fleet

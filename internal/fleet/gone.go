@@ -3,9 +3,8 @@ package fleet
 import (
 	"context"
 	"net/netip"
-	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // watchGone watches a's claim key, from revision rev on, for its deletion:
@@ -41,26 +40,12 @@ func (m *Member) unwatchGone(a netip.Addr) {
 }
 
 func (m *Member) watchGoneLoop(ctx context.Context, a netip.Addr, rev int64) {
-	key := m.k.Claim(a)
 	for ctx.Err() == nil {
-		wch := m.c.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(rev+1),
-			clientv3.WithFilterPut(), clientv3.WithPrevKV())
-		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				if wr.CompactRevision > rev {
-					rev = wr.CompactRevision - 1
-				}
-				break
-			}
-			for _, ev := range wr.Events {
-				m.gone(a, ev.PrevKv)
-			}
-			rev = wr.Header.Revision
-		}
+		rev = m.l.WatchGone(ctx, a, rev, func(prev *store.Claim) { m.gone(a, prev) })
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(m.timing.Renew):
+		case <-m.clock.After(m.timing.Renew):
 		}
 	}
 }

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,11 +15,10 @@ import (
 	"syscall"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
+	"github.com/jonboulle/clockwork"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/boottime"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -81,7 +79,10 @@ func (t Timing) FenceAfter() time.Duration { return t.TTL - t.Margin }
 
 // Config configures a Member.
 type Config struct {
-	Store *store.Client
+	// Store is the store the member is guarded by; Ledger, when set,
+	// stands for it (tests), else it is the Ledger over Store.
+	Store  *store.Client
+	Ledger Ledger
 	// Node names this agent in the store.
 	Node string
 	TTL  time.Duration
@@ -97,6 +98,10 @@ type Config struct {
 	// when the store says the lease is gone. Nil leaves the fence to the
 	// timer alone, which a frozen process cannot run (tests only).
 	Deadline *announce.Deadline
+	// Clock is the member's clock: its renewals' ticker, the fence's
+	// timer and the times it records (nil: the wall clock). A test that
+	// fakes it gives the Deadline a clock derived from it too.
+	Clock clockwork.Clock
 	// Own returns the addresses the kernel has on the named interface
 	// (announce.InterfaceAddrs): a guarded claim of one that vip did not
 	// add is refused. Nil refuses none.
@@ -115,8 +120,8 @@ type owned struct {
 type Member struct {
 	cfg    Config
 	eng    Engine
-	c      *store.Client
-	k      store.Keys
+	l      Ledger
+	clock  clockwork.Clock
 	timing Timing
 	log    *slog.Logger
 	host   string
@@ -139,7 +144,7 @@ type Member struct {
 	leaseOps sync.RWMutex
 
 	mu       sync.Mutex
-	lease    clientv3.LeaseID
+	lease    LeaseID
 	renewed  time.Time // when the last renewal that succeeded was sent
 	fencedAt time.Time // zero unless fenced
 	// stalled is how long the renewals stopped for with the process
@@ -152,7 +157,7 @@ type Member struct {
 	// resumption waits for it, so that no new lease opens the deadline
 	// while the engine still holds a claim whose key may be another's.
 	revoking chan struct{}
-	fence    *time.Timer
+	fence    clockwork.Timer
 	// owned are the claims whose keys are this node's and which the
 	// engine holds; fenced those revoked by a fence, waiting for the
 	// store; lost those another node took meanwhile; standby the
@@ -162,14 +167,12 @@ type Member struct {
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
 	// incoming are the moves to this node whose owner has not let go.
-	incoming map[netip.Addr]moveRecord
+	incoming map[netip.Addr]MoveRecord
 	// goneWatch stops the watch of each claim key the member waits on
 	// (see watchGone); runCtx is what those watches run under.
 	goneWatch map[netip.Addr]context.CancelFunc
 	runCtx    context.Context
 
-	// ren renews the lease, on one keepalive stream.
-	ren      *renewer
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	resuming atomic.Bool
@@ -198,15 +201,23 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
+	if cfg.Ledger == nil {
+		if cfg.Store == nil {
+			return nil, errors.New("join the fleet: no store")
+		}
+		cfg.Ledger = newEtcdLedger(cfg.Store, cfg.Log.With("node", cfg.Node))
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clockwork.NewRealClock()
+	}
 	host, _ := os.Hostname()
 	boot, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	m := &Member{
-		cfg: cfg, eng: eng, c: cfg.Store, k: cfg.Store.Keys, timing: TimingFor(cfg.TTL),
-		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: time.Now(),
+		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
+		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
-		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]moveRecord{},
+		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{},
 		goneWatch: map[netip.Addr]context.CancelFunc{},
-		ren:       newRenewer(cfg.Store.Client),
 	}
 	prev, err := m.register(ctx)
 	if err != nil {
@@ -229,7 +240,8 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	m.wg.Add(2)
 	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
 	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()
-	m.log.Info("joined the fleet", "store", strings.Join(m.c.Endpoints, ","), "lease_ttl", cfg.TTL,
+	endpoints, _ := m.l.Where()
+	m.log.Info("joined the fleet", "store", strings.Join(endpoints, ","), "lease_ttl", cfg.TTL,
 		"fence_after", m.timing.FenceAfter(), "renew_every", m.timing.Renew)
 	return m, nil
 }
@@ -286,15 +298,10 @@ func (m *Member) Timing() Timing { return m.timing }
 
 // register grants a lease and writes the node's registration under it. It
 // returns the lease of this host's dead predecessor, if it took one over.
-func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error) {
+func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
-	g, err := m.c.Grant(rctx, int64(m.cfg.TTL/time.Second))
-	if err != nil {
-		return 0, m.c.Explain(err)
-	}
-	lease := g.ID
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	var ifs []store.Interface
 	if m.cfg.Interfaces != nil {
 		ifs = m.cfg.Interfaces()
@@ -303,38 +310,12 @@ func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error
 		Node: m.cfg.Node, Version: m.cfg.Version, Host: m.host, PID: os.Getpid(), BootID: m.boot,
 		Started: m.start.UTC(), LeaseTTL: store.Duration(m.cfg.TTL), Interfaces: ifs,
 	}
-	val, err := json.Marshal(rec)
+	lease, other, err := m.l.Register(rctx, m.cfg.TTL, rec, m.predecessor)
 	if err != nil {
 		return 0, err
 	}
-	key := m.k.Node(m.cfg.Node)
-	resp, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
-		Else(clientv3.OpGet(key)).Commit()
-	if err != nil {
-		_, _ = m.c.Revoke(rctx, lease)
-		return 0, m.c.Explain(err)
-	}
-	if !resp.Succeeded {
-		kvs := resp.Responses[0].GetResponseRange().Kvs
-		if len(kvs) != 1 {
-			_, _ = m.c.Revoke(rctx, lease)
-			return 0, fmt.Errorf("register node %s: its key changed while it was read: try again", m.cfg.Node)
-		}
-		var other store.Node
-		_ = json.Unmarshal(kvs[0].Value, &other)
-		if !m.predecessor(other) {
-			_, _ = m.c.Revoke(rctx, lease)
-			return 0, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
-				m.cfg.Node, other.PID, other.Host, other.Started.Local().Format("2006-01-02 15:04:05"))
-		}
-		prev = clientv3.LeaseID(kvs[0].Lease)
-		r2, err := m.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-			Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
-		if err != nil || !r2.Succeeded {
-			_, _ = m.c.Revoke(rctx, lease)
-			return 0, fmt.Errorf("register node %s over its dead agent's record: the record changed: try again", m.cfg.Node)
-		}
+	if other != nil {
+		prev = LeaseID(other.Lease)
 		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
 	}
 	// A lease granted when the request was sent lives at least TTL from
@@ -345,7 +326,7 @@ func (m *Member) register(ctx context.Context) (prev clientv3.LeaseID, err error
 	if m.fence != nil {
 		// A new lease after the old one was lost: the fence counts
 		// from its grant.
-		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
+		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
 	}
 	m.mu.Unlock()
 	return prev, nil
@@ -372,14 +353,14 @@ func (m *Member) Lease() (id int64, renewed, fencedAt time.Time) {
 // renewal that succeeded.
 func (m *Member) renewLoop(ctx context.Context) {
 	m.mu.Lock()
-	m.fence = time.AfterFunc(m.timing.FenceAfter(), m.fenceNow)
+	m.fence = m.clock.AfterFunc(m.timing.FenceAfter(), m.fenceNow)
 	m.mu.Unlock()
 	defer func() {
 		m.mu.Lock()
 		m.fence.Stop()
 		m.mu.Unlock()
 	}()
-	t := time.NewTicker(m.timing.Renew)
+	t := m.clock.NewTicker(m.timing.Renew)
 	defer t.Stop()
 	last := m.cfg.Deadline.Now()
 	for {
@@ -400,91 +381,23 @@ func (m *Member) renewLoop(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.Chan():
 		}
 	}
-}
-
-// moveDeadline moves the answer deadline to FenceAfter past sent, the
-// send time of a grant or renewal the store acknowledged, on the
-// Deadline's clock.
-func (m *Member) moveDeadline(sent time.Duration) {
-	if err := m.cfg.Deadline.Set(sent + m.timing.FenceAfter()); err != nil {
-		m.log.Error("move the answer deadline: the responders keep the older one and fall silent at it", "err", err)
-	}
-}
-
-// reportWithheld says, in an event, how many frames were withheld for a
-// past deadline since it last did.
-func (m *Member) reportWithheld() {
-	n := m.cfg.Deadline.Withheld()
-	m.mu.Lock()
-	if n < m.withheldSeen {
-		// A count that could not be read (a map gone with its
-		// interface): the next read that can says the rest.
-		m.mu.Unlock()
-		return
-	}
-	fresh := n - m.withheldSeen
-	m.withheldSeen = n
-	m.mu.Unlock()
-	if fresh == 0 {
-		return
-	}
-	at, _ := m.cfg.Deadline.At()
-	when := boottime.Wall(at).Local().Format("15:04:05.000")
-	m.log.Warn("frames withheld: the answer deadline had passed", "frames", fresh, "deadline", when)
-	m.eng.Notify(announce.Event{Kind: event.Withheld, Count: int(min(fresh, 1<<31-1)),
-		Message: fmt.Sprintf("withheld %d frames (answers, gratuitous rounds, probes): the answer deadline of this agent's lease passed at %s with no renewal acknowledged", fresh, when)})
-}
-
-// reportStall tells, in one event, what a stall past the deadline came
-// to once the resumption after it is done: how long the agent did not
-// run, whether its lease had expired, and who holds what it had.
-func (m *Member) reportStall(leaseLost bool, resumed int, lost map[netip.Addr]string) {
-	m.mu.Lock()
-	gap := m.stalled
-	m.stalled = 0
-	m.mu.Unlock()
-	if gap == 0 {
-		return
-	}
-	lease := "its lease was still alive in the store"
-	if leaseLost {
-		lease = "its lease had expired in the store"
-	}
-	msg := fmt.Sprintf("this agent did not run for %s (frozen or starved), past its answer deadline, so it answered nothing meanwhile; %s", gap.Round(time.Millisecond), lease)
-	if len(lost) > 0 {
-		addrs := make([]netip.Addr, 0, len(lost))
-		for a := range lost {
-			addrs = append(addrs, a)
-		}
-		slices.SortFunc(addrs, netip.Addr.Compare)
-		held := make([]string, len(addrs))
-		for i, a := range addrs {
-			held[i] = a.String() + " is " + lost[a] + "'s"
-		}
-		msg += "; " + strings.Join(held, ", ") + " now: it stays silent for them"
-	}
-	if resumed > 0 {
-		msg += fmt.Sprintf("; %d claims still this node's resumed with a fresh burst", resumed)
-	}
-	m.log.Warn("after a stall", "for", gap.Round(time.Millisecond), "lease_lost", leaseLost, "lost", len(lost), "resumed", resumed)
-	m.eng.Notify(announce.Event{Kind: event.Stall, State: "stalled", Count: len(lost), Message: msg})
 }
 
 func (m *Member) renewOnce(ctx context.Context) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	sent, sentBoot := time.Now(), m.cfg.Deadline.Now()
-	err := m.ren.renew(ctx, lease, m.timing.Renew)
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
+	err := m.l.Renew(ctx, lease, m.timing.Renew)
 	switch {
 	case err == nil:
 		m.moveDeadline(sentBoot)
 		m.mu.Lock()
 		m.renewed = sent
-		m.fence.Reset(time.Until(sent.Add(m.timing.FenceAfter())))
+		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
 		fenced := !m.fencedAt.IsZero()
 		m.mu.Unlock()
 		if fenced {
@@ -493,7 +406,7 @@ func (m *Member) renewOnce(ctx context.Context) {
 			// Woken before the fence's timer ran: nothing to resume.
 			m.reportStall(false, 0, nil)
 		}
-	case isLeaseGone(err):
+	case errors.Is(err, ErrLeaseGone):
 		// The store expired or revoked the lease: everything under it
 		// is gone. Stop answering at once (if not already), then join
 		// again under a new lease and take back what is still free.
@@ -538,7 +451,7 @@ func (m *Member) fenceWhy(why string) {
 		m.mu.Unlock()
 		return
 	}
-	m.fencedAt = time.Now()
+	m.fencedAt = m.clock.Now()
 	addrs := make([]netip.Addr, 0, len(m.owned))
 	for a, o := range m.owned {
 		m.fenced[a] = o
@@ -572,7 +485,7 @@ func (m *Member) isFenced() (time.Time, bool) {
 func (m *Member) Close() {
 	m.stop()
 	m.wg.Wait()
-	m.ren.close()
+	m.l.Close()
 	m.revokeLease()
 }
 
@@ -582,16 +495,17 @@ func (m *Member) revokeLease() {
 	m.mu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if _, err := m.c.Revoke(ctx, lease); err != nil {
-		m.log.Warn("revoke the lease at exit: the store expires it within its TTL", "err", m.c.Explain(err))
+	if err := m.l.Revoke(ctx, lease); err != nil {
+		m.log.Warn("revoke the lease at exit: the store expires it within its TTL", "err", err)
 	}
 }
 
 // Info describes the member for the agent's status.
 func (m *Member) Info() api.Store {
 	id, renewed, fencedAt := m.Lease()
+	endpoints, prefix := m.l.Where()
 	st := api.Store{
-		Endpoints: m.c.Endpoints, Prefix: m.k.Prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
+		Endpoints: endpoints, Prefix: prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
 		LeaseTTL: api.Duration(m.timing.TTL), FenceAfter: api.Duration(m.timing.FenceAfter()),
 		Renewed: renewed, Fenced: fencedAt,
 	}
@@ -601,7 +515,7 @@ func (m *Member) Info() api.Store {
 			st.DeadlineClosed = true
 		} else {
 			left := m.DeadlineLeft()
-			st.Deadline = time.Now().Add(left)
+			st.Deadline = m.clock.Now().Add(left)
 			st.DeadlineLeft = api.Duration(left)
 		}
 	}

@@ -88,7 +88,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
 			return false
 		}
-		if err := m.putStandbys(ctx, standbys, nil, 0); err != nil {
+		if err := m.putStandbys(ctx, standbys, 0); err != nil {
 			m.log.Warn("keep the standbys under the new lease", "err", err)
 		}
 	}
@@ -105,7 +105,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		m.log.Warn("resume the fenced claims: staying fenced", "err", err)
 		return false
 	}
-	now := time.Now()
+	now := m.clock.Now()
 	m.mu.Lock()
 	if now.Sub(m.renewed) >= m.timing.FenceAfter() {
 		// The store went away again while the keys were read.

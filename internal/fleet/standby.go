@@ -3,15 +3,9 @@ package fleet
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
-	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -50,37 +44,29 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		seen[r.Addr] = true
 		return dup
 	})
-	now := time.Now().UTC()
+	now := m.clock.Now().UTC()
 	var st []announce.Status
 	// The standby records go in transactions of up to maxReadsPerTxn
 	// puts, not one round trip each.
 	for start := 0; start < len(reqs); start += maxReadsPerTxn {
 		batch := reqs[start:min(start+maxReadsPerTxn, len(reqs))]
 		recs := make([]store.Standby, len(batch))
-		ops := make([]clientv3.Op, len(batch))
 		for i, r := range batch {
 			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw}
-			val, err := json.Marshal(recs[i])
-			if err != nil {
-				return st, err
-			}
-			ops[i] = clientv3.OpPut(m.k.Standby(r.Addr, m.cfg.Node), string(val), clientv3.WithLease(lease))
 		}
-		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		resp, err := m.c.Txn(rctx).Then(ops...).Commit()
-		cancel()
+		rev, err := m.l.StandBy(ctx, lease, recs)
 		if err != nil {
 			what := batch[0].Addr.String()
 			if len(batch) > 1 {
 				what = fmt.Sprintf("%d addresses from %s", len(batch), batch[0].Addr)
 			}
-			return st, fmt.Errorf("register as a standby for %s: %w", what, m.c.Explain(err))
+			return st, fmt.Errorf("register as a standby for %s: %w", what, err)
 		}
 		for i, r := range batch {
 			m.mu.Lock()
 			m.standby[r.Addr] = recs[i]
 			m.mu.Unlock()
-			m.watchGone(r.Addr, resp.Header.Revision)
+			m.watchGone(r.Addr, rev)
 			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: StateStandby})
 			m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
 			m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
@@ -91,10 +77,8 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 
 // dropStandby forgets this node's standby for a. Called with a locked.
 func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	if _, err := m.c.Delete(rctx, m.k.Standby(a, m.cfg.Node)); err != nil {
-		return fmt.Errorf("forget the standby for %s: %w", a, m.c.Explain(err))
+	if err := m.l.DropStandby(ctx, a, m.cfg.Node); err != nil {
+		return fmt.Errorf("forget the standby for %s: %w", a, err)
 	}
 	m.mu.Lock()
 	delete(m.standby, a)
@@ -106,52 +90,34 @@ func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
 // rebindStandbys reads this node's standbys from the store: those of a
 // dead predecessor (under prev) are bound to this agent's lease, so they
 // survive it. It returns the revision read, from which the watch starts.
-func (m *Member) rebindStandbys(ctx context.Context, prev clientv3.LeaseID) (int64, error) {
-	var mine []store.Standby
-	var mineLease []clientv3.LeaseID
-	rev, err := m.c.Range(ctx, m.k.Standbys(), func(kv *mvccpb.KeyValue) {
-		p, err := m.k.Parse(string(kv.Key))
-		if err != nil || p.Node != m.cfg.Node {
-			return
-		}
-		var s store.Standby
-		if json.Unmarshal(kv.Value, &s) != nil {
-			return
-		}
-		s.Addr, s.Node = p.Addr, p.Node
-		mine = append(mine, s)
-		mineLease = append(mineLease, clientv3.LeaseID(kv.Lease))
-	})
+func (m *Member) rebindStandbys(ctx context.Context, prev LeaseID) (int64, error) {
+	mine, rev, err := m.l.Standbys(ctx, m.cfg.Node)
 	if err != nil {
 		return 0, err
 	}
-	return rev, m.putStandbys(ctx, mine, mineLease, prev)
+	return rev, m.putStandbys(ctx, mine, prev)
 }
 
 // putStandbys binds standbys held under old (or every one, when old is
 // zero) to the member's lease.
-func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases []clientv3.LeaseID, old clientv3.LeaseID) error {
+func (m *Member) putStandbys(ctx context.Context, list []store.Standby, old LeaseID) error {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	for i, s := range list {
-		if old != 0 && leases[i] != old {
+	for _, s := range list {
+		if old != 0 && LeaseID(s.Lease) != old {
 			continue
 		}
-		val, err := json.Marshal(s)
+		// The lease is the key's, not the record's.
+		s.Lease = 0
+		rev, err := m.l.StandBy(ctx, lease, []store.Standby{s})
 		if err != nil {
-			return err
-		}
-		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		resp, err := m.c.Put(rctx, m.k.Standby(s.Addr, s.Node), string(val), clientv3.WithLease(lease))
-		cancel()
-		if err != nil {
-			return fmt.Errorf("keep the standby for %s: %w", s.Addr, m.c.Explain(err))
+			return fmt.Errorf("keep the standby for %s: %w", s.Addr, err)
 		}
 		m.mu.Lock()
 		m.standby[s.Addr] = s
 		m.mu.Unlock()
-		m.watchGone(s.Addr, resp.Header.Revision)
+		m.watchGone(s.Addr, rev)
 	}
 	return nil
 }
@@ -160,7 +126,7 @@ func (m *Member) putStandbys(ctx context.Context, list []store.Standby, leases [
 // stands by for a, the owner's lease has expired (not a planned release
 // or move), and no move of a is under way, it tries to take the key and
 // claims the address. Called with a locked.
-func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.KeyValue) {
+func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Claim) {
 	m.mu.Lock()
 	s, ok := m.standby[a]
 	fenced := !m.fencedAt.IsZero()
@@ -171,18 +137,14 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 	m.log.Debug("an owner's key vanished: a standby looks", "addr", a)
 	var owner store.Claim
 	if prev != nil {
-		_ = json.Unmarshal(prev.Value, &owner)
+		owner = *prev
 		if prev.Lease != 0 {
-			rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-			ttl, err := m.c.TimeToLive(rctx, clientv3.LeaseID(prev.Lease))
-			cancel()
+			alive, err := m.l.LeaseAlive(ctx, LeaseID(prev.Lease))
 			switch {
-			case errors.Is(err, rpctypes.ErrLeaseNotFound):
-				// Expired (or revoked by an agent stopping).
 			case err != nil:
-				m.log.Warn("tell whether an owner's lease expired: not taking over", "addr", a, "err", m.c.Explain(err))
+				m.log.Warn("tell whether an owner's lease expired: not taking over", "addr", a, "err", err)
 				return
-			case ttl.TTL > 0:
+			case alive:
 				// The owner is alive: it released the address on
 				// purpose, and a standby does not overrule it.
 				return
@@ -191,7 +153,7 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *mvccpb.K
 	}
 	m.leaseOps.RLock()
 	defer m.leaseOps.RUnlock()
-	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, clientv3.Compare(clientv3.CreateRevision(m.k.Move(a)), "=", 0))
+	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, 0)
 	if err != nil || !took {
 		m.log.Debug("another took the address first", "addr", a, "err", err)
 		return

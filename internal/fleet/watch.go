@@ -2,13 +2,9 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/netip"
 	"time"
-
-	"go.etcd.io/etcd/api/v3/mvccpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -22,29 +18,11 @@ import (
 func (m *Member) watchLoop(ctx context.Context, rev int64) {
 	m.resync(ctx)
 	for ctx.Err() == nil {
-		wch := m.c.Watch(clientv3.WithRequireLeader(ctx), m.k.InboxOf(m.cfg.Node), clientv3.WithPrefix(),
-			clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
-		for wr := range wch {
-			if err := wr.Err(); err != nil {
-				if wr.CompactRevision > rev {
-					rev = wr.CompactRevision - 1
-				}
-				m.log.Debug("the store's watch broke: watching again", "err", err)
-				break
-			}
-			var addrs []netip.Addr
-			for _, ev := range wr.Events {
-				if p, err := m.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == store.KindInbox {
-					addrs = append(addrs, p.Addr)
-				}
-			}
-			m.moves(ctx, addrs)
-			rev = wr.Header.Revision
-		}
+		rev = m.l.WatchInbox(ctx, m.cfg.Node, rev, func(addrs []netip.Addr) { m.moves(ctx, addrs) })
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(m.timing.Renew):
+		case <-m.clock.After(m.timing.Renew):
 		}
 		m.resync(ctx)
 	}
@@ -52,25 +30,12 @@ func (m *Member) watchLoop(ctx context.Context, rev int64) {
 
 // resync acts on every move in the inbox, as if each had just come.
 func (m *Member) resync(ctx context.Context) {
-	var addrs []netip.Addr
-	_, err := m.c.Range(ctx, m.k.InboxOf(m.cfg.Node), func(kv *mvccpb.KeyValue) {
-		if p, err := m.k.Parse(string(kv.Key)); err == nil && p.Kind == store.KindInbox {
-			addrs = append(addrs, p.Addr)
-		}
-	})
+	addrs, err := m.l.Inbox(ctx, m.cfg.Node)
 	if err != nil {
 		m.log.Debug("read the inbox", "err", err)
 		return
 	}
 	m.moves(ctx, addrs)
-}
-
-// moveRecord is a move as read from the store, with what a transaction
-// on it compares and binds.
-type moveRecord struct {
-	mv    store.Move
-	crev  int64
-	lease clientv3.LeaseID
 }
 
 // maxReadsPerTxn bounds the reads of one transaction (etcd allows 128
@@ -88,31 +53,19 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 		return
 	}
 	defer unlock()
-	var away []moveRecord
+	var away []MoveRecord
 	for start := 0; start < len(addrs); start += maxReadsPerTxn {
 		batch := addrs[start:min(start+maxReadsPerTxn, len(addrs))]
-		ops := make([]clientv3.Op, len(batch))
-		for i, a := range batch {
-			ops[i] = clientv3.OpGet(m.k.Move(a))
-		}
-		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		resp, err := m.c.Txn(rctx).Then(ops...).Commit()
-		cancel()
+		recs, err := m.l.Moves(ctx, batch)
 		if err != nil {
-			m.log.Warn("read the moves in the inbox", "err", m.c.Explain(err))
+			m.log.Warn("read the moves in the inbox", "err", err)
 			return
 		}
-		for i, r := range resp.Responses {
-			kvs := r.GetResponseRange().Kvs
-			if len(kvs) != 1 {
+		for _, rec := range recs {
+			mv := rec.Move
+			if !mv.Live.IsZero() || mv.Error != "" {
 				continue
 			}
-			var mv store.Move
-			if json.Unmarshal(kvs[0].Value, &mv) != nil || !mv.Live.IsZero() || mv.Error != "" {
-				continue
-			}
-			mv.Addr = batch[i]
-			rec := moveRecord{mv: mv, crev: kvs[0].CreateRevision, lease: clientv3.LeaseID(kvs[0].Lease)}
 			switch {
 			case mv.To == m.cfg.Node:
 				m.arrive(ctx, rec)
@@ -130,13 +83,10 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 // waits on: a move here, or a standby's. Called without op, from the
 // watch of a's key, which what it does may stop: it acts under the
 // member's own context.
-func (m *Member) gone(a netip.Addr, prev *mvccpb.KeyValue) {
+func (m *Member) gone(a netip.Addr, prev *store.Claim) {
 	ctx := m.runCtx
-	if prev != nil {
-		var owner store.Claim
-		if json.Unmarshal(prev.Value, &owner) == nil && owner.Node == m.cfg.Node {
-			return
-		}
+	if prev != nil && prev.Node == m.cfg.Node {
+		return
 	}
 	unlock, err := m.locks.lock(ctx, []netip.Addr{a})
 	if err != nil {
@@ -165,10 +115,10 @@ func (m *Member) owns(a netip.Addr) bool {
 // then one transaction per address deletes the claim and marks the move
 // released, so the target never overlaps with this node. Called with the
 // moves' addresses locked.
-func (m *Member) leave(ctx context.Context, moves []moveRecord) {
+func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 	addrs := make([]netip.Addr, len(moves))
 	for i, r := range moves {
-		addrs[i] = r.mv.Addr
+		addrs[i] = r.Move.Addr
 	}
 	released, _, err := m.eng.Release(ctx, addrs)
 	if err != nil {
@@ -181,25 +131,24 @@ func (m *Member) leave(ctx context.Context, moves []moveRecord) {
 		delete(m.owned, a)
 	}
 	m.mu.Unlock()
-	now := time.Now().UTC()
+	now := m.clock.Now().UTC()
 	for _, r := range moves {
-		mv := r.mv
+		mv := r.Move
 		mv.Released = now
-		val, err := json.Marshal(mv)
-		if err != nil {
+		r.Move = mv
+		done, err := m.l.HandOver(ctx, lease, r)
+		switch {
+		case err != nil:
+			// The target takes it when the key goes (it watches it):
+			// deleted once the store answers.
+			m.log.Warn("hand a moved claim's key over: its key is deleted once the store answers", "addr", mv.Addr, "err", err)
+			m.retryDrops(lease, []netip.Addr{mv.Addr})
 			continue
-		}
-		key, mkey := m.k.Claim(mv.Addr), m.k.Move(mv.Addr)
-		rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-		// The target hears of it in its inbox, under the mover's lease.
-		_, err = m.c.Txn(rctx).If(
-			clientv3.Compare(clientv3.LeaseValue(key), "=", lease),
-			clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.crev),
-		).Then(clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
-			clientv3.OpPut(m.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(r.lease))).Commit()
-		cancel()
-		if err != nil {
-			m.log.Warn("hand a moved claim's key over: it goes with this agent's lease", "addr", mv.Addr, "err", m.c.Explain(err))
+		case !done:
+			// The move was given up meanwhile, or the key is no longer
+			// this lease's: not answered here any more, so not held.
+			m.log.Warn("a move gave up while its address was released here: its key is deleted", "addr", mv.Addr, "to", mv.To)
+			m.dropKeys(ctx, []netip.Addr{mv.Addr})
 			continue
 		}
 		m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
@@ -209,8 +158,8 @@ func (m *Member) leave(ctx context.Context, moves []moveRecord) {
 
 // arrive takes an address moving here once its key is free, claims it, and
 // marks the move live (or failed). Called with its address locked.
-func (m *Member) arrive(ctx context.Context, r moveRecord) {
-	mv, crev := r.mv, r.crev
+func (m *Member) arrive(ctx context.Context, r MoveRecord) {
+	mv, crev := r.Move, r.Rev
 	if _, fenced := m.isFenced(); fenced {
 		return
 	}
@@ -224,7 +173,7 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 		// batch: the move was taken already.
 		return
 	}
-	took, rev, err := m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, clientv3.Compare(clientv3.CreateRevision(m.k.Move(mv.Addr)), "=", crev))
+	took, rev, err := m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, crev)
 	if err != nil {
 		m.log.Warn("take a key moving here", "addr", mv.Addr, "err", err)
 		return
@@ -248,7 +197,7 @@ func (m *Member) arrive(ctx context.Context, r moveRecord) {
 		m.mark(ctx, mv, crev)
 		return
 	}
-	mv.Live = time.Now().UTC()
+	mv.Live = m.clock.Now().UTC()
 	if mv.TrafficWindow > 0 {
 		m.markLive(ctx, mv, crev)
 	} else {
@@ -279,7 +228,7 @@ func (m *Member) markLive(ctx context.Context, mv store.Move, crev int64) {
 		select {
 		case <-m.runCtx.Done():
 			return
-		case <-time.After(window):
+		case <-m.clock.After(window):
 		}
 		after, ok := m.traffic(mv.Addr)
 		t := &store.Traffic{Counted: counted && ok, Window: mv.TrafficWindow}
@@ -303,16 +252,8 @@ func (m *Member) traffic(a netip.Addr) (announce.Traffic, bool) {
 
 // put writes the move record as it is now, if it is still the same move.
 func (m *Member) put(ctx context.Context, mv store.Move, crev int64) bool {
-	val, err := json.Marshal(mv)
-	if err != nil {
-		return false
-	}
-	mkey := m.k.Move(mv.Addr)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	same := clientv3.Compare(clientv3.CreateRevision(mkey), "=", crev)
-	if _, err := m.c.Txn(rctx).If(same).Then(clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease())).Commit(); err != nil {
-		m.log.Warn("mark a move", "addr", mv.Addr, "err", m.c.Explain(err))
+	if err := m.l.MarkMove(ctx, mv, crev, false); err != nil {
+		m.log.Warn("mark a move", "addr", mv.Addr, "err", err)
 		return false
 	}
 	return true
@@ -321,12 +262,7 @@ func (m *Member) put(ctx context.Context, mv store.Move, crev int64) bool {
 // mark writes the move's outcome for the mover to read, then deletes the
 // record: the mover's watch sees both.
 func (m *Member) mark(ctx context.Context, mv store.Move, crev int64) {
-	if !m.put(ctx, mv, crev) {
-		return
+	if err := m.l.MarkMove(ctx, mv, crev, true); err != nil {
+		m.log.Warn("mark a move", "addr", mv.Addr, "err", err)
 	}
-	mkey := m.k.Move(mv.Addr)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	same := clientv3.Compare(clientv3.CreateRevision(mkey), "=", crev)
-	_, _ = m.c.Txn(rctx).If(same).Then(clientv3.OpDelete(mkey)).Commit()
 }

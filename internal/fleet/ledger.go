@@ -1,0 +1,115 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"time"
+
+	"github.com/vipctl/vip/internal/store"
+)
+
+// LeaseID names a lease in the store.
+type LeaseID int64
+
+// ErrLeaseGone is the store's word that a lease no longer exists: it
+// expired or was revoked, and every key bound to it went with it.
+var ErrLeaseGone = errors.New("the store no longer has the lease")
+
+// MoveRecord is a move as read from the store, with what a transaction on
+// it compares and binds: the record's creation revision (one move of an
+// address is told from the next by it) and the mover's lease, under which
+// the owner tells the target it let go.
+type MoveRecord struct {
+	Move  store.Move
+	Rev   int64
+	Lease LeaseID
+}
+
+// Ledger is the store as a Member sees it: every transaction the member
+// makes goes through it, so that the promise (one owner per address, a
+// release before the next owner's claim, one standby per takeover) is
+// written once, in terms of the fleet rather than of keys. The member
+// holds its own locks and keeps its own state; a Ledger only reads and
+// writes the store, and each call is one round trip or a few, bounded by
+// store.DefaultTimeout. Errors are one sentence that says what to check
+// (store.Client.Explain).
+//
+// newEtcdLedger is the one over etcd; tests use one of memory.
+type Ledger interface {
+	// Register grants a lease of ttl and writes the node's registration
+	// under it, if the node is not registered, or if it is and
+	// predecessor says the record is this host's own agent that died:
+	// then that record is returned (its Lease the dead agent's lease).
+	// A refusal revokes the new lease.
+	Register(ctx context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (LeaseID, *store.Node, error)
+	// Renew renews the lease once, waiting up to timeout for the store
+	// to acknowledge it; ErrLeaseGone when the lease is gone.
+	Renew(ctx context.Context, lease LeaseID, timeout time.Duration) error
+	// Revoke revokes the lease, which deletes every key bound to it.
+	Revoke(ctx context.Context, lease LeaseID) error
+	// LeaseAlive says whether the store still has the lease.
+	LeaseAlive(ctx context.Context, lease LeaseID) (bool, error)
+
+	// Acquire makes the claim rec this node's under lease: it creates
+	// the key when absent, binds it to lease when rec.Node holds it
+	// under another lease (fresh then), and refuses with a *HeldError
+	// when another node holds it.
+	Acquire(ctx context.Context, lease LeaseID, rec store.Claim) (fresh bool, err error)
+	// Take creates the claim rec under lease if its key is absent and
+	// the address's move is the one created at moveRev (0: none is under
+	// way): a standby's takeover and a move's arrival. It says whether it
+	// did, and the store's revision then.
+	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64) (took bool, rev int64, err error)
+	// Drop deletes a's claim if it is still bound to lease.
+	Drop(ctx context.Context, lease LeaseID, a netip.Addr) error
+
+	// StandBy writes the standby records, bound to lease, in one
+	// transaction, and returns the store's revision then.
+	StandBy(ctx context.Context, lease LeaseID, recs []store.Standby) (rev int64, err error)
+	// DropStandby deletes node's standby record for a.
+	DropStandby(ctx context.Context, a netip.Addr, node string) error
+	// Standbys reads node's standby records (each with its Lease), and
+	// the revision they were read at.
+	Standbys(ctx context.Context, node string) ([]store.Standby, int64, error)
+
+	// Inbox reads the addresses node's inbox tells of.
+	Inbox(ctx context.Context, node string) ([]netip.Addr, error)
+	// Moves reads the move records of addrs (at most maxReadsPerTxn) in
+	// one transaction; an address with no record, or one that does not
+	// decode, has none in the result.
+	Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecord, error)
+	// HandOver deletes the claim of the move's address, if still bound
+	// to lease, writes the move record (Released set by the caller) and
+	// tells the target in its inbox, all in one transaction, if the move
+	// is still the one read.
+	// It says whether it did: false when the key is no longer this
+	// lease's or the move record changed (the move was given up).
+	HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, error)
+	// MarkMove writes the move record as mv is now, if the move is still
+	// the one created at rev; with done it then deletes the record, for
+	// the mover's watch to see the end.
+	MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error
+
+	// WatchInbox watches node's inbox from after rev, calling fn with the
+	// addresses of each batch of puts, until the watch breaks or ctx is
+	// done; it returns the revision it got to.
+	WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64
+	// WatchGone watches a's claim from after rev, calling fn with the
+	// owner's record (nil when the store did not say; a zero Claim with
+	// its Lease when it did not decode) each time the key is deleted,
+	// until the watch breaks or ctx is done; it returns the revision it
+	// got to.
+	WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64
+
+	// Fleet reads the whole fleet; Move moves addresses as req says (see
+	// store.Client.Move).
+	Fleet(ctx context.Context) (store.View, error)
+	Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error)
+
+	// Where says where the store is, for the status.
+	Where() (endpoints []string, prefix string)
+	// Close ends what the ledger keeps open (the renewals' stream), not
+	// the store's client, which is the caller's.
+	Close()
+}

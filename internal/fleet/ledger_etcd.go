@@ -1,0 +1,364 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/internal/store"
+)
+
+// etcdLedger is the Ledger over etcd, in the layout of package store.
+type etcdLedger struct {
+	c *store.Client
+	k store.Keys
+	// ren renews the lease, on one keepalive stream.
+	ren *renewer
+	log *slog.Logger
+}
+
+func newEtcdLedger(c *store.Client, log *slog.Logger) *etcdLedger {
+	return &etcdLedger{c: c, k: c.Keys, ren: newRenewer(c.Client), log: log}
+}
+
+func (l *etcdLedger) Where() ([]string, string) { return l.c.Endpoints, l.k.Prefix }
+
+func (l *etcdLedger) Close() { l.ren.close() }
+
+func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (LeaseID, *store.Node, error) {
+	g, err := l.c.Grant(ctx, int64(ttl/time.Second))
+	if err != nil {
+		return 0, nil, l.c.Explain(err)
+	}
+	lease := g.ID
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return 0, nil, err
+	}
+	key := l.k.Node(rec.Node)
+	resp, err := l.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		_, _ = l.c.Revoke(ctx, lease)
+		return 0, nil, l.c.Explain(err)
+	}
+	if resp.Succeeded {
+		return LeaseID(lease), nil, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) != 1 {
+		_, _ = l.c.Revoke(ctx, lease)
+		return 0, nil, fmt.Errorf("register node %s: its key changed while it was read: try again", rec.Node)
+	}
+	var other store.Node
+	_ = json.Unmarshal(kvs[0].Value, &other)
+	if !predecessor(other) {
+		_, _ = l.c.Revoke(ctx, lease)
+		return 0, nil, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
+			rec.Node, other.PID, other.Host, other.Started.Local().Format("2006-01-02 15:04:05"))
+	}
+	other.Lease = kvs[0].Lease
+	r2, err := l.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+	if err != nil || !r2.Succeeded {
+		_, _ = l.c.Revoke(ctx, lease)
+		return 0, nil, fmt.Errorf("register node %s over its dead agent's record: the record changed: try again", rec.Node)
+	}
+	return LeaseID(lease), &other, nil
+}
+
+func (l *etcdLedger) Renew(ctx context.Context, lease LeaseID, timeout time.Duration) error {
+	err := l.ren.renew(ctx, clientv3.LeaseID(lease), timeout)
+	if isLeaseGone(err) {
+		return fmt.Errorf("%w: %w", ErrLeaseGone, err)
+	}
+	return err
+}
+
+func (l *etcdLedger) Revoke(ctx context.Context, lease LeaseID) error {
+	if _, err := l.c.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
+		return l.c.Explain(err)
+	}
+	return nil
+}
+
+func (l *etcdLedger) LeaseAlive(ctx context.Context, lease LeaseID) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	ttl, err := l.c.TimeToLive(rctx, clientv3.LeaseID(lease))
+	switch {
+	case errors.Is(err, rpctypes.ErrLeaseNotFound):
+		// Expired (or revoked by an agent stopping).
+		return false, nil
+	case err != nil:
+		return false, l.c.Explain(err)
+	}
+	return ttl.TTL > 0, nil
+}
+
+// claimValue is the record of a claim as the store keeps it.
+func claimValue(rec store.Claim) (string, error) {
+	val, err := json.Marshal(rec)
+	return string(val), err
+}
+
+func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim) (fresh bool, err error) {
+	val, err := claimValue(rec)
+	if err != nil {
+		return false, err
+	}
+	key := l.k.Claim(rec.Addr)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).
+		Else(clientv3.OpGet(key)).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	if resp.Succeeded {
+		return true, nil
+	}
+	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) != 1 {
+		return false, fmt.Errorf("claim %s: its key changed while it was read: try again", rec.Addr)
+	}
+	var cur store.Claim
+	if err := json.Unmarshal(kvs[0].Value, &cur); err != nil {
+		return false, fmt.Errorf("claim %s: the store's key %s holds no vip claim (%v): delete it with etcdctl if it is stale", rec.Addr, key, err)
+	}
+	if cur.Node != rec.Node {
+		return false, &HeldError{Addr: rec.Addr, Node: cur.Node, Since: cur.Since, Self: rec.Node}
+	}
+	if LeaseID(kvs[0].Lease) == lease {
+		return false, nil
+	}
+	// This node's key under another lease: its dead agent's.
+	r2, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	if !r2.Succeeded {
+		return false, fmt.Errorf("claim %s: its key changed while it was taken over: try again", rec.Addr)
+	}
+	return true, nil
+}
+
+func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64) (bool, int64, error) {
+	val, err := claimValue(rec)
+	if err != nil {
+		return false, 0, err
+	}
+	key := l.k.Claim(rec.Addr)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRev)).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+	if err != nil {
+		return false, 0, l.c.Explain(err)
+	}
+	return resp.Succeeded, resp.Header.Revision, nil
+}
+
+func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr) error {
+	key := l.k.Claim(a)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	_, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return l.c.Explain(err)
+	}
+	return nil
+}
+
+func (l *etcdLedger) StandBy(ctx context.Context, lease LeaseID, recs []store.Standby) (int64, error) {
+	ops := make([]clientv3.Op, len(recs))
+	for i, s := range recs {
+		val, err := json.Marshal(s)
+		if err != nil {
+			return 0, err
+		}
+		ops[i] = clientv3.OpPut(l.k.Standby(s.Addr, s.Node), string(val), clientv3.WithLease(clientv3.LeaseID(lease)))
+	}
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return 0, l.c.Explain(err)
+	}
+	return resp.Header.Revision, nil
+}
+
+func (l *etcdLedger) DropStandby(ctx context.Context, a netip.Addr, node string) error {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	if _, err := l.c.Delete(rctx, l.k.Standby(a, node)); err != nil {
+		return l.c.Explain(err)
+	}
+	return nil
+}
+
+func (l *etcdLedger) Standbys(ctx context.Context, node string) ([]store.Standby, int64, error) {
+	var mine []store.Standby
+	rev, err := l.c.Range(ctx, l.k.Standbys(), func(kv *mvccpb.KeyValue) {
+		p, err := l.k.Parse(string(kv.Key))
+		if err != nil || p.Node != node {
+			return
+		}
+		var s store.Standby
+		if json.Unmarshal(kv.Value, &s) != nil {
+			return
+		}
+		s.Addr, s.Node, s.Lease = p.Addr, p.Node, kv.Lease
+		mine = append(mine, s)
+	})
+	return mine, rev, err
+}
+
+func (l *etcdLedger) Inbox(ctx context.Context, node string) ([]netip.Addr, error) {
+	var addrs []netip.Addr
+	_, err := l.c.Range(ctx, l.k.InboxOf(node), func(kv *mvccpb.KeyValue) {
+		if p, err := l.k.Parse(string(kv.Key)); err == nil && p.Kind == store.KindInbox {
+			addrs = append(addrs, p.Addr)
+		}
+	})
+	return addrs, err
+}
+
+func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecord, error) {
+	ops := make([]clientv3.Op, len(addrs))
+	for i, a := range addrs {
+		ops[i] = clientv3.OpGet(l.k.Move(a))
+	}
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).Then(ops...).Commit()
+	if err != nil {
+		return nil, l.c.Explain(err)
+	}
+	var out []MoveRecord
+	for i, r := range resp.Responses {
+		kvs := r.GetResponseRange().Kvs
+		if len(kvs) != 1 {
+			continue
+		}
+		var mv store.Move
+		if json.Unmarshal(kvs[0].Value, &mv) != nil {
+			continue
+		}
+		mv.Addr = addrs[i]
+		out = append(out, MoveRecord{Move: mv, Rev: kvs[0].CreateRevision, Lease: LeaseID(kvs[0].Lease)})
+	}
+	return out, nil
+}
+
+func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, error) {
+	mv := r.Move
+	val, err := json.Marshal(mv)
+	if err != nil {
+		return false, err
+	}
+	key, mkey := l.k.Claim(mv.Addr), l.k.Move(mv.Addr)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	// The target hears of it in its inbox, under the mover's lease.
+	resp, err := l.c.Txn(rctx).If(
+		clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease)),
+		clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.Rev),
+	).Then(clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
+		clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(clientv3.LeaseID(r.Lease)))).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	return resp.Succeeded, nil
+}
+
+func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error {
+	val, err := json.Marshal(mv)
+	if err != nil {
+		return err
+	}
+	mkey := l.k.Move(mv.Addr)
+	same := clientv3.Compare(clientv3.CreateRevision(mkey), "=", rev)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	_, err = l.c.Txn(rctx).If(same).Then(clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease())).Commit()
+	cancel()
+	if err != nil {
+		return l.c.Explain(err)
+	}
+	if !done {
+		return nil
+	}
+	rctx, cancel = context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	_, _ = l.c.Txn(rctx).If(same).Then(clientv3.OpDelete(mkey)).Commit()
+	return nil
+}
+
+func (l *etcdLedger) WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64 {
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.InboxOf(node), clientv3.WithPrefix(),
+		clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision > rev {
+				rev = wr.CompactRevision - 1
+			}
+			l.log.Debug("the store's watch broke: watching again", "err", err)
+			return rev
+		}
+		var addrs []netip.Addr
+		for _, ev := range wr.Events {
+			if p, err := l.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == store.KindInbox {
+				addrs = append(addrs, p.Addr)
+			}
+		}
+		fn(addrs)
+		rev = wr.Header.Revision
+	}
+	return rev
+}
+
+func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64 {
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Claim(a), clientv3.WithRev(rev+1),
+		clientv3.WithFilterPut(), clientv3.WithPrevKV())
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision > rev {
+				rev = wr.CompactRevision - 1
+			}
+			return rev
+		}
+		for _, ev := range wr.Events {
+			var prev *store.Claim
+			if kv := ev.PrevKv; kv != nil {
+				var c store.Claim
+				if json.Unmarshal(kv.Value, &c) != nil {
+					c = store.Claim{}
+				}
+				c.Lease = kv.Lease
+				prev = &c
+			}
+			fn(prev)
+		}
+		rev = wr.Header.Revision
+	}
+	return rev
+}
+
+func (l *etcdLedger) Fleet(ctx context.Context) (store.View, error) { return l.c.Fleet(ctx) }
+
+func (l *etcdLedger) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+	return l.c.Move(ctx, req)
+}

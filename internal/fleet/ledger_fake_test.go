@@ -1,0 +1,540 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// fakeStore is a store of memory with etcd's semantics as far as the
+// member relies on them: leases that expire on a fake clock and take their
+// keys with them, keys created only if absent, creation revisions that
+// tell one move from the next, and watches of an inbox's puts and of a
+// claim's deletion. Each node reaches it through its own fakeLedger, which
+// a test can cut off.
+type fakeStore struct {
+	clock clockwork.Clock
+
+	mu        sync.Mutex
+	rev       int64
+	nextLease fleet.LeaseID
+	leases    map[fleet.LeaseID]fakeLease
+	nodes     map[string]fakeKV[store.Node]
+	claims    map[netip.Addr]fakeKV[store.Claim]
+	standbys  map[string]fakeKV[store.Standby] // by addr/node
+	moves     map[netip.Addr]fakeKV[store.Move]
+	inbox     map[string]fakeKV[netip.Addr] // by node/addr
+	// lastMove is each move record as last written, for the mover, which
+	// reads the outcome after the target deleted the record.
+	lastMove map[netip.Addr]store.Move
+	events   []fakeEvent
+	// changed is closed, and replaced, on every write: the watches wait
+	// on it.
+	changed chan struct{}
+	// cut are the nodes the store does not answer; renewals counts each
+	// node's renewals tried.
+	cut      map[string]bool
+	renewals map[string]int
+	// renewedOK says whether each node's last renewal was acknowledged.
+	renewedOK map[string]bool
+}
+
+type fakeLease struct {
+	ttl     time.Duration
+	expires time.Time
+}
+
+type fakeKV[T any] struct {
+	v      T
+	lease  fleet.LeaseID
+	create int64
+}
+
+// fakeEvent is a write a watch can see: a put in node's inbox, or the
+// deletion of addr's claim (prev its record).
+type fakeEvent struct {
+	rev   int64
+	inbox bool
+	node  string
+	addr  netip.Addr
+	prev  store.Claim
+}
+
+// errUnreachable is what a node cut off from the store is told.
+var errUnreachable = fmt.Errorf("%w (cut off in the test)", store.ErrUnreachable)
+
+func newFakeStore(clock clockwork.Clock) *fakeStore {
+	return &fakeStore{
+		clock: clock, leases: map[fleet.LeaseID]fakeLease{}, nodes: map[string]fakeKV[store.Node]{},
+		claims: map[netip.Addr]fakeKV[store.Claim]{}, standbys: map[string]fakeKV[store.Standby]{},
+		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
+		lastMove: map[netip.Addr]store.Move{}, changed: make(chan struct{}),
+		cut: map[string]bool{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
+	}
+}
+
+// ledger is node's way to the store.
+func (s *fakeStore) ledger(node string) *fakeLedger { return &fakeLedger{s: s, node: node} }
+
+// setCut cuts node off from the store, or joins it again.
+func (s *fakeStore) setCut(node string, cut bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cut[node] = cut
+}
+
+// renewalsOf counts node's renewals tried, and says whether the last was
+// acknowledged.
+func (s *fakeStore) renewalsOf(node string) (int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.renewals[node], s.renewedOK[node]
+}
+
+// claim returns a's claim and whether there is one.
+func (s *fakeStore) claim(a netip.Addr) (store.Claim, fleet.LeaseID, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+	kv, ok := s.claims[a]
+	return kv.v, kv.lease, ok
+}
+
+// expire expires the leases whose time is up, as the store does on its own.
+func (s *fakeStore) expire() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.expireLocked()
+}
+
+// revoke revokes a lease from outside (an operator, the store losing it).
+func (s *fakeStore) revoke(lease fleet.LeaseID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.revokeLocked(lease)
+}
+
+// begin locks the store for node's operation, expiring what is due first;
+// a node cut off gets errUnreachable, and the store stays unlocked.
+func (s *fakeStore) begin(node string) error {
+	s.mu.Lock()
+	if s.cut[node] {
+		s.mu.Unlock()
+		return errUnreachable
+	}
+	s.expireLocked()
+	return nil
+}
+
+func (s *fakeStore) bumpLocked() int64 {
+	s.rev++
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return s.rev
+}
+
+func (s *fakeStore) expireLocked() {
+	now := s.clock.Now()
+	for id, l := range s.leases {
+		if !now.Before(l.expires) {
+			s.revokeLocked(id)
+		}
+	}
+}
+
+// revokeLocked drops the lease and every key bound to it.
+func (s *fakeStore) revokeLocked(id fleet.LeaseID) {
+	delete(s.leases, id)
+	for k, kv := range s.nodes {
+		if kv.lease == id {
+			delete(s.nodes, k)
+		}
+	}
+	for a, kv := range s.claims {
+		if kv.lease == id {
+			s.deleteClaimLocked(a)
+		}
+	}
+	for k, kv := range s.standbys {
+		if kv.lease == id {
+			delete(s.standbys, k)
+		}
+	}
+	for a, kv := range s.moves {
+		if kv.lease == id {
+			delete(s.moves, a)
+		}
+	}
+	for k, kv := range s.inbox {
+		if kv.lease == id {
+			delete(s.inbox, k)
+		}
+	}
+	s.bumpLocked()
+}
+
+func (s *fakeStore) deleteClaimLocked(a netip.Addr) {
+	kv := s.claims[a]
+	delete(s.claims, a)
+	prev := kv.v
+	prev.Lease = int64(kv.lease)
+	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), addr: a, prev: prev})
+}
+
+func (s *fakeStore) putInboxLocked(node string, a netip.Addr, lease fleet.LeaseID) {
+	rev := s.bumpLocked()
+	s.inbox[node+"/"+a.String()] = fakeKV[netip.Addr]{v: a, lease: lease, create: rev}
+	s.events = append(s.events, fakeEvent{rev: rev, inbox: true, node: node, addr: a})
+}
+
+func (s *fakeStore) putMoveLocked(mv store.Move, lease fleet.LeaseID, create int64) {
+	s.moves[mv.Addr] = fakeKV[store.Move]{v: mv, lease: lease, create: create}
+	s.lastMove[mv.Addr] = mv
+	s.bumpLocked()
+}
+
+func (s *fakeStore) moveRevLocked(a netip.Addr) int64 {
+	if kv, ok := s.moves[a]; ok {
+		return kv.create
+	}
+	return 0
+}
+
+// watch calls fn with each batch of the events match picks after rev,
+// until ctx is done; a node cut off sees none until it is joined again.
+func (s *fakeStore) watch(ctx context.Context, node string, rev int64, match func(fakeEvent) bool, fn func([]fakeEvent)) int64 {
+	for {
+		s.mu.Lock()
+		var got []fakeEvent
+		if !s.cut[node] {
+			for _, ev := range s.events {
+				if ev.rev > rev && match(ev) {
+					got = append(got, ev)
+				}
+			}
+			if len(got) > 0 {
+				rev = got[len(got)-1].rev
+			}
+		}
+		ch := s.changed
+		s.mu.Unlock()
+		if len(got) > 0 {
+			fn(got)
+		}
+		select {
+		case <-ctx.Done():
+			return rev
+		case <-ch:
+		}
+	}
+}
+
+// fakeLedger is one node's fleet.Ledger over the fakeStore.
+type fakeLedger struct {
+	s    *fakeStore
+	node string
+}
+
+var _ fleet.Ledger = (*fakeLedger)(nil)
+
+func (l *fakeLedger) Where() ([]string, string) { return []string{"memory"}, store.DefaultPrefix }
+
+func (l *fakeLedger) Close() {}
+
+func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (fleet.LeaseID, *store.Node, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return 0, nil, err
+	}
+	defer s.mu.Unlock()
+	s.nextLease++
+	lease := s.nextLease
+	s.leases[lease] = fakeLease{ttl: ttl, expires: s.clock.Now().Add(ttl)}
+	var prev *store.Node
+	if kv, ok := s.nodes[rec.Node]; ok {
+		if !predecessor(kv.v) {
+			s.revokeLocked(lease)
+			return 0, nil, fmt.Errorf("node %s is already alive in the store", rec.Node)
+		}
+		other := kv.v
+		other.Lease = int64(kv.lease)
+		prev = &other
+	}
+	s.nodes[rec.Node] = fakeKV[store.Node]{v: rec, lease: lease, create: s.bumpLocked()}
+	return lease, prev, nil
+}
+
+func (l *fakeLedger) Renew(_ context.Context, lease fleet.LeaseID, _ time.Duration) error {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		s.mu.Lock()
+		s.renewals[l.node]++
+		s.renewedOK[l.node] = false
+		s.mu.Unlock()
+		return err
+	}
+	defer s.mu.Unlock()
+	s.renewals[l.node]++
+	ls, ok := s.leases[lease]
+	s.renewedOK[l.node] = ok
+	if !ok {
+		return fleet.ErrLeaseGone
+	}
+	ls.expires = s.clock.Now().Add(ls.ttl)
+	s.leases[lease] = ls
+	return nil
+}
+
+func (l *fakeLedger) Revoke(_ context.Context, lease fleet.LeaseID) error {
+	if err := l.s.begin(l.node); err != nil {
+		return err
+	}
+	defer l.s.mu.Unlock()
+	if _, ok := l.s.leases[lease]; !ok {
+		return fleet.ErrLeaseGone
+	}
+	l.s.revokeLocked(lease)
+	return nil
+}
+
+func (l *fakeLedger) LeaseAlive(_ context.Context, lease fleet.LeaseID) (bool, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return false, err
+	}
+	defer l.s.mu.Unlock()
+	_, ok := l.s.leases[lease]
+	return ok, nil
+}
+
+func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.Claim) (bool, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.leases[lease]; !ok {
+		return false, fleet.ErrLeaseGone
+	}
+	cur, ok := s.claims[rec.Addr]
+	switch {
+	case !ok:
+	case cur.v.Node != rec.Node:
+		return false, &fleet.HeldError{Addr: rec.Addr, Node: cur.v.Node, Since: cur.v.Since, Self: rec.Node}
+	case cur.lease == lease:
+		return false, nil
+	}
+	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: s.bumpLocked()}
+	return true, nil
+}
+
+func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Claim, moveRev int64) (bool, int64, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return false, 0, err
+	}
+	defer s.mu.Unlock()
+	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev {
+		return false, s.rev, nil
+	}
+	if _, ok := s.leases[lease]; !ok {
+		return false, 0, fleet.ErrLeaseGone
+	}
+	rev := s.bumpLocked()
+	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
+	return true, rev, nil
+}
+
+func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr) error {
+	if err := l.s.begin(l.node); err != nil {
+		return err
+	}
+	defer l.s.mu.Unlock()
+	if kv, ok := l.s.claims[a]; ok && kv.lease == lease {
+		l.s.deleteClaimLocked(a)
+	}
+	return nil
+}
+
+func (l *fakeLedger) StandBy(_ context.Context, lease fleet.LeaseID, recs []store.Standby) (int64, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
+	rev := s.bumpLocked()
+	for _, r := range recs {
+		s.standbys[r.Addr.String()+"/"+r.Node] = fakeKV[store.Standby]{v: r, lease: lease, create: rev}
+	}
+	return rev, nil
+}
+
+func (l *fakeLedger) DropStandby(_ context.Context, a netip.Addr, node string) error {
+	if err := l.s.begin(l.node); err != nil {
+		return err
+	}
+	defer l.s.mu.Unlock()
+	delete(l.s.standbys, a.String()+"/"+node)
+	l.s.bumpLocked()
+	return nil
+}
+
+func (l *fakeLedger) Standbys(_ context.Context, node string) ([]store.Standby, int64, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, 0, err
+	}
+	defer l.s.mu.Unlock()
+	var out []store.Standby
+	for _, kv := range l.s.standbys {
+		if kv.v.Node == node {
+			s := kv.v
+			s.Lease = int64(kv.lease)
+			out = append(out, s)
+		}
+	}
+	return out, l.s.rev, nil
+}
+
+func (l *fakeLedger) Inbox(_ context.Context, node string) ([]netip.Addr, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, err
+	}
+	defer l.s.mu.Unlock()
+	var out []netip.Addr
+	for k, kv := range l.s.inbox {
+		if len(k) > len(node) && k[:len(node)+1] == node+"/" {
+			out = append(out, kv.v)
+		}
+	}
+	return out, nil
+}
+
+func (l *fakeLedger) Moves(_ context.Context, addrs []netip.Addr) ([]fleet.MoveRecord, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, err
+	}
+	defer l.s.mu.Unlock()
+	var out []fleet.MoveRecord
+	for _, a := range addrs {
+		if kv, ok := l.s.moves[a]; ok {
+			out = append(out, fleet.MoveRecord{Move: kv.v, Rev: kv.create, Lease: kv.lease})
+		}
+	}
+	return out, nil
+}
+
+func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.MoveRecord) (bool, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	a := r.Move.Addr
+	if kv, ok := s.claims[a]; !ok || kv.lease != lease || s.moveRevLocked(a) != r.Rev {
+		return false, nil // a transaction whose compares fail changes nothing
+	}
+	s.deleteClaimLocked(a)
+	s.putMoveLocked(r.Move, s.moves[a].lease, r.Rev)
+	s.putInboxLocked(r.Move.To, a, r.Lease)
+	return true, nil
+}
+
+func (l *fakeLedger) MarkMove(_ context.Context, mv store.Move, rev int64, done bool) error {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return err
+	}
+	defer s.mu.Unlock()
+	if s.moveRevLocked(mv.Addr) != rev {
+		return nil
+	}
+	s.putMoveLocked(mv, s.moves[mv.Addr].lease, rev)
+	if done {
+		delete(s.moves, mv.Addr)
+		s.bumpLocked()
+	}
+	return nil
+}
+
+func (l *fakeLedger) WatchInbox(ctx context.Context, node string, rev int64, fn func([]netip.Addr)) int64 {
+	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return ev.inbox && ev.node == node }, func(evs []fakeEvent) {
+		addrs := make([]netip.Addr, len(evs))
+		for i, ev := range evs {
+			addrs[i] = ev.addr
+		}
+		fn(addrs)
+	})
+}
+
+func (l *fakeLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(*store.Claim)) int64 {
+	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return !ev.inbox && ev.addr == a }, func(evs []fakeEvent) {
+		for _, ev := range evs {
+			fn(&ev.prev)
+		}
+	})
+}
+
+func (l *fakeLedger) Fleet(context.Context) (store.View, error) {
+	return store.View{}, errors.New("the fake store has no fleet view")
+}
+
+// Move is the mover's side (store.Client.Move) for addresses, cut short:
+// it writes each move record under a lease of its own and tells the target
+// and the owner in their inboxes, then waits until each move is live,
+// failed, or ctx is done.
+func (l *fakeLedger) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return nil, err
+	}
+	s.nextLease++
+	lease := s.nextLease // never expires: the mover lives through the test
+	var res []store.MoveResult
+	for _, a := range req.Addrs {
+		cur, held := s.claims[a]
+		if _, busy := s.moves[a]; busy {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("%w: a move of %s is under way", store.ErrRefused, a)
+		}
+		r := store.MoveResult{Addr: a, To: req.To, Interface: req.Interface, Asked: s.clock.Now(), Unheld: !held}
+		mv := store.Move{Addr: a, To: req.To, Interface: req.Interface, Options: req.Options, Asked: s.clock.Now()}
+		if held {
+			r.From, mv.From = cur.v.Node, cur.v.Node
+		}
+		s.putMoveLocked(mv, lease, s.rev+1)
+		s.putInboxLocked(req.To, a, lease)
+		if held {
+			s.putInboxLocked(cur.v.Node, a, lease)
+		}
+		res = append(res, r)
+	}
+	s.mu.Unlock()
+	defer s.revoke(lease)
+	for i := range res {
+		for {
+			s.mu.Lock()
+			last := s.lastMove[res[i].Addr]
+			_, open := s.moves[res[i].Addr]
+			ch := s.changed
+			s.mu.Unlock()
+			if !last.Live.IsZero() || last.Error != "" || !open {
+				res[i].Live, res[i].Error = last.Live, last.Error
+				break
+			}
+			select {
+			case <-ctx.Done():
+				res[i].Error = "not live in time"
+				return res, nil
+			case <-ch:
+			}
+		}
+	}
+	return res, nil
+}

@@ -1,0 +1,522 @@
+package fleet_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// These tests drive members over a store of memory (fakeStore) on a fake
+// clock, so that the fence, the deadline, resumptions, takeovers and moves
+// are checked to the tick, without root, etcd or real time. The lab tests
+// (fleet_lab_test.go) check the same against a real etcd.
+
+// fakeTTL is the default lease: renewals every second, the fence 4.5 s
+// after the last one acknowledged, the lease gone 6 s after it.
+const fakeTTL = fleet.DefaultTTL
+
+var fakeTiming = fleet.TimingFor(fakeTTL)
+
+// bootAtEpoch is the Deadline's clock (CLOCK_BOOTTIME) at the fake clock's
+// start: any reading past closedAt.
+const bootAtEpoch = time.Hour
+
+// fakeFleet is members of one fakeStore on one fake clock, all joined at
+// its start, so that their renewals tick together.
+type fakeFleet struct {
+	t     *testing.T
+	clock *clockwork.FakeClock
+	epoch time.Time
+	s     *fakeStore
+	// running are the members whose renewals the clock waits for.
+	running map[string]*fleet.Member
+}
+
+func newFakeFleet(t *testing.T) *fakeFleet {
+	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := clockwork.NewFakeClockAt(epoch)
+	return &fakeFleet{t: t, clock: clock, epoch: epoch, s: newFakeStore(clock), running: map[string]*fleet.Member{}}
+}
+
+// now is the fake time since the start.
+func (f *fakeFleet) now() time.Duration { return f.clock.Since(f.epoch) }
+
+// boot reads the Deadline's clock, which runs with the fake one.
+func (f *fakeFleet) boot() time.Duration { return bootAtEpoch + f.now() }
+
+func (f *fakeFleet) join(name string) (*fleet.Member, *fakeEngine) {
+	f.t.Helper()
+	if f.now() != 0 {
+		f.t.Fatal("join after the clock moved: the renewals would not tick together")
+	}
+	eng := newFakeEngine()
+	eng.deadline = announce.NewDeadline(f.boot)
+	m, err := fleet.Join(context.Background(), fleet.Config{
+		Ledger: f.s.ledger(name), Clock: f.clock, Node: name, TTL: fakeTTL, Log: testLog(f.t), Deadline: eng.deadline,
+		Interfaces: func() []store.Interface {
+			return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true}}
+		},
+	}, eng)
+	if err != nil {
+		f.t.Fatalf("join as %s: %v", name, err)
+	}
+	f.t.Cleanup(m.Close)
+	f.running[name] = m
+	// The first renewal is tried once the fence's timer and the ticker
+	// are armed.
+	f.waitRenewals(name, 1)
+	return m, eng
+}
+
+// crash stops name's member as kill -9 would: its lease runs out.
+func (f *fakeFleet) crash(name string) {
+	f.running[name].Crash()
+	delete(f.running, name)
+}
+
+// advanceTo moves the clock to at in steps of half a renewal period (the
+// fence's delay is a whole number of them), and after each waits until
+// every running member has made the renewal it was due, acknowledged or
+// not, and fenced if it was due to, and the store expired what is due. A
+// fake timer's function runs on a goroutine of its own, which would
+// otherwise read the clock after it moved on.
+func (f *fakeFleet) advanceTo(at time.Duration) {
+	f.t.Helper()
+	renew := fakeTiming.Renew
+	for now := f.now(); now < at; now = f.now() {
+		next := min((now/(renew/2)+1)*(renew/2), at)
+		f.clock.Advance(next - now)
+		f.s.expire()
+		for name, m := range f.running {
+			if next%renew == 0 {
+				f.waitRenewals(name, 1+int(next/renew))
+			}
+			if _, renewed, fencedAt := m.Lease(); fencedAt.IsZero() && !renewed.Add(fakeTiming.FenceAfter()).After(f.clock.Now()) {
+				eventually(f.t, func() bool { _, _, fencedAt := m.Lease(); return !fencedAt.IsZero() }, name+" did not fence when due")
+			}
+		}
+	}
+}
+
+// waitRenewals waits until name tried its n-th renewal and, when the store
+// acknowledged it, recorded it (so the fence's timer counts from it).
+func (f *fakeFleet) waitRenewals(name string, n int) {
+	f.t.Helper()
+	m := f.running[name]
+	labtest.Eventually(f.t, 5*time.Second, func() (bool, string) {
+		got, ok := f.s.renewalsOf(name)
+		if got < n {
+			return false, name + " did not renew when due"
+		}
+		if !ok {
+			return true, ""
+		}
+		_, renewed, _ := m.Lease()
+		return renewed.Equal(f.clock.Now()), name + " did not record its renewal"
+	})
+}
+
+func (f *fakeFleet) claim(m *fleet.Member, a netip.Addr) {
+	f.t.Helper()
+	if _, err := m.Claim(context.Background(), []announce.Request{{Addr: a, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		f.t.Fatalf("claim %s on %s: %v", a, m.Node(), err)
+	}
+}
+
+func (f *fakeFleet) standby(m *fleet.Member, a netip.Addr) {
+	f.t.Helper()
+	if _, err := m.Standby(context.Background(), []announce.Request{{Addr: a, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		f.t.Fatalf("standby for %s on %s: %v", a, m.Node(), err)
+	}
+}
+
+// owner is the node whose claim of a the store holds, "" for none.
+func (f *fakeFleet) owner(a netip.Addr) string {
+	c, _, ok := f.s.claim(a)
+	if !ok {
+		return ""
+	}
+	return c.Node
+}
+
+func eventually(t *testing.T, cond func() bool, why string) {
+	t.Helper()
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) { return cond(), why })
+}
+
+// never checks, for a while of real time, that cond stays false.
+func never(t *testing.T, cond func() bool, why string) {
+	t.Helper()
+	for range 10 {
+		if cond() {
+			t.Fatal(why)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// deadlineLog records each answer deadline set, with the fake time then.
+type deadlineLog struct {
+	mu   sync.Mutex
+	sets []deadlineSet
+}
+
+type deadlineSet struct{ when, at time.Duration }
+
+func (f *fakeFleet) recordDeadline(d *announce.Deadline) *deadlineLog {
+	f.t.Helper()
+	l := &deadlineLog{}
+	stop, err := d.Watch(func(at time.Duration) error {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.sets = append(l.sets, deadlineSet{when: f.now(), at: at})
+		return nil
+	}, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(stop)
+	return l
+}
+
+func (l *deadlineLog) all() []deadlineSet {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.sets)
+}
+
+// closed says whether a deadline is the one a fence sets: always passed.
+func closed(at time.Duration) bool { return at <= time.Millisecond }
+
+// TestFakeDeadline: each renewal the store acknowledges moves the deadline
+// to its send time plus fence-after; a renewal that fails leaves it, and
+// the fence closes it at fence-after; when the store says the lease is gone
+// it is closed at once, not at fence-after, before the member joins again.
+func TestFakeDeadline(t *testing.T) {
+	none := time.Duration(-1)
+	for _, tc := range []struct {
+		name string
+		// cutAt cuts the member off from the store; revokeAt revokes its
+		// lease in the store (none: never).
+		cutAt, revokeAt time.Duration
+		until           time.Duration
+		// wantClosedAt is when the deadline is first closed (none: never).
+		wantClosedAt time.Duration
+	}{
+		{name: "renewals acknowledged", cutAt: none, revokeAt: none, until: 5 * time.Second, wantClosedAt: none},
+		{name: "renewals fail: closed at fence-after", cutAt: 1500 * time.Millisecond, revokeAt: none, until: 6 * time.Second,
+			wantClosedAt: time.Second + fakeTiming.FenceAfter()},
+		{name: "lease gone: closed at once", cutAt: none, revokeAt: 2500 * time.Millisecond, until: 3 * time.Second,
+			wantClosedAt: 3 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			a, aEng := f.join("a")
+			log := f.recordDeadline(aEng.deadline)
+			f.claim(a, vip)
+			lease, _, _ := a.Lease()
+			for _, step := range []struct {
+				at time.Duration
+				do func()
+			}{
+				{tc.cutAt, func() { f.s.setCut("a", true) }},
+				{tc.revokeAt, func() { f.s.revoke(fleet.LeaseID(lease)) }},
+			} {
+				if step.at != none {
+					f.advanceTo(step.at)
+					step.do()
+				}
+			}
+			f.advanceTo(tc.until)
+			if tc.wantClosedAt != none {
+				eventually(t, func() bool { return aEng.sawEvent(event.Fence, "") }, "not fenced")
+			}
+			if tc.revokeAt != none {
+				// It joins again under a new lease, whose grant opens
+				// the deadline again.
+				eventually(t, func() bool { return aEng.sawEvent(event.Resume, "resumed 1 claims") }, "the claim was not taken again")
+				if now, _, _ := a.Lease(); now == lease {
+					t.Errorf("still lease %x after it was revoked", lease)
+				}
+			}
+			sets := log.all()
+			firstClosed := none
+			for i, s := range sets {
+				if i == 0 {
+					continue // the deadline as it was when the watch began
+				}
+				if closed(s.at) {
+					if firstClosed == none {
+						firstClosed = s.when
+					}
+					continue
+				}
+				// Every open deadline is a renewal's (or a grant's) send
+				// time plus fence-after, on the Deadline's clock.
+				if want := bootAtEpoch + s.when + fakeTiming.FenceAfter(); s.at != want {
+					t.Errorf("the deadline set at %v is %v, want %v (its send time plus fence-after)", s.when, s.at-bootAtEpoch, want-bootAtEpoch)
+				}
+			}
+			if firstClosed != tc.wantClosedAt {
+				t.Errorf("the deadline was first closed at %v, want %v (none is %v)", firstClosed, tc.wantClosedAt, none)
+			}
+			if tc.cutAt != none {
+				// No renewal acknowledged after the cut: the last open
+				// deadline is the last renewal's before it.
+				last := time.Duration(0)
+				for _, s := range sets {
+					if !closed(s.at) {
+						last = s.when
+					}
+				}
+				if want := tc.cutAt / fakeTiming.Renew * fakeTiming.Renew; last != want {
+					t.Errorf("the last deadline moved at %v, want %v (the last renewal before the cut)", last, want)
+				}
+			}
+		})
+	}
+}
+
+// TestFakeFenceAndResume: a member cut off from the store fences at
+// fence-after, not before; when the store answers again, a key still its own
+// resumes, a free one is taken again, one another node took is lost to it.
+func TestFakeFenceAndResume(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// backAt is when the store answers a again.
+		backAt time.Duration
+		// standby has b stand by for the address.
+		standby   bool
+		wantHeld  bool
+		wantOwner string
+		newLease  bool
+		wantEvent announce.EventKind
+		wantMsg   string
+	}{
+		{name: "key still its own: resumed", backAt: 5 * time.Second, wantHeld: true, wantOwner: "a",
+			wantEvent: event.Resume, wantMsg: "resumed 1 claims"},
+		{name: "lease expired, key free: taken again", backAt: 7 * time.Second, wantHeld: true, wantOwner: "a", newLease: true,
+			wantEvent: event.Resume, wantMsg: "resumed 1 claims"},
+		{name: "taken by a standby: lost", backAt: 7 * time.Second, standby: true, wantOwner: "b", newLease: true,
+			wantEvent: event.Taken, wantMsg: "lost to b"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			a, aEng := f.join("a")
+			var bEng *fakeEngine
+			if tc.standby {
+				var b *fleet.Member
+				b, bEng = f.join("b")
+				f.claim(a, vip)
+				f.standby(b, vip)
+			} else {
+				f.claim(a, vip)
+			}
+			lease, _, _ := a.Lease()
+			f.s.setCut("a", true)
+			f.advanceTo(fakeTiming.FenceAfter() - time.Millisecond)
+			if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() || !aEng.holds(vip) {
+				t.Fatalf("fenced at %v, before fence-after (%v)", f.now(), fakeTiming.FenceAfter())
+			}
+			f.advanceTo(fakeTiming.FenceAfter())
+			eventually(t, func() bool { return !aEng.holds(vip) }, "not fenced at fence-after")
+			if _, _, fencedAt := a.Lease(); !fencedAt.Equal(f.epoch.Add(fakeTiming.FenceAfter())) {
+				t.Errorf("fenced at %v, want at fence-after, %v", fencedAt.Sub(f.epoch), fakeTiming.FenceAfter())
+			}
+			if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateFenced {
+				t.Errorf("a's status of %s while fenced: %+v, want fenced", vip, st)
+			}
+			f.advanceTo(tc.backAt - fakeTiming.Renew/2)
+			if tc.standby {
+				eventually(t, func() bool { return bEng.holds(vip) }, "the standby did not take the address when a's lease expired")
+			}
+			f.s.setCut("a", false)
+			f.advanceTo(tc.backAt)
+			eventually(t, func() bool { return aEng.sawEvent(tc.wantEvent, tc.wantMsg) }, "no event says "+tc.wantMsg)
+			eventually(t, func() bool { return aEng.holds(vip) == tc.wantHeld }, "a's engine does not hold the address as it should")
+			if got := f.owner(vip); got != tc.wantOwner {
+				t.Errorf("the store's owner of %s: %q, want %q", vip, got, tc.wantOwner)
+			}
+			if now, _, _ := a.Lease(); (now != lease) != tc.newLease {
+				t.Errorf("lease %x after the resumption, was %x: want a new one %v", now, lease, tc.newLease)
+			}
+			if tc.standby {
+				checkNoOverlap(t, vip, aEng, bEng)
+				if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateLost {
+					t.Errorf("a's status of %s: %+v, want lost", vip, st)
+				}
+			}
+		})
+	}
+}
+
+// TestFakeTakeovers: a standby takes an address when its owner's lease
+// expires (not before), and never when the owner let it go on purpose: a
+// release, or a yield the engine decided by itself, whose key goes too.
+func TestFakeTakeovers(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		owner     func(f *fakeFleet, a *fleet.Member, aEng *fakeEngine)
+		wantOwner string
+		wantEvent string
+		// ownerEvent is what the owner's agent says it did, if anything.
+		ownerEvent string
+	}{
+		{name: "owner dies: the standby takes over at its lease's expiry",
+			owner: func(f *fakeFleet, _ *fleet.Member, aEng *fakeEngine) {
+				f.crash("a")
+				aEng.drop([]netip.Addr{vip}) // its process is gone
+			},
+			wantOwner: "b", wantEvent: "lease of its owner a expired"},
+		{name: "owner releases: nobody takes it",
+			owner: func(f *fakeFleet, a *fleet.Member, _ *fakeEngine) {
+				if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
+					f.t.Fatal(err)
+				}
+			}},
+		{name: "owner yields: its key goes, nobody takes it",
+			owner:      func(_ *fakeFleet, _ *fleet.Member, aEng *fakeEngine) { aEng.yield(vip) },
+			ownerEvent: "released in the store too"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			a, aEng := f.join("a")
+			b, bEng := f.join("b")
+			f.claim(a, vip)
+			f.standby(b, vip)
+			tc.owner(f, a, aEng)
+			if tc.ownerEvent != "" {
+				eventually(t, func() bool { return aEng.sawEvent(event.Release, tc.ownerEvent) }, "no event of the owner says "+tc.ownerEvent)
+			}
+			if tc.wantOwner == "" {
+				eventually(t, func() bool { return f.owner(vip) == "" }, "the owner's key stayed in the store")
+				never(t, func() bool { return bEng.holds(vip) }, "the standby took an address its owner let go on purpose")
+			}
+			f.advanceTo(fakeTTL - time.Millisecond)
+			never(t, func() bool { return bEng.holds(vip) }, "the standby took the address before the owner's lease expired")
+			f.advanceTo(fakeTTL + fakeTiming.Renew)
+			if tc.wantOwner == "" {
+				never(t, func() bool { return bEng.holds(vip) }, "the standby took an address its owner let go on purpose")
+				if got := f.owner(vip); got != "" {
+					t.Errorf("the store's owner of %s: %q, want none", vip, got)
+				}
+				return
+			}
+			eventually(t, func() bool { return bEng.holds(vip) }, "the standby did not take the address")
+			eventually(t, func() bool { return bEng.sawEvent(event.Standby, tc.wantEvent) }, "no standby event says "+tc.wantEvent)
+			if got := f.owner(vip); got != tc.wantOwner {
+				t.Errorf("the store's owner of %s: %q, want %q", vip, got, tc.wantOwner)
+			}
+			checkNoOverlap(t, vip, aEng, bEng)
+		})
+	}
+}
+
+// TestFakeMoves: a move hands the address over from an owner that answers
+// at once, and waits for the lease of one cut off from the store; the two
+// never answer at once.
+func TestFakeMoves(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		cutOwner   bool
+		wantWaited bool
+	}{
+		{name: "owner answers: handed over"},
+		{name: "owner cut off: taken when its lease expires", cutOwner: true, wantWaited: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			a, aEng := f.join("a")
+			b, bEng := f.join("b")
+			f.claim(a, vip)
+			if tc.cutOwner {
+				f.s.setCut("a", true)
+			}
+			type result struct {
+				st  []announce.Status
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				st, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{})
+				done <- result{st, err}
+			}()
+			if tc.cutOwner {
+				never(t, func() bool { return bEng.holds(vip) }, "the target took the address while its owner's lease was alive")
+				f.advanceTo(fakeTTL)
+			}
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(5 * time.Second):
+				t.Fatal("the move did not end")
+			}
+			if r.err != nil {
+				t.Fatalf("take over: %v", r.err)
+			}
+			if !bEng.holds(vip) || aEng.holds(vip) {
+				t.Errorf("after the move: a holds %v, b holds %v; want b alone", aEng.holds(vip), bEng.holds(vip))
+			}
+			if got := f.owner(vip); got != "b" {
+				t.Errorf("the store's owner of %s: %q, want b", vip, got)
+			}
+			// The owner tells of its release after the hand-over's
+			// transaction, which may be after the move is live.
+			released := func() bool { return aEng.sawEvent(event.Move, "released for a move to b") }
+			if tc.wantWaited {
+				never(t, released, "an owner cut off from the store released the address for the move")
+			} else {
+				eventually(t, released, "the owner did not release the address for the move")
+			}
+			checkNoOverlap(t, vip, aEng, bEng)
+		})
+	}
+}
+
+// TestFakeReleaseReachesTheStore: a release whose key deletion the store
+// did not take (cut off for a moment) still reaches it: the key, bound to
+// a lease that lives as long as the agent, would keep every other node
+// from the address, answered by nobody. It is deleted once the store
+// answers, within a renewal period or two; a key claimed again meanwhile
+// is left.
+func TestFakeReleaseReachesTheStore(t *testing.T) {
+	for _, again := range []bool{false, true} {
+		name := "released"
+		if again {
+			name = "claimed again meanwhile"
+		}
+		t.Run(name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			a, aEng := f.join("a")
+			f.claim(a, vip)
+			f.s.setCut("a", true)
+			if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
+				t.Fatal(err)
+			}
+			f.s.setCut("a", false)
+			if got := f.owner(vip); got != "a" {
+				t.Fatalf("the store's owner of %s after a release cut off: %q, want a (the deletion failed)", vip, got)
+			}
+			if again {
+				f.claim(a, vip)
+			}
+			f.advanceTo(2 * fakeTiming.Renew)
+			if again {
+				never(t, func() bool { return f.owner(vip) != "a" || !aEng.holds(vip) }, "the key of an address claimed again was deleted")
+				return
+			}
+			eventually(t, func() bool { return f.owner(vip) == "" }, "the released key stayed in the store")
+		})
+	}
+}
