@@ -79,3 +79,24 @@ release-check: goreleaser
 .PHONY: bench
 bench: deps
 	$(GO) run -exec $(AS_ROOT) ./cmd/vipbench $(BENCHFLAGS)
+
+# The fault-injection suite, long: TestNemesis for DURATION on the socket,
+# tcx and XDP generic responders (a seeded schedule of freezes, kills,
+# partitions, etcd leader kills and outages, moves, take-overs and
+# releases; SEED=N reproduces a run), then its tables go into
+# RELIABILITY.md between the nemesis markers. The short run is part of
+# `make test`.
+DURATION ?= 30m
+SEED     ?=
+.PHONY: nemesis
+nemesis: deps
+	@$(AS_ROOT) true
+	rm -f nemesis-report.md
+	status=0; \
+	VIP_NEMESIS_DURATION=$(DURATION) VIP_NEMESIS_SEED=$(SEED) VIP_NEMESIS_REPORT=$(CURDIR)/nemesis-report.md \
+		$(GO) test -exec '$(AS_ROOT) env VIP_NEMESIS_DURATION=$(DURATION) VIP_NEMESIS_SEED=$(SEED) VIP_NEMESIS_REPORT=$(CURDIR)/nemesis-report.md' \
+		-count=1 -timeout 4h -parallel 3 -run '^TestNemesis$$' -v ./cmd/vip || status=$$?; \
+	test -s nemesis-report.md && \
+	awk 'FNR==NR { r = r $$0 "\n"; next } /<!-- nemesis:begin -->/ { print; printf "%s", r; skip = 1; next } /<!-- nemesis:end -->/ { skip = 0 } !skip' \
+		nemesis-report.md RELIABILITY.md > RELIABILITY.md.new && mv RELIABILITY.md.new RELIABILITY.md; \
+	rm -f nemesis-report.md; exit $$status

@@ -1,0 +1,191 @@
+package nemesis
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	v4   = netip.MustParseAddr("192.0.2.50")
+	macA = "02:00:00:00:00:0a"
+	macB = "02:00:00:00:00:0b"
+	t0   = time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+)
+
+func at(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+
+// probes returns a request every 20 ms from ms to ms+n*20, each answered by
+// mac unless mac is empty.
+func probes(seq0 uint32, ms, n int, macs ...string) []Frame {
+	var fs []Frame
+	for i := range n {
+		s, t := seq0+uint32(i), at(ms+20*i)
+		fs = append(fs, Frame{At: t, Addr: v4, MAC: "02:00:00:00:00:99", Kind: Request, Seq: s})
+		for _, m := range macs {
+			fs = append(fs, Frame{At: t.Add(time.Millisecond), Addr: v4, MAC: m, Kind: Reply, Seq: s})
+		}
+	}
+	return fs
+}
+
+func join(fss ...[]Frame) []Frame {
+	var out []Frame
+	for _, fs := range fss {
+		out = append(out, fs...)
+	}
+	return out
+}
+
+func TestCheck(t *testing.T) {
+	bounds := Bounds{ClockError: 100 * time.Millisecond, MaxGap: 4 * time.Second}
+	nodes := map[string]string{macA: "a", macB: "b"}
+	// a holds from the start; b from 5 s on, seen by the watch at 5.05 s.
+	handover := []Claim{{Seen: at(0), Rev: 2, Addr: v4, Node: "a"}, {Seen: at(5000), Rev: 3, Addr: v4}, {Seen: at(5050), Rev: 4, Addr: v4, Node: "b"}}
+	freeze := []Injection{{Kind: FreezeLong, Target: "a", Start: at(2000), Healed: at(7000), Settled: at(8000)}}
+	tests := []struct {
+		name       string
+		frames     []Frame
+		claims     []Claim
+		excluded   []Exclusion
+		ticks      []Tick
+		end        int
+		want       []Rule // in order
+		overlaps   int
+		answered   int
+		longestGap time.Duration // of FreezeLong
+	}{
+		{
+			name: "a clean handover",
+			// a answers to 2 s, silence, b from 5.02 s (before the watch
+			// saw its key, within the delay) to 10 s.
+			frames: join(probes(0, 0, 100, macA), probes(100, 2000, 150), probes(250, 5020, 250, macB)),
+			claims: handover, end: 10000,
+			answered: 350, longestGap: 3040 * time.Millisecond,
+		},
+		{
+			name:   "two MACs answer one request",
+			frames: join(probes(0, 0, 100, macA), probes(100, 2000, 150), probes(250, 5020, 3, macA, macB), probes(253, 5080, 200, macB)),
+			claims: handover, end: 10000,
+			// a's replies after its key was deleted break the holder
+			// rule too, and each request answered twice is an overlap.
+			want:     []Rule{RuleOverlap, RuleNotHolder, RuleOverlap, RuleNotHolder, RuleOverlap, RuleNotHolder},
+			overlaps: 3, answered: 303, longestGap: 3040 * time.Millisecond,
+		},
+		{
+			name: "an answer from a node that does not hold the key",
+			// b answers at 4 s, a second before its key.
+			frames: join(probes(0, 0, 100, macA), probes(100, 2000, 100), []Frame{{At: at(4000), Addr: v4, MAC: macB, Kind: Announcement}}, probes(200, 5060, 100, macB)),
+			claims: handover, end: 7040,
+			want: []Rule{RuleNotHolder}, answered: 200, longestGap: 2019 * time.Millisecond,
+		},
+		{
+			name:   "a MAC of no node",
+			frames: join(probes(0, 0, 10, macA), []Frame{{At: at(300), Addr: v4, MAC: "02:00:00:00:00:66", Kind: Announcement}}),
+			claims: handover[:1], end: 400,
+			want: []Rule{RuleUnknown}, answered: 10,
+		},
+		{
+			name: "a gap too long",
+			// b answers only from 8 s: 6 s of silence after a's last.
+			frames: join(probes(0, 0, 100, macA), probes(100, 2000, 300), probes(400, 8000, 100, macB)),
+			claims: handover, end: 10000,
+			want: []Rule{RuleGap}, answered: 200, longestGap: 6020 * time.Millisecond,
+		},
+		{
+			name:     "a long gap inside an exclusion",
+			frames:   join(probes(0, 0, 100, macA), probes(100, 2000, 300), probes(400, 8000, 100, macB)),
+			claims:   handover,
+			excluded: []Exclusion{{Start: at(2500), End: at(6000), Why: "all of etcd down"}},
+			end:      10000, answered: 200, longestGap: 6020 * time.Millisecond,
+		},
+		{
+			name:     "a gap only partly excluded",
+			frames:   join(probes(0, 0, 100, macA), probes(100, 2000, 500), probes(600, 12000, 10, macB)),
+			claims:   handover,
+			excluded: []Exclusion{{Addr: v4, Start: at(3000), End: at(5000), Why: "released on purpose"}},
+			end:      12200, want: []Rule{RuleGap}, answered: 110, longestGap: 10020 * time.Millisecond,
+		},
+		{
+			name: "an answer only a wider clock error would pass",
+			// a's key at revision 2 was committed between a tick sent at
+			// -1 s and the watch's sight of it at 0.4 s; a answers from 0
+			// on, which passes only if the commit was 0.4 s before the
+			// watch saw it, over the bound of 0.1 s.
+			frames: probes(0, 0, 10, macA), claims: []Claim{{Seen: at(400), Rev: 2, Addr: v4, Node: "a"}}, end: 500,
+			ticks: []Tick{{Sent: at(-1000), Done: at(-995), Rev: 1}, {Sent: at(1500), Done: at(1505), Rev: 3}},
+			want:  []Rule{RuleClock, RuleClock, RuleClock, RuleClock, RuleClock, RuleClock, RuleClock, RuleClock, RuleClock, RuleClock}, answered: 10,
+		},
+		{
+			name: "ticks bracket a change more closely than the fallback",
+			// b's key was committed after the tick sent at 4.99 s: its
+			// announcement at 4.98 s came before it held the key, which
+			// the fallback alone (100 ms before the watch saw it) would
+			// have let pass.
+			frames: join(probes(0, 0, 100, macA), []Frame{{At: at(4980), Addr: v4, MAC: macB, Kind: Announcement}}, probes(250, 5020, 100, macB)),
+			claims: []Claim{{Seen: at(0), Rev: 2, Addr: v4, Node: "a"}, {Seen: at(5000), Rev: 5, Addr: v4}, {Seen: at(5050), Rev: 7, Addr: v4, Node: "b"}},
+			ticks:  []Tick{{Sent: at(-100), Done: at(-95), Rev: 1}, {Sent: at(4900), Done: at(4905), Rev: 4}, {Sent: at(4990), Done: at(4995), Rev: 6}, {Sent: at(5025), Done: at(5030), Rev: 8}},
+			end:    7000, want: []Rule{RuleNotHolder}, answered: 200, longestGap: 2999 * time.Millisecond,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := History{Addrs: []netip.Addr{v4}, Nodes: nodes, Frames: tt.frames, Claims: tt.claims,
+				Injections: freeze, Excluded: tt.excluded, Ticks: tt.ticks, Start: at(0), End: at(tt.end)}
+			rep := Check(h, bounds)
+			var got []Rule
+			for _, v := range rep.Violations {
+				got = append(got, v.Rule)
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("got violations %v, want %v:\n%v", got, tt.want, rep.Violations)
+			}
+			for i := range got {
+				if got[i] != tt.want[i] {
+					t.Errorf("violation %d: got %q, want %q (%v)", i, got[i], tt.want[i], rep.Violations[i])
+				}
+			}
+			if rep.Overlaps != tt.overlaps || rep.Answered != tt.answered {
+				t.Errorf("got %d overlaps, %d answered; want %d, %d", rep.Overlaps, rep.Answered, tt.overlaps, tt.answered)
+			}
+			if tt.longestGap != 0 {
+				var got time.Duration
+				for _, k := range rep.Kinds {
+					if k.Kind == FreezeLong {
+						got = k.LongestGap
+					}
+				}
+				if got != tt.longestGap {
+					t.Errorf("longest gap during the freeze: got %v, want %v", got, tt.longestGap)
+				}
+			}
+			if md := rep.Markdown(); !strings.Contains(md, "| SIGSTOP > TTL | 1 |") {
+				t.Errorf("the table lacks the freeze's row:\n%s", md)
+			}
+		})
+	}
+}
+
+func TestUncovered(t *testing.T) {
+	tests := []struct {
+		name      string
+		excl      []Exclusion
+		want      time.Duration
+		wantStart int
+	}{
+		{"none", nil, 10 * time.Second, 0},
+		{"all", []Exclusion{{Start: at(-1000), End: at(11000)}}, 0, 0},
+		{"middle", []Exclusion{{Start: at(2000), End: at(5000)}}, 5 * time.Second, 5000},
+		{"overlapping", []Exclusion{{Start: at(1000), End: at(4000)}, {Start: at(3000), End: at(8000)}}, 2 * time.Second, 8000},
+		{"outside", []Exclusion{{Start: at(11000), End: at(12000)}}, 10 * time.Second, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, start := uncovered(at(0), at(10000), tt.excl)
+			if got != tt.want || (got > 0 && !start.Equal(at(tt.wantStart))) {
+				t.Errorf("got %v from %v, want %v from %v", got, start, tt.want, at(tt.wantStart))
+			}
+		})
+	}
+}

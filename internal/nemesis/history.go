@@ -1,0 +1,111 @@
+package nemesis
+
+import (
+	"net/netip"
+	"time"
+)
+
+// FrameKind says what a frame on the client's wire is to the checker.
+type FrameKind uint8
+
+const (
+	// Request is a probe: an ARP request or a neighbor solicitation from
+	// the client, carrying its sequence number.
+	Request FrameKind = iota + 1
+	// Reply answers a probe: an ARP reply or a neighbor advertisement
+	// sent to the probe's sequence address.
+	Reply
+	// Announcement claims the address unasked: a gratuitous ARP request or
+	// reply, or an unsolicited neighbor advertisement.
+	Announcement
+)
+
+// String names the kind as the report does.
+func (k FrameKind) String() string {
+	switch k {
+	case Request:
+		return "request"
+	case Reply:
+		return "reply"
+	case Announcement:
+		return "announcement"
+	}
+	return "unknown"
+}
+
+// Frame is one ARP or NDP frame about a VIP, as the client's capture saw
+// it. At is the capture's kernel receive timestamp, on the same wall clock
+// as the store's history (one kernel runs every lab host).
+type Frame struct {
+	At   time.Time
+	Addr netip.Addr
+	// MAC is the Ethernet source address, in net.HardwareAddr's form.
+	MAC  string
+	Kind FrameKind
+	// Seq is the probe's sequence number (Request and Reply only).
+	Seq uint32
+}
+
+// Claim is one change of an address's claim key in the store: Node took
+// it at revision Rev, or the key was deleted (Node empty). Seen is the
+// wall time the recorder's watch delivered it, no earlier than the commit.
+// The checker brackets the commit more closely with the ticks' revisions.
+type Claim struct {
+	Seen time.Time
+	Rev  int64
+	Addr netip.Addr
+	Node string
+}
+
+// Injection is one fault the nemesis injected, from its start to the moment
+// the system was seen settled after the heal; Target is the node (or etcd
+// member) it hit.
+type Injection struct {
+	Kind    Kind
+	Target  string
+	Start   time.Time
+	Healed  time.Time
+	Settled time.Time
+	// During is an operator's action run in the middle of the fault, or
+	// zero.
+	During Kind
+	Note   string
+}
+
+// Exclusion is a window in which no node can be expected to answer for
+// Addr (every address when Addr is the zero value), such as the store down
+// or the address released on purpose: silence inside it is no failure.
+type Exclusion struct {
+	Addr       netip.Addr
+	Start, End time.Time
+	Why        string
+}
+
+// Tick is one of the recorder's own writes to the store, sent at Sent and
+// acknowledged at Done, committed at revision Rev. Revisions order every
+// commit, so a change at a revision between two ticks' was committed after
+// the earlier one was sent and before the later one was acknowledged: the
+// ticks bracket the time of every change, whatever the watch's delay.
+type Tick struct {
+	Sent, Done time.Time
+	Rev        int64
+}
+
+// History is everything a run recorded, all the checker reads.
+type History struct {
+	// Addrs are the VIPs probed.
+	Addrs []netip.Addr
+	// Nodes maps each agent's MAC to its node name.
+	Nodes      map[string]string
+	Frames     []Frame
+	Claims     []Claim
+	Injections []Injection
+	Excluded   []Exclusion
+	Ticks      []Tick
+	// Sent counts each address's probes as the prober sent them, where the
+	// capture does not see its requests (a packet socket that bypasses
+	// the queueing layer bypasses the capture's tap too).
+	Sent map[netip.Addr]int
+	// Start and End bound the probing.
+	Start, End time.Time
+}
