@@ -42,6 +42,9 @@ type fakeStore struct {
 	// cut are the nodes the store does not answer; renewals counts each
 	// node's renewals tried.
 	cut      map[string]bool
+	// failing counts, per node, the operations still to fail as if the
+	// store did not answer, though its watches go on (failNext).
+	failing map[string]int
 	renewals map[string]int
 	// renewedOK says whether each node's last renewal was acknowledged.
 	renewedOK map[string]bool
@@ -77,7 +80,7 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 		claims: map[netip.Addr]fakeKV[store.Claim]{}, standbys: map[string]fakeKV[store.Standby]{},
 		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
 		lastMove: map[netip.Addr]store.Move{}, changed: make(chan struct{}),
-		cut: map[string]bool{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
+		cut: map[string]bool{}, failing: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
 	}
 }
 
@@ -89,6 +92,15 @@ func (s *fakeStore) setCut(node string, cut bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.cut[node] = cut
+}
+
+// failNext has node's next n operations fail as if the store did not
+// answer, its watches still delivered: the store going away between a
+// watch's event and the read it calls for.
+func (s *fakeStore) failNext(node string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failing[node] = n
 }
 
 // renewalsOf counts node's renewals tried, and says whether the last was
@@ -126,7 +138,8 @@ func (s *fakeStore) revoke(lease fleet.LeaseID) {
 // a node cut off gets errUnreachable, and the store stays unlocked.
 func (s *fakeStore) begin(node string) error {
 	s.mu.Lock()
-	if s.cut[node] {
+	if s.cut[node] || s.failing[node] > 0 {
+		s.failing[node]--
 		s.mu.Unlock()
 		return errUnreachable
 	}

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"sync"
@@ -519,4 +520,38 @@ func TestFakeReleaseReachesTheStore(t *testing.T) {
 			eventually(t, func() bool { return f.owner(vip) == "" }, "the released key stayed in the store")
 		})
 	}
+}
+
+// TestFakeMoveArrivesOnceTheStoreAnswers: the target of a move, whose
+// store fails just as its inbox tells it of the move, reads the move again
+// once the store answers and takes the address its owner let go, instead
+// of leaving it free: the inbox tells of a move once (the fault-injection
+// suite found an address left free for 17 s by a move during an outage of
+// etcd).
+func TestFakeMoveArrivesOnceTheStoreAnswers(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	_, bEng := f.join("b")
+	f.claim(a, vip)
+	// Both of b's notices (the move asked, the owner let go) may come
+	// while its store fails.
+	f.s.failNext("b", 2)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		res, err := f.s.ledger("mover").Move(ctx, store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b", Interface: "eth0"})
+		if err == nil && (len(res) != 1 || !res[0].Done()) {
+			err = fmt.Errorf("the move did not end live: %+v", res)
+		}
+		done <- err
+	}()
+	eventually(t, func() bool { return !aEng.holds(vip) && f.owner(vip) == "" }, "the owner did not let go for the move")
+	never(t, func() bool { return bEng.holds(vip) }, "the target took the address though its store failed")
+	f.advanceTo(3 * fakeTiming.Renew)
+	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "the target did not take the address once the store answered")
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkNoOverlap(t, vip, aEng, bEng)
 }

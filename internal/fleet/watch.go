@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vipctl/vip/announce"
@@ -58,7 +59,8 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 		batch := addrs[start:min(start+maxReadsPerTxn, len(addrs))]
 		recs, err := m.l.Moves(ctx, batch)
 		if err != nil {
-			m.log.Warn("read the moves in the inbox", "err", err)
+			m.log.Warn("read the moves in the inbox: read again once the store answers", "err", err)
+			m.retryMoves(addrs[start:])
 			return
 		}
 		for _, rec := range recs {
@@ -156,6 +158,30 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 	}
 }
 
+// retryMoves reads the moves of addrs again a renewal period from now, in
+// the background: the store failed while they were read or taken, and
+// their inbox notices, seen once, will not come again. It stops with the
+// member; a move that ended meanwhile has no record left to act on.
+func (m *Member) retryMoves(addrs []netip.Addr) {
+	m.mu.Lock()
+	ctx := m.runCtx
+	m.mu.Unlock()
+	if len(addrs) == 0 || ctx == nil || ctx.Err() != nil {
+		return
+	}
+	addrs = slices.Clone(addrs)
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(m.timing.Renew):
+		}
+		m.moves(ctx, addrs)
+	}()
+}
+
 // arrive takes an address moving here once its key is free, claims it, and
 // marks the move live (or failed). Called with its address locked.
 func (m *Member) arrive(ctx context.Context, r MoveRecord) {
@@ -175,7 +201,10 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	}
 	took, rev, err := m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, crev)
 	if err != nil {
-		m.log.Warn("take a key moving here", "addr", mv.Addr, "err", err)
+		// The inbox told of the move once: without another look, a
+		// move whose owner let go would leave the address free.
+		m.log.Warn("take a key moving here: tried again once the store answers", "addr", mv.Addr, "err", err)
+		m.retryMoves([]netip.Addr{mv.Addr})
 		return
 	}
 	if !took {
