@@ -41,10 +41,10 @@ type fakeStore struct {
 	changed chan struct{}
 	// cut are the nodes the store does not answer; renewals counts each
 	// node's renewals tried.
-	cut      map[string]bool
+	cut map[string]bool
 	// failing counts, per node, the operations still to fail as if the
 	// store did not answer, though its watches go on (failNext).
-	failing map[string]int
+	failing  map[string]int
 	renewals map[string]int
 	// renewedOK says whether each node's last renewal was acknowledged.
 	renewedOK map[string]bool
