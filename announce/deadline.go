@@ -2,6 +2,8 @@ package announce
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -173,4 +175,46 @@ func (d *Deadline) Watch(set func(at time.Duration) error, withheld func() uint6
 		}
 		delete(d.watchers, id)
 	}, nil
+}
+
+// DeadlineResponder is a Responder that checks the answer deadline itself,
+// where it answers (an in-kernel responder, with the deadline in its maps):
+// SetDeadline is a reading of CLOCK_BOOTTIME, Withheld counts the requests
+// it left unanswered for a past deadline.
+type DeadlineResponder interface {
+	Responder
+	SetDeadline(at time.Duration) error
+	Withheld() uint64
+}
+
+// Guard has every frame the Link sends for its claims checked against d
+// immediately before it leaves: answers, rounds and probes. An in-kernel
+// responder is given the deadline and each change of it. Call it before the
+// first Hold; a nil d guards nothing.
+func (l *Link) Guard(d *Deadline) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return net.ErrClosed
+	}
+	if l.unwatch != nil {
+		l.unwatch()
+		l.unwatch = nil
+	}
+	l.send.dl.Store(d)
+	switch r := l.resp.(type) {
+	case *socketResponder:
+		r.dl.Store(d)
+	case DeadlineResponder:
+		stop, err := d.Watch(r.SetDeadline, r.Withheld)
+		if err != nil {
+			return fmt.Errorf("give the answer deadline to the responder on %s: %w", l.ifi.Name, err)
+		}
+		l.unwatch = stop
+	default:
+		if d != nil {
+			return fmt.Errorf("the responder on %s cannot check the answer deadline of a guarded agent", l.ifi.Name)
+		}
+	}
+	return nil
 }

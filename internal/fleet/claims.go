@@ -273,49 +273,57 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 // address is this node's again (claimed, or fenced for a resumption), or
 // the lease changed (the keys went with the old one), or the member stops.
 func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr) {
-	m.mu.Lock()
-	ctx := m.runCtx
-	m.mu.Unlock()
-	if len(addrs) == 0 || ctx == nil || ctx.Err() != nil {
+	if len(addrs) == 0 {
 		return
 	}
 	addrs = slices.Clone(addrs)
+	m.afterRenew(func(ctx context.Context) {
+		unlock, err := m.locks.lock(ctx, addrs)
+		if err != nil {
+			return
+		}
+		defer unlock()
+		m.mu.Lock()
+		if m.lease != lease {
+			m.mu.Unlock()
+			return
+		}
+		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
+			_, owned := m.owned[a]
+			_, fenced := m.fenced[a]
+			return owned || fenced
+		})
+		m.mu.Unlock()
+		var left []netip.Addr
+		for _, a := range addrs {
+			if err := m.l.Drop(ctx, lease, a); err != nil {
+				left = append(left, a)
+				continue
+			}
+			m.log.Info("deleted a released claim's key once the store answered", "addr", a)
+		}
+		m.retryDrops(lease, left)
+	})
+}
+
+// afterRenew runs fn in the background a renewal period from now, under
+// the member's own context, unless the member stops first.
+func (m *Member) afterRenew(fn func(ctx context.Context)) {
+	m.mu.Lock()
+	ctx := m.runCtx
+	m.mu.Unlock()
+	if ctx == nil || ctx.Err() != nil {
+		return
+	}
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
-		for len(addrs) > 0 {
-			select {
-			case <-ctx.Done():
-				return
-			case <-m.clock.After(m.timing.Renew):
-			}
-			unlock, err := m.locks.lock(ctx, addrs)
-			if err != nil {
-				return
-			}
-			m.mu.Lock()
-			if m.lease != lease {
-				m.mu.Unlock()
-				unlock()
-				return
-			}
-			addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
-				_, owned := m.owned[a]
-				_, fenced := m.fenced[a]
-				return owned || fenced
-			})
-			m.mu.Unlock()
-			var left []netip.Addr
-			for _, a := range addrs {
-				if err := m.l.Drop(ctx, lease, a); err != nil {
-					left = append(left, a)
-					continue
-				}
-				m.log.Info("deleted a released claim's key once the store answered", "addr", a)
-			}
-			unlock()
-			addrs = left
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.clock.After(m.timing.Renew):
 		}
+		fn(ctx)
 	}()
 }
 

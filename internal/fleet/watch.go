@@ -163,23 +163,11 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 // their inbox notices, seen once, will not come again. It stops with the
 // member; a move that ended meanwhile has no record left to act on.
 func (m *Member) retryMoves(addrs []netip.Addr) {
-	m.mu.Lock()
-	ctx := m.runCtx
-	m.mu.Unlock()
-	if len(addrs) == 0 || ctx == nil || ctx.Err() != nil {
+	if len(addrs) == 0 {
 		return
 	}
 	addrs = slices.Clone(addrs)
-	m.wg.Add(1)
-	go func() {
-		defer m.wg.Done()
-		select {
-		case <-ctx.Done():
-			return
-		case <-m.clock.After(m.timing.Renew):
-		}
-		m.moves(ctx, addrs)
-	}()
+	m.afterRenew(func(ctx context.Context) { m.moves(ctx, addrs) })
 }
 
 // arrive takes an address moving here once its key is free, claims it, and
