@@ -18,8 +18,9 @@ import (
 )
 
 // joinFleet connects to the store of cfg and joins the fleet there, so that
-// every claim of eng is guarded by this agent's lease.
-func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *state.File, deadline *announce.Deadline, log *slog.Logger) (*fleet.Member, error) {
+// every claim of eng is guarded by this agent's lease. recorded are the
+// claims of the state file, as the agent read it at start.
+func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *state.File, recorded []announce.Claim, deadline *announce.Deadline, log *slog.Logger) (*fleet.Member, error) {
 	c, err := store.Open(ctx, cfg.Store.Config)
 	if err != nil {
 		return nil, err
@@ -36,11 +37,9 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 	// vip's, not the host's own: the registration leaves them out, or no
 	// move could take them away from here again.
 	assigned := map[netip.Addr]bool{}
-	if recorded, err := book.List(ctx); err == nil {
-		for _, c := range recorded {
-			if c.Options.Assign {
-				assigned[c.Addr] = true
-			}
+	for _, c := range recorded {
+		if c.Options.Assign {
+			assigned[c.Addr] = true
 		}
 	}
 	m, err := fleet.Join(ctx, fleet.Config{

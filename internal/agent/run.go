@@ -139,7 +139,7 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	if cfg.Store.URL != "" {
-		if member, err = joinFleet(ctx, cfg, eng, book, deadline, log); err != nil {
+		if member, err = joinFleet(ctx, cfg, eng, book, recorded, deadline, log); err != nil {
 			return err
 		}
 	}
