@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/store"
 )
 
@@ -134,7 +135,9 @@ func runMove(ctx context.Context, d *deps, o *moveOptions) error {
 		return err
 	}
 	defer c.Close()
-	results, err := c.Move(ctx, req)
+	mover := fleet.NewMover(c)
+	defer mover.Close()
+	results, err := mover.Move(ctx, req)
 	if err != nil {
 		return err
 	}

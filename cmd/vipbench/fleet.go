@@ -127,7 +127,7 @@ type fleetResult struct {
 	// and with them at rest; Goroutines likewise.
 	Heap, RSS, Goroutines [2]int64
 	EtcdRSS, Keys         float64
-	// MoveCmd is each store.Move call, MoveLive its own timeline from the
+	// MoveCmd is each fleet.Mover.Move call, MoveLive its own timeline from the
 	// move asked to live on the target; both sorted.
 	MoveCmd, MoveLive []time.Duration
 	MoveWaited        int
@@ -240,7 +240,9 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 		return res, fmt.Errorf("open the store for the moves: %w", err)
 	}
 	defer mover.Close()
-	return res, moveFleet(ctx, cfg, mover, agents, scr, res, logf)
+	m := fleet.NewMover(mover)
+	defer m.Close()
+	return res, moveFleet(ctx, cfg, m, agents, scr, res, logf)
 }
 
 // memNow returns the live heap after a collection, the resident set after
@@ -446,7 +448,7 @@ func (r etcdRates) summary() string {
 // moveFleet moves cfg.Moves addresses, one after another, each from its
 // owner to another agent picked at random, and checks that the target's
 // engine holds it and the owner's no longer does.
-func moveFleet(ctx context.Context, cfg fleetConfig, mover *store.Client, agents []*fleetAgent, scr *etcdScraper, res *fleetResult, logf func(string, ...any)) error {
+func moveFleet(ctx context.Context, cfg fleetConfig, mover *fleet.Mover, agents []*fleetAgent, scr *etcdScraper, res *fleetResult, logf func(string, ...any)) error {
 	owner := make([]int, len(agents)*cfg.PerAgent)
 	for k := range owner {
 		owner[k] = k / cfg.PerAgent
@@ -494,7 +496,7 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *store.Client, agents
 	res.Moving = ratesBetween(s0, s1)
 	slices.Sort(res.MoveCmd)
 	slices.Sort(res.MoveLive)
-	logf("  %d moves: store.Move p50 %s, p99 %s, max %s; asked → live p50 %s, p99 %s; etcd meanwhile: %s",
+	logf("  %d moves: Mover.Move p50 %s, p99 %s, max %s; asked → live p50 %s, p99 %s; etcd meanwhile: %s",
 		len(res.MoveCmd), fmtDur(pctl(res.MoveCmd, 0.5)), fmtDur(pctl(res.MoveCmd, 0.99)), fmtDur(pctl(res.MoveCmd, 1)),
 		fmtDur(pctl(res.MoveLive, 0.5)), fmtDur(pctl(res.MoveLive, 0.99)), res.Moving.summary())
 	return nil
@@ -504,7 +506,7 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *store.Client, agents
 // the owner's does not.
 func checkMoved(a netip.Addr, from, to *fleetAgent) error {
 	if st := to.eng.Status(a); len(st) != 1 {
-		return fmt.Errorf("move %s to %s: store.Move said live, but its engine does not hold it", a, to.node)
+		return fmt.Errorf("move %s to %s: Mover.Move said live, but its engine does not hold it", a, to.node)
 	}
 	if st := from.eng.Status(a); len(st) != 0 {
 		return fmt.Errorf("move %s from %s: its engine still holds it (%s) after the move", a, from.node, st[0].State)

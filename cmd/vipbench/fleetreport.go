@@ -63,7 +63,7 @@ func (b *bench) fleetRows() {
 	if r != nil {
 		name = "fleet, " + r.size()
 	}
-	move := row{Scenario: name + ": move p99 (store.Move called → live on the target)", Kernel: "—", Ratio: "—",
+	move := row{Scenario: name + ": move p99 (fleet.Mover.Move called → live on the target)", Kernel: "—", Ratio: "—",
 		Target: "≤ " + fmtDur(fleetMoveTarget)}
 	rest := row{Scenario: name + ": etcd requests at rest", Kernel: "—", Ratio: "—", Target: "only lease keepalives (no per-claim traffic)"}
 	if r != nil && len(r.MoveCmd) > 0 {
@@ -147,7 +147,7 @@ func writeFleet(w io.Writer, rep *report) {
 		p("| etcd | %s keys, RSS %s | — | — |\n", fmtCount(int64(r.Keys)), fmtMB(int64(r.EtcdRSS)/1024))
 	}
 	if n := len(r.MoveCmd); n > 0 {
-		p("| move: `store.Move` of one address to another agent, called → returned live on the target, one move at a time | p50 %s, p99 %s, max %s over %d moves | p99 ≤ %s | %s |\n",
+		p("| move: `fleet.Mover.Move` of one address to another agent, called → returned live on the target, one move at a time | p50 %s, p99 %s, max %s over %d moves | p99 ≤ %s | %s |\n",
 			fmtDur(pctl(r.MoveCmd, 0.5)), fmtDur(pctl(r.MoveCmd, 0.99)), fmtDur(pctl(r.MoveCmd, 1)), n, fmtDur(fleetMoveTarget), verdictOf(pctl(r.MoveCmd, 0.99) <= fleetMoveTarget))
 		p("| move: the move's own timeline, asked (its record written) → live | p50 %s, p99 %s, max %s; %d waited for a lease | — | — |\n",
 			fmtDur(pctl(r.MoveLive, 0.5)), fmtDur(pctl(r.MoveLive, 0.99)), fmtDur(pctl(r.MoveLive, 1)), r.MoveWaited)
@@ -184,6 +184,6 @@ func fleetHowMeasured() string {
 		"Agents claim 198.51.100.1–254, 203.0.113.1–254 and 2001:db8:f1::/64 addresses, 100 each in one `Member.Claim`, which never reach a wire.",
 		"*At rest*: once etcd has no watcher behind (`etcd_debugging_mvcc_slow_watcher_total` 0), two reads of its `/metrics` the rest period apart; *raft proposals* are `etcd_server_proposals_committed_total`, every write.",
 		"*Memory*: `runtime/debug.FreeOSMemory` (a GC, then the freed memory back to the system), then `runtime.MemStats.HeapAlloc` and VmRSS, with the agents at rest and before they joined; the difference over the agents.",
-		"*Moves*: one after another, each of one address picked at random from its owner to another agent picked at random, through a client of its own; a move counts once `store.Move` has returned it live, the target's engine holds it and the owner's does not.",
+		"*Moves*: one after another, each of one address picked at random from its owner to another agent picked at random, through a client of its own; a move counts once `fleet.Mover.Move` has returned it live, the target's engine holds it and the owner's does not.",
 	}, " ")
 }

@@ -310,8 +310,13 @@ func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr) {
 // the member's own context, unless the member stops first.
 func (m *Member) afterRenew(fn func(ctx context.Context)) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.afterRenewLocked(fn)
+}
+
+// afterRenewLocked is afterRenew with m.mu held.
+func (m *Member) afterRenewLocked(fn func(ctx context.Context)) {
 	ctx := m.runCtx
-	m.mu.Unlock()
 	if ctx == nil || ctx.Err() != nil {
 		return
 	}
@@ -538,7 +543,7 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 	}
 	var refused []announce.Refusal
 	for ifname, addrs := range byIface {
-		res, err := m.l.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw})
+		res, err := m.mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw})
 		if err != nil {
 			return nil, err
 		}
@@ -560,5 +565,5 @@ func (m *Member) Fleet(ctx context.Context) (store.View, error) { return m.l.Fle
 
 // Move moves addresses as req says (the live view's move key).
 func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
-	return m.l.Move(ctx, req)
+	return m.mover.Move(ctx, req)
 }

@@ -20,15 +20,16 @@
 // key still this node's resumes with a fresh burst, a free one is taken
 // again, and one that another node took is reported lost to it.
 //
-// Moves and standbys are carried by the store's watch: a move record names
-// the target; the owner releases, then deletes its key and marks the move
+// Moves and standbys are carried by the store's watch: a Mover (vip move,
+// a take-over) plans the move and writes a move record that names the
+// target; the owner releases, then deletes its key and marks the move
 // released in one transaction; the target takes the key once it is gone and
 // marks the move live once it answers. A standby takes an address whose key
 // vanished with its owner's lease (the owner dead or fenced, never a
 // planned release or move), and a transaction picks exactly one standby.
 //
-// Every one of those transactions goes through a Ledger, the store as the
-// member sees it (ledger.go; over etcd in ledger_etcd.go), and every timer
+// Every one of those transactions, the mover's too, goes through a Ledger,
+// the store as the member sees it (ledger.go; over etcd in ledger_etcd.go), and every timer
 // and time the member keeps runs on its Config.Clock: the member is the one
 // owner of a claim's life, and its tests drive it over a store of memory on
 // a fake clock (member_test.go), with the lab tests against a real etcd on

@@ -78,7 +78,7 @@ func TestRecordsThatDoNotParseAreSkipped(t *testing.T) {
 	}
 	// The member's watch saw the junk too and goes on: a move still works.
 	_, bEng := w.join(t, "b")
-	res, err := c.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b"})
+	res, err := fleet.NewMover(c).Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b"})
 	if err != nil || len(res) != 1 || !res[0].Done() || !bEng.holds(vip) {
 		t.Fatalf("a move after junk was written: %+v, %v", res, err)
 	}

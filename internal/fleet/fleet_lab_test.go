@@ -62,6 +62,14 @@ func (w *world) client(t *testing.T, name string) *store.Client {
 	return c
 }
 
+// mover is a Mover on host name, as vip move makes one.
+func (w *world) mover(t *testing.T, name string) *fleet.Mover {
+	t.Helper()
+	mv := fleet.NewMover(w.client(t, name))
+	t.Cleanup(mv.Close)
+	return mv
+}
+
 // join starts a member on host name with a fake engine.
 func (w *world) join(t *testing.T, name string) (*fleet.Member, *fakeEngine) {
 	t.Helper()
@@ -167,7 +175,7 @@ func TestMoveNeverOverlaps(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mover := w.client(t, "client")
+	mover := w.mover(t, "client")
 	res, err := mover.Move(context.Background(), store.MoveRequest{All: true, From: "a", To: "b"})
 	if err != nil {
 		t.Fatalf("drain a to b: %v", err)
@@ -233,7 +241,7 @@ func TestMoveWaitsForAnOwnerThatDoesNotAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Crash()
-	res, err := w.client(t, "b").Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b"})
+	res, err := w.mover(t, "b").Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b"})
 	if err != nil || len(res) != 1 {
 		t.Fatalf("move from a dead owner: %+v, %v", res, err)
 	}
@@ -473,7 +481,7 @@ func TestMoveCountsTheTrafficAtTheTarget(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	mover := w.client(t, "store")
+	mover := w.mover(t, "store")
 	// b counts: 100 packets between its two readings, a second apart.
 	res, err := mover.Move(context.Background(), store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b", TrafficWindow: time.Second})
 	if err != nil || len(res) != 1 || !res[0].Done() {

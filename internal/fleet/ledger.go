@@ -26,7 +26,30 @@ type MoveRecord struct {
 	Lease LeaseID
 }
 
-// Ledger is the store as a Member sees it: every transaction the member
+// MoveChange is a change of the store that a move turns on.
+type MoveChange struct {
+	Kind MoveChangeKind
+	Addr netip.Addr
+	// Move is the record as written, for MoveWritten.
+	Move store.Move
+}
+
+// MoveChangeKind says what changed.
+type MoveChangeKind int
+
+const (
+	// MoveWritten: the move record was written (asked, released, live,
+	// failed, counted).
+	MoveWritten MoveChangeKind = iota
+	// MoveDeleted: the move record is gone: the target ended the move,
+	// or the mover's lease went.
+	MoveDeleted
+	// ClaimDeleted: the address's claim was deleted: its owner let go,
+	// or its lease expired.
+	ClaimDeleted
+)
+
+// Ledger is the store as a Member (and a Mover) sees it: every transaction the member
 // makes goes through it, so that the promise (one owner per address, a
 // release before the next owner's claim, one standby per takeover) is
 // written once, in terms of the fleet rather than of keys. The member
@@ -102,10 +125,27 @@ type Ledger interface {
 	// got to.
 	WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64
 
-	// Fleet reads the whole fleet; Move moves addresses as req says (see
-	// store.Client.Move).
+	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
-	Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error)
+
+	// The mover's side (Mover).
+	//
+	// MoveView reads what a move of addrs needs to plan, at one
+	// revision: the nodes, and each address's claim and move; with all,
+	// the whole fleet.
+	MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error)
+	// Grant grants a lease of ttl (whole seconds), for a mover's records.
+	Grant(ctx context.Context, ttl time.Duration) (LeaseID, error)
+	// Ask writes the move record mv under lease, and tells the target
+	// (mv.To) and the owner (mv.From, if any) in their inboxes, in one
+	// transaction, if no move of the address is under way and its claim
+	// is the one created at claimRev (0: none). It says whether it did.
+	Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev int64) (bool, error)
+	// WatchMoves sends, batch by batch from after rev, every change of a
+	// move record and every deletion of a claim, whichever addresses
+	// they are of; a change may come twice after the watch broke. The
+	// channel closes when ctx is done.
+	WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange
 
 	// Where says where the store is, for the status.
 	Where() (endpoints []string, prefix string)

@@ -307,58 +307,47 @@ func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, don
 	return nil
 }
 
-func (l *etcdLedger) WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64 {
-	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.InboxOf(node), clientv3.WithPrefix(),
-		clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
-	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			if wr.CompactRevision > rev {
-				rev = wr.CompactRevision - 1
-			}
-			l.log.Debug("the store's watch broke: watching again", "err", err)
-			return rev
-		}
-		var addrs []netip.Addr
-		for _, ev := range wr.Events {
-			if p, err := l.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == store.KindInbox {
-				addrs = append(addrs, p.Addr)
-			}
-		}
-		fn(addrs)
-		rev = wr.Header.Revision
-	}
-	return rev
-}
-
-func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64 {
-	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Claim(a), clientv3.WithRev(rev+1),
-		clientv3.WithFilterPut(), clientv3.WithPrevKV())
-	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			if wr.CompactRevision > rev {
-				rev = wr.CompactRevision - 1
-			}
-			return rev
-		}
-		for _, ev := range wr.Events {
-			var prev *store.Claim
-			if kv := ev.PrevKv; kv != nil {
-				var c store.Claim
-				if json.Unmarshal(kv.Value, &c) != nil {
-					c = store.Claim{}
-				}
-				c.Lease = kv.Lease
-				prev = &c
-			}
-			fn(prev)
-		}
-		rev = wr.Header.Revision
-	}
-	return rev
-}
-
 func (l *etcdLedger) Fleet(ctx context.Context) (store.View, error) { return l.c.Fleet(ctx) }
 
-func (l *etcdLedger) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
-	return l.c.Move(ctx, req)
+func (l *etcdLedger) MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error) {
+	if all {
+		return l.c.Fleet(ctx)
+	}
+	return l.c.FleetOf(ctx, addrs)
+}
+
+func (l *etcdLedger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	g, err := l.c.Grant(rctx, int64(ttl/time.Second))
+	if err != nil {
+		return 0, l.c.Explain(err)
+	}
+	return LeaseID(g.ID), nil
+}
+
+func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev int64) (bool, error) {
+	val, err := json.Marshal(mv)
+	if err != nil {
+		return false, fmt.Errorf("encode the move of %s: %w", mv.Addr, err)
+	}
+	id := clientv3.LeaseID(lease)
+	mkey := l.k.Move(mv.Addr)
+	ops := []clientv3.Op{
+		clientv3.OpPut(mkey, string(val), clientv3.WithLease(id)),
+		clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(id)),
+	}
+	if mv.From != "" {
+		ops = append(ops, clientv3.OpPut(l.k.Inbox(mv.From, mv.Addr), "", clientv3.WithLease(id)))
+	}
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).If(
+		clientv3.Compare(clientv3.CreateRevision(mkey), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(l.k.Claim(mv.Addr)), "=", claimRev),
+	).Then(ops...).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	return resp.Succeeded, nil
 }

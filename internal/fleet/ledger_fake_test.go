@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,10 +34,7 @@ type fakeStore struct {
 	standbys  map[string]fakeKV[store.Standby] // by addr/node
 	moves     map[netip.Addr]fakeKV[store.Move]
 	inbox     map[string]fakeKV[netip.Addr] // by node/addr
-	// lastMove is each move record as last written, for the mover, which
-	// reads the outcome after the target deleted the record.
-	lastMove map[netip.Addr]store.Move
-	events   []fakeEvent
+	events    []fakeEvent
 	// changed is closed, and replaced, on every write: the watches wait
 	// on it.
 	changed chan struct{}
@@ -46,6 +45,12 @@ type fakeStore struct {
 	// store did not answer, though its watches go on (failNext).
 	failing  map[string]int
 	renewals map[string]int
+	// failTakes counts, per node, the Takes still to fail as if the
+	// store did not answer (failTakesNext).
+	failTakes map[string]int
+	// onHandOver, if set, runs inside a HandOver before it compares,
+	// with the store locked: a mover giving up at that very moment.
+	onHandOver func(s *fakeStore)
 	// renewedOK says whether each node's last renewal was acknowledged.
 	renewedOK map[string]bool
 }
@@ -61,15 +66,26 @@ type fakeKV[T any] struct {
 	create int64
 }
 
-// fakeEvent is a write a watch can see: a put in node's inbox, or the
-// deletion of addr's claim (prev its record).
+// fakeEvent is a write a watch can see: a put in node's inbox, the
+// deletion of addr's claim (prev its record), a move record written (mv)
+// or deleted.
 type fakeEvent struct {
-	rev   int64
-	inbox bool
-	node  string
-	addr  netip.Addr
-	prev  store.Claim
+	rev  int64
+	kind fakeEventKind
+	node string
+	addr netip.Addr
+	prev store.Claim
+	mv   store.Move
 }
+
+type fakeEventKind int
+
+const (
+	evInbox fakeEventKind = iota
+	evClaimGone
+	evMoveWritten
+	evMoveGone
+)
 
 // errUnreachable is what a node cut off from the store is told.
 var errUnreachable = fmt.Errorf("%w (cut off in the test)", store.ErrUnreachable)
@@ -79,8 +95,8 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 		clock: clock, leases: map[fleet.LeaseID]fakeLease{}, nodes: map[string]fakeKV[store.Node]{},
 		claims: map[netip.Addr]fakeKV[store.Claim]{}, standbys: map[string]fakeKV[store.Standby]{},
 		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
-		lastMove: map[netip.Addr]store.Move{}, changed: make(chan struct{}),
-		cut: map[string]bool{}, failing: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
+		changed: make(chan struct{}),
+		cut:     map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
 	}
 }
 
@@ -101,6 +117,14 @@ func (s *fakeStore) failNext(node string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failing[node] = n
+}
+
+// failTakesNext has node's next n Takes fail as if the store did not
+// answer, and nothing else.
+func (s *fakeStore) failTakesNext(node string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failTakes[node] = n
 }
 
 // renewalsOf counts node's renewals tried, and says whether the last was
@@ -183,7 +207,7 @@ func (s *fakeStore) revokeLocked(id fleet.LeaseID) {
 	}
 	for a, kv := range s.moves {
 		if kv.lease == id {
-			delete(s.moves, a)
+			s.deleteMoveLocked(a)
 		}
 	}
 	for k, kv := range s.inbox {
@@ -199,19 +223,23 @@ func (s *fakeStore) deleteClaimLocked(a netip.Addr) {
 	delete(s.claims, a)
 	prev := kv.v
 	prev.Lease = int64(kv.lease)
-	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), addr: a, prev: prev})
+	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), kind: evClaimGone, addr: a, prev: prev})
 }
 
 func (s *fakeStore) putInboxLocked(node string, a netip.Addr, lease fleet.LeaseID) {
 	rev := s.bumpLocked()
 	s.inbox[node+"/"+a.String()] = fakeKV[netip.Addr]{v: a, lease: lease, create: rev}
-	s.events = append(s.events, fakeEvent{rev: rev, inbox: true, node: node, addr: a})
+	s.events = append(s.events, fakeEvent{rev: rev, kind: evInbox, node: node, addr: a})
 }
 
 func (s *fakeStore) putMoveLocked(mv store.Move, lease fleet.LeaseID, create int64) {
 	s.moves[mv.Addr] = fakeKV[store.Move]{v: mv, lease: lease, create: create}
-	s.lastMove[mv.Addr] = mv
-	s.bumpLocked()
+	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), kind: evMoveWritten, addr: mv.Addr, mv: mv})
+}
+
+func (s *fakeStore) deleteMoveLocked(a netip.Addr) {
+	delete(s.moves, a)
+	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), kind: evMoveGone, addr: a})
 }
 
 func (s *fakeStore) moveRevLocked(a netip.Addr) int64 {
@@ -354,6 +382,10 @@ func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Clai
 		return false, 0, err
 	}
 	defer s.mu.Unlock()
+	if s.failTakes[l.node] > 0 {
+		s.failTakes[l.node]--
+		return false, 0, errUnreachable
+	}
 	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev {
 		return false, s.rev, nil
 	}
@@ -449,6 +481,9 @@ func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.Mo
 		return false, err
 	}
 	defer s.mu.Unlock()
+	if s.onHandOver != nil {
+		s.onHandOver(s)
+	}
 	a := r.Move.Addr
 	if kv, ok := s.claims[a]; !ok || kv.lease != lease || s.moveRevLocked(a) != r.Rev {
 		return false, nil // a transaction whose compares fail changes nothing
@@ -470,14 +505,13 @@ func (l *fakeLedger) MarkMove(_ context.Context, mv store.Move, rev int64, done 
 	}
 	s.putMoveLocked(mv, s.moves[mv.Addr].lease, rev)
 	if done {
-		delete(s.moves, mv.Addr)
-		s.bumpLocked()
+		s.deleteMoveLocked(mv.Addr)
 	}
 	return nil
 }
 
 func (l *fakeLedger) WatchInbox(ctx context.Context, node string, rev int64, fn func([]netip.Addr)) int64 {
-	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return ev.inbox && ev.node == node }, func(evs []fakeEvent) {
+	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return ev.kind == evInbox && ev.node == node }, func(evs []fakeEvent) {
 		addrs := make([]netip.Addr, len(evs))
 		for i, ev := range evs {
 			addrs[i] = ev.addr
@@ -487,7 +521,7 @@ func (l *fakeLedger) WatchInbox(ctx context.Context, node string, rev int64, fn 
 }
 
 func (l *fakeLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(*store.Claim)) int64 {
-	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return !ev.inbox && ev.addr == a }, func(evs []fakeEvent) {
+	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return ev.kind == evClaimGone && ev.addr == a }, func(evs []fakeEvent) {
 		for _, ev := range evs {
 			fn(&ev.prev)
 		}
@@ -498,56 +532,88 @@ func (l *fakeLedger) Fleet(context.Context) (store.View, error) {
 	return store.View{}, errors.New("the fake store has no fleet view")
 }
 
-// Move is the mover's side (store.Client.Move) for addresses, cut short:
-// it writes each move record under a lease of its own and tells the target
-// and the owner in their inboxes, then waits until each move is live,
-// failed, or ctx is done.
-func (l *fakeLedger) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+func (l *fakeLedger) MoveView(_ context.Context, _ []netip.Addr, _ bool) (store.View, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
-		return nil, err
+		return store.View{}, err
 	}
+	defer s.mu.Unlock()
+	v := store.View{Revision: s.rev}
+	for name, kv := range s.nodes {
+		n := kv.v
+		n.Node, n.Lease = name, int64(kv.lease)
+		v.Nodes = append(v.Nodes, n)
+	}
+	for a, kv := range s.claims {
+		cv := store.ClaimView{Claim: kv.v, CreateRev: kv.create}
+		cv.Claim.Addr, cv.Claim.Lease = a, int64(kv.lease)
+		if mv, ok := s.moves[a]; ok {
+			cv.Move = &mv.v
+		}
+		v.Claims = append(v.Claims, cv)
+	}
+	slices.SortFunc(v.Claims, func(x, y store.ClaimView) int { return x.Claim.Addr.Compare(y.Claim.Addr) })
+	slices.SortFunc(v.Nodes, func(x, y store.Node) int { return strings.Compare(x.Node, y.Node) })
+	return v, nil
+}
+
+func (l *fakeLedger) Grant(_ context.Context, ttl time.Duration) (fleet.LeaseID, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return 0, err
+	}
+	defer s.mu.Unlock()
 	s.nextLease++
-	lease := s.nextLease // never expires: the mover lives through the test
-	var res []store.MoveResult
-	for _, a := range req.Addrs {
-		cur, held := s.claims[a]
-		if _, busy := s.moves[a]; busy {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("%w: a move of %s is under way", store.ErrRefused, a)
-		}
-		r := store.MoveResult{Addr: a, To: req.To, Interface: req.Interface, Asked: s.clock.Now(), Unheld: !held}
-		mv := store.Move{Addr: a, To: req.To, Interface: req.Interface, Options: req.Options, Asked: s.clock.Now()}
-		if held {
-			r.From, mv.From = cur.v.Node, cur.v.Node
-		}
-		s.putMoveLocked(mv, lease, s.rev+1)
-		s.putInboxLocked(req.To, a, lease)
-		if held {
-			s.putInboxLocked(cur.v.Node, a, lease)
-		}
-		res = append(res, r)
+	s.leases[s.nextLease] = fakeLease{ttl: ttl, expires: s.clock.Now().Add(ttl)}
+	return s.nextLease, nil
+}
+
+func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, mv store.Move, claimRev int64) (bool, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return false, err
 	}
-	s.mu.Unlock()
-	defer s.revoke(lease)
-	for i := range res {
-		for {
-			s.mu.Lock()
-			last := s.lastMove[res[i].Addr]
-			_, open := s.moves[res[i].Addr]
-			ch := s.changed
-			s.mu.Unlock()
-			if !last.Live.IsZero() || last.Error != "" || !open {
-				res[i].Live, res[i].Error = last.Live, last.Error
-				break
+	defer s.mu.Unlock()
+	if _, ok := s.leases[lease]; !ok {
+		return false, fmt.Errorf("ask the move of %s: %w", mv.Addr, fleet.ErrLeaseGone)
+	}
+	create := int64(0)
+	if kv, ok := s.claims[mv.Addr]; ok {
+		create = kv.create
+	}
+	if s.moveRevLocked(mv.Addr) != 0 || create != claimRev {
+		return false, nil
+	}
+	s.putMoveLocked(mv, lease, s.rev+1)
+	s.putInboxLocked(mv.To, mv.Addr, lease)
+	if mv.From != "" {
+		s.putInboxLocked(mv.From, mv.Addr, lease)
+	}
+	return true, nil
+}
+
+func (l *fakeLedger) WatchMoves(ctx context.Context, rev int64) <-chan []fleet.MoveChange {
+	out := make(chan []fleet.MoveChange)
+	go func() {
+		defer close(out)
+		l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return ev.kind != evInbox }, func(evs []fakeEvent) {
+			chs := make([]fleet.MoveChange, len(evs))
+			for i, ev := range evs {
+				chs[i] = fleet.MoveChange{Addr: ev.addr, Move: ev.mv}
+				switch ev.kind {
+				case evClaimGone:
+					chs[i].Kind = fleet.ClaimDeleted
+				case evMoveGone:
+					chs[i].Kind = fleet.MoveDeleted
+				default:
+					chs[i].Kind = fleet.MoveWritten
+				}
 			}
 			select {
+			case out <- chs:
 			case <-ctx.Done():
-				res[i].Error = "not live in time"
-				return res, nil
-			case <-ch:
 			}
-		}
-	}
-	return res, nil
+		})
+	}()
+	return out
 }

@@ -118,10 +118,12 @@ type owned struct {
 // Member is an agent's place in the fleet; it wraps the engine so that every
 // claim is guarded by the store (see the package comment).
 type Member struct {
-	cfg    Config
-	eng    Engine
-	l      Ledger
-	clock  clockwork.Clock
+	cfg   Config
+	eng   Engine
+	l     Ledger
+	clock clockwork.Clock
+	// mover asks for the moves this member makes (TakeOver, Move).
+	mover  *Mover
 	timing Timing
 	log    *slog.Logger
 	host   string
@@ -166,8 +168,10 @@ type Member struct {
 	fenced  map[netip.Addr]owned
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
-	// incoming are the moves to this node whose owner has not let go.
+	// incoming are the moves to this node whose owner has not let go;
+	// polling, those whose record is read again soon (pollIncoming).
 	incoming map[netip.Addr]MoveRecord
+	polling  map[netip.Addr]bool
 	// goneWatch stops the watch of each claim key the member waits on
 	// (see watchGone); runCtx is what those watches run under.
 	goneWatch map[netip.Addr]context.CancelFunc
@@ -216,9 +220,10 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
-		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{},
+		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
 		goneWatch: map[netip.Addr]context.CancelFunc{},
 	}
+	m.mover = &Mover{l: m.l, clock: m.clock}
 	prev, err := m.register(ctx)
 	if err != nil {
 		return nil, err

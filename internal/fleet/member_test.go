@@ -540,7 +540,7 @@ func TestFakeMoveArrivesOnceTheStoreAnswers(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		res, err := f.s.ledger("mover").Move(ctx, store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b", Interface: "eth0"})
+		res, err := fleet.NewTestMover(f.s.ledger("mover"), f.clock).Move(ctx, store.MoveRequest{Addrs: []netip.Addr{vip}, To: "b", Interface: "eth0"})
 		if err == nil && (len(res) != 1 || !res[0].Done()) {
 			err = fmt.Errorf("the move did not end live: %+v", res)
 		}

@@ -63,6 +63,16 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 			m.retryMoves(addrs[start:])
 			return
 		}
+		// A move this node waits on whose record went (its mover gave
+		// up) is looked at again: its owner may have let go.
+		for _, a := range batch {
+			m.mu.Lock()
+			in, waiting := m.incoming[a]
+			m.mu.Unlock()
+			if waiting && !slices.ContainsFunc(recs, func(r MoveRecord) bool { return r.Rev == in.Rev }) {
+				m.arrive(ctx, in)
+			}
+		}
 		for _, rec := range recs {
 			mv := rec.Move
 			if !mv.Live.IsZero() || mv.Error != "" {
@@ -129,7 +139,9 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 	}
 	m.mu.Lock()
 	lease := m.lease
+	was := make(map[netip.Addr]owned, len(released))
 	for _, a := range released {
+		was[a] = m.owned[a]
 		delete(m.owned, a)
 	}
 	m.mu.Unlock()
@@ -147,15 +159,46 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 			m.retryDrops(lease, []netip.Addr{mv.Addr})
 			continue
 		case !done:
-			// The move was given up meanwhile, or the key is no longer
-			// this lease's: not answered here any more, so not held.
-			m.log.Warn("a move gave up while its address was released here: its key is deleted", "addr", mv.Addr, "to", mv.To)
-			m.dropKeys(ctx, []netip.Addr{mv.Addr})
+			// The move was given up meanwhile (its mover's lease gone),
+			// or the key is no longer this lease's.
+			if o, ok := was[mv.Addr]; ok {
+				m.keepHome(ctx, o, lease, mv.To)
+			} else {
+				m.dropKeys(ctx, []netip.Addr{mv.Addr})
+			}
 			continue
 		}
 		m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
 		m.notify(event.Move, mv.Addr, "", "released for a move to "+mv.To)
 	}
+}
+
+// keepHome claims o's address again after a move of it gave up just as
+// this node let go: the hand-over changed nothing in the store, so the
+// address stays where it was, as if the move had never been asked, rather
+// than nobody's. A key that is no longer this node's (another took it, or
+// the lease went with a fence) is left.
+func (m *Member) keepHome(ctx context.Context, o owned, lease LeaseID, to string) {
+	a := o.claim.Addr
+	if _, fenced := m.isFenced(); fenced {
+		m.dropKeys(ctx, []netip.Addr{a})
+		return
+	}
+	_, err := m.acquireOne(ctx, o.claim, o.mac, lease)
+	if err != nil {
+		m.log.Warn("a move gave up as its address was released here, which another node holds now", "addr", a, "to", to, "err", err)
+		m.dropKeys(ctx, []netip.Addr{a})
+		return
+	}
+	st, err := m.eng.Adopt(ctx, []announce.Claim{o.claim})
+	if err != nil {
+		m.log.Error("claim an address again after its move gave up", "addr", a, "err", err)
+		m.dropKeys(ctx, []netip.Addr{a})
+		return
+	}
+	m.commit(st)
+	m.log.Warn("a move gave up before its address was handed over: kept here", "addr", a, "to", to)
+	m.notify(event.Move, a, o.claim.Interface, "kept: the move to "+to+" gave up before it was handed over")
 }
 
 // retryMoves reads the moves of addrs again a renewal period from now, in
@@ -188,10 +231,29 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		return
 	}
 	took, rev, err := m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, crev)
+	givenUp := false
+	if err == nil && !took {
+		givenUp, err = m.moveGone(ctx, mv.Addr, crev)
+	}
+	if err == nil && givenUp {
+		// The mover gave up (its lease went, and the record with it):
+		// an address its owner let go is taken here all the same, as
+		// the operator asked, if no move and no claim of it came since;
+		// one its owner kept stays there.
+		took, rev, err = m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, 0)
+		if err == nil && !took {
+			m.forgetIncoming(mv.Addr)
+			m.log.Info("a move here gave up while its owner held the address: not taken", "addr", mv.Addr)
+			return
+		}
+	}
 	if err != nil {
 		// The inbox told of the move once: without another look, a
 		// move whose owner let go would leave the address free.
 		m.log.Warn("take a key moving here: tried again once the store answers", "addr", mv.Addr, "err", err)
+		m.mu.Lock()
+		m.incoming[mv.Addr] = r
+		m.mu.Unlock()
 		m.retryMoves([]netip.Addr{mv.Addr})
 		return
 	}
@@ -203,12 +265,10 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		m.incoming[mv.Addr] = r
 		m.mu.Unlock()
 		m.watchGone(mv.Addr, rev)
+		m.pollIncoming(mv.Addr)
 		return
 	}
-	m.mu.Lock()
-	delete(m.incoming, mv.Addr)
-	m.mu.Unlock()
-	m.unwatchGone(mv.Addr)
+	m.forgetIncoming(mv.Addr)
 	if err := m.claimTaken(ctx, mv.Addr, mv.Interface, mv.Options); err != nil {
 		mv.Error = fmt.Sprintf("%s could not claim %s on %s: %v", m.cfg.Node, mv.Addr, mv.Interface, err)
 		m.mark(ctx, mv, crev)
@@ -224,8 +284,53 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	if from == "" {
 		from = "nobody"
 	}
-	m.log.Info("moved here", "addr", mv.Addr, "interface", mv.Interface, "from", from)
-	m.notify(event.Move, mv.Addr, mv.Interface, "moved here from "+from)
+	msg := "moved here from " + from
+	if givenUp {
+		msg += " (its mover had given up: taken all the same, as asked)"
+	}
+	m.log.Info("moved here", "addr", mv.Addr, "interface", mv.Interface, "from", from, "mover_gave_up", givenUp)
+	m.notify(event.Move, mv.Addr, mv.Interface, msg)
+}
+
+// pollIncoming reads the move of a again a renewal period from now, and so
+// on while this node waits on it: a move whose mover gives up ends with its
+// record, which no watch of this node sees, and a move given up while its
+// owner still held the address must be forgotten here before that owner
+// lets go of it for another reason (a release), or this node would take it.
+func (m *Member) pollIncoming(a netip.Addr) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.polling[a] {
+		return
+	}
+	m.polling[a] = true
+	m.afterRenewLocked(func(ctx context.Context) {
+		m.mu.Lock()
+		delete(m.polling, a)
+		_, waiting := m.incoming[a]
+		m.mu.Unlock()
+		if waiting {
+			m.moves(ctx, []netip.Addr{a})
+		}
+	})
+}
+
+// moveGone says whether the move of a created at rev is over in the store:
+// its record gone, or another move's there now.
+func (m *Member) moveGone(ctx context.Context, a netip.Addr, rev int64) (bool, error) {
+	recs, err := m.l.Moves(ctx, []netip.Addr{a})
+	if err != nil {
+		return false, err
+	}
+	return len(recs) == 0 || recs[0].Rev != rev, nil
+}
+
+// forgetIncoming stops waiting on a move of a to here.
+func (m *Member) forgetIncoming(a netip.Addr) {
+	m.mu.Lock()
+	delete(m.incoming, a)
+	m.mu.Unlock()
+	m.unwatchGone(a)
 }
 
 // markLive writes that the move is live, then counts the traffic that

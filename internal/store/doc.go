@@ -1,6 +1,6 @@
 // Package store is vip's view of the coordination store, etcd v3: where the
-// fleet's records live under a prefix, how each is encoded, and the client
-// side of the operations that need no agent (vip fleet, vip move).
+// fleet's records live under a prefix, how each is encoded, and the
+// client, with the fleet's view that vip fleet reads.
 //
 // The layout under the prefix (default /vip/):
 //
@@ -15,6 +15,7 @@
 // transaction that creates a key only if it is absent decides every
 // contest: no two nodes ever own a key. The agent side, which turns those
 // keys into answers on the wire and fences itself when it cannot renew its
-// lease, is package fleet; this package links nothing of the engine, so
-// vip fleet and vip move stay small clients.
+// lease, is package fleet, and so is every transaction on these keys,
+// a move's included (fleet.Mover); this package links nothing of the
+// engine, so vip fleet and vip move stay small clients.
 package store

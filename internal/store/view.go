@@ -23,16 +23,14 @@ type View struct {
 	k Keys
 }
 
-func (v View) keys() Keys { return v.k }
-
 // ClaimView is an address's owner with its standbys and any move of it.
 type ClaimView struct {
 	Claim    Claim     `json:"claim"`
 	Standbys []Standby `json:"standbys,omitempty"`
 	Move     *Move     `json:"move,omitempty"`
-	// createRev is the claim key's creation revision, which a move
+	// CreateRev is the claim key's creation revision, which a move
 	// compares so that it never acts on a claim made since it looked.
-	createRev int64
+	CreateRev int64 `json:"-"`
 }
 
 // Skipped is a key under the prefix that is not a vip record.
@@ -88,11 +86,11 @@ func (c *Client) Fleet(ctx context.Context) (View, error) {
 // (two reads each, under etcd's default of 128 operations a transaction).
 const maxTxnAddrs = 60
 
-// fleetFor reads what a move of addrs needs to plan, at one revision: the
+// FleetOf reads what a move of addrs needs to plan, at one revision: the
 // nodes, and each address's claim and move. A few addresses are read in
 // one transaction rather than the whole fleet, which at 100,000 claims is
 // twenty pages.
-func (c *Client) fleetFor(ctx context.Context, addrs []netip.Addr) (View, error) {
+func (c *Client) FleetOf(ctx context.Context, addrs []netip.Addr) (View, error) {
 	if len(addrs) == 0 || len(addrs) > maxTxnAddrs {
 		return c.Fleet(ctx)
 	}
@@ -163,7 +161,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 		}
 		cl.Addr, cl.Lease = p.Addr, lease
 		cv := b.get(p.Addr)
-		cv.Claim, cv.createRev = cl, kv.CreateRevision
+		cv.Claim, cv.CreateRev = cl, kv.CreateRevision
 	case KindStandby:
 		s, err := decode[Standby](key, value)
 		if err != nil {

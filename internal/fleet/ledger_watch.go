@@ -1,0 +1,151 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"net/netip"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/internal/store"
+)
+
+// The etcdLedger's watches. Each watch requires a leader, so that a
+// member cut off with a minority hears that the watch broke rather than
+// nothing; a broken watch returns the revision it got to, and its caller
+// watches again from there.
+
+func (l *etcdLedger) WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64 {
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.InboxOf(node), clientv3.WithPrefix(),
+		clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision > rev {
+				rev = wr.CompactRevision - 1
+			}
+			l.log.Debug("the store's watch broke: watching again", "err", err)
+			return rev
+		}
+		var addrs []netip.Addr
+		for _, ev := range wr.Events {
+			if p, err := l.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == store.KindInbox {
+				addrs = append(addrs, p.Addr)
+			}
+		}
+		fn(addrs)
+		rev = wr.Header.Revision
+	}
+	return rev
+}
+
+func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64 {
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Claim(a), clientv3.WithRev(rev+1),
+		clientv3.WithFilterPut(), clientv3.WithPrevKV())
+	for wr := range wch {
+		if err := wr.Err(); err != nil {
+			if wr.CompactRevision > rev {
+				rev = wr.CompactRevision - 1
+			}
+			return rev
+		}
+		for _, ev := range wr.Events {
+			var prev *store.Claim
+			if kv := ev.PrevKv; kv != nil {
+				var c store.Claim
+				if json.Unmarshal(kv.Value, &c) != nil {
+					c = store.Claim{}
+				}
+				c.Lease = kv.Lease
+				prev = &c
+			}
+			fn(prev)
+		}
+		rev = wr.Header.Revision
+	}
+	return rev
+}
+
+// WatchMoves watches the move records and the claims' deletions, on two
+// watches of one context: claims being created, which a filling fleet
+// writes by the hundred thousand, never leave the store. When a watch
+// breaks (a leader lost, a compaction), it watches again from where both
+// had got to.
+func (l *etcdLedger) WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange {
+	out := make(chan []MoveChange)
+	go func() {
+		defer close(out)
+		for ctx.Err() == nil {
+			rev = l.watchMovesOnce(ctx, rev, out)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}()
+	return out
+}
+
+// watchMovesOnce watches until a watch breaks, and returns the revision
+// both watches had got to.
+func (l *etcdLedger) watchMovesOnce(ctx context.Context, rev int64, out chan<- []MoveChange) int64 {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	moves := l.c.Watch(wctx, l.k.Moves(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	gone := l.c.Watch(wctx, l.k.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
+	seen := [2]int64{rev, rev}
+	for {
+		var wr clientv3.WatchResponse
+		var ok bool
+		i := 0
+		select {
+		case <-ctx.Done():
+			return min(seen[0], seen[1])
+		case wr, ok = <-moves:
+		case wr, ok = <-gone:
+			i = 1
+		}
+		if !ok || wr.Err() != nil {
+			if wr.CompactRevision > seen[i] {
+				seen[i] = wr.CompactRevision - 1
+			}
+			return min(seen[0], seen[1])
+		}
+		if chs := l.moveChanges(wr.Events); len(chs) > 0 {
+			select {
+			case out <- chs:
+			case <-ctx.Done():
+				return min(seen[0], seen[1])
+			}
+		}
+		seen[i] = max(seen[i], wr.Header.Revision)
+	}
+}
+
+// moveChanges reads a watch's events; a move record that does not decode,
+// and a key of another kind, are none.
+func (l *etcdLedger) moveChanges(evs []*clientv3.Event) []MoveChange {
+	var out []MoveChange
+	for _, ev := range evs {
+		p, err := l.k.Parse(string(ev.Kv.Key))
+		if err != nil {
+			continue
+		}
+		deleted := ev.Type == clientv3.EventTypeDelete
+		switch {
+		case p.Kind == store.KindClaim && deleted:
+			out = append(out, MoveChange{Kind: ClaimDeleted, Addr: p.Addr})
+		case p.Kind == store.KindMove && deleted:
+			out = append(out, MoveChange{Kind: MoveDeleted, Addr: p.Addr})
+		case p.Kind == store.KindMove:
+			var mv store.Move
+			if json.Unmarshal(ev.Kv.Value, &mv) != nil {
+				continue
+			}
+			mv.Addr = p.Addr
+			out = append(out, MoveChange{Kind: MoveWritten, Addr: p.Addr, Move: mv})
+		}
+	}
+	return out
+}

@@ -1,0 +1,255 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/vipctl/vip/internal/store"
+)
+
+// Mover is the side of a move that asks for it: it plans the move against
+// the fleet, writes the move records and follows each move to its end. The
+// owner lets go (Member.leave) and the target takes the address
+// (Member.arrive); the three meet only in the store, each through its
+// Ledger, so that the whole protocol is one package's.
+type Mover struct {
+	l     Ledger
+	clock clockwork.Clock
+}
+
+// NewMover returns a Mover over the store of c, for a command that moves
+// addresses without an agent of its own (vip move). Close it after use;
+// c stays the caller's.
+func NewMover(c *store.Client) *Mover {
+	return &Mover{l: newEtcdLedger(c, slog.New(slog.DiscardHandler)), clock: clockwork.NewRealClock()}
+}
+
+// Close ends what the mover keeps open.
+func (mv *Mover) Close() { mv.l.Close() }
+
+// moveConcurrency bounds the transactions of a move in flight at once.
+const moveConcurrency = 16
+
+// moverLeaseSlack is how much longer than its own timeout a mover's records
+// live: a mover that dies leaves none blocking the standbys for good.
+const moverLeaseSlack = 10 * time.Second
+
+// pendingMove is one address's move, as the mover follows it.
+type pendingMove struct {
+	res    store.MoveResult
+	opts   json.RawMessage
+	window time.Duration
+	// claimRev is the creation revision of the claim the move was
+	// planned on (0: none), which asking compares.
+	claimRev      int64
+	ownerReleased bool
+	claimGone     bool
+	end           bool
+}
+
+// Move moves addresses as req says and returns once each is live on the
+// target, failed, or the timeout passed. Nothing changes when the request
+// is refused (a node not alive, no interface for an address, a move under
+// way): the error says why, wrapping store.ErrRefused.
+func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+	v, err := mv.l.MoveView(ctx, req.Addrs, req.All)
+	if err != nil {
+		return nil, err
+	}
+	moves, err := planMoves(v, req)
+	if err != nil {
+		return nil, err
+	}
+	var pending []*pendingMove
+	var results []store.MoveResult
+	for _, m := range moves {
+		if m.res.Already {
+			results = append(results, m.res)
+		} else {
+			pending = append(pending, m)
+		}
+	}
+	if len(pending) == 0 {
+		return results, nil
+	}
+	timeout := req.Timeout
+	if timeout <= 0 {
+		ttl := time.Duration(0)
+		for _, n := range v.Nodes {
+			ttl = max(ttl, time.Duration(n.LeaseTTL))
+		}
+		timeout = store.MoveTimeout(ttl) + req.TrafficWindow
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timer := mv.clock.AfterFunc(timeout, cancel)
+	defer timer.Stop()
+	// The move records live under a lease of the mover's own.
+	lease, err := mv.l.Grant(ctx, timeout+moverLeaseSlack)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.Background(), store.DefaultTimeout)
+		defer cancel()
+		_ = mv.l.Revoke(rctx, lease)
+	}()
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	watch := mv.l.WatchMoves(wctx, v.Revision)
+	if err := mv.ask(ctx, pending, lease); err != nil {
+		return nil, err
+	}
+	mv.follow(ctx, pending, watch)
+	for _, m := range pending {
+		results = append(results, m.res)
+	}
+	slices.SortFunc(results, func(x, y store.MoveResult) int { return x.Addr.Compare(y.Addr) })
+	return results, nil
+}
+
+// follow applies the changes the watch sends to the moves until each has
+// ended or ctx is done; those still under way then are given up.
+func (mv *Mover) follow(ctx context.Context, pending []*pendingMove, watch <-chan []MoveChange) {
+	byAddr := make(map[netip.Addr]*pendingMove, len(pending))
+	for _, m := range pending {
+		byAddr[m.res.Addr] = m
+	}
+	for open := len(pending); open > 0; {
+		select {
+		case <-ctx.Done():
+			giveUp(pending)
+			return
+		case chs, ok := <-watch:
+			if !ok {
+				watch = nil // ctx is done: the case above ends the wait
+				continue
+			}
+			for _, ch := range chs {
+				m := byAddr[ch.Addr]
+				if m == nil || m.end {
+					continue
+				}
+				if m.step(ch, mv.clock.Now()) {
+					open--
+				}
+			}
+		}
+	}
+}
+
+// step applies one change of the store to the move, seen at now; it
+// reports when the move ended.
+func (m *pendingMove) step(ch MoveChange, now time.Time) bool {
+	switch ch.Kind {
+	case ClaimDeleted:
+		// The claim's deletion and the move record come on two watches,
+		// so the deletion can come after the target's live: the time the
+		// key was seen gone is then the live one, already set.
+		if !m.claimGone {
+			m.claimGone = true
+			if m.res.Released.IsZero() {
+				m.res.Released = now
+			}
+		}
+		return false
+	case MoveDeleted:
+		if m.res.Live.IsZero() && m.res.Error == "" {
+			m.res.Error = fmt.Sprintf("the move of %s ended before %s was live on %s", m.res.Addr, m.res.Addr, m.res.To)
+		}
+		m.end = true
+		return true
+	}
+	rec := ch.Move
+	if !rec.Released.IsZero() {
+		m.ownerReleased = true
+	}
+	switch {
+	case rec.Error != "":
+		m.res.Error = rec.Error
+	case !rec.Live.IsZero():
+		if m.res.Live.IsZero() {
+			m.res.Live = now
+			if m.res.Released.IsZero() {
+				m.res.Released = now
+			}
+			m.res.Waited = m.res.From != "" && !m.ownerReleased
+		}
+		if rec.Traffic != nil {
+			m.res.Traffic = rec.Traffic
+		} else if m.window > 0 {
+			// Live: the traffic comes once the window is over.
+			return false
+		}
+	default:
+		return false
+	}
+	m.end = true
+	return true
+}
+
+// ask writes the move records, each only if no move of its address is
+// under way and its owner is still the one planned for. Any refusal gives
+// up the whole move (the records written go with the lease).
+func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		g    errgroup.Group
+	)
+	g.SetLimit(moveConcurrency)
+	for _, m := range pending {
+		g.Go(func() error {
+			rec := store.Move{
+				Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
+				ID: strconv.FormatInt(int64(lease), 16), Asked: mv.clock.Now().UTC(), Options: m.opts,
+				TrafficWindow: store.Duration(m.window),
+			}
+			m.res.Asked = mv.clock.Now()
+			asked, err := mv.l.Ask(ctx, lease, rec, m.claimRev)
+			if err == nil && !asked {
+				err = fmt.Errorf("%s changed while the move was asked (another move, a release or a claim): run vip move again", m.res.Addr)
+			}
+			if err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if len(errs) > 0 {
+		giveUp(pending)
+		return errors.Join(errs...)
+	}
+	return nil
+}
+
+// giveUp marks the moves still under way failed. Their records go with the
+// mover's lease, which Move revokes as it returns.
+func giveUp(pending []*pendingMove) {
+	for _, m := range pending {
+		if m.end {
+			continue
+		}
+		m.end = true
+		if m.res.Error == "" {
+			m.res.Error = fmt.Sprintf("%s was not live on %s in time", m.res.Addr, m.res.To)
+			if m.claimGone {
+				m.res.Error += fmt.Sprintf(", and %s no longer holds it: %s takes it once it reaches the store, if it is alive; else nobody holds it until it is claimed", m.res.From, m.res.To)
+			}
+		}
+	}
+}
