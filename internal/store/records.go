@@ -257,12 +257,3 @@ func decode[T any](key string, value []byte) (T, error) {
 	}
 	return v, nil
 }
-
-// encode writes a record's value. Only options that are not JSON fail.
-func encode(v any) (string, error) {
-	b, err := json.Marshal(v)
-	if err != nil {
-		return "", fmt.Errorf("encode a %T record: %w", v, err)
-	}
-	return string(b), nil
-}
