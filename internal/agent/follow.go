@@ -14,15 +14,25 @@ import (
 // A broken subscription (the kernel drops messages when it overflows) is
 // opened again, which replays the current state of every interface. An
 // interface made a port of a bridge or bond is told as such (sys names its
-// master), so that its claims wait: the master receives its frames now. The
-// returned function waits until following has stopped.
-func FollowInterfaces(ctx context.Context, eng *announce.Engine, sys netcheck.System, log *slog.Logger) (wait func()) {
+// master), so that its claims wait: the master receives its frames now.
+// changed, when set, is called after each interface change and each
+// address added to an interface or removed from it, from the watch's own
+// goroutine: it must not block. The returned function waits until
+// following has stopped.
+func FollowInterfaces(ctx context.Context, eng *announce.Engine, sys netcheck.System, changed func(), log *slog.Logger) (wait func()) {
+	opts := ifwatch.Options{Log: log}
+	if changed != nil {
+		opts.Addrs = func(ifwatch.AddrChange) { changed() }
+	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for {
-			err := ifwatch.Watch(ctx, ifwatch.Options{Log: log}, func(c ifwatch.Change) {
+			err := ifwatch.Watch(ctx, opts, func(c ifwatch.Change) {
 				eng.InterfaceChanged(interfaceChange(c, sys, log))
+				if changed != nil {
+					changed()
+				}
 			})
 			if ctx.Err() != nil {
 				return

@@ -112,11 +112,14 @@ func Run(ctx context.Context, cfg Config) error {
 		Log:      log,
 	}
 	var deadline *announce.Deadline
+	var vip *vipAddrs
 	if cfg.Store.URL != "" {
 		// Closed until the store grants the lease (fleet.Join): nothing
 		// is sent for a guarded claim before.
 		deadline = announce.NewDeadline(nil)
 		cfg.Responder.Deadline = deadline
+		vip = newVIPAddrs(recorded)
+		ecfg.Assigner = vip.assigner(assigner)
 	}
 	cfg.Responder.Configure(&ecfg)
 	rt, err := Start(ecfg, GuardConfig{Filter: cfg.Filter, AllTraffic: cfg.AllTraffic}, log)
@@ -139,9 +142,13 @@ func Run(ctx context.Context, cfg Config) error {
 		}
 	}()
 	if cfg.Store.URL != "" {
-		if member, err = joinFleet(ctx, cfg, eng, book, recorded, deadline, log); err != nil {
+		if member, err = joinFleet(ctx, cfg, eng, book, vip, deadline, log); err != nil {
 			return err
 		}
+		// From here the registration follows the host's interfaces and
+		// addresses; a change since it was read at join is read now.
+		rt.OnInterfacesChanged(member.InterfacesChanged)
+		member.InterfacesChanged()
 	}
 	if cfg.Metrics.Addr != "" {
 		mcfg := cfg.Metrics
@@ -161,6 +168,7 @@ func Run(ctx context.Context, cfg Config) error {
 		var err error
 		if member != nil {
 			err = adoptGuarded(actx, member, book, recorded, log)
+			vip.adopted(eng.Held())
 		} else {
 			_, err = eng.Adopt(actx, recorded)
 		}

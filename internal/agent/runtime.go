@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,6 +23,8 @@ type Runtime struct {
 	stopGuard, stopWatch, stopEngine context.CancelFunc
 	waitWatch                        func()
 	engineDone                       chan error
+	// hostChanged is what OnInterfacesChanged set, if anything.
+	hostChanged atomic.Pointer[func()]
 }
 
 // Start starts the engine of cfg, follows interface changes for it and
@@ -36,7 +39,11 @@ func Start(cfg announce.EngineConfig, guard GuardConfig, log *slog.Logger) (*Run
 	engCtx, r.stopEngine = context.WithCancel(context.Background())
 	go func() { r.engineDone <- r.Engine.Run(engCtx) }()
 	watchCtx, r.stopWatch = context.WithCancel(context.Background())
-	r.waitWatch = FollowInterfaces(watchCtx, r.Engine, hostnet.System{}, log)
+	r.waitWatch = FollowInterfaces(watchCtx, r.Engine, hostnet.System{}, func() {
+		if fn := r.hostChanged.Load(); fn != nil {
+			(*fn)()
+		}
+	}, log)
 	guardCtx, r.stopGuard = context.WithCancel(context.Background())
 	guard.Log = log
 	g, err := StartGuard(guardCtx, r.Engine, guard)
@@ -48,6 +55,11 @@ func Start(cfg announce.EngineConfig, guard GuardConfig, log *slog.Logger) (*Run
 	r.Guard = g
 	return r, nil
 }
+
+// OnInterfacesChanged has fn called after each change of this host's
+// interfaces or of their addresses, from the interface watch: it must not
+// block. It replaces what an earlier call set.
+func (r *Runtime) OnInterfacesChanged(fn func()) { r.hostChanged.Store(&fn) }
 
 // Stop stops watching, then stops the engine, which releases every claim
 // (removing the addresses it added), and returns the release's error.

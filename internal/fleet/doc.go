@@ -3,7 +3,9 @@
 // for one address.
 //
 // A Member is the agent's place in the fleet. It holds one lease, renewed
-// every TTL/6, and registers the node under it. A claim goes live only once
+// every TTL/6, and registers the node under it, with the host's interfaces
+// and their own addresses; when those change (InterfacesChanged) it writes
+// the registration again, if it is still its own. A claim goes live only once
 // a transaction has created the address's key, bound to that lease; a key
 // another node holds refuses the claim with a HeldError. A release stops
 // answering first and deletes the key after, so whoever takes the address

@@ -5,8 +5,7 @@ import "github.com/jonboulle/clockwork"
 // Crash stops the member as kill -9 would: no release, no revoke, so its
 // lease runs out in the store.
 func (m *Member) Crash() {
-	m.stop()
-	m.wg.Wait()
+	m.halt()
 }
 
 // NewTestMover returns a Mover over l, on clock.

@@ -66,6 +66,11 @@ type Ledger interface {
 	// then that record is returned (its Lease the dead agent's lease).
 	// A refusal revokes the new lease.
 	Register(ctx context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (LeaseID, *store.Node, error)
+	// Reregister writes rec over the node's registration, bound to lease,
+	// if the registration there is still bound to lease (this agent's),
+	// and says whether it did: false when the record went with the lease,
+	// or is another agent's, which it leaves as it is.
+	Reregister(ctx context.Context, lease LeaseID, rec store.Node) (bool, error)
 	// Renew renews the lease once, waiting up to timeout for the store
 	// to acknowledge it; ErrLeaseGone when the lease is gone.
 	Renew(ctx context.Context, lease LeaseID, timeout time.Duration) error

@@ -76,6 +76,25 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 	return LeaseID(lease), &other, nil
 }
 
+func (l *etcdLedger) Reregister(ctx context.Context, lease LeaseID, rec store.Node) (bool, error) {
+	if lease == 0 {
+		return false, nil // a key without a lease, or none, compares equal to 0
+	}
+	val, err := json.Marshal(rec)
+	if err != nil {
+		return false, err
+	}
+	key := l.k.Node(rec.Node)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
+		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	return resp.Succeeded, nil
+}
+
 func (l *etcdLedger) Renew(ctx context.Context, lease LeaseID, timeout time.Duration) error {
 	err := l.ren.renew(ctx, clientv3.LeaseID(lease), timeout)
 	if isLeaseGone(err) {

@@ -51,6 +51,8 @@ type fakeStore struct {
 	// onHandOver, if set, runs inside a HandOver before it compares,
 	// with the store locked: a mover giving up at that very moment.
 	onHandOver func(s *fakeStore)
+	// nodeWrites counts each node's registrations written again.
+	nodeWrites map[string]int
 	// renewedOK says whether each node's last renewal was acknowledged.
 	renewedOK map[string]bool
 }
@@ -97,6 +99,7 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
 		changed: make(chan struct{}),
 		cut:     map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
+		nodeWrites: map[string]int{},
 	}
 }
 
@@ -311,6 +314,23 @@ func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.No
 	}
 	s.nodes[rec.Node] = fakeKV[store.Node]{v: rec, lease: lease, create: s.bumpLocked()}
 	return lease, prev, nil
+}
+
+func (l *fakeLedger) Reregister(_ context.Context, lease fleet.LeaseID, rec store.Node) (bool, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	kv, ok := s.nodes[rec.Node]
+	if !ok || kv.lease != lease {
+		return false, nil // a transaction whose compare fails changes nothing
+	}
+	kv.v = rec
+	s.nodes[rec.Node] = kv
+	s.nodeWrites[rec.Node]++
+	s.bumpLocked()
+	return true, nil
 }
 
 func (l *fakeLedger) Renew(_ context.Context, lease fleet.LeaseID, _ time.Duration) error {

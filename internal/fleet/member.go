@@ -12,7 +12,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -176,6 +175,16 @@ type Member struct {
 	// (see watchGone); runCtx is what those watches run under.
 	goneWatch map[netip.Addr]context.CancelFunc
 	runCtx    context.Context
+	// registered are the interfaces as the registration under the lease
+	// has them; refreshing is set while a write of them is under way
+	// (or waits to be tried again), refreshAgain when they changed since
+	// it read them (see InterfacesChanged).
+	registered   []store.Interface
+	refreshing   bool
+	refreshAgain bool
+	// closed is set, under mu, once the member stops: nothing starts a
+	// goroutine of its own from outside it then.
+	closed bool
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -300,51 +309,6 @@ func (m *Member) Node() string { return m.cfg.Node }
 
 // Timing returns the member's lease timing.
 func (m *Member) Timing() Timing { return m.timing }
-
-// register grants a lease and writes the node's registration under it. It
-// returns the lease of this host's dead predecessor, if it took one over.
-func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
-	var ifs []store.Interface
-	if m.cfg.Interfaces != nil {
-		ifs = m.cfg.Interfaces()
-	}
-	rec := store.Node{
-		Node: m.cfg.Node, Version: m.cfg.Version, Host: m.host, PID: os.Getpid(), BootID: m.boot,
-		Started: m.start.UTC(), LeaseTTL: store.Duration(m.cfg.TTL), Interfaces: ifs,
-	}
-	lease, other, err := m.l.Register(rctx, m.cfg.TTL, rec, m.predecessor)
-	if err != nil {
-		return 0, err
-	}
-	if other != nil {
-		prev = LeaseID(other.Lease)
-		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
-	}
-	// A lease granted when the request was sent lives at least TTL from
-	// then: the same deadline as after a renewal.
-	m.moveDeadline(sentBoot)
-	m.mu.Lock()
-	m.lease, m.renewed = lease, sent
-	if m.fence != nil {
-		// A new lease after the old one was lost: the fence counts
-		// from its grant.
-		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
-	}
-	m.mu.Unlock()
-	return prev, nil
-}
-
-// predecessor says whether other is this host's own agent that died.
-func (m *Member) predecessor(other store.Node) bool {
-	if other.Host != m.host || other.BootID == "" || other.BootID != m.boot || other.PID == os.Getpid() {
-		return false
-	}
-	err := syscall.Kill(other.PID, 0)
-	return errors.Is(err, syscall.ESRCH)
-}
 
 // Lease returns the member's lease, the last renewal sent that succeeded,
 // and since when it is fenced (zero if it is not).
@@ -488,10 +452,18 @@ func (m *Member) isFenced() (time.Time, bool) {
 // this node's records (claims, standbys, registration) at once. The agent
 // releases its claims in the engine first, so no answer outlives its key.
 func (m *Member) Close() {
-	m.stop()
-	m.wg.Wait()
+	m.halt()
 	m.l.Close()
 	m.revokeLease()
+}
+
+// halt stops the member's goroutines and waits for them.
+func (m *Member) halt() {
+	m.mu.Lock()
+	m.closed = true
+	m.mu.Unlock()
+	m.stop()
+	m.wg.Wait()
 }
 
 func (m *Member) revokeLease() {

@@ -58,6 +58,14 @@ func (f *fakeFleet) boot() time.Duration { return bootAtEpoch + f.now() }
 
 func (f *fakeFleet) join(name string) (*fleet.Member, *fakeEngine) {
 	f.t.Helper()
+	return f.joinWith(name, func() []store.Interface {
+		return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true}}
+	})
+}
+
+// joinWith is join with the host's interfaces as ifs reads them.
+func (f *fakeFleet) joinWith(name string, ifs func() []store.Interface) (*fleet.Member, *fakeEngine) {
+	f.t.Helper()
 	if f.now() != 0 {
 		f.t.Fatal("join after the clock moved: the renewals would not tick together")
 	}
@@ -65,9 +73,7 @@ func (f *fakeFleet) join(name string) (*fleet.Member, *fakeEngine) {
 	eng.deadline = announce.NewDeadline(f.boot)
 	m, err := fleet.Join(context.Background(), fleet.Config{
 		Ledger: f.s.ledger(name), Clock: f.clock, Node: name, TTL: fakeTTL, Log: testLog(f.t), Deadline: eng.deadline,
-		Interfaces: func() []store.Interface {
-			return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true}}
-		},
+		Interfaces: ifs,
 	}, eng)
 	if err != nil {
 		f.t.Fatalf("join as %s: %v", name, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 
@@ -44,27 +45,44 @@ func (c Change) same(o Change) bool {
 		c.MasterIndex == o.MasterIndex
 }
 
+// AddrChange is an address added to an interface or removed from it.
+type AddrChange struct {
+	// Index is the index of the interface the address is on.
+	Index int
+	// Prefix is the address with its prefix length.
+	Prefix netip.Prefix
+	// Deleted is true when the address was removed.
+	Deleted bool
+}
+
 // Options configure Watch.
 type Options struct {
 	// Namespace is the network namespace to watch; nil means the current
 	// one. The handle is only used while subscribing: the caller may close
 	// it once Watch has delivered the first change.
 	Namespace *netns.NsHandle
+	// Addrs, when set, is told of the interfaces' addresses too, as fn
+	// is of the interfaces: first every address there is, then each one
+	// added or removed, from the same goroutine as fn. Nil watches the
+	// interfaces alone.
+	Addrs func(AddrChange)
 	// Log receives errors that the subscription survives (a message it
 	// could not decode, an interrupted dump), as warnings. Nil discards
 	// them.
 	Log *slog.Logger
 }
 
-// updateBuffer is how many link messages may wait between the netlink
+// updateBuffer is how many link (or address) messages may wait between the netlink
 // socket and fn; beyond it they wait in the socket's receive buffer.
 const updateBuffer = 256
 
 // Watch reports the interfaces of a namespace to fn: first the current state
 // of every interface, then every change, in the order the kernel announced
-// them, one call at a time from Watch's own goroutine. fn should return
-// quickly: while it runs, messages queue in the socket, and if the socket's
-// buffer overflows the subscription breaks.
+// them, one call at a time from Watch's own goroutine. With Options.Addrs it
+// reports their addresses as well, on a subscription of their own: the
+// order of a link change and an address change is not the kernel's then.
+// fn should return quickly: while it runs, messages queue in the socket,
+// and if the socket's buffer overflows the subscription breaks.
 //
 // Watch returns nil when ctx is done. It returns an error when it cannot
 // subscribe, or when the subscription breaks (the kernel dropped messages
@@ -80,7 +98,7 @@ func Watch(ctx context.Context, opts Options, fn func(Change)) error {
 	}
 	var (
 		mu   sync.Mutex
-		last error // the latest error reported by the subscription
+		last error // the latest error reported by a subscription
 	)
 	onError := func(err error) {
 		if ctx.Err() != nil {
@@ -90,6 +108,18 @@ func Watch(ctx context.Context, opts Options, fn func(Change)) error {
 		last = err
 		mu.Unlock()
 		log.Warn("interface watch: netlink error", "err", err)
+	}
+	ended := func() error {
+		if ctx.Err() != nil {
+			return nil
+		}
+		mu.Lock()
+		err := last
+		mu.Unlock()
+		if err == nil {
+			err = errors.New("closed")
+		}
+		return fmt.Errorf("watch interfaces: subscription ended, changes may have been missed: %w", err)
 	}
 	updates := make(chan netlink.LinkUpdate, updateBuffer)
 	done := make(chan struct{})
@@ -110,6 +140,27 @@ func Watch(ctx context.Context, opts Options, fn func(Change)) error {
 		for range updates {
 		}
 	}()
+	// addrs stays nil, and so is never ready, unless addresses are
+	// watched.
+	var addrs chan netlink.AddrUpdate
+	if opts.Addrs != nil {
+		addrs = make(chan netlink.AddrUpdate, updateBuffer)
+		addrDone := make(chan struct{})
+		err := netlink.AddrSubscribeWithOptions(addrs, addrDone, netlink.AddrSubscribeOptions{
+			Namespace:     opts.Namespace,
+			ListExisting:  true,
+			ErrorCallback: onError,
+		})
+		if err != nil {
+			close(addrDone)
+			return fmt.Errorf("watch interfaces: subscribe to address changes: %w", err)
+		}
+		defer func() {
+			close(addrDone)
+			for range addrs {
+			}
+		}()
+	}
 
 	t := newTracker()
 	for {
@@ -118,33 +169,65 @@ func Watch(ctx context.Context, opts Options, fn func(Change)) error {
 			return nil
 		case u, ok := <-updates:
 			if !ok {
-				if ctx.Err() != nil {
-					return nil
-				}
-				mu.Lock()
-				err := last
-				mu.Unlock()
-				if err == nil {
-					err = errors.New("closed")
-				}
-				return fmt.Errorf("watch interfaces: subscription ended, changes may have been missed: %w", err)
+				return ended()
 			}
 			for _, c := range t.update(u) {
 				fn(c)
+			}
+		case u, ok := <-addrs:
+			if !ok {
+				return ended()
+			}
+			if c, ok := t.addr(u); ok {
+				opts.Addrs(c)
 			}
 		}
 	}
 }
 
 // tracker turns link messages into Changes: it remembers the last state
-// reported for each name, and which name each index has.
+// reported for each name, and which name each index has; and address
+// messages into AddrChanges: it remembers the addresses reported.
 type tracker struct {
 	byName  map[string]Change
 	byIndex map[int]string
+	addrs   map[AddrChange]bool // with Deleted false
 }
 
 func newTracker() *tracker {
-	return &tracker{byName: make(map[string]Change), byIndex: make(map[int]string)}
+	return &tracker{byName: make(map[string]Change), byIndex: make(map[int]string), addrs: make(map[AddrChange]bool)}
+}
+
+// addr returns the change that u makes, if any. The kernel sends
+// RTM_NEWADDR again for an address it has when its flags or lifetimes
+// change (an IPv6 address done with duplicate address detection, a
+// lifetime renewed by a router advertisement), and a dump may repeat what
+// the subscription told already: only an address that comes or goes is a
+// change.
+func (t *tracker) addr(u netlink.AddrUpdate) (AddrChange, bool) {
+	a, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+	if !ok {
+		return AddrChange{}, false
+	}
+	a = a.Unmap()
+	ones, bits := u.LinkAddress.Mask.Size()
+	if bits == 0 {
+		return AddrChange{}, false // not a prefix mask
+	}
+	if bits == 128 && a.Is4() {
+		ones -= 96
+	}
+	key := AddrChange{Index: u.LinkIndex, Prefix: netip.PrefixFrom(a, ones)}
+	if u.NewAddr == t.addrs[key] {
+		return AddrChange{}, false
+	}
+	if u.NewAddr {
+		t.addrs[key] = true
+		return key, true
+	}
+	delete(t.addrs, key)
+	key.Deleted = true
+	return key, true
 }
 
 // update returns the changes that u makes, usually none or one; a rename

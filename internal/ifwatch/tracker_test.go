@@ -2,6 +2,7 @@ package ifwatch
 
 import (
 	"net"
+	"net/netip"
 	"reflect"
 	"testing"
 
@@ -136,5 +137,61 @@ func TestTrackerCopiesMAC(t *testing.T) {
 	m.Link.Attrs().HardwareAddr[5] = 0xff
 	if got[0].MAC[5] != 1 {
 		t.Errorf("change shares its MAC with the netlink message: got %v after the message changed", got[0].MAC)
+	}
+}
+
+func TestTrackerAddrs(t *testing.T) {
+	v4 := func(s string, bits int) net.IPNet {
+		return net.IPNet{IP: net.ParseIP(s).To4(), Mask: net.CIDRMask(bits, 32)}
+	}
+	v6 := func(s string, bits int) net.IPNet {
+		return net.IPNet{IP: net.ParseIP(s), Mask: net.CIDRMask(bits, 128)}
+	}
+	add := func(index int, n net.IPNet) netlink.AddrUpdate {
+		return netlink.AddrUpdate{LinkIndex: index, LinkAddress: n, NewAddr: true}
+	}
+	del := func(index int, n net.IPNet) netlink.AddrUpdate {
+		return netlink.AddrUpdate{LinkIndex: index, LinkAddress: n}
+	}
+	tentative := add(2, v6("2001:db8::7", 64))
+	tentative.Flags = unix.IFA_F_TENTATIVE
+	p4, p6 := netip.MustParsePrefix("192.0.2.7/24"), netip.MustParsePrefix("2001:db8::7/64")
+	tests := []struct {
+		name string
+		msgs []netlink.AddrUpdate
+		want []AddrChange
+	}{{
+		name: "added, told again, removed",
+		msgs: []netlink.AddrUpdate{add(2, v4("192.0.2.7", 24)), add(2, v4("192.0.2.7", 24)), del(2, v4("192.0.2.7", 24))},
+		want: []AddrChange{{Index: 2, Prefix: p4}, {Index: 2, Prefix: p4, Deleted: true}},
+	}, {
+		name: "IPv6 tentative, then done with duplicate address detection",
+		msgs: []netlink.AddrUpdate{tentative, add(2, v6("2001:db8::7", 64))},
+		want: []AddrChange{{Index: 2, Prefix: p6}},
+	}, {
+		name: "IPv4 in 16 bytes with its mask in 16",
+		msgs: []netlink.AddrUpdate{add(2, net.IPNet{IP: net.ParseIP("192.0.2.7"), Mask: net.CIDRMask(96+24, 128)})},
+		want: []AddrChange{{Index: 2, Prefix: p4}},
+	}, {
+		name: "another prefix length, another interface: other addresses",
+		msgs: []netlink.AddrUpdate{add(2, v4("192.0.2.7", 24)), add(2, v4("192.0.2.7", 25)), add(3, v4("192.0.2.7", 24))},
+		want: []AddrChange{{Index: 2, Prefix: p4}, {Index: 2, Prefix: netip.MustParsePrefix("192.0.2.7/25")}, {Index: 3, Prefix: p4}},
+	}, {
+		name: "removal of an address never told",
+		msgs: []netlink.AddrUpdate{del(2, v4("192.0.2.7", 24))},
+	}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := newTracker()
+			var got []AddrChange
+			for _, u := range tc.msgs {
+				if c, ok := tr.addr(u); ok {
+					got = append(got, c)
+				}
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("changes:\n got %+v\nwant %+v", got, tc.want)
+			}
+		})
 	}
 }

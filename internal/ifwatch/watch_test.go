@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"strings"
 	"sync"
@@ -294,5 +295,84 @@ func TestWatchSubscribeError(t *testing.T) {
 	})
 	if err == nil || !strings.Contains(err.Error(), "subscribe") {
 		t.Errorf("Watch with a bad namespace: got %v, want a subscribe error", err)
+	}
+}
+
+// TestWatchAddrs checks that Watch with Options.Addrs reports the addresses
+// there are, then each one added or removed, once each: b's own address
+// first, then an IPv4 and an IPv6 address added and removed, and the
+// addresses of an interface deleted.
+func TestWatchAddrs(t *testing.T) {
+	t.Parallel()
+	b := labtest.New(t, lab.HostConfig{Name: "b", IPv4: netip.MustParsePrefix("192.0.2.2/24")}).Host("b")
+	eth0 := labtest.Link(b, "eth0")
+	ns := namespace(t, b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	changes := make(chan ifwatch.AddrChange, 1024)
+	errc := make(chan error, 1)
+	go func() {
+		errc <- ifwatch.Watch(ctx, ifwatch.Options{Namespace: &ns, Addrs: func(c ifwatch.AddrChange) { changes <- c }}, func(ifwatch.Change) {})
+	}()
+	var seen []ifwatch.AddrChange
+	waitFor := func(want ifwatch.AddrChange) {
+		t.Helper()
+		timer := time.NewTimer(waitTimeout)
+		defer timer.Stop()
+		for {
+			select {
+			case c := <-changes:
+				seen = append(seen, c)
+				if want.Index == 0 {
+					want.Index = c.Index // an interface the test made
+				}
+				if c == want {
+					return
+				}
+			case err := <-errc:
+				t.Fatalf("Watch returned %v waiting for %+v", err, want)
+			case <-timer.C:
+				t.Fatalf("no address change %+v within %v; changes so far: %+v", want, waitTimeout, seen)
+			}
+		}
+	}
+	waitFor(ifwatch.AddrChange{Index: eth0.Index, Prefix: b.IPv4})
+	for _, p := range []string{"198.51.100.7/24", "2001:db8:7::7/64"} {
+		added := ifwatch.AddrChange{Index: eth0.Index, Prefix: netip.MustParsePrefix(p)}
+		run(t, b, "ip", "addr", "add", p, "dev", "eth0")
+		waitFor(added)
+		// New lifetimes are an RTM_NEWADDR of an address there is (as
+		// are the end of duplicate address detection, and a router's
+		// advertisement): not a change.
+		run(t, b, "ip", "addr", "change", p, "dev", "eth0", "valid_lft", "300", "preferred_lft", "200")
+		run(t, b, "ip", "addr", "del", p, "dev", "eth0")
+		added.Deleted = true
+		waitFor(added)
+	}
+	// The kernel tells of the addresses of an interface it deletes.
+	run(t, b, "ip", "link", "add", "v9", "type", "veth", "peer", "name", "v9peer")
+	v9 := netip.MustParsePrefix("203.0.113.9/24")
+	run(t, b, "ip", "addr", "add", v9.String(), "dev", "v9")
+	waitFor(ifwatch.AddrChange{Prefix: v9})
+	v9Index := seen[len(seen)-1].Index
+	run(t, b, "ip", "link", "del", "v9")
+	waitFor(ifwatch.AddrChange{Index: v9Index, Prefix: v9, Deleted: true})
+	cancel()
+	select {
+	case err := <-errc:
+		if err != nil {
+			t.Errorf("Watch after cancel: got %v, want nil", err)
+		}
+	case <-time.After(waitTimeout):
+		t.Fatal("Watch still running after its context was cancelled")
+	}
+	for len(changes) > 0 {
+		seen = append(seen, <-changes)
+	}
+	counts := map[ifwatch.AddrChange]int{}
+	for _, c := range seen {
+		if counts[c]++; counts[c] > 1 {
+			t.Errorf("address change %+v reported %d times, want once: %+v", c, counts[c], seen)
+		}
 	}
 }
