@@ -77,17 +77,22 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 		}
 	}
 	answered, byPort := e.forgetLocked(gone)
-	for p, as := range byPort {
-		if err := p.Drop(as...); err != nil {
-			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
-		}
-	}
+	// An address vip added goes from the interface before its port
+	// drops it: the in-kernel responder withholds the kernel's answers
+	// for it past the answer deadline only while it holds it, and the
+	// kernel would answer a request that came between the two (a fenced
+	// owner's kernel answered one 15 ms after it woke).
 	for _, cs := range gone {
 		c := cs.claim
 		if c.AddedAddress {
 			if err := e.cfg.Assigner.Remove(c.Interface, c.Addr); err != nil {
 				errs = append(errs, fmt.Errorf("release %s: remove it from %s: %w", c.Addr, c.Interface, err))
 			}
+		}
+	}
+	for p, as := range byPort {
+		if err := p.Drop(as...); err != nil {
+			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
 		}
 	}
 	for i, cs := range gone {

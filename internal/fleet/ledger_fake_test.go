@@ -122,6 +122,13 @@ func (s *fakeStore) failNext(node string, n int) {
 	s.failing[node] = n
 }
 
+// touch writes nothing but wakes every watch, as an unrelated write would.
+func (s *fakeStore) touch() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.bumpLocked()
+}
+
 // failTakesNext has node's next n Takes fail as if the store did not
 // answer, and nothing else.
 func (s *fakeStore) failTakesNext(node string, n int) {

@@ -397,6 +397,11 @@ func (m *Member) resumeAsync(ctx context.Context, leaseLost bool) {
 		defer m.wg.Done()
 		defer m.resuming.Store(false)
 		m.resume(ctx, leaseLost)
+		if _, fenced := m.isFenced(); !fenced {
+			// A move that the inbox told of while fenced was passed
+			// over (arrive, leave): acted on now.
+			m.resync(ctx)
+		}
 	}()
 }
 

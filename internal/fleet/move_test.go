@@ -106,3 +106,29 @@ func TestFakeMoveGivenUpAsTheOwnerLetsGo(t *testing.T) {
 	never(t, func() bool { return bEng.holds(vip) || f.owner(vip) != "" }, "the target of a move given up took the address its owner released later")
 	checkNoOverlap(t, vip, aEng, bEng)
 }
+
+// TestFakeMoveToAFencedTarget: a move's target that hears of the move
+// while it is fenced (all of etcd was down, and came back with the move)
+// takes the address once its fence lifts; the inbox told it once, and the
+// owner, which let go meanwhile, is not there to tell it again (the
+// fault-injection suite's 19 s unanswered in CI).
+func TestFakeMoveToAFencedTarget(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	_, bEng := f.join("b")
+	f.claim(a, vip)
+	f.s.setCut("b", true)
+	f.advanceTo(fakeTiming.FenceAfter())
+	done := f.moveAsync("b", time.Minute)
+	eventually(t, func() bool { return !aEng.holds(vip) && f.owner(vip) == "" }, "the owner did not let go for the move")
+	// b's watch delivers the move while b is still fenced.
+	f.s.setCut("b", false)
+	f.s.touch()
+	never(t, func() bool { return bEng.holds(vip) }, "a fenced target took the address")
+	f.advanceTo(fakeTiming.FenceAfter() + fakeTiming.Renew)
+	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "the target did not take the address once its fence lifted")
+	if res := waitMove(t, done); len(res) != 1 || !res[0].Done() {
+		t.Fatalf("the mover's result: %+v, want live on b", res)
+	}
+	checkNoOverlap(t, vip, aEng, bEng)
+}

@@ -218,6 +218,7 @@ func (m *Member) retryMoves(addrs []netip.Addr) {
 func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	mv, crev := r.Move, r.Rev
 	if _, fenced := m.isFenced(); fenced {
+		// Read again once the fence lifts (resumeAsync's resync).
 		return
 	}
 	m.leaseOps.RLock()
