@@ -1,7 +1,6 @@
 package announce
 
 import (
-	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
@@ -9,7 +8,6 @@ import (
 	"unsafe"
 
 	"github.com/mdlayher/packet"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/wire"
@@ -429,90 +427,3 @@ func (r *socketResponder) answerNS(a *answerer, b []byte) {
 
 // allNodesMAC is where an advertisement to ff02::1 goes.
 var allNodesMAC = wire.GroupMAC(wire.AllNodes)
-
-// Kernel filters. The static ones let only requests in; once addresses are
-// held, a filter that also checks the target lets in only requests for them
-// (the last 32 bits of an IPv6 target: the rest is checked here), so a flood
-// for other addresses never wakes the reader. Two instructions per address
-// keep every jump short; past maxFilterAddrs the static filter stays.
-const maxFilterAddrs = 2000
-
-// targetFilter builds the filter for one family: the static checks, then
-// accept when the 32-bit word at off equals one of words.
-func targetFilter(static []bpf.Instruction, off uint32, words []uint32) []bpf.Instruction {
-	// The static program is its checks, then "accept; drop", each check
-	// jumping to the drop when it fails. Here the checks jump to a drop
-	// of their own right after them, so every jump stays short however
-	// many words follow.
-	n := len(static) - 2
-	prog := append([]bpf.Instruction(nil), static[:n]...)
-	for i, ins := range prog {
-		if j, ok := ins.(bpf.JumpIf); ok {
-			j.SkipTrue = uint8(n - i) // to the drop at n+1
-			prog[i] = j
-		}
-	}
-	prog = append(prog,
-		bpf.Jump{Skip: 1},
-		bpf.RetConstant{Val: 0},
-		bpf.LoadAbsolute{Off: off, Size: 4},
-	)
-	for _, w := range words {
-		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: w, SkipTrue: 0, SkipFalse: 1},
-			bpf.RetConstant{Val: 0xffff},
-		)
-	}
-	return append(prog, bpf.RetConstant{Val: 0})
-}
-
-// setFiltersLocked installs on each socket the filter for the held
-// addresses it answers.
-func (r *socketResponder) setFiltersLocked(held map[netip.Addr]*held) error {
-	var v4, v6 []uint32
-	for a := range held {
-		b := a.As16()
-		w := binary.BigEndian.Uint32(b[12:16])
-		if a.Is4() {
-			v4 = append(v4, w)
-		} else {
-			v6 = append(v6, w)
-		}
-	}
-	return errors.Join(
-		setFilter(r.arpc, r.ifindex, arpRequestFilter(), wire.ARPTargetIPOffset, v4),
-		setFilter(r.ip6c, r.ifindex, solicitationFilter(), wire.NDTargetOffset+12, v6),
-	)
-}
-
-// setFilter attaches to c static, narrowed to the targets whose last 32
-// bits are words, for the frames that arrive on interface ifindex itself.
-func setFilter(c FrameConn, ifindex int, static []bpf.Instruction, off uint32, words []uint32) error {
-	s, ok := c.(interface {
-		SetBPF([]bpf.RawInstruction) error
-	})
-	if !ok {
-		return nil
-	}
-	prog := static
-	if words = dedupe(words); len(words) <= maxFilterAddrs {
-		prog = targetFilter(static, off, words)
-	}
-	raw, err := bpf.Assemble(wire.OwnFramesOnly(uint32(ifindex), prog))
-	if err != nil {
-		return err
-	}
-	return s.SetBPF(raw)
-}
-
-func dedupe(words []uint32) []uint32 {
-	seen := make(map[uint32]bool, len(words))
-	out := words[:0]
-	for _, w := range words {
-		if !seen[w] {
-			seen[w] = true
-			out = append(out, w)
-		}
-	}
-	return out
-}

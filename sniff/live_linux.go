@@ -121,7 +121,7 @@ const (
 // filter that drops everything, sets the options, and only then attaches
 // base, so that no frame is read without them.
 func openPacket(ifi *net.Interface, base []bpf.Instruction, snaplen int, opts Options) (*packetSource, error) {
-	dropAll, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: bpfRetDrop}})
+	dropAll, err := bpf.Assemble(wire.DropAll())
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +189,7 @@ func configure(fd int, opts Options) error {
 	if ll, ok := sa.(*unix.SockaddrLinklayer); ok {
 		hatype = ll.Hatype
 	}
-	// Best effort, see inboundOnly.
+	// Best effort, see wire.InboundOnly.
 	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	for _, o := range []struct{ level, name, val int }{
 		{unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1},
@@ -390,7 +390,7 @@ func (s *packetSource) frame(i int) ([]byte, time.Time, error) {
 }
 
 // scope attaches the base filter, narrowed to the frames about sc's
-// addresses unless all, behind inboundOnly.
+// addresses unless all, behind wire.InboundOnly.
 func (s *packetSource) scope(sc Scope, all bool) error {
 	next := s.base
 	if !all {
@@ -399,7 +399,7 @@ func (s *packetSource) scope(sc Scope, all bool) error {
 			return err
 		}
 	}
-	next = inboundOnly(next)
+	next = wire.InboundOnly(next)
 	if s.ifindex != 0 {
 		next = wire.OwnFramesOnly(uint32(s.ifindex), next)
 	}
