@@ -1,17 +1,15 @@
 package announce
 
 import (
-	"encoding/binary"
 	"errors"
 	"net"
 	"net/netip"
 	"syscall"
-	"unsafe"
 
 	"github.com/mdlayher/packet"
-	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipctl/vip/internal/batchio"
 	"github.com/vipctl/vip/internal/wire"
 )
 
@@ -84,26 +82,20 @@ func (r *rawIO) Write(frame []byte, _ net.HardwareAddr) error {
 	}
 }
 
-// pollIO reads frames, and writes the replies, in batches; it waits for
-// frames in poll(2) on a descriptor of its own, a duplicate of a packet socket's, instead of in the runtime's
-// poller: a frame then wakes the reader's thread itself, not a poller
-// thread that hands the goroutine on. It saves a hand-over and its wake-ups
-// on every frame that finds the reader idle, which is most of a reply's
-// latency at moderate rates. wake, an eventfd, ends every wait once
-// written (Link.Close).
+// pollIO reads frames, and writes the replies, in batches (batchio) on a
+// descriptor of its own, a duplicate of a packet socket's, waiting for
+// them in poll(2) instead of in the runtime's poller: a frame then wakes
+// the reader's thread itself, not a poller thread that hands the goroutine
+// on. It saves a hand-over and its wake-ups on every frame that finds the
+// reader idle, which is most of a reply's latency at moderate rates. The
+// Link's wake, poked by Close, ends every wait.
 type pollIO struct {
-	fd, wake int
-	fds      [2]unix.PollFd
-
-	// Frames are read and replies written in batches, with recvmmsg and
-	// sendmmsg: under load one system call carries up to batchSize frames.
-	rx    [batchSize]mmsghdr
-	rxIov [batchSize]unix.Iovec
+	fd int
+	rx *batchio.Reader
+	tx *batchio.Writer
+	// Under load one system call carries up to batchSize frames.
 	rxBuf [batchSize][batchFrameCap]byte
-	tx    [batchSize]mmsghdr
-	txIov [batchSize]unix.Iovec
 	txBuf [batchSize][naFrameLen]byte
-	nTx   int
 }
 
 // batchSize is how many frames one read takes at most; batchFrameCap the
@@ -113,13 +105,6 @@ const (
 	batchSize     = 32
 	batchFrameCap = 2048
 )
-
-// mmsghdr is struct mmsghdr of recvmmsg(2) on a 64-bit Linux.
-type mmsghdr struct {
-	hdr unix.Msghdr
-	n   uint32
-	_   [4]byte
-}
 
 // newPollIO duplicates rc's descriptor for a pollIO.
 func newPollIO(rc syscall.RawConn, wake int) (*pollIO, error) {
@@ -133,85 +118,40 @@ func newPollIO(rc syscall.RawConn, wake int) (*pollIO, error) {
 	}
 	// The duplicate shares the socket, its filter and its non-blocking
 	// mode: reads return EAGAIN, and the reader polls.
-	p := &pollIO{fd: dup, wake: wake}
-	for i := range p.rx {
-		p.rxIov[i].Base = &p.rxBuf[i][0]
-		p.rxIov[i].SetLen(batchFrameCap)
-		p.rx[i].hdr.Iov = &p.rxIov[i]
-		p.rx[i].hdr.SetIovlen(1)
-		p.txIov[i].Base = &p.txBuf[i][0]
-		p.tx[i].hdr.Iov = &p.txIov[i]
-		p.tx[i].hdr.SetIovlen(1)
+	p := &pollIO{fd: dup}
+	rx, tx := make([][]byte, batchSize), make([][]byte, batchSize)
+	for i := range batchSize {
+		rx[i], tx[i] = p.rxBuf[i][:], p.txBuf[i][:]
 	}
+	p.rx = batchio.NewReader([]int{dup}, wake, rx, 0)
+	p.tx = batchio.NewWriter(dup, tx)
 	return p, nil
 }
 
-// ReadBatch waits for frames as Read does and takes up to batchSize of them
-// at once; Frame returns each.
+// ReadBatch waits for frames and takes up to batchSize of them at once;
+// Frame returns each. Once the wake is poked it returns net.ErrClosed.
 func (p *pollIO) ReadBatch() (int, error) {
-	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.rx[0])), batchSize, unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case 0:
-			return int(n), nil
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-		default:
-			return 0, errno
-		}
-		if err := p.wait(); err != nil {
-			return 0, err
-		}
+	n, err := p.rx.Read()
+	if errors.Is(err, batchio.ErrWoken) {
+		return 0, net.ErrClosed // only Close pokes it
 	}
+	return n, err
 }
 
 // Frame returns the i-th frame of the last ReadBatch.
-func (p *pollIO) Frame(i int) []byte {
-	return p.rxBuf[i][:min(int(p.rx[i].n), batchFrameCap)]
-}
+func (p *pollIO) Frame(i int) []byte { return p.rx.Frame(i) }
 
 // Slot is the buffer for the next reply of a batch; Queue(n) takes its
 // first n bytes as one; Flush sends the queued replies and says how many
 // went out.
-func (p *pollIO) Slot() []byte { return p.txBuf[p.nTx][:] }
+func (p *pollIO) Slot() []byte { return p.tx.Slot() }
 
-func (p *pollIO) Queue(n int) {
-	p.txIov[p.nTx].SetLen(n)
-	p.nTx++
-}
+func (p *pollIO) Queue(n int) { p.tx.Queue(n) }
 
 // Discard drops the queued replies unsent.
-func (p *pollIO) Discard() { p.nTx = 0 }
+func (p *pollIO) Discard() { p.tx.Discard() }
 
-func (p *pollIO) Flush() (int, error) {
-	sent := 0
-	for sent < p.nTx {
-		n, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(p.fd), uintptr(unsafe.Pointer(&p.tx[sent])), uintptr(p.nTx-sent), 0, 0, 0)
-		if errno == unix.EINTR {
-			continue
-		}
-		if errno != 0 {
-			p.nTx = 0
-			return sent, errno
-		}
-		sent += int(n)
-	}
-	p.nTx = 0
-	return sent, nil
-}
-
-// wait waits in poll for the socket or the wake descriptor.
-func (p *pollIO) wait() error {
-	p.fds = [2]unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}, {Fd: int32(p.wake), Events: unix.POLLIN}}
-	if _, err := unix.Poll(p.fds[:], -1); err != nil && err != unix.EINTR {
-		return err
-	}
-	if p.fds[1].Revents != 0 {
-		return net.ErrClosed
-	}
-	return nil
-}
+func (p *pollIO) Flush() (int, error) { return p.tx.Flush() }
 
 func (p *pollIO) close() { unix.Close(p.fd) }
 
@@ -429,90 +369,3 @@ func (r *socketResponder) answerNS(a *answerer, b []byte) {
 
 // allNodesMAC is where an advertisement to ff02::1 goes.
 var allNodesMAC = wire.GroupMAC(wire.AllNodes)
-
-// Kernel filters. The static ones let only requests in; once addresses are
-// held, a filter that also checks the target lets in only requests for them
-// (the last 32 bits of an IPv6 target: the rest is checked here), so a flood
-// for other addresses never wakes the reader. Two instructions per address
-// keep every jump short; past maxFilterAddrs the static filter stays.
-const maxFilterAddrs = 2000
-
-// targetFilter builds the filter for one family: the static checks, then
-// accept when the 32-bit word at off equals one of words.
-func targetFilter(static []bpf.Instruction, off uint32, words []uint32) []bpf.Instruction {
-	// The static program is its checks, then "accept; drop", each check
-	// jumping to the drop when it fails. Here the checks jump to a drop
-	// of their own right after them, so every jump stays short however
-	// many words follow.
-	n := len(static) - 2
-	prog := append([]bpf.Instruction(nil), static[:n]...)
-	for i, ins := range prog {
-		if j, ok := ins.(bpf.JumpIf); ok {
-			j.SkipTrue = uint8(n - i) // to the drop at n+1
-			prog[i] = j
-		}
-	}
-	prog = append(prog,
-		bpf.Jump{Skip: 1},
-		bpf.RetConstant{Val: 0},
-		bpf.LoadAbsolute{Off: off, Size: 4},
-	)
-	for _, w := range words {
-		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: w, SkipTrue: 0, SkipFalse: 1},
-			bpf.RetConstant{Val: 0xffff},
-		)
-	}
-	return append(prog, bpf.RetConstant{Val: 0})
-}
-
-// setFiltersLocked installs on each socket the filter for the held
-// addresses it answers.
-func (r *socketResponder) setFiltersLocked(held map[netip.Addr]*held) error {
-	var v4, v6 []uint32
-	for a := range held {
-		b := a.As16()
-		w := binary.BigEndian.Uint32(b[12:16])
-		if a.Is4() {
-			v4 = append(v4, w)
-		} else {
-			v6 = append(v6, w)
-		}
-	}
-	return errors.Join(
-		setFilter(r.arpc, r.ifindex, arpRequestFilter(), wire.ARPTargetIPOffset, v4),
-		setFilter(r.ip6c, r.ifindex, solicitationFilter(), wire.NDTargetOffset+12, v6),
-	)
-}
-
-// setFilter attaches to c static, narrowed to the targets whose last 32
-// bits are words, for the frames that arrive on interface ifindex itself.
-func setFilter(c FrameConn, ifindex int, static []bpf.Instruction, off uint32, words []uint32) error {
-	s, ok := c.(interface {
-		SetBPF([]bpf.RawInstruction) error
-	})
-	if !ok {
-		return nil
-	}
-	prog := static
-	if words = dedupe(words); len(words) <= maxFilterAddrs {
-		prog = targetFilter(static, off, words)
-	}
-	raw, err := bpf.Assemble(wire.OwnFramesOnly(uint32(ifindex), prog))
-	if err != nil {
-		return err
-	}
-	return s.SetBPF(raw)
-}
-
-func dedupe(words []uint32) []uint32 {
-	seen := make(map[uint32]bool, len(words))
-	out := words[:0]
-	for _, w := range words {
-		if !seen[w] {
-			seen[w] = true
-			out = append(out, w)
-		}
-	}
-	return out
-}

@@ -154,8 +154,8 @@ func TestTargetFilters(t *testing.T) {
 			}
 			v4[count-1] = 0xc000020a // 192.0.2.10, last: the farthest jump
 			v6[count-1] = 0x10       // 2001:db8::10
-			arpProg := targetFilter(arpRequestFilter(), wire.ARPTargetIPOffset, v4)
-			nsProg := targetFilter(solicitationFilter(), wire.NDTargetOffset+12, v6)
+			arpProg := targetFilter(arpRequestChecks, wire.ARPTargetIPOffset, v4)
+			nsProg := targetFilter(solicitationChecks, wire.NDTargetOffset+12, v6)
 			if !runFilter(t, arpProg, arpWhoHas(t, heldV4)) {
 				t.Error("a request for a held IPv4 address was filtered out")
 			}

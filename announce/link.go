@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/mdlayher/arp"
 	"github.com/mdlayher/ndp"
 	"github.com/mdlayher/packet"
 	"golang.org/x/net/bpf"
@@ -156,7 +155,7 @@ func openLink(ifi *net.Interface, resp Responder, log *slog.Logger) (*Link, erro
 	arpProg, nsProg := wire.OwnFramesOnly(idx, arpRequestFilter()), wire.OwnFramesOnly(idx, solicitationFilter())
 	if resp != nil {
 		// Only written to: let the kernel queue nothing for them.
-		arpProg, nsProg = dropAllFilter(), dropAllFilter()
+		arpProg, nsProg = wire.DropAll(), wire.DropAll()
 	}
 	arpFilter, err := bpf.Assemble(arpProg)
 	if err != nil {
@@ -521,44 +520,4 @@ func usableUnicast(mac net.HardwareAddr) bool {
 		}
 	}
 	return false
-}
-
-// arpRequestFilter accepts Ethernet/IPv4 ARP requests only, so that replies
-// and other hardware types never wake the reader.
-func arpRequestFilter() []bpf.Instruction {
-	return []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 12, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.EtherTypeARP, SkipTrue: 9},
-		bpf.LoadAbsolute{Off: 14, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 1, SkipTrue: 7}, // Ethernet
-		bpf.LoadAbsolute{Off: 16, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x0800, SkipTrue: 5}, // IPv4
-		bpf.LoadAbsolute{Off: 18, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0x0604, SkipTrue: 3}, // lengths 6 and 4
-		bpf.LoadAbsolute{Off: 20, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: uint32(arp.OperationRequest), SkipTrue: 1},
-		bpf.RetConstant{Val: 0xffff},
-		bpf.RetConstant{Val: 0},
-	}
-}
-
-// dropAllFilter accepts nothing: for sockets that are only written to.
-func dropAllFilter() []bpf.Instruction {
-	return []bpf.Instruction{bpf.RetConstant{Val: 0}}
-}
-
-// solicitationFilter accepts IPv6 frames carrying an ICMPv6 neighbor
-// solicitation directly after the IPv6 header (NDP messages carry no
-// extension headers), so ordinary IPv6 traffic never wakes the reader.
-func solicitationFilter() []bpf.Instruction {
-	return []bpf.Instruction{
-		bpf.LoadAbsolute{Off: 12, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.EtherTypeIPv6, SkipTrue: 5},
-		bpf.LoadAbsolute{Off: 20, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 58, SkipTrue: 3}, // ICMPv6
-		bpf.LoadAbsolute{Off: wire.ICMPv6Offset, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: wire.TypeNeighborSolicitation, SkipTrue: 1},
-		bpf.RetConstant{Val: 0xffff},
-		bpf.RetConstant{Val: 0},
-	}
 }

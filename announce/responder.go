@@ -11,8 +11,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/vipctl/vip/internal/wire"
 	"golang.org/x/sys/unix"
+
+	"github.com/vipctl/vip/internal/batchio"
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // socketResponder answers ARP requests and neighbor solicitations for the
@@ -64,7 +66,7 @@ func newSocketResponder(ifname string, ifindex int, mac net.HardwareAddr, arpc, 
 		done: make(chan struct{}), wake: -1,
 	}
 	r.me, r.hasMAC = wire.MACOf(mac)
-	if fd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK); err == nil {
+	if fd, err := batchio.NewWake(); err == nil {
 		r.wake = fd
 	}
 	empty := map[netip.Addr]*held{}
@@ -152,7 +154,7 @@ func (r *socketResponder) Close() error {
 	close(r.done)
 	r.mu.Unlock()
 	if r.wake >= 0 {
-		_, _ = unix.Write(r.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0})
+		batchio.Poke(r.wake)
 	}
 	err := errors.Join(r.arpc.Close(), r.ip6c.Close())
 	r.wg.Wait()

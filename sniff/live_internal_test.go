@@ -61,10 +61,7 @@ func TestPacketSourceFrame(t *testing.T) {
 			s := &packetSource{snaplen: 64}
 			s.initBatch()
 			copy(s.bufs[vlanLen:], frame)
-			s.msgs[0].Len = uint32(len(frame))
-			copy(s.ctrl[0][:], tt.ctrl)
-			s.msgs[0].Hdr.SetControllen(len(tt.ctrl))
-			got, gotTime, err := s.frame(0)
+			got, gotTime, err := s.restore(0, len(frame), tt.ctrl)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/net/bpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipctl/vip/internal/batchio"
 	"github.com/vipctl/vip/internal/wire"
 )
 
@@ -34,10 +35,11 @@ const liveBatch = 64
 // kernel: BaseFilter, built in Go, or with opts.Filter ANDed to it,
 // compiled by libpcap (a build without cgo refuses one). Frames this host
 // sends are not captured: they are never a competing claim nor traffic to
-// count. A reader waits for frames in the Go runtime's poller, which costs
+// count. A reader waits for frames in poll(2) (batchio), which costs
 // nothing while none come, and takes up to liveBatch of them per system
-// call; a capture that keeps up reads at most every readPace. It needs CAP_NET_RAW; without it the error wraps os.ErrPermission.
-// The caller runs the capture with Run and closes it with Close.
+// call; a capture that keeps up reads at most every readPace. It needs
+// CAP_NET_RAW; without it the error wraps os.ErrPermission. The caller
+// runs the capture with Run and closes it with Close.
 func Open(iface string, opts Options) (*Capture, error) {
 	snaplen := opts.SnapLen
 	if snaplen == 0 {
@@ -71,22 +73,21 @@ func Open(iface string, opts Options) (*Capture, error) {
 // packetSource is a Source on a packet socket (packet(7)) bound to one
 // interface.
 //
-// Frames are read with recvmmsg into buffers of its own, so a frame handed
-// to Run is Go memory that Close leaves alone. The kernel adds to each its
-// arrival time (SO_TIMESTAMPNS) and the VLAN tag it took off
-// (PACKET_AUXDATA), which the frame gets back, as libpcap did: a capture
-// on a VLAN's parent sees the tag, and the detector leaves those frames to
-// their own segment.
+// Frames are read in batches (batchio) into buffers of its own, so a
+// frame handed to Run is Go memory that Close leaves alone. The kernel
+// adds to each its arrival time (SO_TIMESTAMPNS) and the VLAN tag it took
+// off (PACKET_AUXDATA), which the frame gets back, as libpcap did: a
+// capture on a VLAN's parent sees the tag, and the detector leaves those
+// frames to their own segment.
 type packetSource struct {
 	// fds are the sockets, made with socket(2) rather than through the Go
 	// runtime's poller: a socket in the poller's epoll set wakes the
 	// poller for frames nobody waits for (see readPace). One tap of
 	// every frame, or an ARP and an IPv6 socket after tc ingress
-	// (Options.AfterIngress). wake is an eventfd that interrupt and
-	// Close write to end a wait in poll(2).
+	// (Options.AfterIngress). wake is the batchio wake that interrupt
+	// and Close poke to end a wait in poll(2).
 	fds         []int
 	wake        int
-	turn        int        // the socket the next read tries first
 	readMu      sync.Mutex // held by the reader; Close takes it to close the fds
 	interrupted atomic.Bool
 	base        []bpf.Instruction
@@ -95,11 +96,10 @@ type packetSource struct {
 	// checks each frame against (wire.OwnFramesOnly); 0 for a tap.
 	ifindex int
 
-	// The batch read last; only ReadFrame's goroutine uses it. Each
-	// frame's buffer starts vlanLen bytes in, to leave room for a tag.
-	msgs       [liveBatch]unix.Mmsghdr
-	iovs       [liveBatch]unix.Iovec
-	ctrl       [liveBatch][ctrlLen]byte
+	// rd reads the sockets in batches; only ReadFrame's goroutine uses it
+	// and the batch read last. Each frame's buffer in bufs starts vlanLen
+	// bytes in, to leave room for a tag.
+	rd         *batchio.Reader
 	bufs       []byte
 	got, next  int
 	frameStart int // the stride of bufs
@@ -121,13 +121,13 @@ const (
 // filter that drops everything, sets the options, and only then attaches
 // base, so that no frame is read without them.
 func openPacket(ifi *net.Interface, base []bpf.Instruction, snaplen int, opts Options) (*packetSource, error) {
-	dropAll, err := bpf.Assemble([]bpf.Instruction{bpf.RetConstant{Val: bpfRetDrop}})
+	dropAll, err := bpf.Assemble(wire.DropAll())
 	if err != nil {
 		return nil, err
 	}
-	wake, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
+	wake, err := batchio.NewWake()
 	if err != nil {
-		return nil, os.NewSyscallError("eventfd", err)
+		return nil, err
 	}
 	s := &packetSource{wake: wake, base: base, snaplen: snaplen}
 	if opts.AfterIngress {
@@ -189,7 +189,7 @@ func configure(fd int, opts Options) error {
 	if ll, ok := sa.(*unix.SockaddrLinklayer); ok {
 		hatype = ll.Hatype
 	}
-	// Best effort, see inboundOnly.
+	// Best effort, see wire.InboundOnly.
 	_ = unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_IGNORE_OUTGOING, 1)
 	for _, o := range []struct{ level, name, val int }{
 		{unix.SOL_SOCKET, unix.SO_TIMESTAMPNS, 1},
@@ -226,13 +226,12 @@ func configure(fd int, opts Options) error {
 func (s *packetSource) initBatch() {
 	s.frameStart = vlanLen + s.snaplen
 	s.bufs = make([]byte, liveBatch*s.frameStart)
-	for i := range s.msgs {
-		s.iovs[i].Base = &s.bufs[i*s.frameStart+vlanLen]
-		s.iovs[i].SetLen(s.snaplen)
-		s.msgs[i].Hdr.Iov = &s.iovs[i]
-		s.msgs[i].Hdr.SetIovlen(1)
-		s.msgs[i].Hdr.Control = &s.ctrl[i][0]
+	bufs := make([][]byte, liveBatch)
+	for i := range bufs {
+		start := i*s.frameStart + vlanLen
+		bufs[i] = s.bufs[start : start+s.snaplen]
 	}
+	s.rd = batchio.NewReader(s.fds, s.wake, bufs, ctrlLen)
 }
 
 // ReadFrame returns the next frame of the batch read last, reading a new
@@ -264,72 +263,35 @@ func (s *packetSource) fill() error {
 	defer s.readMu.Unlock()
 	if s.got < liveBatch { // a full batch is a capture behind: it reads on
 		if d := readPace - time.Since(s.lastFill); d > 0 {
-			if err := s.wait(nil, d); err != nil {
+			if err := s.rd.Pause(d); err != nil && !errors.Is(err, batchio.ErrWoken) {
 				return err
 			}
 		}
 	}
 	s.lastFill = time.Now()
 	s.got, s.next = 0, 0
-	for i := range s.msgs {
-		s.msgs[i].Hdr.SetControllen(ctrlLen)
-		s.msgs[i].Hdr.Flags = 0
-	}
 	for {
-		if s.closed.Load() {
-			return io.EOF
+		if err := s.stopped(); err != nil {
+			return err
 		}
-		if s.interrupted.Load() {
-			return os.ErrDeadlineExceeded
+		// Each socket in turn, so that a busy one does not starve the
+		// other, or a wait in poll(2) until interrupt or Close.
+		n, err := s.rd.Read()
+		if errors.Is(err, batchio.ErrWoken) {
+			continue // stopped says why
 		}
-		// Each socket in turn, the one after the last read first, so
-		// that a busy one does not starve the other.
-		empty := 0
-		for range s.fds {
-			fd := s.fds[s.turn%len(s.fds)]
-			s.turn++
-			n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fd), uintptr(unsafe.Pointer(&s.msgs[0])), liveBatch, unix.MSG_DONTWAIT, 0, 0)
-			switch errno {
-			case 0:
-				s.got = int(n)
-				return nil
-			case unix.EINTR, unix.EAGAIN:
-				empty++
-			default:
-				// ENETDOWN or ENODEV: the interface went down or away.
-				return errno
-			}
+		if err != nil {
+			// ENETDOWN or ENODEV: the interface went down or away.
+			return err
 		}
-		if empty == len(s.fds) {
-			if err := s.wait(s.fds, -1); err != nil {
-				return err
-			}
-		}
+		s.got = n
+		return nil
 	}
 }
 
-// wait waits in poll(2) until one of fds is readable (none: for nothing),
-// for up to d (negative: as long as it takes), or until interrupt or
-// Close.
-func (s *packetSource) wait(on []int, d time.Duration) error {
-	fds := []unix.PollFd{{Fd: int32(s.wake), Events: unix.POLLIN}}
-	for _, fd := range on {
-		fds = append(fds, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-	}
-	timeout := -1
-	if d >= 0 {
-		timeout = int((d + time.Millisecond - 1) / time.Millisecond)
-	}
-	for {
-		_, err := unix.Poll(fds, timeout)
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return os.NewSyscallError("poll", err)
-		}
-		break
-	}
+// stopped returns io.EOF once the source is closed, and
+// os.ErrDeadlineExceeded while it is interrupted.
+func (s *packetSource) stopped() error {
 	switch {
 	case s.closed.Load():
 		return io.EOF
@@ -341,13 +303,17 @@ func (s *packetSource) wait(on []int, d time.Duration) error {
 
 // frame returns the i-th frame of the batch, with its VLAN tag put back.
 func (s *packetSource) frame(i int) ([]byte, time.Time, error) {
-	m := &s.msgs[i]
-	n := min(int(m.Len), s.snaplen)
+	return s.restore(i, len(s.rd.Frame(i)), s.rd.Control(i))
+}
+
+// restore returns the n bytes of the i-th frame of the batch with the
+// arrival time its control messages ctrl give, and the VLAN tag they give
+// put back in the frame.
+func (s *packetSource) restore(i, n int, ctrl []byte) ([]byte, time.Time, error) {
 	start := i*s.frameStart + vlanLen
 	b := s.bufs[start : start+n]
 	var ts time.Time
 	tagged, tpid, tci := false, uint16(0), uint16(0)
-	ctrl := s.ctrl[i][:min(int(m.Hdr.Controllen), ctrlLen)]
 	for len(ctrl) >= unix.SizeofCmsghdr {
 		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
 		l := int(h.Len)
@@ -390,7 +356,7 @@ func (s *packetSource) frame(i int) ([]byte, time.Time, error) {
 }
 
 // scope attaches the base filter, narrowed to the frames about sc's
-// addresses unless all, behind inboundOnly.
+// addresses unless all, behind wire.InboundOnly.
 func (s *packetSource) scope(sc Scope, all bool) error {
 	next := s.base
 	if !all {
@@ -399,7 +365,7 @@ func (s *packetSource) scope(sc Scope, all bool) error {
 			return err
 		}
 	}
-	next = inboundOnly(next)
+	next = wire.InboundOnly(next)
 	if s.ifindex != 0 {
 		next = wire.OwnFramesOnly(uint32(s.ifindex), next)
 	}
@@ -427,17 +393,13 @@ func (s *packetSource) scope(sc Scope, all bool) error {
 // once, until resume.
 func (s *packetSource) interrupt() {
 	s.interrupted.Store(true)
-	s.poke()
+	batchio.Poke(s.wake)
 }
 
 func (s *packetSource) resume() {
 	s.interrupted.Store(false)
-	var b [8]byte
-	_, _ = unix.Read(s.wake, b[:]) // drain what interrupt wrote
+	batchio.Drain(s.wake) // what interrupt poked
 }
-
-// poke ends a wait in poll(2).
-func (s *packetSource) poke() { _, _ = unix.Write(s.wake, []byte{1, 0, 0, 0, 0, 0, 0, 0}) }
 
 func (s *packetSource) Dropped() (uint64, error) {
 	s.mu.Lock()
@@ -470,7 +432,7 @@ func (s *packetSource) Close() error {
 	// Keep the last count, so that Stats after Close still has it.
 	_, _ = s.droppedLocked()
 	s.closed.Store(true)
-	s.poke()
+	batchio.Poke(s.wake)
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	unix.Close(s.wake)

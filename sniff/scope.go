@@ -6,6 +6,8 @@ import (
 	"net/netip"
 
 	"golang.org/x/net/bpf"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // A capture can be narrowed to the frames about a set of addresses (the ones
@@ -13,19 +15,6 @@ import (
 // dropped in the kernel and never wakes the process. The kernel part checks
 // 32 bits of each address (all of an IPv4 address, the last word of an IPv6
 // one); Run checks the whole address of what it decodes.
-
-// Offsets in an untagged Ethernet frame.
-const (
-	offEtherType = 12
-	offARPSPA    = 28
-	offARPTPA    = 38
-	offIPv6Next  = 14 + 6
-	offIPv6SrcLo = 14 + 8 + 12 // the last word of the IPv6 source
-	offICMPType  = 14 + 40     // right behind an IPv6 header without extensions
-	offNDTarget  = 14 + 40 + 8 // a solicitation's or advertisement's target
-	offNDTargLo  = offNDTarget + 12
-	bpfRetDrop   = uint32(0) // classic BPF: keep no byte of the frame
-)
 
 // MaxScopeAddrs bounds the addresses a capture can be narrowed to in the
 // kernel, with room left for the base filter and a user's expression in
@@ -96,66 +85,45 @@ func scopeProgram(sc Scope, next []bpf.Instruction) ([]bpf.Instruction, error) {
 	}
 	// Layout: the dispatch on the EtherType; the IPv6 part; the ARP part;
 	// next. Every conditional jump skips at most one instruction; longer
-	// jumps are unconditional (32-bit offsets), to labels resolved below.
-	var prog []bpf.Instruction
-	type fixup struct{ at, label int }
-	var fix []fixup
+	// jumps are unconditional (32-bit offsets).
 	const (
-		labelARP = iota
-		labelNext
-		labelTarget // a solicitation's or advertisement's target, against Addrs
+		ndTargetLo = wire.NDTargetOffset + 12 // the last word of a target
+		ipv6SrcLo  = wire.IPv6SrcOffset + 12  // the last word of a source
 	)
-	jumpTo := func(label int) {
-		fix = append(fix, fixup{len(prog), label})
-		prog = append(prog, bpf.Jump{})
-	}
+	var a wire.Asm
 	match := func(off uint32, words ...[]uint32) {
-		prog = append(prog, bpf.LoadAbsolute{Off: off, Size: 4})
+		a.Load(off, 4)
 		for _, ws := range words {
 			for _, w := range ws {
-				prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: w, SkipFalse: 1})
-				jumpTo(labelNext)
+				a.JumpEqFar(w, "next")
 			}
 		}
 	}
-	prog = append(prog,
-		bpf.LoadAbsolute{Off: offEtherType, Size: 2},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x0806, SkipFalse: 1},
-	)
-	jumpTo(labelARP)
-	prog = append(prog,
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0x86dd, SkipTrue: 1},
-		bpf.RetConstant{Val: bpfRetDrop},
-		bpf.LoadAbsolute{Off: offIPv6Next, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 58, SkipTrue: 1},
-	)
-	jumpTo(labelNext) // extension headers: next decides, Run checks
-	prog = append(prog,
-		bpf.LoadAbsolute{Off: offICMPType, Size: 1},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 135, SkipFalse: 1},
-	)
-	jumpTo(labelTarget) // a solicitation: its target against Addrs alone
-	prog = append(prog,
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 136, SkipTrue: 1},
-		bpf.RetConstant{Val: bpfRetDrop},
-	)
+	a.Load(wire.EtherTypeOffset, 2)
+	a.JumpEqFar(wire.EtherTypeARP, "arp")
+	a.ReturnNe(wire.EtherTypeIPv6, wire.FilterDrop)
+	a.Load(wire.IPv6NextHeaderOffset, 1)
+	a.JumpEq(wire.ProtoICMPv6, "icmpv6", "")
+	a.Jump("next") // extension headers: next decides, Run checks
+	a.Label("icmpv6")
+	a.Load(wire.ICMPv6Offset, 1)
+	// A solicitation: its target against Addrs alone.
+	a.JumpEqFar(wire.TypeNeighborSolicitation, "target")
+	a.ReturnNe(wire.TypeNeighborAdvertisement, wire.FilterDrop)
 	// An advertisement claims its target: against Claims here, against
 	// Addrs with the solicitations'.
-	match(offNDTargLo, c6)
-	target := len(prog)
-	match(offNDTargLo, v6)
-	match(offIPv6SrcLo, v6, c6)
-	prog = append(prog, bpf.RetConstant{Val: bpfRetDrop})
-	arp := len(prog)
-	match(offARPTPA, v4)
-	match(offARPSPA, v4, c4)
-	prog = append(prog, bpf.RetConstant{Val: bpfRetDrop})
-	nextAt := len(prog)
-	for _, f := range fix {
-		to := map[int]int{labelARP: arp, labelNext: nextAt, labelTarget: target}[f.label]
-		prog[f.at] = bpf.Jump{Skip: uint32(to - f.at - 1)}
-	}
-	return append(prog, next...), nil
+	match(ndTargetLo, c6)
+	a.Label("target")
+	match(ndTargetLo, v6)
+	match(ipv6SrcLo, v6, c6)
+	a.Add(bpf.RetConstant{Val: wire.FilterDrop})
+	a.Label("arp")
+	match(wire.ARPTargetIPOffset, v4)
+	match(wire.ARPSenderIPOffset, v4, c4)
+	a.Add(bpf.RetConstant{Val: wire.FilterDrop})
+	a.Label("next")
+	a.Add(next...)
+	return a.Program()
 }
 
 // scopeSet is what a capture is narrowed to, for Run's check of the whole

@@ -51,7 +51,7 @@ func PutND(b []byte, dst, src MAC, n *ND) int {
 	ip := b[EthernetHeaderLen:]
 	ip[0], ip[1], ip[2], ip[3] = 6<<4, 0, 0, 0
 	binary.BigEndian.PutUint16(ip[4:], uint16(size-ICMPv6Offset))
-	ip[6], ip[7] = protoICMPv6, 255
+	ip[6], ip[7] = ProtoICMPv6, 255
 	s16, d16, t16 := n.Src.As16(), n.Dst.As16(), n.Target.As16()
 	copy(ip[8:24], s16[:])
 	copy(ip[24:40], d16[:])

@@ -32,6 +32,12 @@
 // frame the capture accepts and the responder does not is therefore
 // ErrNotNeighbor to the responder, never a different verdict on the message.
 //
+// The kernel filters in front of the responder's and the capture's packet
+// sockets read frames at the same offsets (EtherTypeOffset, ARPOpOffset,
+// NDTargetOffset, ...). Asm assembles them, with named jump targets in
+// place of counted offsets; OwnFramesOnly and InboundOnly are the checks a
+// filter is put behind.
+//
 // Parse never panics on bad input: every frame it refuses yields an error
 // wrapping one of ErrNotNeighbor, ErrTruncated, ErrMalformed or ErrInvalid
 // that says why. Its tests hold it to mdlayher/arp, mdlayher/ndp (through

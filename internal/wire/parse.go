@@ -100,12 +100,12 @@ const (
 
 // IPv6 next-header values Parse walks or recognises.
 const (
-	protoHopByHop    = 0
-	protoRouting     = 43
-	protoFragment    = 44
-	protoAH          = 51
-	protoICMPv6      = 58
-	protoDestOptions = 60
+	ProtoHopByHop    = 0
+	ProtoRouting     = 43
+	ProtoFragment    = 44
+	ProtoAH          = 51
+	ProtoICMPv6      = 58
+	ProtoDestOptions = 60
 )
 
 // maxExtHeaders bounds the IPv6 extension header walk. A neighbor discovery
@@ -238,7 +238,7 @@ func parseARP(a *ARP, b []byte) error {
 // Capture mode, its extension headers, to the ICMPv6 message.
 func icmpOffset(b []byte, mode Mode) (int, error) {
 	next, off, end := b[6], IPv6HeaderLen, len(b)
-	for n := 0; next != protoICMPv6; n++ {
+	for n := 0; next != ProtoICMPv6; n++ {
 		if mode == Answer {
 			if isExtHeader(next) {
 				return 0, errExtHeaders
@@ -253,16 +253,16 @@ func icmpOffset(b []byte, mode Mode) (int, error) {
 		}
 		var hlen int
 		switch next {
-		case protoHopByHop:
+		case ProtoHopByHop:
 			if n != 0 {
 				return 0, errHopByHopLate
 			}
 			hlen = (int(b[off+1]) + 1) * 8
-		case protoDestOptions, protoRouting:
+		case ProtoDestOptions, ProtoRouting:
 			hlen = (int(b[off+1]) + 1) * 8
-		case protoAH:
+		case ProtoAH:
 			hlen = (int(b[off+1]) + 2) * 4
-		case protoFragment:
+		case ProtoFragment:
 			return 0, errFragment
 		default:
 			return 0, errNotICMPv6
@@ -278,7 +278,7 @@ func icmpOffset(b []byte, mode Mode) (int, error) {
 
 func isExtHeader(next byte) bool {
 	switch next {
-	case protoHopByHop, protoRouting, protoFragment, protoAH, protoDestOptions:
+	case ProtoHopByHop, ProtoRouting, ProtoFragment, ProtoAH, ProtoDestOptions:
 		return true
 	}
 	return false

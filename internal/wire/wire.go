@@ -11,10 +11,26 @@ const (
 	EtherTypeIPv6 = 0x86dd
 )
 
-// Sizes and offsets of the headers vip reads.
+// Sizes and offsets of the headers vip reads; the kernel filters read the
+// frames at these offsets too (see Asm).
 const (
 	EthernetHeaderLen = 14
 	IPv6HeaderLen     = 40
+	// EtherTypeOffset is where an untagged Ethernet frame carries its
+	// EtherType.
+	EtherTypeOffset = 12
+	// ARPHardwareOffset, ARPProtocolOffset, ARPLengthsOffset and
+	// ARPOpOffset are where an untagged ARP frame carries its hardware
+	// type, its protocol type, its two address lengths (a byte each) and
+	// its operation.
+	ARPHardwareOffset = EthernetHeaderLen
+	ARPProtocolOffset = EthernetHeaderLen + 2
+	ARPLengthsOffset  = EthernetHeaderLen + 4
+	ARPOpOffset       = EthernetHeaderLen + 6
+	// IPv6NextHeaderOffset and IPv6SrcOffset are where an untagged frame
+	// carries its IPv6 header's next header and source address.
+	IPv6NextHeaderOffset = EthernetHeaderLen + 6
+	IPv6SrcOffset        = EthernetHeaderLen + 8
 	// ICMPv6Offset is where the ICMPv6 message starts in an untagged
 	// Ethernet frame carrying IPv6 without extension headers.
 	ICMPv6Offset = EthernetHeaderLen + IPv6HeaderLen
@@ -113,7 +129,7 @@ func Checksum(src, dst netip.Addr, msg []byte) uint16 {
 		sum += uint32(d[i])<<8 | uint32(d[i+1])
 	}
 	sum += uint32(len(msg)>>16) + uint32(len(msg)&0xffff)
-	sum += protoICMPv6
+	sum += ProtoICMPv6
 	for i := 0; i+1 < len(msg); i += 2 {
 		sum += uint32(msg[i])<<8 | uint32(msg[i+1])
 	}
