@@ -53,9 +53,10 @@ type Claim struct {
 
 // A Book keeps the record of which addresses this host holds. The engine
 // writes to it before it answers for an address and after it stops, so a book
-// that persists (a state file) can re-adopt claims after a crash, and one
-// backed by a lease in a coordination store can refuse a claim that another
-// host holds, by returning an error from Put.
+// that persists (a state file) can re-adopt claims after a crash. An error
+// from Put fails the whole request: a Book does not refuse some addresses
+// and record the others (a claim another host holds is refused before the
+// engine, by fleet.Member).
 //
 // Put and Delete take batches, so that claiming 10,000 addresses costs one
 // write of a persistent book, not 10,000.

@@ -19,10 +19,10 @@ import (
 //
 // Each address stands alone: one that cannot be claimed (held on another
 // interface, an interface that cannot be opened, an address that cannot be
-// added, one the book refuses) is refused, what was done for it undone, and
-// the others are claimed all the same; the error is then a *RefusedError
-// that names each refusal. Errors of the whole request (an address given
-// twice, a book that cannot be written at all) claim nothing.
+// added or answered for) is refused, what was done for it undone, and the
+// others are claimed all the same; the error is then a *RefusedError that
+// names each refusal. Errors of the whole request (an address given twice,
+// a book that cannot be written) claim nothing.
 func (e *Engine) Claim(ctx context.Context, reqs []Request, opts ClaimOptions) ([]Status, error) {
 	now := e.clock.Now()
 	items := make([]Claim, len(reqs))
@@ -45,29 +45,29 @@ func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
 }
 
 func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status, error) {
-	lives, claimed, fresh, refused, err := e.claim(ctx, items, adopt)
+	out, err := e.claim(ctx, items, adopt)
 	if err != nil {
 		return nil, err
 	}
-	for _, live := range lives {
+	for _, live := range out.lives {
 		select {
 		case <-live:
 		case <-ctx.Done():
 			// The new claims of an interrupted request are undone
 			// (refreshes of held ones stand).
-			if _, _, rerr := e.Release(context.WithoutCancel(ctx), fresh); rerr != nil {
+			if _, _, rerr := e.Release(context.WithoutCancel(ctx), out.fresh); rerr != nil {
 				return nil, fmt.Errorf("interrupted before the first gratuitous round, and undoing the claims failed: %w", errors.Join(ctx.Err(), rerr))
 			}
 			return nil, fmt.Errorf("interrupted before the first gratuitous round, so nothing new is held: %w", ctx.Err())
 		}
 	}
 	var st []Status
-	if len(claimed) > 0 {
-		st = e.Status(claimed...)
+	if len(out.claimed) > 0 {
+		st = e.Status(out.claimed...)
 	}
-	if len(refused) > 0 {
-		slices.SortFunc(refused, func(x, y Refusal) int { return x.Addr.Compare(y.Addr) })
-		return st, &RefusedError{Refused: refused}
+	if len(out.refused) > 0 {
+		slices.SortFunc(out.refused, func(x, y Refusal) int { return x.Addr.Compare(y.Addr) })
+		return st, &RefusedError{Refused: out.refused}
 	}
 	return st, nil
 }
@@ -85,44 +85,100 @@ func claimLogLevel(n int) slog.Level {
 	return slog.LevelInfo
 }
 
-func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []<-chan struct{}, claimed, freshAddrs []netip.Addr, refused []Refusal, err error) {
+// claimOutcome is what one claim request did.
+type claimOutcome struct {
+	// lives close once each claim's first round has been sent.
+	lives []<-chan struct{}
+	// claimed are the addresses claimed or refreshed; fresh those newly
+	// claimed, which an interrupted request undoes.
+	claimed, fresh []netip.Addr
+	refused        []Refusal
+}
+
+// claimPlan is one claim request on its way through claim's steps.
+type claimPlan struct {
+	adopt bool
+	// refreshed are the held claims the request refreshes, and records
+	// starts with their new records, in that order.
+	refreshed []*claimState
+	records   []Claim
+	// news are the requests for new claims; fresh the new claims made of
+	// them (by openOp), sorted by address, whose records follow the
+	// refreshed ones'.
+	news  []Claim
+	fresh []*claimState
+	// added are the new claims whose address vip added to the interface.
+	added map[*claimState]bool
+	// opened are the interfaces whose ports the request opened.
+	opened  []string
+	refused []Refusal
+}
+
+func (p *claimPlan) refuse(a netip.Addr, err error) {
+	p.refused = append(p.refused, Refusal{Addr: a, Err: err})
+}
+
+// claim makes the claims of one request, in steps: plan (under mu), open
+// ports, add addresses and answer (I/O, under op alone: status and the
+// sender go on meanwhile), record in the book, and commit (under mu), from
+// where the claims are live. An address that cannot be claimed is refused
+// and its steps undone; the others go on.
+func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (claimOutcome, error) {
 	e.op.Lock()
 	defer e.op.Unlock()
-	refuse := func(a netip.Addr, err error) { refused = append(refused, Refusal{Addr: a, Err: err}) }
-
-	// Plan, under mu: which requests are new claims, which refresh held
-	// ones, and which cannot be.
-	var (
-		refreshed    []*claimState
-		refreshedOpt []ClaimOptions
-		news         []Claim
-	)
+	p, err := e.plan(items, adopt)
+	if err != nil {
+		return claimOutcome{}, err
+	}
+	byPort := e.prepareOp(p)
+	e.holdNewOp(p, byPort)
+	err = e.recordOp(ctx, p)
+	e.closeUnusedOp(p.opened)
+	if err != nil {
+		return claimOutcome{}, err
+	}
+	e.logRequest(p)
 	e.mu.Lock()
+	out := e.commitLocked(ctx, p)
+	e.mu.Unlock()
+	for _, name := range p.opened {
+		e.attachWaitingOp(name)
+	}
+	return out, nil
+}
+
+// plan sorts a request, under mu, into new claims, refreshes of held ones
+// (with their new records), and those refused as held on another
+// interface. An address given twice, or an assign with no assigner, fails
+// the whole request.
+func (e *Engine) plan(items []Claim, adopt bool) (*claimPlan, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	p := &claimPlan{adopt: adopt, added: map[*claimState]bool{}}
+	var refreshedOpt []ClaimOptions
 	seen := make(map[netip.Addr]bool, len(items))
 	for _, c := range items {
 		if seen[c.Addr] {
-			e.mu.Unlock()
-			return nil, nil, nil, nil, fmt.Errorf("claim %s: address given twice", c.Addr)
+			return nil, fmt.Errorf("claim %s: address given twice", c.Addr)
 		}
 		seen[c.Addr] = true
 		if c.Options.Assign && e.cfg.Assigner == nil {
-			e.mu.Unlock()
-			return nil, nil, nil, nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
+			return nil, fmt.Errorf("claim %s with assign: %w", c.Addr, ErrNoAssigner)
 		}
 		cs, ok := e.claims[c.Addr]
 		switch {
 		case ok && cs.claim.Interface != c.Interface:
-			refuse(c.Addr, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, cs.claim.Interface))
+			p.refuse(c.Addr, fmt.Errorf("claim %s on %s: %w (%s); release it first", c.Addr, c.Interface, ErrHeldElsewhere, cs.claim.Interface))
 		case ok:
-			refreshed = append(refreshed, cs)
+			p.refreshed = append(p.refreshed, cs)
 			refreshedOpt = append(refreshedOpt, c.Options)
 		default:
-			news = append(news, c)
+			p.news = append(p.news, c)
 		}
 	}
 	now := e.clock.Now()
-	records := make([]Claim, 0, len(items))
-	for i, cs := range refreshed {
+	p.records = make([]Claim, 0, len(items))
+	for i, cs := range p.refreshed {
 		c := cs.claim
 		c.RefreshedAt = now
 		if !adopt {
@@ -131,110 +187,111 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 			c.Options = refreshedOpt[i]
 			c.Options.Assign = cs.claim.Options.Assign
 		}
-		records = append(records, c)
+		p.records = append(p.records, c)
 	}
-	e.mu.Unlock()
+	return p, nil
+}
 
-	// The I/O, under op alone: status and the sender go on meanwhile. An
-	// address that cannot be claimed is refused and its steps undone; the
-	// others go on.
-	var (
-		opened  []string
-		openErr = map[string]error{}
-		fresh   []*claimState
-		added   = map[*claimState]bool{} // vip added the address for this claim
-	)
-	undo := func(cs *claimState) {
-		if cs.port != nil && cs.answering {
-			_ = cs.port.Drop(cs.claim.Addr)
-			cs.answering = false
-		}
-		if added[cs] {
-			_ = e.cfg.Assigner.Remove(cs.claim.Interface, cs.claim.Addr)
-		}
-	}
+// prepareOp opens the port of each new claim's interface and adds its
+// address if it is to be assigned, and returns the new claims by port. A
+// claim whose interface is waiting (adopted while it cannot be opened) has
+// no port and joins p.fresh at once. The caller holds e.op.
+func (e *Engine) prepareOp(p *claimPlan) map[*portRef][]*claimState {
+	openErr := map[string]error{}
 	byPort := map[*portRef][]*claimState{}
-	for _, c := range news {
+	for _, c := range p.news {
 		if err := openErr[c.Interface]; err != nil {
-			refuse(c.Addr, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err))
+			p.refuse(c.Addr, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err))
 			continue
 		}
-		p, err := e.portOp(c.Interface, adopt, &opened)
+		port, err := e.portOp(c.Interface, p.adopt, &p.opened)
 		if err != nil {
 			openErr[c.Interface] = err
-			refuse(c.Addr, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err))
+			p.refuse(c.Addr, fmt.Errorf("claim %s on %s: %w", c.Addr, c.Interface, err))
 			continue
 		}
-		var ok bool
-		if c.Options.Assign && p != nil {
-			ok, err = e.cfg.Assigner.Add(c.Interface, c.Addr)
+		var added bool
+		if c.Options.Assign && port != nil {
+			added, err = e.cfg.Assigner.Add(c.Interface, c.Addr)
 			if err != nil {
-				refuse(c.Addr, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err))
+				p.refuse(c.Addr, fmt.Errorf("claim %s on %s: add the address: %w", c.Addr, c.Interface, err))
 				continue
 			}
-			if !ok && !c.AddedAddress {
+			if !added && !c.AddedAddress {
 				e.log.Info("address was already on the interface: vip will leave it there at release", "addr", c.Addr, "interface", c.Interface)
 			}
-			c.AddedAddress = c.AddedAddress || ok
+			c.AddedAddress = c.AddedAddress || added
 		}
-		cs := newClaimState(c, p)
-		added[cs] = ok
-		if p != nil {
-			byPort[p] = append(byPort[p], cs)
+		cs := newClaimState(c, port)
+		p.added[cs] = added
+		if port != nil {
+			byPort[port] = append(byPort[port], cs)
 		} else {
-			fresh = append(fresh, cs)
+			p.fresh = append(p.fresh, cs)
 		}
 	}
-	for p, css := range byPort {
-		if err := e.holdOp(p, css); err != nil {
+	return byPort
+}
+
+// holdNewOp has each port answer for its new claims, one call a port; the
+// claims of a port that cannot are refused and undone. The new claims then
+// take their places in p.fresh and their records in p.records. The caller
+// holds e.op.
+func (e *Engine) holdNewOp(p *claimPlan, byPort map[*portRef][]*claimState) {
+	for port, css := range byPort {
+		if err := e.holdOp(port, css); err != nil {
 			for _, cs := range css {
-				undo(cs)
-				refuse(cs.claim.Addr, fmt.Errorf("claim %s on %s: %w", cs.claim.Addr, p.Name(), err))
+				e.undoNewOp(p, cs)
+				p.refuse(cs.claim.Addr, fmt.Errorf("claim %s on %s: %w", cs.claim.Addr, port.Name(), err))
 			}
 			continue
 		}
-		p.refs += len(css)
-		fresh = append(fresh, css...)
+		port.refs += len(css)
+		p.fresh = append(p.fresh, css...)
 	}
-	slices.SortFunc(fresh, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
-	for _, cs := range fresh {
-		records = append(records, cs.claim)
+	slices.SortFunc(p.fresh, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
+	for _, cs := range p.fresh {
+		p.records = append(p.records, cs.claim)
 	}
-	if len(records) > 0 {
-		err := e.cfg.Book.Put(ctx, records...)
-		var some *RefusedError
-		switch {
-		case errors.As(err, &some):
-			// The book refused these, and recorded the others.
-			no := some.byAddr()
-			refreshed, records = keepRefreshed(refreshed, records, no)
-			kept := fresh[:0]
-			for _, cs := range fresh {
-				if why, ok := no[cs.claim.Addr]; ok {
-					e.dropFreshOp(cs, undo)
-					refuse(cs.claim.Addr, why)
-				} else {
-					kept = append(kept, cs)
-				}
+}
+
+// recordOp writes the request's records to the book. When the book cannot
+// take them, every new claim is undone and the request fails: no Book
+// records some claims and refuses others. The caller holds e.op.
+func (e *Engine) recordOp(ctx context.Context, p *claimPlan) error {
+	if len(p.records) == 0 {
+		return nil
+	}
+	if err := e.cfg.Book.Put(ctx, p.records...); err != nil {
+		for _, cs := range p.fresh {
+			e.undoNewOp(p, cs)
+			if cs.port != nil {
+				cs.port.refs--
 			}
-			fresh = kept
-			for a, why := range no {
-				if !slices.ContainsFunc(refused, func(r Refusal) bool { return r.Addr == a }) {
-					refuse(a, why)
-				}
-			}
-		case err != nil:
-			for _, cs := range fresh {
-				e.dropFreshOp(cs, undo)
-			}
-			e.closeUnusedOp(opened)
-			return nil, nil, nil, nil, fmt.Errorf("record the claims: %w", err)
 		}
+		return fmt.Errorf("record the claims: %w", err)
 	}
-	e.closeUnusedOp(opened)
-	if len(fresh) > maxClaimLogLines {
-		// One line for a large request, not one per address (each
-		// claim's own line goes to the debug level).
+	return nil
+}
+
+// undoNewOp undoes what prepareOp and holdNewOp did for a new claim that
+// will not be made, but its port's reference: the port stops answering
+// for it, and an address vip added is removed. The caller holds e.op.
+func (e *Engine) undoNewOp(p *claimPlan, cs *claimState) {
+	if cs.port != nil && cs.answering {
+		_ = cs.port.Drop(cs.claim.Addr)
+		cs.answering = false
+	}
+	if p.added[cs] {
+		_ = e.cfg.Assigner.Remove(cs.claim.Interface, cs.claim.Addr)
+	}
+}
+
+// logRequest logs a large request in one line, not one per address (each
+// claim's own line, in commitLocked, goes to the debug level then), and
+// each refusal.
+func (e *Engine) logRequest(p *claimPlan) {
+	if fresh := p.fresh; len(fresh) > maxClaimLogLines {
 		first, last := fresh[0].claim, fresh[len(fresh)-1].claim
 		var ifaces []string
 		for _, cs := range fresh {
@@ -243,81 +300,66 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (lives []
 			}
 		}
 		e.log.Info("claim", "addresses", len(fresh), "first", first.Addr, "last", last.Addr, "interface", strings.Join(ifaces, ","),
-			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", adopt)
+			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", p.adopt)
 	}
-	for _, r := range refused {
+	for _, r := range p.refused {
 		e.log.Warn("claim refused", "addr", r.Addr, "err", r.Err)
 	}
+}
 
-	// Commit, under mu: the claims are live from here.
-	e.mu.Lock()
-	lives = make([]<-chan struct{}, 0, len(items))
-	for _, cs := range fresh {
-		e.claims[cs.claim.Addr] = cs
-		e.byAddr = nil
-		e.syncSendLocked(cs)
-		e.armRefreshLocked(cs)
-		mac := ""
-		if cs.port != nil {
-			mac = cs.port.MAC().String()
+// commitLocked makes the request's claims live: the new ones join the
+// engine's claims, the refreshed ones take their new records, and each
+// burst is armed. The caller holds e.mu.
+func (e *Engine) commitLocked(ctx context.Context, p *claimPlan) claimOutcome {
+	out := claimOutcome{lives: make([]<-chan struct{}, 0, len(p.fresh)+len(p.refreshed)), refused: p.refused}
+	for _, cs := range p.fresh {
+		if live := e.startLocked(ctx, cs, p.adopt, len(p.fresh)); live != nil {
+			out.lives = append(out.lives, live)
 		}
-		msg := "claimed"
-		if adopt {
-			msg = "adopted from an earlier run"
-		}
-		if level := claimLogLevel(len(fresh)); e.log.Enabled(ctx, level) {
-			e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
-				"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
-		}
-		e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
-		if cs.live() {
-			lives = append(lives, e.armWithProbe(cs))
-		} else {
-			e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
-			e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
-		}
-		freshAddrs = append(freshAddrs, cs.claim.Addr)
-		claimed = append(claimed, cs.claim.Addr)
+		out.fresh = append(out.fresh, cs.claim.Addr)
+		out.claimed = append(out.claimed, cs.claim.Addr)
 	}
-	for i, cs := range refreshed {
-		cs.claim = records[i]
+	for i, cs := range p.refreshed {
+		cs.claim = p.records[i]
 		e.syncSendLocked(cs)
 		e.armRefreshLocked(cs)
 		e.log.Info("refresh", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
 		e.publish(Event{Kind: EventRefresh, Addr: cs.claim.Addr, Interface: cs.claim.Interface})
 		if cs.live() {
-			lives = append(lives, e.armWithProbe(cs))
+			out.lives = append(out.lives, e.armWithProbe(cs))
 		}
-		claimed = append(claimed, cs.claim.Addr)
+		out.claimed = append(out.claimed, cs.claim.Addr)
 	}
-	e.mu.Unlock()
-	for _, name := range opened {
-		e.attachWaitingOp(name)
-	}
-	return lives, claimed, freshAddrs, refused, nil
+	return out
 }
 
-// keepRefreshed drops from refreshed, and from the records that start with
-// theirs, the claims the book refused: they stay as they were.
-func keepRefreshed(refreshed []*claimState, records []Claim, no map[netip.Addr]error) ([]*claimState, []Claim) {
-	var keptCS []*claimState
-	var keptRec []Claim
-	for i, cs := range refreshed {
-		if _, ok := no[cs.claim.Addr]; !ok {
-			keptCS = append(keptCS, cs)
-			keptRec = append(keptRec, records[i])
-		}
-	}
-	return keptCS, append(keptRec, records[len(refreshed):]...)
-}
-
-// dropFreshOp undoes a new claim that will not be made: what undo undoes,
-// and its port reference. The caller holds e.op.
-func (e *Engine) dropFreshOp(cs *claimState, undo func(*claimState)) {
-	undo(cs)
+// startLocked makes a new claim, one of n, live, and returns what closes
+// once its first round is sent; nil for a claim waiting for its
+// interface. The caller holds e.mu.
+func (e *Engine) startLocked(ctx context.Context, cs *claimState, adopt bool, n int) <-chan struct{} {
+	e.claims[cs.claim.Addr] = cs
+	e.byAddr = nil
+	e.syncSendLocked(cs)
+	e.armRefreshLocked(cs)
+	mac := ""
 	if cs.port != nil {
-		cs.port.refs--
+		mac = cs.port.MAC().String()
 	}
+	msg := "claimed"
+	if adopt {
+		msg = "adopted from an earlier run"
+	}
+	if level := claimLogLevel(n); e.log.Enabled(ctx, level) {
+		e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
+			"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
+	}
+	e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
+	if !cs.live() {
+		e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
+		e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)
+		return nil
+	}
+	return e.armWithProbe(cs)
 }
 
 // closeUnusedOp closes the ports this claim opened that no claim uses.

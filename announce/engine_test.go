@@ -3,7 +3,6 @@ package announce
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"net/netip"
 	"slices"
@@ -278,17 +277,6 @@ func TestEngineClaimRefusesPerAddress(t *testing.T) {
 			t.Errorf("got %+v, want b4 claimed on eth1 beside a4 on eth0", st)
 		}
 	})
-	t.Run("the book refuses some", func(t *testing.T) {
-		h := newEngineHarness(t, nil)
-		h.e.cfg.Book = &refusingBook{MemBook: h.book, refuse: map[netip.Addr]bool{b4: true}}
-		st, err := h.claim(t, Request{a4, "eth0"}, Request{b4, "eth0"})
-		if got := refusedAddrs(t, err); !slices.Equal(got, []netip.Addr{b4}) {
-			t.Errorf("refused %v, want b4", got)
-		}
-		if len(st) != 1 || st[0].Addr != a4 || h.ports["eth0"].isHeld(b4) {
-			t.Errorf("got %+v, want a4 alone claimed and b4 not answered", st)
-		}
-	})
 	t.Run("the same address twice", func(t *testing.T) {
 		h := newEngineHarness(t, nil)
 		st, err := h.claim(t, Request{a4, "eth0"}, Request{a4, "eth0"})
@@ -297,32 +285,6 @@ func TestEngineClaimRefusesPerAddress(t *testing.T) {
 			t.Fatalf("got %v, %v; want the whole request refused", st, err)
 		}
 	})
-}
-
-// refusingBook records claims but those of the addresses it refuses, as a
-// book backed by a store refuses what another host holds.
-type refusingBook struct {
-	*MemBook
-	refuse map[netip.Addr]bool
-}
-
-func (b *refusingBook) Put(ctx context.Context, claims ...Claim) error {
-	var ok []Claim
-	var no []Refusal
-	for _, c := range claims {
-		if b.refuse[c.Addr] {
-			no = append(no, Refusal{Addr: c.Addr, Err: fmt.Errorf("claim %s: held by another host", c.Addr)})
-		} else {
-			ok = append(ok, c)
-		}
-	}
-	if err := b.MemBook.Put(ctx, ok...); err != nil {
-		return err
-	}
-	if len(no) > 0 {
-		return &RefusedError{Refused: no}
-	}
-	return nil
 }
 
 func TestEngineReclaimIsRefresh(t *testing.T) {

@@ -14,9 +14,8 @@ type Refusal struct {
 
 // RefusedError says which addresses of a claim were refused; the others
 // were claimed. Engine.Claim returns one beside the statuses of what it
-// claimed, and a Book's Put may return one to refuse some addresses (held
-// by another host) while it records the others. errors.Is and errors.As see
-// each refusal's error.
+// claimed, and a guard in front of it (fleet.Member.Claim) returns one the
+// same way. errors.Is and errors.As see each refusal's error.
 type RefusedError struct {
 	Refused []Refusal
 }
@@ -44,19 +43,6 @@ func (e *RefusedError) Unwrap() []error {
 	out := make([]error, len(e.Refused))
 	for i, r := range e.Refused {
 		out[i] = r.Err
-	}
-	return out
-}
-
-// refusedFor returns the refusals of r by address, for the addresses it
-// names; nil when r is nil.
-func (e *RefusedError) byAddr() map[netip.Addr]error {
-	if e == nil {
-		return nil
-	}
-	out := make(map[netip.Addr]error, len(e.Refused))
-	for _, r := range e.Refused {
-		out[r.Addr] = r.Err
 	}
 	return out
 }
