@@ -2,21 +2,16 @@ package cmd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
-	"net/netip"
-	"slices"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/sniff"
+	"github.com/vipctl/vip/internal/probe"
 )
 
 // probeOptions are the flags and arguments of vip probe.
@@ -26,13 +21,6 @@ type probeOptions struct {
 	Count     int
 	Wait      time.Duration
 	JSON      bool
-}
-
-// ProbeResult lists who answered for one address.
-type ProbeResult struct {
-	Addr      string        `json:"addr"`
-	Interface string        `json:"interface"`
-	Claimers  []api.Claimer `json:"claimers"`
 }
 
 // newProbeCmd builds vip probe; runF, when set, runs instead of the probes,
@@ -74,9 +62,6 @@ before it claims it, and that the old owner is silent after a failover.`,
 	return c
 }
 
-// probeSpacing separates the probes of one address.
-const probeSpacing = 250 * time.Millisecond
-
 func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 	if o.Count < 1 || o.Count > 10 {
 		return badInput("--count %d: give 1 to 10 probes", o.Count)
@@ -92,121 +77,38 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 	if err != nil {
 		return err
 	}
-	det, err := sniff.NewDetector(sniff.DetectorConfig{})
+	results, err := probe.Run(ctx, plan.Requests, probe.Config{Count: o.Count, Wait: o.Wait, Log: log})
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	byIface := map[string][]netip.Addr{}
-	for _, r := range plan.Requests {
-		byIface[r.Interface] = append(byIface[r.Interface], r.Addr)
+	if err := printProbe(d, o, results); err != nil {
+		return err
 	}
-	var (
-		links []*announce.Link
-		runs  = make(chan error, len(byIface))
-	)
-	defer func() {
-		for _, l := range links {
-			l.Close()
-		}
-	}()
-	started := 0
-	for name, addrs := range byIface {
-		ifi, err := net.InterfaceByName(name)
-		if err != nil {
-			return fmt.Errorf("interface %s: %w", name, err)
-		}
-		l, err := announce.OpenLink(ifi, log)
-		if err != nil {
-			return fmt.Errorf("probe on %s: %w", name, err)
-		}
-		links = append(links, l)
-		for _, a := range addrs {
-			if err := det.Hold(a, ifi.HardwareAddr); err != nil {
-				return err
-			}
-		}
-		capture, err := sniff.Open(name, sniff.Options{})
-		if err != nil {
-			return fmt.Errorf("listen for answers on %s: %w", name, err)
-		}
-		started++
-		go func() {
-			runs <- capture.Run(ctx, det)
-			capture.Close()
-		}()
-	}
-	for i := range o.Count {
-		if i > 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(probeSpacing):
-			}
-		}
-		for _, l := range links {
-			for _, a := range byIface[l.Name()] {
-				if _, err := l.Probe(a); err != nil {
-					return err
-				}
-			}
-		}
-	}
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-time.After(o.Wait):
-	}
-	cancel()
-	var runErr error
-	for range started {
-		if err := <-runs; err != nil && !errors.Is(err, context.Canceled) {
-			runErr = errors.Join(runErr, err)
-		}
-	}
-	if runErr != nil {
-		return fmt.Errorf("listen for answers: %w", runErr)
-	}
-
-	results := make([]ProbeResult, len(plan.Requests))
 	answered := 0
-	for i, r := range plan.Requests {
-		results[i] = ProbeResult{Addr: r.Addr.String(), Interface: r.Interface, Claimers: []api.Claimer{}}
-	}
-	for _, cf := range det.Conflicts() {
-		for i := range results {
-			if results[i].Addr == cf.Addr.String() {
-				results[i].Claimers = append(results[i].Claimers, api.Claimer{MAC: cf.MAC.String(), Kind: cf.Kind.String(), FirstSeen: cf.First, LastSeen: cf.Last, Count: cf.Count})
-			}
-		}
-	}
 	for _, r := range results {
 		if len(r.Claimers) > 0 {
 			answered++
-		}
-		slices.SortFunc(r.Claimers, func(a, b api.Claimer) int { return strings.Compare(a.MAC, b.MAC) })
-	}
-	if o.JSON {
-		if err := writeJSON(d, map[string]any{"results": results}); err != nil {
-			return err
-		}
-	} else {
-		w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
-		for _, r := range results {
-			if len(r.Claimers) == 0 {
-				fmt.Fprintf(w, "%s\ton %s\tno answer\n", r.Addr, r.Interface)
-			}
-			for _, cl := range r.Claimers {
-				fmt.Fprintf(w, "%s\ton %s\tanswered by %s\t(%s, %d frames)\n", r.Addr, r.Interface, cl.MAC, cl.Kind, cl.Count)
-			}
-		}
-		if err := w.Flush(); err != nil {
-			return err
 		}
 	}
 	if answered > 0 {
 		return fmt.Errorf("%w: %d of %d addresses answered", errConflict, answered, len(results))
 	}
 	return nil
+}
+
+// printProbe prints who answered for each address, as JSON or a table.
+func printProbe(d *deps, o *probeOptions, results []api.ProbeResult) error {
+	if o.JSON {
+		return writeJSON(d, api.ProbeResponse{Results: results})
+	}
+	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
+	for _, r := range results {
+		if len(r.Claimers) == 0 {
+			fmt.Fprintf(w, "%s\ton %s\tno answer\n", r.Addr, r.Interface)
+		}
+		for _, cl := range r.Claimers {
+			fmt.Fprintf(w, "%s\ton %s\tanswered by %s\t(%s, %d frames)\n", r.Addr, r.Interface, cl.MAC, cl.Kind, cl.Count)
+		}
+	}
+	return w.Flush()
 }

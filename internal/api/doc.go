@@ -21,4 +21,7 @@
 // is compact, like every other answer.
 //
 // Errors come back with a 4xx or 5xx status and an Error body.
+//
+// ProbeResponse is no endpoint's: it is what vip probe --json prints, a
+// command that needs no agent, defined here with the rest of vip's JSON.
 package api
