@@ -77,148 +77,207 @@ const firstClientGrace = 15 * time.Second
 // agent that crashed, serves the API and follows interface changes until ctx
 // is done, then releases every claim, removing the addresses it added.
 func Run(ctx context.Context, cfg Config) error {
-	log := cfg.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	paths := PathsFor(cfg.Socket)
-	lock, err := acquireLock(paths.Lock)
+	d := &daemon{cfg: cfg, log: cfg.Log, paths: PathsFor(cfg.Socket)}
+	lock, err := acquireLock(d.paths.Lock)
 	if err != nil {
 		return err
 	}
 	defer lock.release()
-
-	book, err := state.Open(paths.State, log)
-	if err != nil {
-		return fmt.Errorf("open the state file: %w", err)
+	if err := d.openState(ctx); err != nil {
+		return err
 	}
-	assigner, err := assign.New(nil)
-	if err != nil {
-		return fmt.Errorf("open netlink to manage addresses: %w", err)
+	defer d.assigner.Close()
+	if d.cfg.Clean {
+		return clean(ctx, d.book, d.assigner, d.recorded, d.log)
 	}
-	defer assigner.Close()
-	recorded, err := book.List(ctx)
-	if err != nil {
-		return fmt.Errorf("read the state file: %w", err)
-	}
-	if cfg.Clean {
-		return clean(ctx, book, assigner, recorded, log)
-	}
-
-	ecfg := announce.EngineConfig{
-		Burst:    announce.SchedulerConfig{Rate: cfg.Rate},
-		Book:     book,
-		Assigner: assigner,
-		Log:      log,
-	}
-	var deadline *announce.Deadline
-	var vip *vipAddrs
-	if cfg.Store.URL != "" {
-		// Closed until the store grants the lease (fleet.Join): nothing
-		// is sent for a guarded claim before.
-		deadline = announce.NewDeadline(nil)
-		cfg.Responder.Deadline = deadline
-		vip = newVIPAddrs(recorded)
-		ecfg.Assigner = vip.assigner(assigner)
-	}
-	cfg.Responder.Configure(&ecfg)
-	rt, err := Start(ecfg, GuardConfig{Filter: cfg.Filter, AllTraffic: cfg.AllTraffic}, log)
+	deadline, err := d.startEngine()
 	if err != nil {
 		return err
 	}
-	eng, guard := rt.Engine, rt.Guard
-	var member *fleet.Member
-	defer func() {
-		if err := rt.Stop(); err != nil {
-			log.Error("release at exit", "err", err)
-		}
-		// The lease goes after the engine stopped answering, so that
-		// no answer outlives its key.
-		if member != nil {
-			member.Close()
-		}
-		if len(eng.Held()) == 0 {
-			_ = book.Remove()
-		}
-	}()
-	if cfg.Store.URL != "" {
-		if member, err = joinFleet(ctx, cfg, eng, book, vip, deadline, log); err != nil {
+	defer d.stop()
+	if d.cfg.Store.URL != "" {
+		if err := d.joinFleet(ctx, deadline); err != nil {
 			return err
 		}
-		// From here the registration follows the host's interfaces and
-		// addresses; a change since it was read at join is read now.
-		rt.OnInterfacesChanged(member.InterfacesChanged)
-		member.InterfacesChanged()
 	}
-	if cfg.Metrics.Addr != "" {
-		mcfg := cfg.Metrics
-		if member != nil {
-			mcfg.Store = member
-		}
-		stop, err := ServeMetrics(rt, mcfg, log)
+	if d.cfg.Metrics.Addr != "" {
+		stop, err := d.serveMetrics()
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
+	d.readopt(ctx)
+	return d.serve(ctx)
+}
 
-	if len(recorded) > 0 {
-		log.Info("re-adopting the claims of an earlier agent", "claims", len(recorded), "state_file", paths.State)
-		actx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		var err error
-		if member != nil {
-			err = adoptGuarded(actx, member, book, recorded, log)
-			vip.adopted(eng.Held())
-		} else {
-			_, err = eng.Adopt(actx, recorded)
-		}
-		cancel()
-		if err != nil {
-			log.Error("re-adopt claims", "err", err)
-		}
+// daemon is one Run of the agent: what its steps open, for the next ones.
+type daemon struct {
+	cfg   Config
+	log   *slog.Logger
+	paths Paths
+
+	book     *state.File
+	assigner *assign.Netlink
+	// recorded are the claims the state file held at start.
+	recorded []announce.Claim
+	rt       *Runtime
+	// member guards the claims in the store, and vip knows which
+	// addresses on the host are vip's; both nil without a store.
+	member *fleet.Member
+	vip    *vipAddrs
+}
+
+// openState opens the state file and netlink, and reads the claims an
+// earlier agent recorded.
+func (d *daemon) openState(ctx context.Context) error {
+	var err error
+	if d.book, err = state.Open(d.paths.State, d.log); err != nil {
+		return fmt.Errorf("open the state file: %w", err)
 	}
+	if d.assigner, err = assign.New(nil); err != nil {
+		return fmt.Errorf("open netlink to manage addresses: %w", err)
+	}
+	if d.recorded, err = d.book.List(ctx); err != nil {
+		d.assigner.Close()
+		return fmt.Errorf("read the state file: %w", err)
+	}
+	return nil
+}
 
+// startEngine starts the engine and the guard. With a store, it returns
+// the deadline the lease keeps open.
+func (d *daemon) startEngine() (*announce.Deadline, error) {
+	ecfg := announce.EngineConfig{
+		Burst:    announce.SchedulerConfig{Rate: d.cfg.Rate},
+		Book:     d.book,
+		Assigner: d.assigner,
+		Log:      d.log,
+	}
+	var deadline *announce.Deadline
+	if d.cfg.Store.URL != "" {
+		// Closed until the store grants the lease (fleet.Join): nothing
+		// is sent for a guarded claim before.
+		deadline = announce.NewDeadline(nil)
+		d.cfg.Responder.Deadline = deadline
+		d.vip = newVIPAddrs(d.recorded)
+		ecfg.Assigner = d.vip.assigner(d.assigner)
+	}
+	d.cfg.Responder.Configure(&ecfg)
+	rt, err := Start(ecfg, GuardConfig{Filter: d.cfg.Filter, AllTraffic: d.cfg.AllTraffic}, d.log)
+	if err != nil {
+		return nil, err
+	}
+	d.rt = rt
+	return deadline, nil
+}
+
+// stop releases every claim, then gives up the lease, and removes the
+// state file if nothing is held.
+func (d *daemon) stop() {
+	if err := d.rt.Stop(); err != nil {
+		d.log.Error("release at exit", "err", err)
+	}
+	// The lease goes after the engine stopped answering, so that no
+	// answer outlives its key.
+	if d.member != nil {
+		d.member.Close()
+	}
+	if len(d.rt.Engine.Held()) == 0 {
+		_ = d.book.Remove()
+	}
+}
+
+// joinFleet joins the fleet in the store, whose lease keeps deadline open,
+// and has the registration follow the host's interfaces and addresses.
+func (d *daemon) joinFleet(ctx context.Context, deadline *announce.Deadline) error {
+	var err error
+	if d.member, err = joinFleet(ctx, d.cfg, d.rt.Engine, d.book, d.vip, deadline, d.log); err != nil {
+		return err
+	}
+	// From here the registration follows the host's interfaces and
+	// addresses; a change since it was read at join is read now.
+	d.rt.OnInterfacesChanged(d.member.InterfacesChanged)
+	d.member.InterfacesChanged()
+	return nil
+}
+
+func (d *daemon) serveMetrics() (stop func(), err error) {
+	mcfg := d.cfg.Metrics
+	if d.member != nil {
+		mcfg.Store = d.member
+	}
+	return ServeMetrics(d.rt, mcfg, d.log)
+}
+
+// readopt takes over the claims of an earlier agent, through the store
+// when there is one. A failure is logged: the agent serves all the same.
+func (d *daemon) readopt(ctx context.Context) {
+	if len(d.recorded) == 0 {
+		return
+	}
+	d.log.Info("re-adopting the claims of an earlier agent", "claims", len(d.recorded), "state_file", d.paths.State)
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	var err error
+	if d.member != nil {
+		err = adoptGuarded(actx, d.member, d.book, d.recorded, d.log)
+		d.vip.adopted(d.rt.Engine.Held())
+	} else {
+		_, err = d.rt.Engine.Adopt(actx, d.recorded)
+	}
+	if err != nil {
+		d.log.Error("re-adopt claims", "err", err)
+	}
+}
+
+// serve serves the API on the socket until ctx is done, or until an
+// autostarted agent is idle.
+func (d *daemon) serve(ctx context.Context) error {
 	allow := SelfAllow()
-	if cfg.Group != "" {
-		gid, err := lookupGroup(cfg.Group)
+	if d.cfg.Group != "" {
+		gid, err := lookupGroup(d.cfg.Group)
 		if err != nil {
 			return err
 		}
 		allow = GroupAllow(gid)
 	}
-	sock, err := listen(paths.Socket, cfg.Group)
+	sock, err := listen(d.paths.Socket, d.cfg.Group)
 	if err != nil {
 		return err
 	}
-	ln := keepSocket(sock, paths.Socket, cfg.Group, socketCheckEvery, log)
-	var engine Engine = eng
+	ln := keepSocket(sock, d.paths.Socket, d.cfg.Group, socketCheckEvery, d.log)
+	var engine Engine = d.rt.Engine
 	var fl Fleet
-	if member != nil {
-		engine, fl = member, member
+	if d.member != nil {
+		engine, fl = d.member, d.member
 	}
 	srv := NewServer(ServerConfig{
 		Engine:  engine,
 		Fleet:   fl,
-		Watcher: guard,
-		Sys:     cfg.Sys,
+		Watcher: d.rt.Guard,
+		Sys:     d.cfg.Sys,
 		Allow:   allow,
-		Log:     log,
+		Log:     d.log,
 		Info: api.Agent{
-			PID: os.Getpid(), Version: cfg.Version, Started: time.Now(), Socket: paths.Socket,
-			StateFile: paths.State, Autostarted: cfg.Autostarted,
+			PID: os.Getpid(), Version: d.cfg.Version, Started: time.Now(), Socket: d.paths.Socket,
+			StateFile: d.paths.State, Autostarted: d.cfg.Autostarted,
 		},
 	})
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
-	if cfg.Autostarted {
-		go exitWhenIdle(serveCtx, stopServe, srv, engine, log)
+	if d.cfg.Autostarted {
+		go exitWhenIdle(serveCtx, stopServe, srv, engine, d.log)
 	}
-	log.Info("agent listening", "socket", paths.Socket, "state_file", paths.State, "pid", os.Getpid())
-	if cfg.Ready != nil {
-		cfg.Ready()
+	d.log.Info("agent listening", "socket", d.paths.Socket, "state_file", d.paths.State, "pid", os.Getpid())
+	if d.cfg.Ready != nil {
+		d.cfg.Ready()
 	}
 	err = srv.Serve(serveCtx, ln)
-	log.Info("agent stopping: releasing every claim")
+	d.log.Info("agent stopping: releasing every claim")
 	return err
 }
 
