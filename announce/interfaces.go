@@ -18,98 +18,122 @@ func (e *Engine) InterfaceChanged(c InterfaceChange) {
 	}
 	e.op.Lock()
 	defer e.op.Unlock()
-	e.mu.Lock()
-	var claims []*claimState
-	for _, cs := range e.claims {
-		if cs.claim.Interface == c.Name {
-			claims = append(claims, cs)
-		}
-	}
-	e.mu.Unlock()
+	claims := e.claimsOn(c.Name)
 	if len(claims) == 0 {
 		return
 	}
-	slices.SortFunc(claims, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
 	p := e.ports[c.Name]
-	level := slog.LevelInfo
-	if c.Port != "" {
-		level = slog.LevelWarn // nothing answers for these claims now
-	}
-	event := func(msg string) {
-		e.log.Log(context.Background(), level, "interface change", "interface", c.Name, "change", msg, "claims", len(claims))
-		e.publish(Event{Kind: EventInterface, Interface: c.Name, MAC: c.MAC.String(), Message: msg})
-	}
 	switch {
 	case c.Deleted:
 		if p != nil {
 			e.closePortOp(p, claims)
 		}
-		event("deleted: its claims wait for an interface of that name")
+		e.interfaceEvent(c, len(claims), "deleted: its claims wait for an interface of that name")
 	case p != nil && (p.Index() != c.Index || (len(c.MAC) > 0 && !sameMAC(p.MAC(), c.MAC))):
 		e.closePortOp(p, claims)
-		event("changed (new MAC address or new interface): claims re-armed with the new MAC")
+		e.interfaceEvent(c, len(claims), "changed (new MAC address or new interface): claims re-armed with the new MAC")
 		e.reopenOp(c, claims)
 	case p == nil:
-		event("returned")
+		e.interfaceEvent(c, len(claims), "returned")
 		e.reopenOp(c, claims)
 	case p.up != c.Up && c.Up:
-		e.mu.Lock()
-		p.up = true
-		var resume []*claimState
-		for _, cs := range claims {
-			if cs.port == p && !cs.answering {
-				resume = append(resume, cs)
-			}
-		}
-		e.mu.Unlock()
-		event("up: bursts re-armed")
-		if len(resume) > 0 {
-			// Silenced while a port of a master (or the kernel's): the
-			// port answers again for those the kernel does not have.
-			if err := e.holdOp(p, resume); err != nil {
-				e.log.Warn("cannot answer again for the claims on the interface", "interface", c.Name, "err", err)
-			}
-		}
-		if added := e.reassignOp(claims); len(added) > 0 {
-			// The port answered for these while they were not assigned
-			// (the kernel drops IPv6 addresses with the link); now the
-			// kernel answers for them again.
-			e.silenceOp(p, claims, added)
-		}
-		e.mu.Lock()
-		for _, cs := range claims {
-			if cs.port == p {
-				e.armWithProbe(cs)
-			}
-		}
-		e.mu.Unlock()
+		e.interfaceUpOp(c, p, claims)
 	case p.up != c.Up:
-		msg := "down: claims wait for it"
-		if c.Port != "" {
-			msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
-		}
-		event(msg)
-		if c.Port != "" {
-			// An in-kernel responder on tc ingress or XDP sees the
-			// frames before the master takes them, and would go on
-			// answering: nothing answers for these claims now.
-			held := make([]netip.Addr, len(claims))
-			for i, cs := range claims {
-				held[i] = cs.claim.Addr
-			}
-			e.silenceOp(p, claims, held)
-		}
-		e.mu.Lock()
-		p.up = false
-		for _, cs := range claims {
-			if cs.port == p {
-				e.sched.Cancel(cs.key())
-				e.sched.Cancel(cs.probeKey())
-			}
-		}
-		e.mu.Unlock()
+		e.interfaceDownOp(c, p, claims)
 	}
 	e.attachWaitingOp(c.Name)
+}
+
+// claimsOn returns the claims on the interface, ordered by address.
+func (e *Engine) claimsOn(name string) []*claimState {
+	e.mu.Lock()
+	var claims []*claimState
+	for _, cs := range e.claims {
+		if cs.claim.Interface == name {
+			claims = append(claims, cs)
+		}
+	}
+	e.mu.Unlock()
+	slices.SortFunc(claims, func(x, y *claimState) int { return x.claim.Addr.Compare(y.claim.Addr) })
+	return claims
+}
+
+// interfaceEvent logs and publishes a change of an interface with n
+// claims: a warning when it became a master's port, as nothing answers for
+// its claims then.
+func (e *Engine) interfaceEvent(c InterfaceChange, n int, msg string) {
+	level := slog.LevelInfo
+	if c.Port != "" {
+		level = slog.LevelWarn
+	}
+	e.log.Log(context.Background(), level, "interface change", "interface", c.Name, "change", msg, "claims", n)
+	e.publish(Event{Kind: EventInterface, Interface: c.Name, MAC: c.MAC.String(), Message: msg})
+}
+
+// interfaceUpOp resumes the claims of an interface that came up: the port
+// answers again for those it had stopped answering for, addresses the
+// kernel dropped go back, and the bursts re-arm. The caller holds e.op.
+func (e *Engine) interfaceUpOp(c InterfaceChange, p *portRef, claims []*claimState) {
+	e.mu.Lock()
+	p.up = true
+	var resume []*claimState
+	for _, cs := range claims {
+		if cs.port == p && !cs.answering {
+			resume = append(resume, cs)
+		}
+	}
+	e.mu.Unlock()
+	e.interfaceEvent(c, len(claims), "up: bursts re-armed")
+	if len(resume) > 0 {
+		// Silenced while a port of a master (or the kernel's): the
+		// port answers again for those the kernel does not have.
+		if err := e.holdOp(p, resume); err != nil {
+			e.log.Warn("cannot answer again for the claims on the interface", "interface", c.Name, "err", err)
+		}
+	}
+	if added := e.reassignOp(claims); len(added) > 0 {
+		// The port answered for these while they were not assigned
+		// (the kernel drops IPv6 addresses with the link); now the
+		// kernel answers for them again.
+		e.silenceOp(p, claims, added)
+	}
+	e.mu.Lock()
+	for _, cs := range claims {
+		if cs.port == p {
+			e.armWithProbe(cs)
+		}
+	}
+	e.mu.Unlock()
+}
+
+// interfaceDownOp parks the claims of an interface that went down, or
+// became a master's port: their bursts and probes stop, and they wait.
+// The caller holds e.op.
+func (e *Engine) interfaceDownOp(c InterfaceChange, p *portRef, claims []*claimState) {
+	msg := "down: claims wait for it"
+	if c.Port != "" {
+		msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
+	}
+	e.interfaceEvent(c, len(claims), msg)
+	if c.Port != "" {
+		// An in-kernel responder on tc ingress or XDP sees the frames
+		// before the master takes them, and would go on answering:
+		// nothing answers for these claims now.
+		held := make([]netip.Addr, len(claims))
+		for i, cs := range claims {
+			held[i] = cs.claim.Addr
+		}
+		e.silenceOp(p, claims, held)
+	}
+	e.mu.Lock()
+	p.up = false
+	for _, cs := range claims {
+		if cs.port == p {
+			e.sched.Cancel(cs.key())
+			e.sched.Cancel(cs.probeKey())
+		}
+	}
+	e.mu.Unlock()
 }
 
 // attachWaitingOp puts claims that wait on an interface (adopted while it
