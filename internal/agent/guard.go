@@ -187,16 +187,42 @@ func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
 // which addresses the traffic table counts the requests of from the
 // in-kernel responder.
 func (g *Guard) reconcile(ctx context.Context) {
-	want := map[string]sniff.Scope{}
-	held := map[netip.Addr]string{}
-	fed := map[netip.Addr]bool{}
-	fedOn := map[string]int{}
-	afterIngress := map[string]bool{}
+	w := g.wanted()
+	g.fed.Store(&w.fed)
+	g.mu.Lock()
+	g.holdLocked(w.held)
+	g.openWantedLocked(ctx, w)
+	for name, c := range g.captures {
+		c.fed = w.fedOn[name]
+	}
+	narrow := g.narrowLocked(w.scopes)
+	g.mu.Unlock()
+	g.narrow(narrow)
+}
+
+// wantedCaptures is what the claims ask of the captures.
+type wantedCaptures struct {
+	// scopes are the addresses each interface's capture is for.
+	scopes map[string]sniff.Scope
+	// held are the claims' MACs by address.
+	held map[netip.Addr]string
+	// fed are the held addresses whose requests the traffic table counts
+	// from the in-kernel responder, fedOn their number per interface.
+	fed   map[netip.Addr]bool
+	fedOn map[string]int
+	// afterIngress are the interfaces whose capture reads after tc
+	// ingress.
+	afterIngress map[string]bool
+}
+
+// wanted reads from the engine's status what the captures are to watch.
+func (g *Guard) wanted() wantedCaptures {
+	w := wantedCaptures{scopes: map[string]sniff.Scope{}, held: map[netip.Addr]string{}, fed: map[netip.Addr]bool{}, fedOn: map[string]int{}, afterIngress: map[string]bool{}}
 	for _, st := range g.eng.Status() {
 		if st.MAC == "" {
 			continue // waiting for its interface
 		}
-		sc := want[st.Interface]
+		sc := w.scopes[st.Interface]
 		if st.AskersRecorded {
 			// The responder answers in the kernel and remembers who
 			// asked: the capture reads after tc ingress, where the
@@ -204,39 +230,22 @@ func (g *Guard) reconcile(ctx context.Context) {
 			// cost each answer a tenth to a third of a microsecond),
 			// keeps only the frames that claim the address (rivals'),
 			// and the table counts the requests from the program.
-			afterIngress[st.Interface] = true
+			w.afterIngress[st.Interface] = true
 			sc.Claims = append(sc.Claims, st.Addr)
-			fed[st.Addr] = true
-			fedOn[st.Interface]++
+			w.fed[st.Addr] = true
+			w.fedOn[st.Interface]++
 		} else {
 			sc.Addrs = append(sc.Addrs, st.Addr)
 		}
-		want[st.Interface] = sc
-		held[st.Addr] = st.MAC
+		w.scopes[st.Interface] = sc
+		w.held[st.Addr] = st.MAC
 	}
-	g.fed.Store(&fed)
-	g.mu.Lock()
-	defer func() {
-		for name, c := range g.captures {
-			c.fed = fedOn[name]
-		}
-		narrow := g.narrowLocked(want)
-		g.mu.Unlock()
-		// Narrowing waits for the capture's current read (up to a tenth
-		// of a second): not under the lock the API's requests take.
-		for _, n := range narrow {
-			state := "held"
-			if err := n.cap.NarrowTo(n.scope); err != nil {
-				state = "held-userspace"
-				g.log.Warn("the kernel hands the agent all neighbour traffic", "interface", n.name, "err", err)
-			}
-			g.mu.Lock()
-			if c := g.captures[n.name]; c != nil && c.cap == n.cap {
-				c.scopeState = state
-			}
-			g.mu.Unlock()
-		}
-	}()
+	return w
+}
+
+// holdLocked tells the detector which addresses are held with which MAC,
+// and the traffic table which MACs are ours.
+func (g *Guard) holdLocked(held map[netip.Addr]string) {
 	for a, mac := range held {
 		if g.heldMAC[a] == mac {
 			continue
@@ -266,20 +275,44 @@ func (g *Guard) reconcile(ctx context.Context) {
 		}
 	}
 	g.ours.Store(&ours)
+}
+
+// openWantedLocked closes the captures of interfaces without a claim, and
+// opens one on each interface with a claim that has none, or one that
+// failed or reads at the wrong place for its responder.
+func (g *Guard) openWantedLocked(ctx context.Context, w wantedCaptures) {
 	for name, c := range g.captures {
-		if _, ok := want[name]; !ok {
+		if _, ok := w.scopes[name]; !ok {
 			g.closeLocked(name, c)
 		}
 	}
-	for name := range want {
+	for name := range w.scopes {
 		c, ok := g.captures[name]
-		if ok && c.cap != nil && c.err == "" && c.afterIngress == afterIngress[name] {
+		if ok && c.cap != nil && c.err == "" && c.afterIngress == w.afterIngress[name] {
 			continue
 		}
 		if ok {
 			g.closeLocked(name, c) // it failed, or its responder changed: open it again
 		}
-		g.openLocked(ctx, name, afterIngress[name])
+		g.openLocked(ctx, name, w.afterIngress[name])
+	}
+}
+
+// narrow narrows each capture to its new scope. Narrowing waits for the
+// capture's current read (up to a tenth of a second): not under the lock
+// the API's requests take.
+func (g *Guard) narrow(changes []scopeChange) {
+	for _, n := range changes {
+		state := "held"
+		if err := n.cap.NarrowTo(n.scope); err != nil {
+			state = "held-userspace"
+			g.log.Warn("the kernel hands the agent all neighbour traffic", "interface", n.name, "err", err)
+		}
+		g.mu.Lock()
+		if c := g.captures[n.name]; c != nil && c.cap == n.cap {
+			c.scopeState = state
+		}
+		g.mu.Unlock()
 	}
 }
 
