@@ -278,12 +278,14 @@ func (e *Engine) recordOp(ctx context.Context, p *claimPlan) error {
 // will not be made, but its port's reference: the port stops answering
 // for it, and an address vip added is removed. The caller holds e.op.
 func (e *Engine) undoNewOp(p *claimPlan, cs *claimState) {
+	// The address first, as a release does (release.go): the kernel
+	// answers for it once the port no longer withholds for it.
+	if p.added[cs] {
+		_ = e.cfg.Assigner.Remove(cs.claim.Interface, cs.claim.Addr)
+	}
 	if cs.port != nil && cs.answering {
 		_ = cs.port.Drop(cs.claim.Addr)
 		cs.answering = false
-	}
-	if p.added[cs] {
-		_ = e.cfg.Assigner.Remove(cs.claim.Interface, cs.claim.Addr)
 	}
 }
 
