@@ -14,7 +14,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 	"time"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
@@ -250,45 +249,9 @@ func storeLine(s api.Store, now time.Time) string {
 // statusRow is a line of the plain status, cell by cell.
 type statusRow [11]string
 
-// writeTable writes rows as a tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-// writes them with their cells separated by tabs: each column but the
-// last as wide as its widest cell and two spaces. It counts the widths
-// itself because the tabwriter, with fmt, took two fifths of a plain
-// status of 10,000 claims; a cell with a character that the tabwriter
-// treats specially goes through the tabwriter itself.
+// writeTable writes rows with their cells aligned: each column but the
+// last as wide as its widest cell and two spaces.
 func writeTable(w io.Writer, rows []statusRow) error {
-	var width [len(statusRow{}) - 1]int
-	for _, r := range rows {
-		for i, cell := range r {
-			if strings.ContainsAny(cell, "\t\v\n\f") || strings.IndexByte(cell, tabwriter.Escape) >= 0 {
-				return writeTabwriter(w, rows)
-			}
-			if i < len(width) {
-				width[i] = max(width[i], utf8.RuneCountInString(cell))
-			}
-		}
-	}
-	const padding = 2
-	var line []byte
-	for _, r := range rows {
-		line = line[:0]
-		for i, n := range width {
-			line = append(line, r[i]...)
-			for range n + padding - utf8.RuneCountInString(r[i]) {
-				line = append(line, ' ')
-			}
-		}
-		line = append(line, r[len(width)]...)
-		line = append(line, '\n')
-		if _, err := w.Write(line); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeTabwriter is what writeTable stands for.
-func writeTabwriter(w io.Writer, rows []statusRow) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, r := range rows {
 		if _, err := io.WriteString(tw, strings.Join(r[:], "\t")+"\n"); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	systemd "github.com/coreos/go-systemd/v22/journal"
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/api"
@@ -45,7 +46,8 @@ func (d *deps) client() *api.Client { return api.NewClient(d.socket) }
 // logger builds the slog logger the global flags ask for, writing to the
 // error stream so that standard output stays for results. When that
 // stream is the systemd journal, the lines go without their time and with
-// their priority (internal/journal).
+// their priority (internal/journal); a --log-file, which replaces the
+// error stream, never is.
 func (d *deps) logger() (*slog.Logger, error) {
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(d.logLevel)); err != nil {
@@ -61,8 +63,11 @@ func (d *deps) logger() (*slog.Logger, error) {
 	default:
 		return nil, badInput("--log-format %q is not a format: use text or json", d.logFormat)
 	}
-	if journal.Connected(os.Getenv(journal.StreamEnv), d.io.ErrOut) {
-		return slog.New(journal.NewHandler(d.io.ErrOut, handler)), nil
+	if d.io.ErrOut == os.Stderr {
+		// A $JOURNAL_STREAM it cannot read names no stream (false).
+		if ok, _ := systemd.StderrIsJournalStream(); ok {
+			return slog.New(journal.NewHandler(d.io.ErrOut, handler)), nil
+		}
 	}
 	return slog.New(handler(d.io.ErrOut)), nil
 }

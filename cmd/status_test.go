@@ -113,36 +113,3 @@ func TestStatusJSONFailures(t *testing.T) {
 		t.Errorf("no agent: got exit %d (%s), want %d", code, errOut, ExitUnreachable)
 	}
 }
-
-// TestWriteTable holds writeTable to the tabwriter it stands for.
-func TestWriteTable(t *testing.T) {
-	tests := []struct {
-		name string
-		rows []statusRow
-	}{
-		{"one row", []statusRow{{"a", "b", "c", "d", "e", "f", "g", "h", "i"}}},
-		{"an empty column", []statusRow{{"a", "", "c"}, {"d", "", "f"}}},
-		{"varied widths", []statusRow{
-			{"ADDRESS", "INTERFACE", "MAC", "STATE", "REFRESHED", "WINDOW", "ANSWERED", "GRATUITOUS", "CLAIMERS"},
-			{"2001:db8:1::ffff", "eth0", "-", "waiting", "1h2m3s ago", "-", "0", "18446744073709551615", "02:00:00:00:ee:01,02:00:00:00:ee:02"},
-			{"192.0.2.1", "ünïcødé0", "02:00:00:00:00:02", "", "0s ago", "4.9s", "12", "6", ""},
-			{"", "", "", "", "", "", "", "", ""},
-		}},
-		{"a cell the tabwriter splits", []statusRow{{"a\tb", "c"}, {"d", "e\nf", "g\vh", "i\fj", "k\xffl\xff"}}},
-		{"invalid UTF-8", []statusRow{{"\xfe\xfd", "x"}, {"y", "z"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var got, want strings.Builder
-			if err := writeTable(&got, tt.rows); err != nil {
-				t.Fatal(err)
-			}
-			if err := writeTabwriter(&want, tt.rows); err != nil {
-				t.Fatal(err)
-			}
-			if got.String() != want.String() {
-				t.Errorf("got:\n%q\nwant (tabwriter):\n%q", got.String(), want.String())
-			}
-		})
-	}
-}

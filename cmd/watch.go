@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
@@ -97,12 +97,10 @@ func runWatch(ctx context.Context, d *deps, o *watchOptions) error {
 	})
 }
 
-// isTerminal reports whether f is a terminal.
+// isTerminal reports whether f, a stream of IO, is a terminal: a file
+// that x/term says is one. A stream with no descriptor (a test's buffer)
+// is not.
 func isTerminal(f any) bool {
 	fd, ok := f.(interface{ Fd() uintptr })
-	if !ok {
-		return false
-	}
-	_, err := unix.IoctlGetTermios(int(fd.Fd()), unix.TCGETS)
-	return err == nil
+	return ok && term.IsTerminal(int(fd.Fd()))
 }

@@ -14,24 +14,9 @@ import (
 	"github.com/vipctl/vip/internal/wire"
 )
 
-// askerKey is struct asker_key of responder.c.
-type askerKey struct {
-	Target heldKey
-	From   [16]byte
-	MAC    [6]byte
-	Flags  uint8
-	_      uint8
-}
-
 // askerOthers is ASKER_OTHERS of responder.c: the entry that counts the
 // requests of the askers not remembered one by one.
 const askerOthers = 1
-
-// askerValue is struct asker_value of responder.c.
-type askerValue struct {
-	Requests uint64
-	LastNs   uint64 // CLOCK_MONOTONIC
-}
 
 // askersBatch is how many askers one system call of Askers reads.
 const askersBatch = 512
@@ -58,7 +43,7 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 		return fmt.Errorf("read the monotonic clock for the askers on %s: %w", r.ifname, err)
 	}
 	now, monoNow := time.Now(), mono.Nano()
-	emit := func(k askerKey, v askerValue) {
+	emit := func(k responderAskerKey, v responderAskerValue) {
 		a := k.Target.addr()
 		if !r.addrs[a] || v.Requests == 0 {
 			return // dropped while a request was answered: Drop forgot the rest
@@ -72,19 +57,19 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 		if a.Is4() {
 			from = from.Unmap()
 		}
-		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.MAC), From: from, Requests: v.Requests, Last: last})
+		fn(announce.AskerCount{Addr: a, MAC: wire.MAC(k.Mac), From: from, Requests: v.Requests, Last: last})
 	}
 	return r.eachAskerLocked(emit)
 }
 
 // eachAskerLocked calls fn with every entry of the askers map, read in
 // batches of askersBatch (one by one on a kernel without batch lookups).
-func (r *Responder) eachAskerLocked(fn func(askerKey, askerValue)) error {
-	keys := make([]askerKey, askersBatch)
-	vals := make([]askerValue, askersBatch)
+func (r *Responder) eachAskerLocked(fn func(responderAskerKey, responderAskerValue)) error {
+	keys := make([]responderAskerKey, askersBatch)
+	vals := make([]responderAskerValue, askersBatch)
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := r.askers.BatchLookup(&cursor, keys, vals, nil)
+		n, err := r.maps.Askers.BatchLookup(&cursor, keys, vals, nil)
 		for i := range n {
 			fn(keys[i], vals[i])
 		}
@@ -92,9 +77,9 @@ func (r *Responder) eachAskerLocked(fn func(askerKey, askerValue)) error {
 		case errors.Is(err, ebpf.ErrKeyNotExist):
 			return nil
 		case errors.Is(err, ebpf.ErrNotSupported):
-			var k askerKey
-			var v askerValue
-			it := r.askers.Iterate()
+			var k responderAskerKey
+			var v responderAskerValue
+			it := r.maps.Askers.Iterate()
 			for it.Next(&k, &v) {
 				fn(k, v)
 			}
@@ -114,14 +99,14 @@ func (r *Responder) forgetAskersLocked(gone map[netip.Addr]bool) error {
 	if len(gone) == 0 {
 		return nil
 	}
-	var doomed []askerKey
-	err := r.eachAskerLocked(func(k askerKey, _ askerValue) {
+	var doomed []responderAskerKey
+	err := r.eachAskerLocked(func(k responderAskerKey, _ responderAskerValue) {
 		if gone[k.Target.addr()] {
 			doomed = append(doomed, k)
 		}
 	})
 	for _, k := range doomed {
-		if derr := r.askers.Delete(k); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
+		if derr := r.maps.Askers.Delete(k); derr != nil && !errors.Is(derr, ebpf.ErrKeyNotExist) {
 			err = errors.Join(err, fmt.Errorf("forget an asker of %s on %s: %w", k.Target.addr(), r.ifname, derr))
 		}
 	}

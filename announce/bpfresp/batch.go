@@ -9,19 +9,19 @@ import (
 )
 
 // zeroBatch is how many addresses' counters zeroCounters writes in one
-// batch: its zero values are a counters for every possible CPU of each,
-// which on a machine of 256 CPUs and 10,000 addresses at once would be
-// 60 MB.
+// batch: its zero values are a responderCounters for every possible CPU
+// of each, which on a machine of 256 CPUs and 10,000 addresses at once
+// would be 60 MB.
 const zeroBatch = 1024
 
 // zeroCounters puts zero counters for keys, zeroBatch at a time, and
 // returns how many it put.
-func (r *Responder) zeroCounters(keys []heldKey) (int, error) {
-	zero := make([]counters, min(len(keys), zeroBatch)*r.cpus)
+func (r *Responder) zeroCounters(keys []responderHeldKey) (int, error) {
+	zero := make([]responderCounters, min(len(keys), zeroBatch)*r.cpus)
 	done := 0
 	for done < len(keys) {
 		end := min(done+zeroBatch, len(keys))
-		n, err := batchUpdate(r.counters, keys[done:end], zero[:(end-done)*r.cpus], r.cpus)
+		n, err := batchUpdate(r.maps.Counters, keys[done:end], zero[:(end-done)*r.cpus], r.cpus)
 		done += n
 		if err != nil {
 			return done, err

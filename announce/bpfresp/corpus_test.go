@@ -163,7 +163,7 @@ func runProgram(t *testing.T, r *Responder, frame []byte) ([]byte, error) {
 	if len(frame) < wire.EthernetHeaderLen {
 		return nil, errNotRun
 	}
-	prog := r.coll.Programs[progName(r.hook)]
+	prog := r.prog
 	ret, out, err := prog.Test(frame)
 	// For tc, the kernel builds an skb and refuses an IPv6 frame shorter
 	// than an IPv6 header; XDP runs it.

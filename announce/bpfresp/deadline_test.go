@@ -94,7 +94,7 @@ func TestDeadlineSilencesTheKernel(t *testing.T) {
 			if hook != TCX {
 				pass, drop = xdpPass, 1 // XDP_DROP
 			}
-			prog := r.coll.Programs[progName(hook)]
+			prog := r.prog
 			verdict := func(name string) uint32 {
 				ret, _, err := prog.Test(corpusFrame(t, name))
 				if err != nil {

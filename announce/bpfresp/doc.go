@@ -11,12 +11,14 @@
 // responder.c is the program, in two entry points over one parser: vip_tc
 // for tcx ingress and vip_xdp for XDP. vipbpf.h declares the little of the
 // kernel's BPF interface it uses, so compiling needs clang alone. The
-// generate directive in gen.go compiles it with bpf2go into responder_bpfel.o and
-// responder_bpfel.go, which are committed: building vip needs no clang,
-// and TestGeneratedFresh fails when they are not what the sources compile
-// to. responder.go loads and attaches the program and keeps its maps;
-// cleanup.go finds what another vip left on an interface; errors.go turns
-// the kernel's refusals into one sentence each.
+// generate directive in gen.go compiles it with bpf2go into
+// responder_bpfel.o and responder_bpfel.go (the loader, and Go types of
+// the maps' keys and values read from the program's BTF, so that no Go
+// struct mirrors a C one by hand), which are committed: building vip
+// needs no clang, and TestGeneratedFresh fails when they are not what the
+// sources compile to. responder.go loads and attaches the program and
+// keeps its maps; cleanup.go finds what another vip left on an interface;
+// errors.go turns the kernel's refusals into one sentence each.
 //
 // # What it answers
 //

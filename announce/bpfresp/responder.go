@@ -56,24 +56,11 @@ func ParseHook(s string) (Hook, error) {
 // Kind is what Responder.Kind says: the responder's kind as status shows it.
 const Kind = "ebpf"
 
-// heldKey is struct held_key of responder.c.
-type heldKey struct {
-	Ifindex uint32
-	Family  uint8
-	_       [3]byte
-	Addr    [16]byte
-}
-
-// heldValue is struct held_value of responder.c.
-type heldValue struct {
-	MAC   [6]byte
-	Flags uint16
-}
-
-// counters is struct counters of responder.c: one CPU's counts.
-type counters struct {
-	Answered, Packets, Bytes uint64
-}
+// The maps' keys and values are bpf2go's types of responder.c's structs
+// (responder_bpfel.go): responderHeldKey and responderHeldValue of held,
+// responderCounters of counters (one CPU's counts), responderAskerKey and
+// responderAskerValue of askers. Their layout is the object's, so a change
+// to a C struct reaches Go with go generate, not by hand.
 
 // heldAnswer and heldKernel are HELD_ANSWER and HELD_KERNEL of
 // responder.c.
@@ -82,20 +69,11 @@ const (
 	heldKernel = 2
 )
 
-// Families of heldKey.
+// Families of responderHeldKey.
 const (
 	familyIPv4 = 4
 	familyIPv6 = 6
 )
-
-// progName is the name of each hook's program in responder.c; leftovers
-// are found by the prefix every name shares.
-func progName(h Hook) string {
-	if h == TCX {
-		return responderProgVipTc
-	}
-	return responderProgVipXdp
-}
 
 // Responder answers ARP requests and neighbor solicitations for the
 // addresses it holds on one interface, in the kernel: an eBPF program on
@@ -108,14 +86,10 @@ type Responder struct {
 	hook    Hook
 	log     *slog.Logger
 
-	coll     *ebpf.Collection
-	held     *ebpf.Map
-	counters *ebpf.Map
-	askers   *ebpf.Map
-	deadline *ebpf.Map
-	withheld *ebpf.Map
-	link     link.Link
-	cpus     int // possible CPUs, for the per-CPU counters
+	maps responderMaps
+	prog *ebpf.Program // the hook's
+	link link.Link
+	cpus int // possible CPUs, for the per-CPU counters
 
 	mu    sync.Mutex // serialises map updates, SetMAC and Close
 	mac   wire.MAC
@@ -160,8 +134,8 @@ func Open(ifname string, ifindex int, mac net.HardwareAddr, hook Hook, log *slog
 	if err != nil {
 		return nil, err
 	}
-	if r.link, err = attach(r.coll.Programs[progName(hook)], ifindex, hook); err != nil {
-		r.coll.Close()
+	if r.link, err = attach(r.prog, ifindex, hook); err != nil {
+		r.free()
 		return nil, classify(err, ifname, hook, "attach the eBPF responder")
 	}
 	log.Debug("eBPF responder attached", "interface", ifname, "hook", hook.String())
@@ -175,31 +149,46 @@ func loadDetached(ifname string, ifindex int, me wire.MAC, hook Hook, log *slog.
 	if err != nil {
 		return nil, fmt.Errorf("count the CPUs for the eBPF responder on %s: %w", ifname, err)
 	}
-	coll, err := load(hook)
+	maps, prog, err := load(hook)
 	if err != nil {
 		return nil, classify(err, ifname, hook, "load the eBPF responder")
 	}
 	return &Responder{
 		ifname: ifname, ifindex: ifindex, hook: hook, log: log, cpus: cpus,
-		coll: coll, held: coll.Maps[responderMapHeld], counters: coll.Maps[responderMapCounters], askers: coll.Maps[responderMapAskers],
-		deadline: coll.Maps[responderMapDeadline], withheld: coll.Maps[responderMapWithheld],
+		maps: maps, prog: prog,
 		mac: me, addrs: map[netip.Addr]bool{}, counted: map[netip.Addr]bool{},
 	}, nil
 }
 
+// tcxObjects and xdpObjects are bpf2go's responderObjects with one hook's
+// program: its loader loads only what the struct names, so the other
+// hook's program is neither verified nor loaded.
+type tcxObjects struct {
+	responderMaps
+	Prog *ebpf.Program `ebpf:"vip_tc"`
+}
+
+type xdpObjects struct {
+	responderMaps
+	Prog *ebpf.Program `ebpf:"vip_xdp"`
+}
+
 // load loads the maps and the one program hook runs.
-func load(hook Hook) (*ebpf.Collection, error) {
-	spec, err := loadResponder()
-	if err != nil {
-		return nil, err
+func load(hook Hook) (responderMaps, *ebpf.Program, error) {
+	if hook == TCX {
+		var objs tcxObjects
+		err := loadResponderObjects(&objs, nil)
+		return objs.responderMaps, objs.Prog, err
 	}
-	keep := progName(hook)
-	for name := range spec.Programs {
-		if name != keep {
-			delete(spec.Programs, name)
-		}
-	}
-	return ebpf.NewCollection(spec)
+	var objs xdpObjects
+	err := loadResponderObjects(&objs, nil)
+	return objs.responderMaps, objs.Prog, err
+}
+
+// free closes the program and the maps.
+func (r *Responder) free() {
+	r.prog.Close()
+	r.maps.Close()
 }
 
 func attach(prog *ebpf.Program, ifindex int, hook Hook) (link.Link, error) {
@@ -219,8 +208,8 @@ func (r *Responder) Hook() string { return r.hook.String() }
 // Kind returns "ebpf", the responder's kind as status shows it.
 func (r *Responder) Kind() string { return Kind }
 
-func (r *Responder) key(a netip.Addr) heldKey {
-	k := heldKey{Ifindex: uint32(r.ifindex), Family: familyIPv6, Addr: a.As16()}
+func (r *Responder) key(a netip.Addr) responderHeldKey {
+	k := responderHeldKey{Ifindex: uint32(r.ifindex), Family: familyIPv6, Addr: a.As16()}
 	if a.Is4() {
 		k.Family = familyIPv4
 	}
@@ -270,24 +259,24 @@ func (r *Responder) Hold(addrs ...netip.Addr) error {
 // then addrs themselves, so that the program never finds a held address
 // without its counters. On failure it takes out what it added.
 func (r *Responder) putLocked(addrs []netip.Addr) error {
-	var ckeys []heldKey
-	keys := make([]heldKey, len(addrs))
-	vals := make([]heldValue, len(addrs))
+	var ckeys []responderHeldKey
+	keys := make([]responderHeldKey, len(addrs))
+	vals := make([]responderHeldValue, len(addrs))
 	for i, a := range addrs {
 		keys[i] = r.key(a)
-		vals[i] = heldValue{MAC: r.mac, Flags: heldAnswer}
+		vals[i] = responderHeldValue{Mac: r.mac, Flags: heldAnswer}
 		if !r.counted[a] {
 			ckeys = append(ckeys, keys[i])
 		}
 	}
 	n, err := r.zeroCounters(ckeys)
 	if err != nil {
-		_, _ = batchDelete(r.counters, ckeys[:n])
+		_, _ = batchDelete(r.maps.Counters, ckeys[:n])
 		return err
 	}
-	if n, err := batchUpdate(r.held, keys, vals, 1); err != nil {
-		_, _ = batchDelete(r.held, keys[:n])
-		_, _ = batchDelete(r.counters, ckeys)
+	if n, err := batchUpdate(r.maps.Held, keys, vals, 1); err != nil {
+		_, _ = batchDelete(r.maps.Held, keys[:n])
+		_, _ = batchDelete(r.maps.Counters, ckeys)
 		return err
 	}
 	return nil
@@ -304,7 +293,7 @@ func (r *Responder) Drop(addrs ...netip.Addr) error {
 }
 
 func (r *Responder) dropLocked(addrs []netip.Addr) error {
-	var heldKeys, counterKeys, kernelKeys []heldKey
+	var responderHeldKeys, counterKeys, kernelKeys []responderHeldKey
 	var heldAddrs []netip.Addr
 	var uncounted []netip.Addr
 	gone := map[netip.Addr]bool{}
@@ -317,7 +306,7 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 			kernelKeys = append(kernelKeys, r.key(a))
 			uncounted = append(uncounted, a)
 		case r.addrs[a] && !gone[a]:
-			heldKeys = append(heldKeys, r.key(a))
+			responderHeldKeys = append(responderHeldKeys, r.key(a))
 			heldAddrs = append(heldAddrs, a)
 			gone[a] = true
 		}
@@ -326,9 +315,9 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 	// The held entries first, so that the program stops answering before
 	// the counters go; those it went past are no longer held, whatever
 	// became of the rest.
-	n, err := batchDelete(r.held, heldKeys)
+	n, err := batchDelete(r.maps.Held, responderHeldKeys)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(heldKeys)-n, r.ifname, err))
+		errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(responderHeldKeys)-n, r.ifname, err))
 		for _, a := range heldAddrs[n:] {
 			delete(gone, a)
 		}
@@ -336,11 +325,11 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 	for _, a := range heldAddrs[:n] {
 		delete(r.addrs, a)
 	}
-	if _, err := batchDelete(r.held, kernelKeys); err != nil {
+	if _, err := batchDelete(r.maps.Held, kernelKeys); err != nil {
 		errs = append(errs, fmt.Errorf("stop counting %d addresses on %s: %w", len(kernelKeys), r.ifname, err))
 	}
-	counterKeys = append(counterKeys, heldKeys[:n]...)
-	if _, err := batchDelete(r.counters, counterKeys); err != nil {
+	counterKeys = append(counterKeys, responderHeldKeys[:n]...)
+	if _, err := batchDelete(r.maps.Counters, counterKeys); err != nil {
 		errs = append(errs, fmt.Errorf("drop the counters of %d addresses on %s: %w", len(counterKeys), r.ifname, err))
 	}
 	for _, a := range uncounted {
@@ -367,12 +356,12 @@ func (r *Responder) SetMAC(mac net.HardwareAddr) error {
 	r.mac = me
 	var errs []error
 	for a := range r.addrs {
-		if err := r.held.Update(r.key(a), heldValue{MAC: me, Flags: heldAnswer}, ebpf.UpdateExist); err != nil {
+		if err := r.maps.Held.Update(r.key(a), responderHeldValue{Mac: me, Flags: heldAnswer}, ebpf.UpdateExist); err != nil {
 			errs = append(errs, fmt.Errorf("answer for %s from %s on %s: %w", a, mac, r.ifname, err))
 		}
 	}
 	for a := range r.counted {
-		if err := r.held.Update(r.key(a), heldValue{MAC: me, Flags: heldKernel}, ebpf.UpdateExist); err != nil {
+		if err := r.maps.Held.Update(r.key(a), responderHeldValue{Mac: me, Flags: heldKernel}, ebpf.UpdateExist); err != nil {
 			errs = append(errs, fmt.Errorf("count for %s from %s on %s: %w", a, mac, r.ifname, err))
 		}
 	}
@@ -380,10 +369,10 @@ func (r *Responder) SetMAC(mac net.HardwareAddr) error {
 }
 
 // sum returns a's counters added over the CPUs, zero when a is not held.
-func (r *Responder) sum(a netip.Addr) counters {
-	var per []counters
-	var c counters
-	if err := r.counters.Lookup(r.key(a), &per); err != nil {
+func (r *Responder) sum(a netip.Addr) responderCounters {
+	var per []responderCounters
+	var c responderCounters
+	if err := r.maps.Counters.Lookup(r.key(a), &per); err != nil {
 		return c
 	}
 	for _, p := range per {
@@ -417,7 +406,7 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 		return net.ErrClosed
 	}
 	var fresh []netip.Addr
-	var keys []heldKey
+	var keys []responderHeldKey
 	seen := make(map[netip.Addr]bool, len(addrs))
 	for _, a := range addrs {
 		if !a.IsValid() || r.addrs[a] || r.counted[a] || seen[a] {
@@ -429,18 +418,18 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 	}
 	n, err := r.zeroCounters(keys)
 	if err != nil {
-		_, _ = batchDelete(r.counters, keys[:n])
+		_, _ = batchDelete(r.maps.Counters, keys[:n])
 		return fmt.Errorf("count the traffic of %d addresses on %s: %w", len(fresh), r.ifname, err)
 	}
 	// Marked as the kernel's, so that past the deadline the program
 	// drops their requests and the kernel falls silent too.
-	vals := make([]heldValue, len(keys))
+	vals := make([]responderHeldValue, len(keys))
 	for i := range vals {
-		vals[i] = heldValue{MAC: r.mac, Flags: heldKernel}
+		vals[i] = responderHeldValue{Mac: r.mac, Flags: heldKernel}
 	}
-	if n, err := batchUpdate(r.held, keys, vals, 1); err != nil {
-		_, _ = batchDelete(r.held, keys[:n])
-		_, _ = batchDelete(r.counters, keys)
+	if n, err := batchUpdate(r.maps.Held, keys, vals, 1); err != nil {
+		_, _ = batchDelete(r.maps.Held, keys[:n])
+		_, _ = batchDelete(r.maps.Counters, keys)
 		return fmt.Errorf("count the traffic of %d addresses on %s: %w", len(fresh), r.ifname, err)
 	}
 	for _, a := range fresh {
@@ -459,7 +448,7 @@ func (r *Responder) SetDeadline(at time.Duration) error {
 	if r.dlClosed {
 		return net.ErrClosed
 	}
-	if err := r.deadline.Update(uint32(0), uint64(max(at, 0)), ebpf.UpdateExist); err != nil {
+	if err := r.maps.Deadline.Update(uint32(0), uint64(max(at, 0)), ebpf.UpdateExist); err != nil {
 		return fmt.Errorf("write the answer deadline on %s: %w", r.ifname, err)
 	}
 	return nil
@@ -474,7 +463,7 @@ func (r *Responder) Withheld() uint64 {
 		return 0
 	}
 	var per []uint64
-	if err := r.withheld.Lookup(uint32(0), &per); err != nil {
+	if err := r.maps.Withheld.Lookup(uint32(0), &per); err != nil {
 		return 0
 	}
 	var n uint64
@@ -501,7 +490,7 @@ func (r *Responder) Close() error {
 	if r.link != nil {
 		err = r.link.Close()
 	}
-	r.coll.Close()
+	r.free()
 	if err != nil {
 		return fmt.Errorf("detach the eBPF responder from %s: %w", r.ifname, err)
 	}
@@ -521,13 +510,13 @@ func (r *Responder) Snapshot(fn func(a netip.Addr, answered, packets, bytes uint
 	if r.closed {
 		return net.ErrClosed
 	}
-	keys := make([]heldKey, snapshotBatch)
-	vals := make([]counters, snapshotBatch*r.cpus)
+	keys := make([]responderHeldKey, snapshotBatch)
+	vals := make([]responderCounters, snapshotBatch*r.cpus)
 	var cursor ebpf.MapBatchCursor
 	for {
-		n, err := r.counters.BatchLookup(&cursor, keys, vals, nil)
+		n, err := r.maps.Counters.BatchLookup(&cursor, keys, vals, nil)
 		for i := range n {
-			var c counters
+			var c responderCounters
 			for _, p := range vals[i*r.cpus : (i+1)*r.cpus] {
 				c.Answered += p.Answered
 				c.Packets += p.Packets
@@ -560,7 +549,7 @@ func (r *Responder) snapshotEach(fn func(a netip.Addr, answered, packets, bytes 
 }
 
 // addr is the address a key names.
-func (k heldKey) addr() netip.Addr {
+func (k responderHeldKey) addr() netip.Addr {
 	a := netip.AddrFrom16(k.Addr)
 	if k.Family == familyIPv4 {
 		return a.Unmap()

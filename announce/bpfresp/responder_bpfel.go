@@ -8,9 +8,63 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"structs"
 
 	"github.com/cilium/ebpf"
 )
+
+type responderAskerKey struct {
+	_      structs.HostLayout
+	Target responderHeldKey
+	From   [16]uint8
+	Mac    [6]uint8
+	Flags  uint8
+	Pad    uint8
+}
+
+type responderAskerValue struct {
+	_        structs.HostLayout
+	Requests uint64
+	LastNs   uint64
+}
+
+type responderBudget struct {
+	_     structs.HostLayout
+	Since uint64
+	Left  uint64
+}
+
+type responderCounters struct {
+	_        structs.HostLayout
+	Answered uint64
+	Packets  uint64
+	Bytes    uint64
+}
+
+type responderHeldKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Family  uint8
+	Pad     [3]uint8
+	Addr    [16]uint8
+}
+
+type responderHeldValue struct {
+	_     structs.HostLayout
+	Mac   [6]uint8
+	Flags uint16
+}
+
+type responderScratch struct {
+	_   structs.HostLayout
+	B   [2102]uint8
+	_   [2]byte
+	Off uint32
+	End uint32
+	Lla uint32
+	Bad uint32
+	Sum uint32
+}
 
 // Names of all BPF objects in the ELF.
 //

@@ -4,46 +4,10 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 )
-
-// StreamEnv is the variable in which systemd names the journal stream.
-const StreamEnv = "JOURNAL_STREAM"
-
-// Connected reports whether w is the journal stream that stream, the value
-// of $JOURNAL_STREAM, names: w must be a file whose device and inode are
-// the two decimal numbers of stream. The variable alone is not enough, as
-// systemd.exec(5) warns: it is inherited by processes whose standard error
-// was replaced, such as a child with a --log-file or a redirect.
-func Connected(stream string, w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok || f == nil {
-		return false
-	}
-	devText, inoText, ok := strings.Cut(stream, ":")
-	if !ok {
-		return false
-	}
-	dev, err := strconv.ParseUint(devText, 10, 64)
-	if err != nil {
-		return false
-	}
-	ino, err := strconv.ParseUint(inoText, 10, 64)
-	if err != nil {
-		return false
-	}
-	fi, err := f.Stat()
-	if err != nil {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && uint64(st.Dev) == dev && uint64(st.Ino) == ino
-}
 
 // priority is the syslog priority of a slog level: debug 7, info 6, warn 4,
 // error 3. A level between two of those counts as the less severe one, so

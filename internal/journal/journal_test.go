@@ -4,14 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 )
 
@@ -122,57 +118,6 @@ func TestHandlerLevel(t *testing.T) {
 	log.Warn("kept")
 	if got, want := buf.String(), "<4>level=WARN msg=kept\n"; got != want {
 		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
-func streamOf(t *testing.T, f *os.File) string {
-	t.Helper()
-	fi, err := f.Stat()
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	return fmt.Sprintf("%d:%d", st.Dev, st.Ino)
-}
-
-func TestConnected(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	open := func(name string) *os.File {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { f.Close() })
-		return f
-	}
-	stderr, other := open("stderr"), open("other")
-	stream := streamOf(t, stderr)
-	dev, _, _ := strings.Cut(stream, ":")
-	tests := []struct {
-		name   string
-		stream string
-		w      io.Writer
-		want   bool
-	}{
-		{"its device and inode", stream, stderr, true},
-		{"another file's inode", streamOf(t, other), stderr, false},
-		{"another device", "1" + stream, stderr, false},
-		{"unset", "", stderr, false},
-		{"no colon", strings.Replace(stream, ":", "", 1), stderr, false},
-		{"not numbers", "8:x", stderr, false},
-		{"negative inode", dev + ":-1", stderr, false},
-		{"trailing space", stream + " ", stderr, false},
-		{"major:minor:inode", "0:" + stream, stderr, false},
-		{"not a file", stream, &bytes.Buffer{}, false},
-		{"a nil file", stream, (*os.File)(nil), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := Connected(tt.stream, tt.w); got != tt.want {
-				t.Errorf("Connected(%q): got %v, want %v", tt.stream, got, tt.want)
-			}
-		})
 	}
 }
 

@@ -123,10 +123,11 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if _, err := cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		cli.Close()
 		// gRPC retries a failed handshake until the deadline and then
-		// says only that: ask the first server once, to say why.
+		// says only that: ask the first server once, to say why. What
+		// fails that handshake fails TLS, whatever its type.
 		if tlsc != nil {
 			if perr := probeTLS(ctx, endpoints[0], tlsc, cfg.Dial); perr != nil {
-				err = perr
+				return nil, c.tlsFailure(perr)
 			}
 		}
 		return nil, c.Explain(err)
@@ -135,7 +136,8 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 }
 
 // probeTLS makes one TLS connection to endpoint as the client would, and
-// returns why the server refused it, if it did.
+// returns why TLS failed, if it did: the handshake's error, or the alert
+// the server sent after it.
 func probeTLS(ctx context.Context, endpoint string, tc *tls.Config, dial func(context.Context, string) (net.Conn, error)) error {
 	u, err := url.Parse(endpoint)
 	if err != nil {
@@ -162,7 +164,7 @@ func probeTLS(ctx context.Context, endpoint string, tc *tls.Config, dial func(co
 	// handshake, and says so in an alert on the first read.
 	_ = conn.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 	var b [1]byte
-	if _, err := conn.Read(b[:]); err != nil && strings.Contains(err.Error(), "tls:") {
+	if _, err := conn.Read(b[:]); tlsFailed(err) {
 		return err
 	}
 	return nil
@@ -179,17 +181,60 @@ var ErrUnreachable = errors.New("the store is unreachable")
 // Explain turns an etcd client error into one sentence that names the fix.
 func (c *Client) Explain(err error) error {
 	at := strings.Join(c.Endpoints, ",")
-	// gRPC reports a failed TLS handshake as Unavailable: look at the
-	// words first.
-	switch code, msg := status.Code(err), err.Error(); {
-	case strings.Contains(msg, "certificate"), strings.Contains(msg, "tls:"), strings.Contains(msg, "handshake"):
-		return fmt.Errorf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", at, err)
+	// gRPC reports a failed TLS handshake as Unavailable: look for TLS
+	// first.
+	switch code := status.Code(err); {
+	case tlsFailed(err):
+		return c.tlsFailure(err)
 	case errors.Is(err, context.DeadlineExceeded), code == codes.DeadlineExceeded, code == codes.Unavailable:
 		return fmt.Errorf("%w at %s (%v): check --store and the network to it", ErrUnreachable, at, err)
 	case code == codes.Unauthenticated, code == codes.PermissionDenied:
 		return fmt.Errorf("the store at %s refused vip (%v): check the client certificate (--store-cert, --store-key) and its roles", at, err)
 	}
 	return fmt.Errorf("the store at %s: %w", at, err)
+}
+
+// tlsFailure is the sentence for err, a failure of TLS with the store.
+func (c *Client) tlsFailure(err error) error {
+	return fmt.Errorf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", strings.Join(c.Endpoints, ","), err)
+}
+
+// tlsFailed reports whether err says that TLS with the store failed. The
+// errors of crypto/tls and crypto/x509 say it by their types: a server's
+// certificate this client does not trust (*tls.CertificateVerificationError,
+// around x509.UnknownAuthorityError, x509.HostnameError or
+// x509.CertificateInvalidError), a server that does not speak TLS
+// (tls.RecordHeaderError), or an alert (isAlert). gRPC keeps none of the
+// types: it reports a failed handshake as a status whose message is the
+// error's text, so for a status the words are all there is.
+func tlsFailed(err error) bool {
+	var (
+		verify    *tls.CertificateVerificationError
+		authority x509.UnknownAuthorityError
+		host      x509.HostnameError
+		invalid   x509.CertificateInvalidError
+		record    tls.RecordHeaderError
+	)
+	switch {
+	case errors.As(err, &verify), errors.As(err, &authority), errors.As(err, &host),
+		errors.As(err, &invalid), errors.As(err, &record), isAlert(err):
+		return true
+	}
+	if s, ok := status.FromError(err); ok && err != nil {
+		msg := s.Message()
+		return strings.Contains(msg, "certificate") || strings.Contains(msg, "tls:") || strings.Contains(msg, "handshake")
+	}
+	return false
+}
+
+// isAlert reports whether err is a TLS alert: one the server sent (a
+// client certificate refused, for one), or one this client sent on a
+// message of the server's it could not take. crypto/tls returns an alert
+// as a *net.OpError of operation "remote error" or "local error" around
+// its unexported alert type.
+func isAlert(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && (op.Op == "remote error" || op.Op == "local error")
 }
 
 func tlsConfig(cfg Config) (*tls.Config, error) {
