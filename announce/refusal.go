@@ -48,8 +48,8 @@ func (e *RefusedError) Unwrap() []error {
 	return out
 }
 
-// refusedFor returns the refusals of r by address, for the addresses it
-// names; nil when r is nil.
+// byAddr returns the error of each refusal in e by its address; nil when e
+// is nil.
 func (e *RefusedError) byAddr() map[netip.Addr]error {
 	if e == nil {
 		return nil
