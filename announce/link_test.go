@@ -19,22 +19,23 @@ import (
 	"github.com/vipctl/vip/internal/wiretest"
 )
 
-// Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
+// Documentation addresses only (RFC 5737, RFC 3849, RFC 7042), most of them
+// wiretest's.
 var (
-	linkMAC  = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
-	zeroMAC  = net.HardwareAddr{0, 0, 0, 0, 0, 0}
-	askerMAC = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x02}
+	linkMAC  = wiretest.OurMAC
+	zeroMAC  = wiretest.ZeroMAC
+	askerMAC = wiretest.PeerMAC
 	// proxyMAC is a source link-layer address that differs from the
 	// frame's Ethernet source, to tell which of the two an answer uses.
-	proxyMAC = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x03}
+	proxyMAC = wiretest.OtherMAC
 
-	vipA4   = netip.MustParseAddr("192.0.2.10")
-	asker4  = netip.MustParseAddr("192.0.2.20")
+	vipA4   = wiretest.VIP4
+	asker4  = wiretest.Peer4
 	other4  = netip.MustParseAddr("198.51.100.10")
-	vipA6   = netip.MustParseAddr("2001:db8::10")
-	asker6  = netip.MustParseAddr("2001:db8::20")
+	vipA6   = wiretest.VIP6
+	asker6  = wiretest.Peer6
 	other6  = netip.MustParseAddr("2001:db8::99")
-	snmA6   = netip.MustParseAddr("ff02::1:ff00:10") // solicited-node group of vipA6
+	snmA6   = wiretest.SNM6
 	unspec4 = netip.IPv4Unspecified()
 	unspec6 = netip.IPv6Unspecified()
 )

@@ -21,12 +21,14 @@ func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, not
 	return e.release(ctx, addrs, releaseHow{})
 }
 
-// Revoke takes claims back at once, when the book says they are no longer
-// this host's (a lease lost, another host's key): it stops answering and
+// Revoke takes claims back at once, when they may no longer be this
+// host's: the fleet's fence calls it when the store has lost the agent's
+// lease or no renewal reached the store in time. It stops answering and
 // sending for each address, removes the address from its interface if vip
 // added it, and publishes a revoke event that says why. It writes nothing
-// to the book, which took the claims back itself, so no slow or unreachable
-// book can delay it. It returns the revoked addresses and those not held.
+// to the book, so that no slow or unreachable book (a store out of reach is
+// what fences) can delay it; the fence keeps the claims, to take them up
+// again when it lifts. It returns the revoked addresses and those not held.
 func (e *Engine) Revoke(addrs []netip.Addr, why string) (revoked, notHeld []netip.Addr, err error) {
 	return e.release(context.Background(), addrs, releaseHow{revoke: why})
 }
@@ -36,8 +38,8 @@ type releaseHow struct {
 	// force releases even when the book cannot forget the claims (the
 	// engine stopping), and reports that.
 	force bool
-	// revoke, when set, is why the book took the claims back: it is not
-	// written, and the events say revoke.
+	// revoke, when set, is why the claims are revoked (Revoke): the book
+	// is not written, and the events say revoke.
 	revoke string
 }
 

@@ -10,29 +10,30 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/vipctl/vip/internal/wiretest"
 	"github.com/vipctl/vip/sniff"
 )
 
 // Frames for the tests, built with gopacket so that they do not depend on
 // the decoder they test. Every address is from the documentation prefixes
-// (RFC 5737, RFC 3849) and the documentation MAC block (RFC 7042).
+// (RFC 5737, RFC 3849) and the documentation MAC block (RFC 7042), wiretest's
+// where it has one.
 var (
-	ourMAC    = sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
-	clientMAC = sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x02}
-	rogueMAC  = sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x03}
+	ourMAC    = sniff.MAC(wiretest.OurMAC)
+	clientMAC = sniff.MAC(wiretest.PeerMAC)
+	rogueMAC  = sniff.MAC(wiretest.OtherMAC)
 	otherMAC  = sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x04}
 	bcastMAC  = sniff.MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
-	vip4    = netip.MustParseAddr("192.0.2.10")
+	vip4    = wiretest.VIP4
 	client4 = netip.MustParseAddr("192.0.2.3")
 	zero4   = netip.IPv4Unspecified()
 
-	vip6     = netip.MustParseAddr("2001:db8::10")
+	vip6     = wiretest.VIP6
 	client6  = netip.MustParseAddr("2001:db8::3")
 	zero6    = netip.IPv6Unspecified()
 	allNodes = netip.MustParseAddr("ff02::1")
-	// snm6 is the solicited-node group of vip6.
-	snm6 = netip.MustParseAddr("ff02::1:ff00:10")
+	snm6     = wiretest.SNM6
 )
 
 // ts0 is the capture time the decoder tests give every frame.

@@ -199,7 +199,7 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 			logf("fleet lab down: %v", err)
 		}
 	}()
-	tb := newLabTB(ctx, logf)
+	tb := newLabTB(logf)
 	defer tb.Close()
 	var etcd *etcdlab.Etcd
 	if err := tb.Do(func() { etcd = etcdlab.StartEtcd(tb, l.Host("store")) }); err != nil {

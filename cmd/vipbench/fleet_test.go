@@ -151,7 +151,7 @@ func TestFirstErrors(t *testing.T) {
 
 func TestLabTB(t *testing.T) {
 	var logged []string
-	tb := newLabTB(t.Context(), func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) })
+	tb := newLabTB(func(format string, args ...any) { logged = append(logged, fmt.Sprintf(format, args...)) })
 	var order []int
 	tests := []struct {
 		name    string
@@ -167,7 +167,7 @@ func TestLabTB(t *testing.T) {
 		}, "etcd on store exited", false},
 		{"Errorf goes on", func() { tb.Errorf("first"); tb.Errorf("second") }, "first; second", false},
 		{"Skip", func() { tb.Skip("needs etcd") }, "needs etcd", true},
-		{"a failing clean-up is logged", func() { tb.Cleanup(func() { tb.Fatal("cannot clean up") }) }, "", false},
+		{"a failing clean-up is logged", func() { tb.Cleanup(func() { tb.Fatalf("cannot clean up") }) }, "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

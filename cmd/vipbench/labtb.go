@@ -1,36 +1,27 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"testing"
+
+	"github.com/vipctl/vip/internal/labtest"
 )
 
 // labTB lets the driver use the lab helpers written for tests (etcdlab
 // runs etcd in a lab host: its flags, its health check, its clean-up),
 // rather than keep a second way of running etcd here. Those helpers take a
-// testing.TB and end a failed test with Fatalf. labTB gives them one: Do
+// labtest.TB and end a failed test with Fatalf. labTB gives them one: Do
 // runs a helper on a goroutine of its own, as the testing package runs a
 // test, so that Fatalf (runtime.Goexit) ends that goroutine alone and Do
 // returns the failure as an error; Cleanup's functions run, last first, in
 // Close.
-//
-// The embedded testing.TB is nil: it only makes labTB a testing.TB (the
-// interface has unexported methods). Every method the lab helpers call is
-// defined below; Attr, ArtifactDir, Setenv and Chdir, which they never
-// call, would fault, and say so.
 type labTB struct {
-	testing.TB
-
 	log func(format string, args ...any)
-	ctx context.Context
 
 	mu       sync.Mutex
 	failed   bool
@@ -40,8 +31,10 @@ type labTB struct {
 	dirs     int
 }
 
-func newLabTB(ctx context.Context, log func(format string, args ...any)) *labTB {
-	return &labTB{ctx: ctx, log: log}
+var _ labtest.TB = (*labTB)(nil)
+
+func newLabTB(log func(format string, args ...any)) *labTB {
+	return &labTB{log: log}
 }
 
 // errLabSkipped marks a helper that skipped: a tool or privilege missing.
@@ -101,34 +94,18 @@ func (t *labTB) Cleanup(fn func()) {
 	t.cleanups = append(t.cleanups, fn)
 }
 
-func (t *labTB) Error(args ...any) { t.record(true, false, fmt.Sprint(args...)) }
 func (t *labTB) Errorf(format string, args ...any) {
 	t.record(true, false, fmt.Sprintf(format, args...))
 }
-func (t *labTB) Fail()                             { t.record(true, false, "") }
-func (t *labTB) FailNow()                          { t.Fail(); runtime.Goexit() }
-func (t *labTB) Fatal(args ...any)                 { t.Error(args...); runtime.Goexit() }
 func (t *labTB) Fatalf(format string, args ...any) { t.Errorf(format, args...); runtime.Goexit() }
 func (t *labTB) Skip(args ...any)                  { t.record(false, true, fmt.Sprint(args...)); runtime.Goexit() }
-func (t *labTB) SkipNow()                          { t.Skip() }
-func (t *labTB) Skipf(format string, args ...any)  { t.Skip(fmt.Sprintf(format, args...)) }
 func (t *labTB) Helper()                           {}
-func (t *labTB) Log(args ...any)                   { t.log("%s", fmt.Sprint(args...)) }
 func (t *labTB) Logf(format string, args ...any)   { t.log(format, args...) }
-func (t *labTB) Name() string                      { return "vipbench" }
-func (t *labTB) Context() context.Context          { return t.ctx }
-func (t *labTB) Output() io.Writer                 { return io.Discard }
 
 func (t *labTB) Failed() bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.failed
-}
-
-func (t *labTB) Skipped() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.skipped
 }
 
 // TempDir returns a new directory, removed in Close.

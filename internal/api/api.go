@@ -47,8 +47,9 @@ type ClaimRequest struct {
 	// Interface applies to every address; empty picks the interface whose
 	// connected route holds each address.
 	Interface string `json:"interface,omitempty"`
-	// Window, Interval and Frames shape the gratuitous bursts; zero takes
-	// the agent's defaults.
+	// Window, Interval and Frames shape the gratuitous bursts. Window
+	// absent takes the agent's default and zero is a single round;
+	// Interval zero and Frames empty take the defaults.
 	Window   *Duration `json:"window,omitempty"`
 	Interval Duration  `json:"interval,omitempty"`
 	Frames   string    `json:"frames,omitempty"`

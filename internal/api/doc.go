@@ -14,7 +14,15 @@
 //	GET  /v1/status                  -> StatusResponse
 //	GET  /v1/status?indent=true      -> StatusResponse indented by two spaces
 //	GET  /v1/traffic                 -> TrafficResponse
+//	GET  /v1/traffic?sort=ORDER      -> TrafficResponse by rate (the default), requests,
+//	                                    last-seen or addr
 //	GET  /v1/events                  -> a stream of Event, one JSON object a line
+//	GET  /v1/fleet                   -> FleetResponse
+//	POST /v1/move     MoveRequest    -> MoveResponse
+//
+// /v1/fleet and /v1/move need an agent whose claims are guarded in a store
+// (started with --store); any other agent answers them with a 409 and
+// CodeNoStore.
 //
 // With indent=true the status comes indented the way vip status --json
 // prints it, which lets the command print the answer as it is; without, it

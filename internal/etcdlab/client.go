@@ -1,7 +1,6 @@
 package etcdlab
 
 import (
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,7 +49,7 @@ func Config(h *lab.Host, endpoints ...string) clientv3.Config {
 // Client returns a client of the endpoints that connects from inside host h
 // (see Config), closed when the test ends. It does not wait for a
 // connection: the first request does.
-func Client(t testing.TB, h *lab.Host, endpoints ...string) *clientv3.Client {
+func Client(t labtest.TB, h *lab.Host, endpoints ...string) *clientv3.Client {
 	t.Helper()
 	cli, err := clientv3.New(Config(h, endpoints...))
 	if err != nil {

@@ -2,7 +2,6 @@ package etcdlab
 
 import (
 	"fmt"
-	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
@@ -25,7 +24,7 @@ type Cluster struct {
 // that survives the loss of one, joined through --initial-cluster, and
 // returns once every member answers a quorum read. The test's cleanup kills
 // them and removes their data directories.
-func StartEtcdCluster(t testing.TB, hosts ...*lab.Host) *Cluster {
+func StartEtcdCluster(t labtest.TB, hosts ...*lab.Host) *Cluster {
 	t.Helper()
 	if len(hosts) < 3 {
 		t.Fatalf("etcd cluster of %d lab hosts: want three or more, so that it keeps a quorum when one member is lost (StartEtcd runs a single member)", len(hosts))
@@ -57,7 +56,7 @@ func (c *Cluster) Endpoints() []string {
 
 // Leader waits until every running member follows the same leader, itself
 // a running member, and returns it.
-func (c *Cluster) Leader(t testing.TB) *Etcd {
+func (c *Cluster) Leader(t labtest.TB) *Etcd {
 	t.Helper()
 	var leader *Etcd
 	labtest.Eventually(t, electionTimeout, func() (bool, string) {
@@ -101,7 +100,7 @@ func (c *Cluster) agreedLeader() (*Etcd, string) {
 
 // KillLeader kills the current leader with SIGKILL and returns it, for the
 // test to restart it later.
-func (c *Cluster) KillLeader(t testing.TB) *Etcd {
+func (c *Cluster) KillLeader(t labtest.TB) *Etcd {
 	t.Helper()
 	l := c.Leader(t)
 	l.Kill(t)

@@ -10,7 +10,6 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
-	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -53,7 +52,7 @@ type Etcd struct {
 // http://IP:2379 of h's IPv4 address with a data directory of its own, and
 // returns once it answers a quorum read. The test's cleanup kills it, and
 // its data directory is removed after.
-func StartEtcd(t testing.TB, h *lab.Host) *Etcd {
+func StartEtcd(t labtest.TB, h *lab.Host) *Etcd {
 	t.Helper()
 	e := newMember(t, h, "vip-"+h.Netns, []*lab.Host{h})
 	e.start(t)
@@ -74,7 +73,7 @@ const TLSPort = 2381
 // StartEtcdTLS is StartEtcd with clients served over TLS too, on
 // https://IP:2381 (TLSEndpoint), with client certificates required there.
 // The plain endpoint stays for the health check.
-func StartEtcdTLS(t testing.TB, h *lab.Host, files TLSFiles) *Etcd {
+func StartEtcdTLS(t labtest.TB, h *lab.Host, files TLSFiles) *Etcd {
 	t.Helper()
 	e := newMember(t, h, "vip-"+h.Netns, []*lab.Host{h})
 	for i, a := range e.args {
@@ -97,7 +96,7 @@ func (e *Etcd) TLSEndpoint() string {
 
 // newMember prepares the member of host h in a new cluster of the hosts
 // members, named token; it does not start it.
-func newMember(t testing.TB, h *lab.Host, token string, members []*lab.Host) *Etcd {
+func newMember(t labtest.TB, h *lab.Host, token string, members []*lab.Host) *Etcd {
 	t.Helper()
 	bin := labtest.RequireTool(t, "etcd")
 	var initial []string
@@ -138,7 +137,7 @@ func newMember(t testing.TB, h *lab.Host, token string, members []*lab.Host) *Et
 
 // url returns http://IP:port of h's eth0 IPv4 address, failing the test when
 // h has none.
-func url(t testing.TB, h *lab.Host, port uint16) string {
+func url(t labtest.TB, h *lab.Host, port uint16) string {
 	t.Helper()
 	if !h.IPv4.IsValid() {
 		t.Fatalf("etcd in lab host %s needs an IPv4 address on eth0: give its lab.HostConfig an IPv4", h.Name)
@@ -152,7 +151,7 @@ func (e *Etcd) Endpoint() string {
 }
 
 // start runs etcd with the member's arguments; it does not wait.
-func (e *Etcd) start(t testing.TB) {
+func (e *Etcd) start(t labtest.TB) {
 	t.Helper()
 	e.proc = labtest.Start(t, e.Host, e.bin, e.args...)
 }
@@ -165,13 +164,13 @@ func (e *Etcd) Running() bool {
 
 // Stop ends etcd with SIGTERM, as a service manager would, and waits for it
 // to exit.
-func (e *Etcd) Stop(t testing.TB) {
+func (e *Etcd) Stop(t labtest.TB) {
 	t.Helper()
 	e.proc.Stop(t)
 }
 
 // Kill ends etcd with SIGKILL, as a crash would, and waits for it to exit.
-func (e *Etcd) Kill(t testing.TB) {
+func (e *Etcd) Kill(t labtest.TB) {
 	t.Helper()
 	e.proc.Kill(t)
 }
@@ -180,7 +179,7 @@ func (e *Etcd) Kill(t testing.TB) {
 // directory, so it keeps its keys, leases and cluster membership, and returns
 // once it answers a quorum read (for a cluster member: once it has rejoined a
 // quorum).
-func (e *Etcd) Restart(t testing.TB) {
+func (e *Etcd) Restart(t labtest.TB) {
 	t.Helper()
 	if e.Running() {
 		e.Stop(t)
@@ -191,7 +190,7 @@ func (e *Etcd) Restart(t testing.TB) {
 
 // waitHealthy waits until the member answers a quorum read, failing the test
 // at once if etcd exits.
-func (e *Etcd) waitHealthy(t testing.TB) {
+func (e *Etcd) waitHealthy(t labtest.TB) {
 	t.Helper()
 	labtest.Eventually(t, healthyTimeout, func() (bool, string) {
 		if e.proc.Exited() {

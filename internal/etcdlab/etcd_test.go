@@ -130,7 +130,7 @@ func TestClientDialsFromInsideTheLab(t *testing.T) {
 func TestRestartKeepsData(t *testing.T) {
 	tests := []struct {
 		name string
-		end  func(*etcdlab.Etcd, testing.TB)
+		end  func(*etcdlab.Etcd, labtest.TB)
 	}{
 		{name: "stop", end: (*etcdlab.Etcd).Stop},
 		{name: "kill", end: (*etcdlab.Etcd).Kill},

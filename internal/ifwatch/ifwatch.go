@@ -16,8 +16,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Change is the state of one interface after a change. Its fields match
-// announce.InterfaceChange, so one converts to the other.
+// Change is the state of one interface after a change. It is not
+// announce.InterfaceChange: the agent converts it (internal/agent's
+// interfaceChange), copying Name, Index, MAC, Up and Deleted and turning a
+// MasterIndex into the engine's Port ("a port of bridge br0").
 type Change struct {
 	// Name is the interface's name. A renamed interface is reported as the
 	// old name deleted and the new name appearing with the same Index.

@@ -9,7 +9,6 @@ import (
 	"regexp"
 	"strconv"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/google/gopacket"
@@ -40,7 +39,7 @@ type Cap struct {
 // MLD reports for their solicited-node groups and the bridge IGMP reports for
 // 224.0.0.106. Give a filter, or look for the packets the test is about rather
 // than counting all of them.
-func Capture(t testing.TB, h *lab.Host, iface string, filter ...string) *Cap {
+func Capture(t TB, h *lab.Host, iface string, filter ...string) *Cap {
 	t.Helper()
 	RequireTool(t, "tcpdump")
 	c := &Cap{file: filepath.Join(t.TempDir(), fmt.Sprintf("%s-%s.pcap", h.Name, iface))}
@@ -63,7 +62,7 @@ func Capture(t testing.TB, h *lab.Host, iface string, filter ...string) *Cap {
 // tcpdump reports that the kernel dropped packets, since a test looking for
 // the absence of a packet could then pass wrongly. Later calls return the same
 // packets.
-func (c *Cap) Packets(t testing.TB) []gopacket.Packet {
+func (c *Cap) Packets(t TB) []gopacket.Packet {
 	t.Helper()
 	if c.stopped {
 		return c.packets
@@ -87,7 +86,7 @@ func (c *Cap) Packets(t testing.TB) []gopacket.Packet {
 // Snapshot returns the packets captured so far without stopping tcpdump, for
 // use inside Eventually. A packet tcpdump is writing at that moment is left
 // for the next call.
-func (c *Cap) Snapshot(t testing.TB) []gopacket.Packet {
+func (c *Cap) Snapshot(t TB) []gopacket.Packet {
 	t.Helper()
 	if c.stopped {
 		return c.packets

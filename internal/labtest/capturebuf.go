@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"testing"
 
 	"github.com/vipctl/vip/internal/lab"
 )
@@ -12,7 +11,7 @@ import (
 // CaptureBuffered is Capture with a kernel buffer of bufKiB KiB for
 // tcpdump (-B), for a capture that must not drop a frame of a long run on
 // a busy machine: Packets fails the test when the kernel dropped any.
-func CaptureBuffered(t testing.TB, h *lab.Host, iface string, bufKiB int, filter ...string) *Cap {
+func CaptureBuffered(t TB, h *lab.Host, iface string, bufKiB int, filter ...string) *Cap {
 	t.Helper()
 	RequireTool(t, "tcpdump")
 	c := &Cap{file: filepath.Join(t.TempDir(), fmt.Sprintf("%s-%s.pcap", h.Name, iface))}

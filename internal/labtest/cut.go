@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os/exec"
 	"strings"
-	"testing"
 
 	"github.com/vipctl/vip/internal/lab"
 )
@@ -26,7 +25,7 @@ const nowhere = "02:00:5e:00:53:ff"
 // the carrier kept up): nothing reaches h and nothing h sends leaves, and h
 // itself sees no link change, as behind a switch that dropped its port. The
 // test's cleanup heals it.
-func CutOff(t testing.TB, l *lab.Lab, h *lab.Host) *Cut {
+func CutOff(t TB, l *lab.Lab, h *lab.Host) *Cut {
 	t.Helper()
 	c := &Cut{}
 	t.Cleanup(func() { c.Heal(t) })
@@ -42,7 +41,7 @@ func CutOff(t testing.TB, l *lab.Lab, h *lab.Host) *Cut {
 // TCP connections between them stall as behind a partition, while the
 // peers still reach one another and h reaches everyone else. Heal deletes
 // the entries, and h resolves the peers afresh.
-func CutFrom(t testing.TB, h *lab.Host, iface string, peers ...netip.Addr) *Cut {
+func CutFrom(t TB, h *lab.Host, iface string, peers ...netip.Addr) *Cut {
 	t.Helper()
 	c := &Cut{}
 	t.Cleanup(func() { c.Heal(t) })
@@ -54,7 +53,7 @@ func CutFrom(t testing.TB, h *lab.Host, iface string, peers ...netip.Addr) *Cut 
 }
 
 // Heal undoes the cut. A second call does nothing.
-func (c *Cut) Heal(t testing.TB) {
+func (c *Cut) Heal(t TB) {
 	t.Helper()
 	if c.healed {
 		return
@@ -65,7 +64,7 @@ func (c *Cut) Heal(t testing.TB) {
 	}
 }
 
-func run(t testing.TB, name string, args ...string) {
+func run(t TB, name string, args ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()

@@ -10,6 +10,10 @@
 // condition against a deadline, so tests wait for what they expect instead of
 // sleeping.
 //
+// The helpers, and etcdlab's, take a TB: the few methods of a test they call,
+// which *testing.T has, and so has vipbench's driver, which runs them
+// outside a test.
+//
 // Tests that need a lab skip themselves when not run as root or when a tool is
 // missing, saying why; with CI=true in the environment they fail instead, so a
 // CI machine that cannot run them does not pass quietly.

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
@@ -106,7 +105,7 @@ func DialIn(h *lab.Host) func(ctx context.Context, addr string) (net.Conn, error
 // mode), sets it up and returns its MAC. On a kernel without macvlan the
 // test is skipped, under CI too: a kernel feature is not something CI can
 // install.
-func Macvlan(t testing.TB, h *lab.Host, parent, name string) net.HardwareAddr {
+func Macvlan(t TB, h *lab.Host, parent, name string) net.HardwareAddr {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

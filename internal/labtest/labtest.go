@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strconv"
 	"sync/atomic"
-	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
@@ -25,7 +24,7 @@ var labCount atomic.Uint64
 // New builds a lab with the given hosts for the test and removes it when the
 // test and its subtests end. It skips the test (or fails it under CI=true)
 // when not run as root or when iproute2 is missing.
-func New(t testing.TB, hosts ...lab.HostConfig) *lab.Lab {
+func New(t TB, hosts ...lab.HostConfig) *lab.Lab {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		unavailable(t, "needs root to create network namespaces; run as root, e.g. sudo go test ./...")
@@ -65,7 +64,7 @@ func Prefix() string {
 
 // RequireTool returns the path of the program name, and skips the test (or
 // fails it under CI=true) when the program is not installed.
-func RequireTool(t testing.TB, name string) string {
+func RequireTool(t TB, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
@@ -76,7 +75,7 @@ func RequireTool(t testing.TB, name string) string {
 
 // RequireRoot skips the test (or fails it under CI=true) when not run as
 // root; what says what needs it ("loading eBPF programs").
-func RequireRoot(t testing.TB, what string) {
+func RequireRoot(t TB, what string) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		unavailable(t, what+" needs root; run as root, e.g. sudo go test ./...")
@@ -85,10 +84,10 @@ func RequireRoot(t testing.TB, what string) {
 
 // unavailable ends a test that cannot run here: a skip on a developer's
 // machine, a failure in CI, where every test is expected to run.
-func unavailable(t testing.TB, why string) {
+func unavailable(t TB, why string) {
 	t.Helper()
 	if os.Getenv("CI") == "true" {
-		t.Fatal(why + " (CI=true, so this fails instead of skipping)")
+		t.Fatalf("%s (CI=true, so this fails instead of skipping)", why)
 	}
 	t.Skip(why)
 }
@@ -96,7 +95,7 @@ func unavailable(t testing.TB, why string) {
 // Eventually calls cond every 20ms until it reports ok, and fails the test if
 // that has not happened within timeout, quoting the last reason cond gave.
 // cond runs on the test's goroutine, so it may itself fail the test.
-func Eventually(t testing.TB, timeout time.Duration, cond func() (ok bool, why string)) {
+func Eventually(t TB, timeout time.Duration, cond func() (ok bool, why string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(pollInterval)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"os/exec"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
@@ -31,7 +30,7 @@ type Partition struct {
 // the hosts stall rather than close, as behind a real partition. Only one
 // group can be cut off this way at a time, and every host in it is cut off
 // from every other. The test's cleanup heals it.
-func Isolate(t testing.TB, l *lab.Lab, hosts ...*lab.Host) *Partition {
+func Isolate(t TB, l *lab.Lab, hosts ...*lab.Host) *Partition {
 	t.Helper()
 	if len(hosts) < 2 {
 		t.Fatalf("isolate %d lab hosts: want two or more, since isolated ports are cut off only from one another", len(hosts))
@@ -50,7 +49,7 @@ func Isolate(t testing.TB, l *lab.Lab, hosts ...*lab.Host) *Partition {
 
 // Heal turns port isolation off again, so the hosts reach one another once
 // their neighbour entries are refreshed. A second call does nothing.
-func (p *Partition) Heal(t testing.TB) {
+func (p *Partition) Heal(t TB) {
 	t.Helper()
 	if p.healed {
 		return
@@ -59,7 +58,7 @@ func (p *Partition) Heal(t testing.TB) {
 	p.set(t, "off")
 }
 
-func (p *Partition) set(t testing.TB, state string) {
+func (p *Partition) set(t TB, state string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()

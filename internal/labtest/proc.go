@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"syscall"
-	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
@@ -33,7 +32,7 @@ type Proc struct {
 // whole group, so children it started go with it. If the test ends with the
 // program still running, it is killed, and if the test failed, its output is
 // logged.
-func Start(t testing.TB, h *lab.Host, name string, args ...string) *Proc {
+func Start(t TB, h *lab.Host, name string, args ...string) *Proc {
 	t.Helper()
 	p := &Proc{
 		name: name,
@@ -78,7 +77,7 @@ func (p *Proc) Output() string {
 // returns that line. Lines written before the call count too: it returns the
 // first matching line the program ever wrote. The test fails if no such line
 // comes within timeout or the program exits first.
-func (p *Proc) WaitOutput(t testing.TB, substr string, timeout time.Duration) string {
+func (p *Proc) WaitOutput(t TB, substr string, timeout time.Duration) string {
 	t.Helper()
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
@@ -103,7 +102,7 @@ func (p *Proc) WaitOutput(t testing.TB, substr string, timeout time.Duration) st
 // Wait waits for the program to exit on its own and returns its exit code, or
 // -1 if a signal ended it. The test fails if it is still running after
 // timeout.
-func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
+func (p *Proc) Wait(t TB, timeout time.Duration) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -117,14 +116,14 @@ func (p *Proc) Wait(t testing.TB, timeout time.Duration) int {
 // Stop sends SIGTERM to the program, kills it if it has not exited five
 // seconds later, and returns its exit code, or -1 if a signal ended it. If the
 // program had already exited, Stop just returns its exit code.
-func (p *Proc) Stop(t testing.TB) int {
+func (p *Proc) Stop(t TB) int {
 	t.Helper()
 	return p.stop(t, syscall.SIGTERM)
 }
 
 // Kill sends SIGKILL to the program's process group, as a crash or `kill -9`
 // would end it, waits for it to exit and returns its exit code (-1).
-func (p *Proc) Kill(t testing.TB) int {
+func (p *Proc) Kill(t TB) int {
 	t.Helper()
 	return p.stop(t, syscall.SIGKILL)
 }
@@ -135,7 +134,7 @@ func (p *Proc) Exited() bool {
 	return p.exited()
 }
 
-func (p *Proc) stop(t testing.TB, sig syscall.Signal) int {
+func (p *Proc) stop(t TB, sig syscall.Signal) int {
 	t.Helper()
 	if !p.exited() {
 		p.signal(sig)
@@ -150,7 +149,7 @@ func (p *Proc) stop(t testing.TB, sig syscall.Signal) int {
 	return p.exitCode(t)
 }
 
-func (p *Proc) exitCode(t testing.TB) int {
+func (p *Proc) exitCode(t TB) int {
 	t.Helper()
 	var exitErr *exec.ExitError
 	if p.err != nil && !errors.As(p.err, &exitErr) && !errors.Is(p.err, exec.ErrWaitDelay) {

@@ -17,11 +17,11 @@ import (
 
 // Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
 var (
-	askerMAC     = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
-	responderMAC = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x02}
-	target4      = netip.MustParseAddr("192.0.2.10")
+	askerMAC     = wiretest.OurMAC
+	responderMAC = wiretest.PeerMAC
+	target4      = wiretest.VIP4
 	sender4      = netip.MustParseAddr("192.0.2.3")
-	target6      = netip.MustParseAddr("2001:db8::10")
+	target6      = wiretest.VIP6
 	sender6      = netip.MustParseAddr("2001:db8::f000:0")
 )
 

@@ -17,17 +17,16 @@ import (
 	"github.com/vipctl/vip/internal/wiretest"
 )
 
-// Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
+// wiretest's documentation addresses, as this package's types.
 var (
-	ourMAC  = wire.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
-	peerMAC = wire.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x02}
+	ourMAC  = wire.MAC(wiretest.OurMAC)
+	peerMAC = wire.MAC(wiretest.PeerMAC)
 
-	vip4  = netip.MustParseAddr("192.0.2.10")
-	peer4 = netip.MustParseAddr("192.0.2.20")
-	vip6  = netip.MustParseAddr("2001:db8::10")
-	peer6 = netip.MustParseAddr("2001:db8::20")
-	// snm6 is the solicited-node group of vip6.
-	snm6 = netip.MustParseAddr("ff02::1:ff00:10")
+	vip4  = wiretest.VIP4
+	peer4 = wiretest.Peer4
+	vip6  = wiretest.VIP6
+	peer6 = wiretest.Peer6
+	snm6  = wiretest.SNM6
 )
 
 func hw(m wire.MAC) net.HardwareAddr { return net.HardwareAddr(m[:]) }

@@ -27,10 +27,6 @@ func MulticastMAC(g netip.Addr) net.HardwareAddr {
 // protoICMPv6 is the IPv6 next-header value of ICMPv6.
 const protoICMPv6 = 58
 
-// zeroMAC is the all-zero hardware address an ARP announcement carries as
-// its target.
-var zeroMAC = net.HardwareAddr{0, 0, 0, 0, 0, 0}
-
 // ErrNotARP and the other Err values tell a caller why a frame was skipped.
 var (
 	ErrNotARP      = errors.New("not an IPv4-over-Ethernet ARP frame")
@@ -63,7 +59,7 @@ func ARPFrame(dst, src net.HardwareAddr, op arp.Operation, senderMAC net.Hardwar
 // (RFC 5227 announcement): sender IP = target IP = addr, target MAC zero,
 // sent to broadcast.
 func ARPAnnouncement(mac net.HardwareAddr, addr netip.Addr) ([]byte, error) {
-	return ARPFrame(wire.Broadcast, mac, arp.OperationRequest, mac, addr, zeroMAC, addr)
+	return ARPFrame(wire.Broadcast, mac, arp.OperationRequest, mac, addr, ZeroMAC, addr)
 }
 
 // ARPGratuitousReply builds the reply form of a gratuitous ARP for addr:
@@ -76,7 +72,7 @@ func ARPGratuitousReply(mac net.HardwareAddr, addr netip.Addr) ([]byte, error) {
 // ARPProbe builds an RFC 5227 probe for addr: an ARP request from sender
 // IP 0.0.0.0, target MAC zero, broadcast. Whoever holds addr answers it.
 func ARPProbe(mac net.HardwareAddr, addr netip.Addr) ([]byte, error) {
-	return ARPFrame(wire.Broadcast, mac, arp.OperationRequest, mac, netip.IPv4Unspecified(), zeroMAC, addr)
+	return ARPFrame(wire.Broadcast, mac, arp.OperationRequest, mac, netip.IPv4Unspecified(), ZeroMAC, addr)
 }
 
 // DADSolicitation builds a duplicate-address-detection probe for target: a

@@ -17,21 +17,6 @@ import (
 	"github.com/vipctl/vip/internal/wiretest"
 )
 
-// Documentation addresses only (RFC 5737, RFC 3849, RFC 7042).
-var (
-	ourMAC   = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x01}
-	peerMAC  = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x02}
-	otherMAC = net.HardwareAddr{0x00, 0x00, 0x5e, 0x00, 0x53, 0x03}
-	zeroMAC  = net.HardwareAddr{0, 0, 0, 0, 0, 0}
-
-	vip4  = netip.MustParseAddr("192.0.2.10")
-	peer4 = netip.MustParseAddr("192.0.2.20")
-	vip6  = netip.MustParseAddr("2001:db8::10")
-	peer6 = netip.MustParseAddr("2001:db8::20")
-	// snm6 is the solicited-node group of vip6.
-	snm6 = netip.MustParseAddr("ff02::1:ff00:10")
-)
-
 // decoded is a frame as gopacket, not the package under test, reads it.
 type decoded struct {
 	eth  *layers.Ethernet
@@ -141,13 +126,13 @@ func buildNDP(t testing.TB, s ndpSpec) []byte {
 	return serialize(t, eth, ip6, icmp, msg)
 }
 
-// solicitation is a well-formed multicast solicitation for vip6 from peer6
+// solicitation is a well-formed multicast solicitation for wiretest.VIP6 from wiretest.Peer6
 // with a source link-layer address option, as a kernel sends it.
 func solicitation() ndpSpec {
 	return ndpSpec{
-		ethDst: wiretest.MulticastMAC(snm6), ethSrc: peerMAC,
-		src: peer6, dst: snm6, hopLimit: 255,
-		typ: wire.TypeNeighborSolicitation, target: vip6, lla: peerMAC,
+		ethDst: wiretest.MulticastMAC(wiretest.SNM6), ethSrc: wiretest.PeerMAC,
+		src: wiretest.Peer6, dst: wiretest.SNM6, hopLimit: 255,
+		typ: wire.TypeNeighborSolicitation, target: wiretest.VIP6, lla: wiretest.PeerMAC,
 	}
 }
 
@@ -164,31 +149,31 @@ func TestARPBuilders(t *testing.T) {
 	}{
 		{
 			name:   "announcement is a request with a zero target MAC",
-			build:  func() ([]byte, error) { return wiretest.ARPAnnouncement(ourMAC, vip4) },
+			build:  func() ([]byte, error) { return wiretest.ARPAnnouncement(wiretest.OurMAC, wiretest.VIP4) },
 			ethDst: wire.Broadcast, op: layers.ARPRequest,
-			senderMAC: ourMAC, senderIP: vip4, targetMAC: zeroMAC, targetIP: vip4,
+			senderMAC: wiretest.OurMAC, senderIP: wiretest.VIP4, targetMAC: wiretest.ZeroMAC, targetIP: wiretest.VIP4,
 		},
 		{
 			name:   "gratuitous reply has a broadcast target MAC",
-			build:  func() ([]byte, error) { return wiretest.ARPGratuitousReply(ourMAC, vip4) },
+			build:  func() ([]byte, error) { return wiretest.ARPGratuitousReply(wiretest.OurMAC, wiretest.VIP4) },
 			ethDst: wire.Broadcast, op: layers.ARPReply,
-			senderMAC: ourMAC, senderIP: vip4, targetMAC: wire.Broadcast, targetIP: vip4,
+			senderMAC: wiretest.OurMAC, senderIP: wiretest.VIP4, targetMAC: wire.Broadcast, targetIP: wiretest.VIP4,
 		},
 		{
 			name: "reply to a request",
 			build: func() ([]byte, error) {
-				return wiretest.ARPFrame(peerMAC, ourMAC, arp.OperationReply, ourMAC, vip4, peerMAC, peer4)
+				return wiretest.ARPFrame(wiretest.PeerMAC, wiretest.OurMAC, arp.OperationReply, wiretest.OurMAC, wiretest.VIP4, wiretest.PeerMAC, wiretest.Peer4)
 			},
-			ethDst: peerMAC, op: layers.ARPReply,
-			senderMAC: ourMAC, senderIP: vip4, targetMAC: peerMAC, targetIP: peer4,
+			ethDst: wiretest.PeerMAC, op: layers.ARPReply,
+			senderMAC: wiretest.OurMAC, senderIP: wiretest.VIP4, targetMAC: wiretest.PeerMAC, targetIP: wiretest.Peer4,
 		},
 		{
 			name: "reply to a probe",
 			build: func() ([]byte, error) {
-				return wiretest.ARPFrame(peerMAC, ourMAC, arp.OperationReply, ourMAC, vip4, peerMAC, netip.IPv4Unspecified())
+				return wiretest.ARPFrame(wiretest.PeerMAC, wiretest.OurMAC, arp.OperationReply, wiretest.OurMAC, wiretest.VIP4, wiretest.PeerMAC, netip.IPv4Unspecified())
 			},
-			ethDst: peerMAC, op: layers.ARPReply,
-			senderMAC: ourMAC, senderIP: vip4, targetMAC: peerMAC, targetIP: netip.IPv4Unspecified(),
+			ethDst: wiretest.PeerMAC, op: layers.ARPReply,
+			senderMAC: wiretest.OurMAC, senderIP: wiretest.VIP4, targetMAC: wiretest.PeerMAC, targetIP: netip.IPv4Unspecified(),
 		},
 	}
 	for _, tt := range tests {
@@ -204,8 +189,8 @@ func TestARPBuilders(t *testing.T) {
 			if got := d.eth.DstMAC; !bytes.Equal(got, tt.ethDst) {
 				t.Errorf("eth dst: got %v, want %v", got, tt.ethDst)
 			}
-			if got := d.eth.SrcMAC; !bytes.Equal(got, ourMAC) {
-				t.Errorf("eth src: got %v, want %v", got, ourMAC)
+			if got := d.eth.SrcMAC; !bytes.Equal(got, wiretest.OurMAC) {
+				t.Errorf("eth src: got %v, want %v", got, wiretest.OurMAC)
 			}
 			if got := d.eth.EthernetType; got != layers.EthernetTypeARP {
 				t.Errorf("ethertype: got %v, want ARP", got)
@@ -236,8 +221,8 @@ func TestARPBuilders(t *testing.T) {
 				t.Fatalf("ParseARP: %v", err)
 			}
 			p := info.Packet
-			if !bytes.Equal(info.EthDst, tt.ethDst) || !bytes.Equal(info.EthSrc, ourMAC) {
-				t.Errorf("ParseARP eth: got dst %v src %v, want dst %v src %v", info.EthDst, info.EthSrc, tt.ethDst, ourMAC)
+			if !bytes.Equal(info.EthDst, tt.ethDst) || !bytes.Equal(info.EthSrc, wiretest.OurMAC) {
+				t.Errorf("ParseARP eth: got dst %v src %v, want dst %v src %v", info.EthDst, info.EthSrc, tt.ethDst, wiretest.OurMAC)
 			}
 			if uint16(p.Operation) != tt.op || !bytes.Equal(p.SenderHardwareAddr, tt.senderMAC) || p.SenderIP != tt.senderIP ||
 				!bytes.Equal(p.TargetHardwareAddr, tt.targetMAC) || p.TargetIP != tt.targetIP {
@@ -256,14 +241,14 @@ func TestARPFrameRefusesBadInput(t *testing.T) {
 		senderIP  netip.Addr
 		targetIP  netip.Addr
 	}{
-		{"IPv6 sender", ourMAC, vip6, peer4},
-		{"IPv6 target", ourMAC, vip4, peer6},
-		{"zero sender", ourMAC, netip.Addr{}, peer4},
-		{"short MAC", net.HardwareAddr{1, 2, 3}, vip4, peer4},
+		{"IPv6 sender", wiretest.OurMAC, wiretest.VIP6, wiretest.Peer4},
+		{"IPv6 target", wiretest.OurMAC, wiretest.VIP4, wiretest.Peer6},
+		{"zero sender", wiretest.OurMAC, netip.Addr{}, wiretest.Peer4},
+		{"short MAC", net.HardwareAddr{1, 2, 3}, wiretest.VIP4, wiretest.Peer4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if b, err := wiretest.ARPFrame(peerMAC, ourMAC, arp.OperationReply, tt.senderMAC, tt.senderIP, peerMAC, tt.targetIP); err == nil {
+			if b, err := wiretest.ARPFrame(wiretest.PeerMAC, wiretest.OurMAC, arp.OperationReply, tt.senderMAC, tt.senderIP, wiretest.PeerMAC, tt.targetIP); err == nil {
 				t.Errorf("got frame % x, want an error", b)
 			}
 		})
@@ -293,9 +278,9 @@ func TestParseARPReadsPeerFrames(t *testing.T) {
 		frame []byte
 		op    arp.Operation
 	}{
-		{"who-has", gopacketARP(t, layers.ARPRequest, peerMAC, peer4, zeroMAC, vip4), arp.OperationRequest},
-		{"probe", gopacketARP(t, layers.ARPRequest, peerMAC, netip.IPv4Unspecified(), zeroMAC, vip4), arp.OperationRequest},
-		{"reply", gopacketARP(t, layers.ARPReply, peerMAC, peer4, ourMAC, vip4), arp.OperationReply},
+		{"who-has", gopacketARP(t, layers.ARPRequest, wiretest.PeerMAC, wiretest.Peer4, wiretest.ZeroMAC, wiretest.VIP4), arp.OperationRequest},
+		{"probe", gopacketARP(t, layers.ARPRequest, wiretest.PeerMAC, netip.IPv4Unspecified(), wiretest.ZeroMAC, wiretest.VIP4), arp.OperationRequest},
+		{"reply", gopacketARP(t, layers.ARPReply, wiretest.PeerMAC, wiretest.Peer4, wiretest.OurMAC, wiretest.VIP4), arp.OperationReply},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -322,7 +307,7 @@ func TestParseARPReadsPeerFrames(t *testing.T) {
 }
 
 func TestParseARPRejects(t *testing.T) {
-	good, err := wiretest.ARPAnnouncement(ourMAC, vip4)
+	good, err := wiretest.ARPAnnouncement(wiretest.OurMAC, wiretest.VIP4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +340,7 @@ func TestParseARPRejects(t *testing.T) {
 }
 
 func TestParseARPTruncated(t *testing.T) {
-	frame, err := wiretest.ARPGratuitousReply(ourMAC, vip4)
+	frame, err := wiretest.ARPGratuitousReply(wiretest.OurMAC, wiretest.VIP4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,19 +370,19 @@ func TestNDPBuilders(t *testing.T) {
 		dst       netip.Addr
 		solicited bool
 	}{
-		{"solicited to the asker", peerMAC, peer6, true},
+		{"solicited to the asker", wiretest.PeerMAC, wiretest.Peer6, true},
 		{"unsolicited to all nodes", wiretest.MulticastMAC(wire.AllNodes), wire.AllNodes, false},
 		{"unsolicited to all routers", wiretest.MulticastMAC(wire.AllRouters), wire.AllRouters, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			frame, err := wiretest.NeighborAdvertisement(tt.dstMAC, ourMAC, vip6, tt.dst, tt.solicited)
+			frame, err := wiretest.NeighborAdvertisement(tt.dstMAC, wiretest.OurMAC, wiretest.VIP6, tt.dst, tt.solicited)
 			if err != nil {
 				t.Fatalf("NeighborAdvertisement: %v", err)
 			}
 			d := decode(t, frame)
-			if !bytes.Equal(d.eth.DstMAC, tt.dstMAC) || !bytes.Equal(d.eth.SrcMAC, ourMAC) || d.eth.EthernetType != layers.EthernetTypeIPv6 {
-				t.Errorf("eth: got dst %v src %v type %v, want dst %v src %v type IPv6", d.eth.DstMAC, d.eth.SrcMAC, d.eth.EthernetType, tt.dstMAC, ourMAC)
+			if !bytes.Equal(d.eth.DstMAC, tt.dstMAC) || !bytes.Equal(d.eth.SrcMAC, wiretest.OurMAC) || d.eth.EthernetType != layers.EthernetTypeIPv6 {
+				t.Errorf("eth: got dst %v src %v type %v, want dst %v src %v type IPv6", d.eth.DstMAC, d.eth.SrcMAC, d.eth.EthernetType, tt.dstMAC, wiretest.OurMAC)
 			}
 			if d.ip6 == nil || d.icmp == nil || d.na == nil {
 				t.Fatalf("gopacket finds IPv6 %v, ICMPv6 %v, NA %v; want all three", d.ip6 != nil, d.icmp != nil, d.na != nil)
@@ -408,8 +393,8 @@ func TestNDPBuilders(t *testing.T) {
 			if want := len(frame) - wire.ICMPv6Offset; int(d.ip6.Length) != want {
 				t.Errorf("payload length: got %d, want %d", d.ip6.Length, want)
 			}
-			if got := addrOf(t, d.ip6.SrcIP); got != vip6 {
-				t.Errorf("IPv6 src: got %v, want %v", got, vip6)
+			if got := addrOf(t, d.ip6.SrcIP); got != wiretest.VIP6 {
+				t.Errorf("IPv6 src: got %v, want %v", got, wiretest.VIP6)
 			}
 			if got := addrOf(t, d.ip6.DstIP); got != tt.dst {
 				t.Errorf("IPv6 dst: got %v, want %v", got, tt.dst)
@@ -420,11 +405,11 @@ func TestNDPBuilders(t *testing.T) {
 			if d.na.Router() || d.na.Solicited() != tt.solicited || !d.na.Override() {
 				t.Errorf("flags: got R=%t S=%t O=%t, want R=false S=%t O=true", d.na.Router(), d.na.Solicited(), d.na.Override(), tt.solicited)
 			}
-			if got := addrOf(t, d.na.TargetAddress); got != vip6 {
-				t.Errorf("target: got %v, want %v", got, vip6)
+			if got := addrOf(t, d.na.TargetAddress); got != wiretest.VIP6 {
+				t.Errorf("target: got %v, want %v", got, wiretest.VIP6)
 			}
-			if len(d.na.Options) != 1 || d.na.Options[0].Type != layers.ICMPv6OptTargetAddress || !bytes.Equal(d.na.Options[0].Data, ourMAC) {
-				t.Errorf("options: got %v, want one target link-layer address %v", d.na.Options, ourMAC)
+			if len(d.na.Options) != 1 || d.na.Options[0].Type != layers.ICMPv6OptTargetAddress || !bytes.Equal(d.na.Options[0].Data, wiretest.OurMAC) {
+				t.Errorf("options: got %v, want one target link-layer address %v", d.na.Options, wiretest.OurMAC)
 			}
 
 			// gopacket builds the same message from the same fields, with its
@@ -435,8 +420,8 @@ func TestNDPBuilders(t *testing.T) {
 				flags |= 0x40
 			}
 			want := buildNDP(t, ndpSpec{
-				ethDst: tt.dstMAC, ethSrc: ourMAC, src: vip6, dst: tt.dst, hopLimit: 255,
-				typ: wire.TypeNeighborAdvertisement, target: vip6, lla: ourMAC, flags: flags,
+				ethDst: tt.dstMAC, ethSrc: wiretest.OurMAC, src: wiretest.VIP6, dst: tt.dst, hopLimit: 255,
+				typ: wire.TypeNeighborAdvertisement, target: wiretest.VIP6, lla: wiretest.OurMAC, flags: flags,
 			})
 			if wd := decode(t, want); d.icmp.Checksum != wd.icmp.Checksum {
 				t.Errorf("checksum: got %#04x, gopacket computes %#04x", d.icmp.Checksum, wd.icmp.Checksum)
@@ -454,12 +439,12 @@ func TestNDPBuilders(t *testing.T) {
 			if !ok {
 				t.Fatalf("ParseNDP message: got %T, want *ndp.NeighborAdvertisement", info.Message)
 			}
-			if info.Src != vip6 || info.Dst != tt.dst || info.HopLimit != 255 || !bytes.Equal(info.EthDst, tt.dstMAC) || !bytes.Equal(info.EthSrc, ourMAC) {
+			if info.Src != wiretest.VIP6 || info.Dst != tt.dst || info.HopLimit != 255 || !bytes.Equal(info.EthDst, tt.dstMAC) || !bytes.Equal(info.EthSrc, wiretest.OurMAC) {
 				t.Errorf("ParseNDP: got %v > %v hop %d eth %v > %v, want %v > %v hop 255 eth %v > %v",
-					info.Src, info.Dst, info.HopLimit, info.EthSrc, info.EthDst, vip6, tt.dst, ourMAC, tt.dstMAC)
+					info.Src, info.Dst, info.HopLimit, info.EthSrc, info.EthDst, wiretest.VIP6, tt.dst, wiretest.OurMAC, tt.dstMAC)
 			}
-			if na.Router || na.Solicited != tt.solicited || !na.Override || na.TargetAddress != vip6 || !bytes.Equal(wiretest.TargetLinkLayer(na.Options), ourMAC) {
-				t.Errorf("ParseNDP NA: got %+v, want S=%t O=true target %v TLLA %v", na, tt.solicited, vip6, ourMAC)
+			if na.Router || na.Solicited != tt.solicited || !na.Override || na.TargetAddress != wiretest.VIP6 || !bytes.Equal(wiretest.TargetLinkLayer(na.Options), wiretest.OurMAC) {
+				t.Errorf("ParseNDP NA: got %+v, want S=%t O=true target %v TLLA %v", na, tt.solicited, wiretest.VIP6, wiretest.OurMAC)
 			}
 		})
 	}
@@ -467,10 +452,10 @@ func TestNDPBuilders(t *testing.T) {
 
 func TestNDPFrameSolicitation(t *testing.T) {
 	ns := &ndp.NeighborSolicitation{
-		TargetAddress: vip6,
-		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: peerMAC}},
+		TargetAddress: wiretest.VIP6,
+		Options:       []ndp.Option{&ndp.LinkLayerAddress{Direction: ndp.Source, Addr: wiretest.PeerMAC}},
 	}
-	frame, err := wiretest.NDPFrame(wiretest.MulticastMAC(snm6), peerMAC, peer6, snm6, ns)
+	frame, err := wiretest.NDPFrame(wiretest.MulticastMAC(wiretest.SNM6), wiretest.PeerMAC, wiretest.Peer6, wiretest.SNM6, ns)
 	if err != nil {
 		t.Fatalf("NDPFrame: %v", err)
 	}
@@ -482,14 +467,14 @@ func TestNDPFrameSolicitation(t *testing.T) {
 	if d.ns == nil {
 		t.Fatalf("gopacket finds no neighbor solicitation in % x", frame)
 	}
-	if got := addrOf(t, d.ns.TargetAddress); got != vip6 {
-		t.Errorf("target: got %v, want %v", got, vip6)
+	if got := addrOf(t, d.ns.TargetAddress); got != wiretest.VIP6 {
+		t.Errorf("target: got %v, want %v", got, wiretest.VIP6)
 	}
 }
 
 func TestNDPFrameRefusesBadMessage(t *testing.T) {
-	bad := &ndp.NeighborAdvertisement{TargetAddress: vip4}
-	if b, err := wiretest.NDPFrame(peerMAC, ourMAC, vip6, peer6, bad); err == nil {
+	bad := &ndp.NeighborAdvertisement{TargetAddress: wiretest.VIP4}
+	if b, err := wiretest.NDPFrame(wiretest.PeerMAC, wiretest.OurMAC, wiretest.VIP6, wiretest.Peer6, bad); err == nil {
 		t.Errorf("got frame % x for an IPv4 target, want an error", b)
 	}
 }
@@ -502,10 +487,10 @@ func TestParseNDPAcceptsSolicitations(t *testing.T) {
 		{"multicast with source link-layer address", func(s *ndpSpec) {}},
 		{"multicast without options", func(s *ndpSpec) { s.lla = nil }},
 		{"unicast NUD with source link-layer address", func(s *ndpSpec) {
-			s.dst, s.ethDst = vip6, ourMAC
+			s.dst, s.ethDst = wiretest.VIP6, wiretest.OurMAC
 		}},
 		{"unicast NUD without options", func(s *ndpSpec) {
-			s.dst, s.ethDst, s.lla = vip6, ourMAC, nil
+			s.dst, s.ethDst, s.lla = wiretest.VIP6, wiretest.OurMAC, nil
 		}},
 		{"DAD from ::", func(s *ndpSpec) {
 			s.src, s.lla = netip.IPv6Unspecified(), nil
@@ -571,14 +556,14 @@ func TestParseNDPRejects(t *testing.T) {
 		return buildNDP(t, s)
 	}
 	udp6 := func() []byte {
-		ip6 := &layers.IPv6{Version: 6, HopLimit: 255, NextHeader: layers.IPProtocolUDP, SrcIP: ip(peer6), DstIP: ip(vip6)}
+		ip6 := &layers.IPv6{Version: 6, HopLimit: 255, NextHeader: layers.IPProtocolUDP, SrcIP: ip(wiretest.Peer6), DstIP: ip(wiretest.VIP6)}
 		udp := &layers.UDP{SrcPort: 5353, DstPort: 5353}
 		if err := udp.SetNetworkLayerForChecksum(ip6); err != nil {
 			t.Fatal(err)
 		}
-		return serialize(t, &layers.Ethernet{SrcMAC: peerMAC, DstMAC: ourMAC, EthernetType: layers.EthernetTypeIPv6}, ip6, udp, gopacket.Payload("hello"))
+		return serialize(t, &layers.Ethernet{SrcMAC: wiretest.PeerMAC, DstMAC: wiretest.OurMAC, EthernetType: layers.EthernetTypeIPv6}, ip6, udp, gopacket.Payload("hello"))
 	}
-	arpFrame, err := wiretest.ARPAnnouncement(ourMAC, vip4)
+	arpFrame, err := wiretest.ARPAnnouncement(wiretest.OurMAC, wiretest.VIP4)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,9 +586,9 @@ func TestParseNDPRejects(t *testing.T) {
 		{"router advertisement", spec(func(s *ndpSpec) { s.typ, s.body = 134, make([]byte, 12) }), wiretest.ErrNotNDP},
 		{"solicitation too short for a target", spec(func(s *ndpSpec) { s.body = make([]byte, 12) }), wiretest.ErrBadMessage},
 		{"option of length 0", spec(func(s *ndpSpec) {
-			s.body = append(append(make([]byte, 4), vip6.AsSlice()...), 1, 0, 0, 0, 0, 0, 0, 0)
+			s.body = append(append(make([]byte, 4), wiretest.VIP6.AsSlice()...), 1, 0, 0, 0, 0, 0, 0, 0)
 		}), wiretest.ErrBadMessage},
-		{"IPv4-mapped target", spec(func(s *ndpSpec) { s.target = netip.AddrFrom16(vip4.As16()) }), wiretest.ErrBadMessage},
+		{"IPv4-mapped target", spec(func(s *ndpSpec) { s.target = netip.AddrFrom16(wiretest.VIP4.As16()) }), wiretest.ErrBadMessage},
 		{"payload length one more than the frame", mutate(ns, setPayloadLen(uint16(len(ns)-wire.ICMPv6Offset+1))), wiretest.ErrTruncated},
 		{"payload length 65535", mutate(ns, setPayloadLen(0xffff)), wiretest.ErrTruncated},
 		{"payload length 0", mutate(ns, setPayloadLen(0)), wiretest.ErrTruncated},
@@ -625,7 +610,7 @@ func TestParseNDPRejects(t *testing.T) {
 func TestParseNDPTruncated(t *testing.T) {
 	frames := map[string][]byte{
 		"solicitation":  buildNDP(t, solicitation()),
-		"advertisement": must(wiretest.NeighborAdvertisement(peerMAC, ourMAC, vip6, peer6, true)),
+		"advertisement": must(wiretest.NeighborAdvertisement(wiretest.PeerMAC, wiretest.OurMAC, wiretest.VIP6, wiretest.Peer6, true)),
 	}
 	for name, frame := range frames {
 		t.Run(name, func(t *testing.T) {
@@ -687,8 +672,8 @@ func TestChecksumVerifiesGopacketMessages(t *testing.T) {
 	// single-bit change it is not.
 	for _, s := range []ndpSpec{
 		solicitation(),
-		{ethDst: peerMAC, ethSrc: ourMAC, src: vip6, dst: peer6, hopLimit: 255, typ: wire.TypeNeighborAdvertisement, target: vip6, lla: ourMAC, flags: 0x60},
-		{ethDst: ourMAC, ethSrc: peerMAC, src: peer6, dst: vip6, hopLimit: 255, typ: 128, body: []byte{0, 1, 0, 2, 'o', 'd', 'd'}},
+		{ethDst: wiretest.PeerMAC, ethSrc: wiretest.OurMAC, src: wiretest.VIP6, dst: wiretest.Peer6, hopLimit: 255, typ: wire.TypeNeighborAdvertisement, target: wiretest.VIP6, lla: wiretest.OurMAC, flags: 0x60},
+		{ethDst: wiretest.OurMAC, ethSrc: wiretest.PeerMAC, src: wiretest.Peer6, dst: wiretest.VIP6, hopLimit: 255, typ: 128, body: []byte{0, 1, 0, 2, 'o', 'd', 'd'}},
 	} {
 		frame := buildNDP(t, s)
 		msg := frame[wire.ICMPv6Offset:]
@@ -713,7 +698,7 @@ func TestMulticastMAC(t *testing.T) {
 	}{
 		{wire.AllNodes, "33:33:00:00:00:01"},
 		{wire.AllRouters, "33:33:00:00:00:02"},
-		{snm6, "33:33:ff:00:00:10"},
+		{wiretest.SNM6, "33:33:ff:00:00:10"},
 		{snm, "33:33:ff:cd:12:34"},
 	}
 	for _, tt := range tests {
@@ -726,8 +711,8 @@ func TestMulticastMAC(t *testing.T) {
 }
 
 func TestLinkLayerOptions(t *testing.T) {
-	src := &ndp.LinkLayerAddress{Direction: ndp.Source, Addr: peerMAC}
-	tgt := &ndp.LinkLayerAddress{Direction: ndp.Target, Addr: otherMAC}
+	src := &ndp.LinkLayerAddress{Direction: ndp.Source, Addr: wiretest.PeerMAC}
+	tgt := &ndp.LinkLayerAddress{Direction: ndp.Target, Addr: wiretest.OtherMAC}
 	mtu := ndp.NewMTU(1500)
 	tests := []struct {
 		name             string
@@ -735,9 +720,9 @@ func TestLinkLayerOptions(t *testing.T) {
 		wantSrc, wantTgt net.HardwareAddr
 	}{
 		{"none", nil, nil, nil},
-		{"source only", []ndp.Option{mtu, src}, peerMAC, nil},
-		{"target only", []ndp.Option{tgt, mtu}, nil, otherMAC},
-		{"both", []ndp.Option{tgt, src}, peerMAC, otherMAC},
+		{"source only", []ndp.Option{mtu, src}, wiretest.PeerMAC, nil},
+		{"target only", []ndp.Option{tgt, mtu}, nil, wiretest.OtherMAC},
+		{"both", []ndp.Option{tgt, src}, wiretest.PeerMAC, wiretest.OtherMAC},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
