@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -84,40 +83,15 @@ or else the one of the owner's name.`,
 	return c
 }
 
-// request checks the flags and builds the store's move request.
+// request checks the flags and builds the store's move request, as the
+// agent's POST /v1/move does.
 func (o *moveOptions) request() (store.MoveRequest, error) {
-	r := store.MoveRequest{All: o.All, From: o.From, To: o.To, Interface: o.Interface, Timeout: o.Timeout, TrafficWindow: o.Traffic}
-	switch {
-	case o.To == "":
-		return r, badInput("name the node to move to with --to NODE, like: vip move 192.0.2.10 --to b")
-	case o.All && len(o.Addrs) > 0:
-		return r, badInput("give addresses or --all --from NODE, not both")
-	case o.All && o.From == "":
-		return r, badInput("--all moves every address of one node: name it with --from NODE")
-	case !o.All && len(o.Addrs) == 0:
-		return r, badInput("name at least one address to move, or --all --from NODE")
-	case o.Timeout < 0:
-		return r, badInput("--timeout %s is negative: give how long to wait, such as 30s, or 0 for the default", o.Timeout)
-	case o.Traffic < 0 || o.Traffic > time.Minute:
-		return r, badInput("--traffic-window %s must be from 0 (do not count) to 1m", o.Traffic)
-	}
-	for _, n := range []string{o.To, o.From} {
-		if n == "" {
-			continue
-		}
-		if err := store.CheckNode(n); err != nil {
-			return r, badInput("%v: name a node as vip fleet lists it", err)
-		}
-	}
-	if len(o.Addrs) > api.MaxAddrs {
-		return r, badInput("%d addresses in one move: give at most %d", len(o.Addrs), api.MaxAddrs)
-	}
-	for _, s := range o.Addrs {
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			return r, badInput("%q is not an IP address: give one such as 192.0.2.10 or 2001:db8::10", s)
-		}
-		r.Addrs = append(r.Addrs, a.Unmap())
+	r, err := fleet.ParseMoveRequest(api.MoveRequest{
+		Addrs: o.Addrs, All: o.All, From: o.From, To: o.To, Interface: o.Interface,
+		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic),
+	})
+	if err != nil {
+		return r, &inputError{err: err}
 	}
 	return r, nil
 }

@@ -513,7 +513,7 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 	if !decode(w, r, &req) || s.noStore(w) {
 		return
 	}
-	mr, err := ParseMoveRequest(req)
+	mr, err := fleet.ParseMoveRequest(req)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -528,35 +528,4 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 		out.Moves[i] = m.API()
 	}
 	writeJSON(w, out)
-}
-
-// ParseMoveRequest checks a move request: addresses, or all of one node's,
-// and the nodes' names.
-func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
-	out := store.MoveRequest{All: r.All, From: r.From, To: r.To, Interface: r.Interface, Timeout: time.Duration(r.Timeout)}
-	if err := store.CheckNode(r.To); err != nil {
-		return out, netcheck.Invalidf("the target node: %v", err)
-	}
-	if r.All != (len(r.Addrs) == 0) {
-		return out, netcheck.Invalidf("give the addresses to move, or --all with --from NODE, not both")
-	}
-	if r.All {
-		if err := store.CheckNode(r.From); err != nil {
-			return out, netcheck.Invalidf("--all needs --from NODE: %v", err)
-		}
-	}
-	if len(r.Addrs) > api.MaxAddrs {
-		return out, netcheck.Invalidf("at most %d addresses per move", api.MaxAddrs)
-	}
-	for _, a := range r.Addrs {
-		addr, err := netip.ParseAddr(a)
-		if err != nil || addr.Zone() != "" {
-			return out, netcheck.Invalidf("%q is not an IPv4 or IPv6 address", a)
-		}
-		out.Addrs = append(out.Addrs, addr.Unmap())
-	}
-	if r.Timeout < 0 {
-		return out, netcheck.Invalidf("--timeout must not be negative")
-	}
-	return out, nil
 }

@@ -66,6 +66,10 @@ type MoveRequest struct {
 	To        string   `json:"to"`
 	Interface string   `json:"interface,omitempty"`
 	Timeout   Duration `json:"timeout,omitempty"`
+	// TrafficWindow, when set, has the target count the traffic arriving
+	// for each address over that long once it is live, and the move wait
+	// for the count.
+	TrafficWindow Duration `json:"traffic_window,omitempty"`
 }
 
 // MoveResponse says how each address's move went.
