@@ -62,9 +62,8 @@ func TestFakeMoveGivenUpAfterTheOwnerLetGo(t *testing.T) {
 	f.s.failTakesNext("b", 0)
 	f.advanceTo(2 * fakeTiming.Renew)
 	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "the target of a move given up after its owner let go did not take the address")
-	if !bEng.sawEvent(event.Move, "its mover had given up") {
-		t.Error("no event on the target says the move was taken though its mover gave up")
-	}
+	// The event comes after the claim is held.
+	eventually(t, func() bool { return bEng.sawEvent(event.Move, "its mover had given up") }, "no event on the target says the move was taken though its mover gave up")
 	checkNoOverlap(t, vip, aEng, bEng)
 }
 
@@ -93,9 +92,7 @@ func TestFakeMoveGivenUpAsTheOwnerLetsGo(t *testing.T) {
 		t.Fatalf("the mover's result: %+v, want the move ended before it was live", res)
 	}
 	eventually(t, func() bool { return aEng.holds(vip) && f.owner(vip) == "a" }, "the owner did not claim again an address whose move gave up as it let go")
-	if !aEng.sawEvent(event.Move, "gave up before it was handed over") {
-		t.Error("no event on the owner says it kept the address")
-	}
+	eventually(t, func() bool { return aEng.sawEvent(event.Move, "gave up before it was handed over") }, "no event on the owner says it kept the address")
 	f.advanceTo(2 * fakeTiming.Renew)
 	never(t, func() bool { return bEng.holds(vip) || f.owner(vip) != "a" }, "the target took an address its owner kept")
 	// The target forgot the move: a release later is not a hand-over.
