@@ -91,6 +91,18 @@ func (p *fakePort) Name() string          { return p.name }
 func (p *fakePort) Index() int            { return p.index }
 func (p *fakePort) MAC() net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, byte(p.index)} }
 
+// The rest of the Port contract: a fakePort names no responder and counts
+// nothing.
+func (p *fakePort) Kind() string                            { return "" }
+func (p *fakePort) Hook() string                            { return "" }
+func (p *fakePort) Guard(*Deadline) error                   { return nil }
+func (p *fakePort) Traffic(netip.Addr) (Traffic, bool)      { return Traffic{}, false }
+func (p *fakePort) Count(...netip.Addr) error               { return nil }
+func (p *fakePort) CanSnapshot() bool                       { return false }
+func (p *fakePort) Snapshot() (map[netip.Addr]Counts, bool) { return nil, false }
+func (p *fakePort) RecordsAskers() bool                     { return false }
+func (p *fakePort) Askers(func(AskerCount)) error           { return nil }
+
 func (p *fakePort) isHeld(a netip.Addr) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
