@@ -51,13 +51,6 @@ type Request struct {
 	Interface string
 }
 
-// State of a claim as status reports it.
-const (
-	StateAnnouncing = "announcing" // a gratuitous window is running
-	StateHolding    = "holding"    // answering; no window running
-	StateWaiting    = "waiting"    // its interface is down or gone
-)
-
 // Status describes one held address.
 type Status struct {
 	Claim

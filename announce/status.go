@@ -4,19 +4,21 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 func (e *Engine) stateLocked(cs *claimState) string {
 	if !cs.live() {
-		return StateWaiting
+		return api.StateWaiting
 	}
 	if _, recent := e.claimersLocked(cs); recent {
-		return StateConflict
+		return api.StateConflict
 	}
 	if e.sched.State(cs.key()).Active {
-		return StateAnnouncing
+		return api.StateAnnouncing
 	}
-	return StateHolding
+	return api.StateHolding
 }
 
 // Status reports the given addresses that are held, or every claim when
@@ -62,7 +64,7 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 		if cs.port == nil || !cs.answering || !cs.port.CanSnapshot() {
 			answered = e.answeredLocked(cs)
 		}
-		*st = Status{Claim: cs.claim, State: StateWaiting, Answered: answered,
+		*st = Status{Claim: cs.claim, State: api.StateWaiting, Answered: answered,
 			Window: e.window(cs), Interval: e.interval(cs), Frames: e.frames(cs)}
 		if cs.port != nil {
 			if cs.port != macPort {
@@ -73,15 +75,15 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 			answering[i], counting[i] = cs.port, !cs.answering
 		}
 		if cs.live() {
-			st.State = StateHolding
+			st.State = api.StateHolding
 			if b := e.sched.State(cs.key()); b.Active {
-				st.State, st.WindowEnd = StateAnnouncing, b.WindowEnd
+				st.State, st.WindowEnd = api.StateAnnouncing, b.WindowEnd
 			}
 		}
 		var recent bool
 		st.Claimers, recent = e.claimersLocked(cs)
 		if recent && cs.live() {
-			st.State = StateConflict
+			st.State = api.StateConflict
 		}
 	}
 	// One hold of sentMu for every claim, but not around sched.State: the
