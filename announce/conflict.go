@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 // ConflictPolicy says what a claim does when another MAC answers for its
@@ -47,10 +49,6 @@ const (
 	// maxClaimers bounds the competing claimers remembered per address.
 	maxClaimers = 16
 )
-
-// StateConflict is the state of a claim while another MAC was seen answering
-// for its address within ConflictHold.
-const StateConflict = "conflict"
 
 // Claimer is another MAC answering for a held address.
 type Claimer struct {
@@ -93,7 +91,7 @@ func (e *Engine) Conflict(addr netip.Addr, c Claimer) {
 		policy = PolicyDefend
 	}
 	e.log.Warn("competing claimer", "addr", addr, "interface", cs.claim.Interface, "mac", key, "kind", c.Kind, "count", c.Count, "policy", string(policy))
-	e.publish(Event{Kind: EventConflict, Addr: addr, Interface: cs.claim.Interface, MAC: key, State: StateConflict, Count: int(c.Count),
+	e.publish(Event{Kind: EventConflict, Addr: addr, Interface: cs.claim.Interface, MAC: key, State: api.StateConflict, Count: int(c.Count),
 		Message: fmt.Sprintf("%s also answers for %s (%s, seen %d times): %s", key, addr, c.Kind, c.Count, policy)})
 	now := e.clock.Now()
 	switch policy {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 var rival = net.HardwareAddr{2, 0, 0, 0, 0xee, 1}
@@ -27,7 +29,7 @@ func TestConflictDefendsOncePerInterval(t *testing.T) {
 		t.Fatal("first conflict: want the window re-armed (defend)")
 	}
 	st := h.e.Status(a4)[0]
-	if st.State != StateConflict || len(st.Claimers) != 1 || st.Claimers[0].MAC.String() != rival.String() {
+	if st.State != api.StateConflict || len(st.Claimers) != 1 || st.Claimers[0].MAC.String() != rival.String() {
 		t.Errorf("got %+v, want state conflict naming the rival", st)
 	}
 	h.e.sched.Cancel(k)
@@ -59,11 +61,11 @@ func TestConflictStateFades(t *testing.T) {
 	if h.e.sched.State(k).Active {
 		t.Error("warn: want no defence")
 	}
-	if s := stateOf(t, h.e, a4); s != StateConflict {
+	if s := stateOf(t, h.e, a4); s != api.StateConflict {
 		t.Errorf("got state %s, want conflict", s)
 	}
 	h.fc.Advance(ConflictHold)
-	if st := h.e.Status(a4)[0]; st.State == StateConflict || len(st.Claimers) != 1 {
+	if st := h.e.Status(a4)[0]; st.State == api.StateConflict || len(st.Claimers) != 1 {
 		t.Errorf("after ConflictHold: got %+v, want the state back to normal and the claimer still listed", st)
 	}
 }

@@ -177,16 +177,6 @@ func (d *Deadline) Watch(set func(at time.Duration) error, withheld func() uint6
 	}, nil
 }
 
-// DeadlineResponder is a Responder that checks the answer deadline itself,
-// where it answers (an in-kernel responder, with the deadline in its maps):
-// SetDeadline is a reading of CLOCK_BOOTTIME, Withheld counts the requests
-// it left unanswered for a past deadline.
-type DeadlineResponder interface {
-	Responder
-	SetDeadline(at time.Duration) error
-	Withheld() uint64
-}
-
 // Guard has every frame the Link sends for its claims checked against d
 // immediately before it leaves: answers, rounds and probes. An in-kernel
 // responder is given the deadline and each change of it. Call it before the
@@ -202,19 +192,14 @@ func (l *Link) Guard(d *Deadline) error {
 		l.unwatch = nil
 	}
 	l.send.dl.Store(d)
-	switch r := l.resp.(type) {
-	case *socketResponder:
-		r.dl.Store(d)
-	case DeadlineResponder:
-		stop, err := d.Watch(r.SetDeadline, r.Withheld)
-		if err != nil {
-			return fmt.Errorf("give the answer deadline to the responder on %s: %w", l.ifi.Name, err)
-		}
-		l.unwatch = stop
-	default:
-		if d != nil {
-			return fmt.Errorf("the responder on %s cannot check the answer deadline of a guarded agent", l.ifi.Name)
-		}
+	if l.sock != nil {
+		l.sock.dl.Store(d)
+		return nil
 	}
+	stop, err := d.Watch(l.kern.SetDeadline, l.kern.Withheld)
+	if err != nil {
+		return fmt.Errorf("give the answer deadline to the responder on %s: %w", l.ifi.Name, err)
+	}
+	l.unwatch = stop
 	return nil
 }

@@ -162,7 +162,7 @@ func TestPollReaderDropsBacklogPastDeadline(t *testing.T) {
 	_ = ip6Peer
 	l := NewLink(benchInterface(), LinkConfig{ARP: arpEnd, IPv6: ip6End, Groups: (&fakeGroups{joiner: &fakeJoiner{}}).open})
 	t.Cleanup(func() { closeLink(t, l) })
-	if l.resp.(*socketResponder).wake < 0 {
+	if l.sock.wake < 0 {
 		t.Skip("the Link has no eventfd: no batch reader to test")
 	}
 	if err := l.Guard(d); err != nil {

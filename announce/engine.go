@@ -51,13 +51,6 @@ type Request struct {
 	Interface string
 }
 
-// State of a claim as status reports it.
-const (
-	StateAnnouncing = "announcing" // a gratuitous window is running
-	StateHolding    = "holding"    // answering; no window running
-	StateWaiting    = "waiting"    // its interface is down or gone
-)
-
 // Status describes one held address.
 type Status struct {
 	Claim
@@ -83,7 +76,7 @@ type Status struct {
 	Responder string `json:"responder,omitempty"`
 	Hook      string `json:"hook,omitempty"`
 	// AskersRecorded says that the responder remembers who asks for the
-	// address (AskerRecorder), so that Engine.Askers reports them.
+	// address (KernelResponder.Askers), so that Engine.Askers reports them.
 	AskersRecorded bool `json:"-"`
 	// Traffic is what arrived for the address, when the responder counts
 	// it; nil when it is unknown (the socket responder, the kernel).

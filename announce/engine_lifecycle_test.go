@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 // fakeAssigner records the addresses it added and removed; have lists the
@@ -123,12 +125,12 @@ func TestEngineFollowsInterface(t *testing.T) {
 	rounds := eth0.rounds()
 
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: false})
-	if s := stateOf(t, h.e, a4); s != StateWaiting {
-		t.Errorf("link down: got state %s, want %s", s, StateWaiting)
+	if s := stateOf(t, h.e, a4); s != api.StateWaiting {
+		t.Errorf("link down: got state %s, want %s", s, api.StateWaiting)
 	}
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true})
-	if s := stateOf(t, h.e, a4); s != StateAnnouncing {
-		t.Errorf("link up: got state %s, want %s (burst re-armed)", s, StateAnnouncing)
+	if s := stateOf(t, h.e, a4); s != api.StateAnnouncing {
+		t.Errorf("link up: got state %s, want %s (burst re-armed)", s, api.StateAnnouncing)
 	}
 	waitFor(t, func() bool { return eth0.rounds() >= rounds+2 }, "a new first round for both addresses after link up")
 
@@ -144,15 +146,15 @@ func TestEngineFollowsInterface(t *testing.T) {
 
 	// Deleted: the claims wait; an interface of the same name brings them back.
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Deleted: true})
-	if s := stateOf(t, h.e, a6); s != StateWaiting {
-		t.Errorf("deleted: got state %s, want %s", s, StateWaiting)
+	if s := stateOf(t, h.e, a6); s != api.StateWaiting {
+		t.Errorf("deleted: got state %s, want %s", s, api.StateWaiting)
 	}
 	if !h.ports["eth0"].isClosed() {
 		t.Error("deleted: want the port closed")
 	}
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 9, MAC: newMAC, Up: true})
-	if s := stateOf(t, h.e, a6); s != StateAnnouncing {
-		t.Errorf("returned: got state %s, want %s", s, StateAnnouncing)
+	if s := stateOf(t, h.e, a6); s != api.StateAnnouncing {
+		t.Errorf("returned: got state %s, want %s", s, api.StateAnnouncing)
 	}
 	var kinds []EventKind
 	for len(events) > 0 {
@@ -180,11 +182,11 @@ func TestEngineAdopt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !st[0].ClaimedAt.Equal(old) || !st[0].RefreshedAt.Equal(t0) || !st[0].AddedAddress || st[0].State != StateAnnouncing {
+	if !st[0].ClaimedAt.Equal(old) || !st[0].RefreshedAt.Equal(t0) || !st[0].AddedAddress || st[0].State != api.StateAnnouncing {
 		t.Errorf("adopted a4: got %+v, want its old ClaimedAt, a fresh burst and AddedAddress kept (vip added it before the crash)", st[0])
 	}
-	if st[1].State != StateWaiting {
-		t.Errorf("adopted a6 on a missing interface: got %s, want %s", st[1].State, StateWaiting)
+	if st[1].State != api.StateWaiting {
+		t.Errorf("adopted a6 on a missing interface: got %s, want %s", st[1].State, api.StateWaiting)
 	}
 }
 
@@ -232,16 +234,16 @@ func TestEngineClaimsWaitWhileAPort(t *testing.T) {
 	}
 	eth0 := h.ports["eth0"]
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true, Port: "a port of bridge br0"})
-	if s := stateOf(t, h.e, a4); s != StateWaiting {
-		t.Errorf("made a port: got state %s, want %s", s, StateWaiting)
+	if s := stateOf(t, h.e, a4); s != api.StateWaiting {
+		t.Errorf("made a port: got state %s, want %s", s, api.StateWaiting)
 	}
 	if eth0.isHeld(a4) {
 		t.Errorf("made a port: the port still answers for %s, want it silent", a4)
 	}
 	rounds := eth0.rounds()
 	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true})
-	if s := stateOf(t, h.e, a4); s != StateAnnouncing {
-		t.Errorf("freed: got state %s, want %s (burst re-armed)", s, StateAnnouncing)
+	if s := stateOf(t, h.e, a4); s != api.StateAnnouncing {
+		t.Errorf("freed: got state %s, want %s (burst re-armed)", s, api.StateAnnouncing)
 	}
 	if !eth0.isHeld(a4) {
 		t.Errorf("freed: the port does not answer for %s, want it to again", a4)
@@ -302,7 +304,7 @@ func TestEngineSilentWhereTheKernelAnswers(t *testing.T) {
 	if p.isHeld(a4) {
 		t.Error("up with a4 added back: want the port silent for it, the kernel answering")
 	}
-	if st := h.e.Status(a4)[0]; st.Answered != 7 || st.State != StateAnnouncing {
+	if st := h.e.Status(a4)[0]; st.Answered != 7 || st.State != api.StateAnnouncing {
 		t.Errorf("a4 after the port fell silent: got %+v, want the port's 7 answers kept and a burst", st)
 	}
 }

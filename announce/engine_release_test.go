@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 // TestEngineReleaseSameAddressTwice: an address named twice in one release
@@ -28,7 +30,7 @@ func TestEngineReleaseSameAddressTwice(t *testing.T) {
 		t.Fatalf("after releasing a4 twice: eth0 closed %v, b4 held by the port %v; want eth0 open and still answering for b4", p.isClosed(), p.isHeld(b4))
 	}
 	st := h.e.Status()
-	if len(st) != 1 || st[0].Addr != b4 || st[0].State == StateWaiting {
+	if len(st) != 1 || st[0].Addr != b4 || st[0].State == api.StateWaiting {
 		t.Errorf("status: got %+v, want b4 alone, live", st)
 	}
 	// The port's count is still right: releasing b4 closes it.

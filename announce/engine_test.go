@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 // fakePort is a Port that records what the engine asks of it.
@@ -89,6 +91,18 @@ func (p *fakePort) Announce(a netip.Addr, f FrameKinds) (int, error) {
 func (p *fakePort) Name() string          { return p.name }
 func (p *fakePort) Index() int            { return p.index }
 func (p *fakePort) MAC() net.HardwareAddr { return net.HardwareAddr{2, 0, 0, 0, 0, byte(p.index)} }
+
+// The rest of the Port contract: a fakePort names no responder and counts
+// nothing.
+func (p *fakePort) Kind() string                            { return "" }
+func (p *fakePort) Hook() string                            { return "" }
+func (p *fakePort) Guard(*Deadline) error                   { return nil }
+func (p *fakePort) Traffic(netip.Addr) (Traffic, bool)      { return Traffic{}, false }
+func (p *fakePort) Count(...netip.Addr) error               { return nil }
+func (p *fakePort) CanSnapshot() bool                       { return false }
+func (p *fakePort) Snapshot() (map[netip.Addr]Counts, bool) { return nil, false }
+func (p *fakePort) RecordsAskers() bool                     { return false }
+func (p *fakePort) Askers(func(AskerCount)) error           { return nil }
 
 func (p *fakePort) isHeld(a netip.Addr) bool {
 	p.mu.Lock()
@@ -187,7 +201,7 @@ func TestEngineClaimIsLiveAndRecorded(t *testing.T) {
 		t.Fatalf("got status %+v, want a4 and a6", st)
 	}
 	for _, s := range st {
-		if s.State != StateAnnouncing || s.Interface != "eth0" || s.MAC != "02:00:00:00:00:02" || s.GratuitousFrames == 0 {
+		if s.State != api.StateAnnouncing || s.Interface != "eth0" || s.MAC != "02:00:00:00:00:02" || s.GratuitousFrames == 0 {
 			t.Errorf("got %+v, want announcing on eth0 with our MAC and the first round counted", s)
 		}
 	}
@@ -312,7 +326,7 @@ func TestEngineReclaimIsRefresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := st[0]; !got.ClaimedAt.Equal(t0) || !got.RefreshedAt.Equal(t0.Add(time.Minute)) || got.State != StateAnnouncing {
+	if got := st[0]; !got.ClaimedAt.Equal(t0) || !got.RefreshedAt.Equal(t0.Add(time.Minute)) || got.State != api.StateAnnouncing {
 		t.Errorf("got %+v, want claimed at t0, refreshed a minute later, announcing again", got)
 	}
 	if n := h.ports["eth0"].rounds(); n != before+1 {
@@ -354,7 +368,7 @@ func TestEnginePeriodicRefresh(t *testing.T) {
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		st := h.e.Status()
-		if len(st) == 1 && st[0].RefreshedAt.Equal(t0.Add(10*time.Second)) && st[0].State == StateAnnouncing &&
+		if len(st) == 1 && st[0].RefreshedAt.Equal(t0.Add(10*time.Second)) && st[0].State == api.StateAnnouncing &&
 			st[0].WindowEnd.Equal(t0.Add(15*time.Second)) {
 			break
 		}

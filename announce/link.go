@@ -19,18 +19,60 @@ import (
 	"github.com/vipctl/vip/internal/wire"
 )
 
-// Responder answers who-has requests (ARP requests, neighbor solicitations)
-// for the addresses it holds on one interface. The packet-socket Link is one
-// implementation; an in-kernel XDP responder can be another.
+// Responder is what answers who-has requests (ARP requests, neighbor
+// solicitations) for the addresses it holds on one interface: the Link's
+// own packet-socket readers, or announce/bpfresp's in-kernel responder,
+// which a Link takes in their place (KernelResponder). It is the whole
+// contract: the engine and the Link discover nothing more by type
+// assertion.
 type Responder interface {
 	// Hold starts answering for addrs, all or none.
 	Hold(addrs ...netip.Addr) error
-	// Drop stops answering for addrs. Dropping an address not held is a
-	// no-op.
+	// Drop stops answering for addrs (and counting them, where Count
+	// counts them). Dropping an address not held is a no-op.
 	Drop(addrs ...netip.Addr) error
 	// Answered returns how many requests for addr were answered while held.
 	Answered(addr netip.Addr) uint64
+	// Kind says what answers, as status shows it: ResponderSocket, or
+	// the in-kernel responder's own ("ebpf").
+	Kind() string
+	// Hook says where an in-kernel responder runs ("tcx", "xdp-generic");
+	// it is empty for one that runs in vip.
+	Hook() string
 	Close() error
+}
+
+// KernelResponder is a Responder that answers in the kernel
+// (announce/bpfresp's), in place of a Link's packet-socket readers. Seeing
+// every frame for an address where it runs, it can do what the socket
+// readers, which see only who-has requests, cannot: count the traffic,
+// remember who asks, and check a guarded agent's answer deadline in its
+// maps, past which the kernel answers nothing even while vip is frozen.
+type KernelResponder interface {
+	Responder
+	// Traffic returns the packets and bytes that arrived for addr while
+	// it was held or counted.
+	Traffic(addr netip.Addr) (packets, bytes uint64)
+	// Count counts the traffic for addrs without answering for them:
+	// addresses the kernel owns (assigned to the interface), which it
+	// answers itself. Drop stops the counting.
+	Count(addrs ...netip.Addr) error
+	// Snapshot calls fn once with the counts of each address held or
+	// counted, all read in one pass (a few system calls, not two an
+	// address).
+	Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error
+	// Askers calls fn for each asker it remembers of the addresses it
+	// answers for: a bounded number of them, so that one forgotten to
+	// make room starts again from one, which a reader that follows the
+	// totals takes as a new asker. A capture then need not see those
+	// requests: on tcx it would wake for each, on XDP it sees none.
+	Askers(fn func(AskerCount)) error
+	// SetDeadline has it answer only while CLOCK_BOOTTIME is before at
+	// (Deadline.Watch calls it).
+	SetDeadline(at time.Duration) error
+	// Withheld counts the requests it left unanswered for a past
+	// deadline.
+	Withheld() uint64
 }
 
 // Announcer sends gratuitous advertisements on one interface.
@@ -46,8 +88,9 @@ type Prober interface {
 	Probe(addr netip.Addr) (int, error)
 }
 
-// A Port is one interface as the engine uses it: it answers, announces,
-// probes, and says which interface it is.
+// A Port is one interface as the engine uses it: it answers (as its
+// Responder does), announces, probes, says which interface it is, and
+// reads what its responder counts. *Link is the one vip opens.
 type Port interface {
 	Responder
 	Announcer
@@ -55,6 +98,28 @@ type Port interface {
 	Name() string
 	Index() int
 	MAC() net.HardwareAddr
+	// Guard has every frame for the port's claims checked against a
+	// guarded agent's answer deadline where it leaves; a nil d guards
+	// nothing. It is called before the first Hold.
+	Guard(d *Deadline) error
+	// Traffic returns what arrived for addr while held or counted; ok is
+	// false where the responder does not count it: unknown, not zero.
+	Traffic(addr netip.Addr) (t Traffic, ok bool)
+	// Count has the responder count the traffic for addrs without
+	// answering for them, where it counts traffic at all; elsewhere it
+	// does nothing.
+	Count(addrs ...netip.Addr) error
+	// CanSnapshot reports whether Snapshot reads the port's counts; it
+	// reads nothing.
+	CanSnapshot() bool
+	// Snapshot reads the counts of every address the port answers or
+	// counts in one pass; ok is false where it cannot, or its read failed.
+	Snapshot() (counts map[netip.Addr]Counts, ok bool)
+	// RecordsAskers reports whether Askers reports the port's askers.
+	RecordsAskers() bool
+	// Askers calls fn for each asker the responder remembers (see
+	// KernelResponder); it does nothing where it remembers none.
+	Askers(fn func(AskerCount)) error
 }
 
 // FrameConn is the part of a packet socket a Link uses. *packet.Conn
@@ -83,11 +148,11 @@ type LinkConfig struct {
 	// held, so that an interface with IPv6 disabled can still hold IPv4.
 	// Nil refuses IPv6 addresses.
 	Groups func() (GroupJoiner, error)
-	// Responder, when set, answers in place of readers on ARP and IPv6
-	// (an in-kernel responder, say): the Link then only writes its rounds
-	// and probes on the sockets, joins the groups, and closes the sockets
-	// itself. Nil answers on the sockets.
-	Responder Responder
+	// Responder, when set, answers in place of readers on ARP and IPv6:
+	// the Link then only writes its rounds and probes on the sockets,
+	// joins the groups, and closes the sockets itself. Nil answers on the
+	// sockets.
+	Responder KernelResponder
 	Log       *slog.Logger
 	// Now is the clock of the traffic rates; nil is time.Now.
 	Now func() time.Time
@@ -113,9 +178,11 @@ type LinkStats struct {
 // groups stay.
 type Link struct {
 	ifi *net.Interface
-	// resp answers: the packet sockets' readers (socketResponder), or any
-	// Responder that answers elsewhere, such as in the kernel.
+	// resp answers: sock, the packet sockets' readers, or kern, a
+	// responder in the kernel; the other of the two is nil.
 	resp   Responder
+	sock   *socketResponder
+	kern   KernelResponder
 	meter  *trafficMeter
 	send   *sender
 	groups *groups
@@ -135,6 +202,8 @@ type Link struct {
 	closed  bool
 }
 
+var _ Port = (*Link)(nil)
+
 // OpenLink opens packet sockets on ifi and starts answering for the
 // addresses that are then held. It needs CAP_NET_RAW.
 func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
@@ -145,11 +214,11 @@ func OpenLink(ifi *net.Interface, log *slog.Logger) (*Link, error) {
 // and groups, and has resp answer for the held addresses (an in-kernel
 // responder). The sockets read nothing: a socket reader that answered too
 // would double every answer. The Link closes resp with itself.
-func OpenLinkAnswering(ifi *net.Interface, resp Responder, log *slog.Logger) (*Link, error) {
+func OpenLinkAnswering(ifi *net.Interface, resp KernelResponder, log *slog.Logger) (*Link, error) {
 	return openLink(ifi, resp, log)
 }
 
-func openLink(ifi *net.Interface, resp Responder, log *slog.Logger) (*Link, error) {
+func openLink(ifi *net.Interface, resp KernelResponder, log *slog.Logger) (*Link, error) {
 	// Only what arrives on ifi itself: see wire.OwnFramesOnly.
 	idx := uint32(ifi.Index)
 	arpProg, nsProg := wire.OwnFramesOnly(idx, arpRequestFilter()), wire.OwnFramesOnly(idx, solicitationFilter())
@@ -219,15 +288,16 @@ func NewLink(ifi *net.Interface, cfg LinkConfig) *Link {
 	multi, _ := cfg.IPv6.(AllMultiConn)
 	l := &Link{
 		ifi:    ifi,
-		resp:   cfg.Responder,
 		meter:  newTrafficMeter(cfg.Now),
 		send:   newSender(ifi.Name, ifi.HardwareAddr, cfg.ARP, cfg.IPv6),
 		groups: newGroups(ifi.Name, cfg.Groups, multi, log),
 		held:   make(map[netip.Addr]bool), counted: make(map[netip.Addr]bool),
 	}
-	if l.resp == nil {
-		l.resp = newSocketResponder(ifi.Name, ifi.Index, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log)
+	if cfg.Responder == nil {
+		l.sock = newSocketResponder(ifi.Name, ifi.Index, ifi.HardwareAddr, cfg.ARP, cfg.IPv6, log)
+		l.resp = l.sock
 	} else {
+		l.kern, l.resp = cfg.Responder, cfg.Responder
 		l.conns = []FrameConn{cfg.ARP, cfg.IPv6}
 	}
 	return l
@@ -302,8 +372,7 @@ func (l *Link) Answered(addr netip.Addr) uint64 { return l.resp.Answered(addr) }
 // Link's responder does not count it (the socket responder sees only
 // who-has requests): unknown, not zero.
 func (l *Link) Traffic(addr netip.Addr) (t Traffic, ok bool) {
-	tc, ok := l.resp.(TrafficCounter)
-	if !ok {
+	if l.kern == nil {
 		return Traffic{}, false
 	}
 	l.mu.Lock()
@@ -313,7 +382,7 @@ func (l *Link) Traffic(addr netip.Addr) (t Traffic, ok bool) {
 		// Neither answered nor counted here: unknown, not zero.
 		return Traffic{}, false
 	}
-	p, b := tc.Traffic(addr)
+	p, b := l.kern.Traffic(addr)
 	return l.meter.read(addr, p, b), true
 }
 
@@ -321,8 +390,7 @@ func (l *Link) Traffic(addr netip.Addr) (t Traffic, ok bool) {
 // answering for them, where it counts traffic at all (the in-kernel
 // responder); elsewhere it does nothing.
 func (l *Link) Count(addrs ...netip.Addr) error {
-	c, ok := l.resp.(Counter)
-	if !ok || len(addrs) == 0 {
+	if l.kern == nil || len(addrs) == 0 {
 		return nil
 	}
 	l.mu.Lock()
@@ -330,7 +398,7 @@ func (l *Link) Count(addrs ...netip.Addr) error {
 	if l.closed {
 		return net.ErrClosed
 	}
-	if err := c.Count(addrs...); err != nil {
+	if err := l.kern.Count(addrs...); err != nil {
 		return err
 	}
 	for _, a := range addrs {
@@ -343,17 +411,13 @@ func (l *Link) Count(addrs ...netip.Addr) error {
 
 // CanSnapshot reports whether Snapshot reads the Link's counts: whether its
 // responder reads them all in one pass.
-func (l *Link) CanSnapshot() bool {
-	_, ok := l.resp.(CountSnapshotter)
-	return ok
-}
+func (l *Link) CanSnapshot() bool { return l.kern != nil }
 
 // Snapshot reads the counts of every address the Link answers or counts in
 // one pass, with each traffic rate from the meter as Traffic gives it; ok
 // is false when the responder cannot, or its read failed.
 func (l *Link) Snapshot() (map[netip.Addr]Counts, bool) {
-	cs, ok := l.resp.(CountSnapshotter)
-	if !ok {
+	if l.kern == nil {
 		return nil, false
 	}
 	l.mu.Lock()
@@ -365,18 +429,13 @@ func (l *Link) Snapshot() (map[netip.Addr]Counts, bool) {
 		known[a] = true
 	}
 	l.mu.Unlock()
-	_, counts := l.resp.(TrafficCounter)
 	out := make(map[netip.Addr]Counts, len(known))
-	err := cs.Snapshot(func(a netip.Addr, answered, packets, bytes uint64) {
+	err := l.kern.Snapshot(func(a netip.Addr, answered, packets, bytes uint64) {
 		if !known[a] {
 			return
 		}
-		c := Counts{Answered: answered}
-		if counts {
-			t := l.meter.read(a, packets, bytes)
-			c.Traffic = &t
-		}
-		out[a] = c
+		t := l.meter.read(a, packets, bytes)
+		out[a] = Counts{Answered: answered, Traffic: &t}
 	})
 	if err != nil {
 		return nil, false
@@ -385,47 +444,36 @@ func (l *Link) Snapshot() (map[netip.Addr]Counts, bool) {
 }
 
 // RecordsAskers reports whether the Link's responder remembers who asks
-// for the addresses it answers (AskerRecorder): a capture on the interface
-// then need not see those requests.
-func (l *Link) RecordsAskers() bool {
-	_, ok := l.resp.(AskerRecorder)
-	return ok
-}
+// for the addresses it answers (the in-kernel one does): a capture on the
+// interface then need not see those requests.
+func (l *Link) RecordsAskers() bool { return l.kern != nil }
 
 // Askers calls fn for each asker the Link's responder remembers of an
 // address it answers for; it does nothing when the responder does not
 // remember them.
 func (l *Link) Askers(fn func(AskerCount)) error {
-	ar, ok := l.resp.(AskerRecorder)
-	if !ok {
+	if l.kern == nil {
 		return nil
 	}
-	return ar.Askers(fn)
+	return l.kern.Askers(fn)
 }
 
-// ResponderKind says what answers for the Link's held addresses, as
-// status shows it: ResponderSocket for its own socket readers, else the
-// Responder's Kind() and Hook() when it has them ("ebpf" and "tcx").
-func (l *Link) ResponderKind() (kind, hook string) {
-	if _, ok := l.resp.(*socketResponder); ok {
-		return ResponderSocket, ""
-	}
-	kind = "other"
-	if k, ok := l.resp.(interface{ Kind() string }); ok {
-		kind = k.Kind()
-	}
-	if h, ok := l.resp.(interface{ Hook() string }); ok {
-		hook = h.Hook()
-	}
-	return kind, hook
-}
+// Kind says what answers for the Link's held addresses, as status shows
+// it: ResponderSocket for its own socket readers, else its responder's
+// kind ("ebpf").
+func (l *Link) Kind() string { return l.resp.Kind() }
 
-// Stats returns the Link's counters.
+// Hook says where the Link's in-kernel responder runs ("tcx"); it is empty
+// for the socket readers.
+func (l *Link) Hook() string { return l.resp.Hook() }
+
+// Stats returns the Link's counters: those of its socket readers (an
+// in-kernel responder keeps none of these).
 func (l *Link) Stats() LinkStats {
-	if s, ok := l.resp.(interface{ stats() LinkStats }); ok {
-		return s.stats()
+	if l.sock == nil {
+		return LinkStats{}
 	}
-	return LinkStats{}
+	return l.sock.stats()
 }
 
 // Announce sends one gratuitous round for addr (see sender).

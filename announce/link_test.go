@@ -1063,41 +1063,6 @@ func TestLinkLargeHoldJoinsInTheBackground(t *testing.T) {
 	}
 }
 
-// recordingResponder is a Responder that answers elsewhere: it only records
-// what it is asked to hold.
-type recordingResponder struct {
-	mu     sync.Mutex
-	held   map[netip.Addr]bool
-	closed bool
-}
-
-func (r *recordingResponder) Hold(addrs ...netip.Addr) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, a := range addrs {
-		r.held[a] = true
-	}
-	return nil
-}
-
-func (r *recordingResponder) Drop(addrs ...netip.Addr) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, a := range addrs {
-		delete(r.held, a)
-	}
-	return nil
-}
-
-func (r *recordingResponder) Answered(netip.Addr) uint64 { return 3 }
-
-func (r *recordingResponder) Close() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.closed = true
-	return nil
-}
-
 // TestLinkWithAnotherResponder: the answering part of a Link can be
 // another Responder (an in-kernel one): it holds what the Link holds, the
 // sockets are not read, and the rounds, probes and groups are the Link's as
@@ -1105,12 +1070,12 @@ func (r *recordingResponder) Close() error {
 func TestLinkWithAnotherResponder(t *testing.T) {
 	arp, ip6, joiner := newFakeConn(), newFakeConn(), &fakeJoiner{}
 	groups := &fakeGroups{joiner: joiner}
-	resp := &recordingResponder{held: map[netip.Addr]bool{}}
+	resp := newCountingResponder()
 	l := NewLink(testInterface(), LinkConfig{ARP: arp, IPv6: ip6, Groups: groups.open, Responder: resp})
 	if err := l.Hold(vipA4, vipA6); err != nil {
 		t.Fatal(err)
 	}
-	if !resp.held[vipA4] || !resp.held[vipA6] || l.Answered(vipA4) != 3 {
+	if !resp.held[vipA4] || !resp.held[vipA6] || l.Answered(vipA4) != 7 {
 		t.Errorf("the responder holds %v, answered %d; want both addresses and its own count", resp.held, l.Answered(vipA4))
 	}
 	if joins, _, _ := joiner.calls(); len(joins) != 1 || joins[0] != snmA6 {

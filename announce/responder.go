@@ -56,6 +56,8 @@ type socketResponder struct {
 	arpRequests, solicitations, answered, malformed, sendErrors, readErrors atomic.Uint64
 }
 
+var _ Responder = (*socketResponder)(nil)
+
 type held struct {
 	answered atomic.Uint64
 }
@@ -122,6 +124,12 @@ func (r *socketResponder) narrowLocked(held map[netip.Addr]*held) {
 		r.log.Warn("cannot narrow the kernel filter to the held addresses: every request wakes vip", "err", err)
 	}
 }
+
+// Kind returns ResponderSocket.
+func (r *socketResponder) Kind() string { return ResponderSocket }
+
+// Hook returns "": the socket readers run in vip, on no hook.
+func (r *socketResponder) Hook() string { return "" }
 
 // Answered returns how many requests for addr were answered while held.
 func (r *socketResponder) Answered(addr netip.Addr) uint64 {

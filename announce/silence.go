@@ -64,14 +64,10 @@ func (e *Engine) silenceOp(p *portRef, claims []*claimState, addrs []netip.Addr)
 // countOp has p count the traffic for addresses the kernel answers for,
 // where its responder counts traffic; a failure costs only the counts.
 func (e *Engine) countOp(p Port, addrs []netip.Addr) {
-	if pr, ok := p.(*portRef); ok {
-		p = pr.Port
-	}
-	c, ok := p.(Counter)
-	if !ok || len(addrs) == 0 {
+	if len(addrs) == 0 {
 		return
 	}
-	if err := c.Count(addrs...); err != nil {
+	if err := p.Count(addrs...); err != nil {
 		e.log.Warn("cannot count the traffic for addresses the kernel answers for", "interface", p.Name(), "err", err)
 	}
 }

@@ -4,19 +4,21 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+
+	"github.com/vipctl/vip/internal/api"
 )
 
 func (e *Engine) stateLocked(cs *claimState) string {
 	if !cs.live() {
-		return StateWaiting
+		return api.StateWaiting
 	}
 	if _, recent := e.claimersLocked(cs); recent {
-		return StateConflict
+		return api.StateConflict
 	}
 	if e.sched.State(cs.key()).Active {
-		return StateAnnouncing
+		return api.StateAnnouncing
 	}
-	return StateHolding
+	return api.StateHolding
 }
 
 // Status reports the given addresses that are held, or every claim when
@@ -59,10 +61,10 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 		// its claims in one pass (fillResponders): here only what
 		// closed ports answered before.
 		answered := e.answeredBefore[cs.claim.Addr]
-		if cs.port == nil || !cs.answering || !snapshots(cs.port) {
+		if cs.port == nil || !cs.answering || !cs.port.CanSnapshot() {
 			answered = e.answeredLocked(cs)
 		}
-		*st = Status{Claim: cs.claim, State: StateWaiting, Answered: answered,
+		*st = Status{Claim: cs.claim, State: api.StateWaiting, Answered: answered,
 			Window: e.window(cs), Interval: e.interval(cs), Frames: e.frames(cs)}
 		if cs.port != nil {
 			if cs.port != macPort {
@@ -73,15 +75,15 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 			answering[i], counting[i] = cs.port, !cs.answering
 		}
 		if cs.live() {
-			st.State = StateHolding
+			st.State = api.StateHolding
 			if b := e.sched.State(cs.key()); b.Active {
-				st.State, st.WindowEnd = StateAnnouncing, b.WindowEnd
+				st.State, st.WindowEnd = api.StateAnnouncing, b.WindowEnd
 			}
 		}
 		var recent bool
 		st.Claimers, recent = e.claimersLocked(cs)
 		if recent && cs.live() {
-			st.State = StateConflict
+			st.State = api.StateConflict
 		}
 	}
 	// One hold of sentMu for every claim, but not around sched.State: the
@@ -92,28 +94,6 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 	}
 	e.sentMu.Unlock()
 	return out, answering, counting
-}
-
-// portResponder is a Port that says what answers on it and what traffic
-// arrives; *Link is one.
-type portResponder interface {
-	ResponderKind() (kind, hook string)
-	Traffic(addr netip.Addr) (Traffic, bool)
-}
-
-// portSnapshotter is a Port whose counts are read for all its addresses in
-// one pass (*Link over the in-kernel responder): a status of 10,000 claims
-// then costs a few system calls, not two for each.
-type portSnapshotter interface {
-	CanSnapshot() bool
-	Snapshot() (map[netip.Addr]Counts, bool)
-}
-
-// snapshots reports whether p's counts are read by Snapshot; it reads
-// nothing.
-func snapshots(p *portRef) bool {
-	ps, ok := p.Port.(portSnapshotter)
-	return ok && ps.CanSnapshot()
 }
 
 // fillResponders sets the responder and traffic of each status whose port
@@ -130,20 +110,13 @@ func fillResponders(out []Status, answering []*portRef, counting []bool) {
 		if p == nil {
 			continue
 		}
-		pr, ok := p.Port.(portResponder)
-		if !ok {
-			if !counting[i] {
-				out[i].Responder = ""
-			}
-			continue
-		}
 		if p != last {
 			last = p
-			kind, hook = pr.ResponderKind()
-			records = recordsAskers(p)
+			kind, hook = p.Kind(), p.Hook()
+			records = p.RecordsAskers()
 			snap, snapped = nil, false
-			if snapshots(p) {
-				snap, snapped = p.Port.(portSnapshotter).Snapshot()
+			if p.CanSnapshot() {
+				snap, snapped = p.Snapshot()
 			}
 		}
 		if !counting[i] {
@@ -162,12 +135,12 @@ func fillResponders(out []Status, answering []*portRef, counting []bool) {
 			}
 			continue
 		}
-		if snapshots(p) && !counting[i] {
+		if p.CanSnapshot() && !counting[i] {
 			// Its snapshot failed: the statusLocked left its answers
 			// to it, so read them one by one.
 			out[i].Answered += p.Answered(out[i].Addr)
 		}
-		if t, ok := pr.Traffic(out[i].Addr); ok {
+		if t, ok := p.Traffic(out[i].Addr); ok {
 			out[i].Traffic = &t
 		}
 	}
@@ -187,19 +160,6 @@ func (e *Engine) sortedLocked() []*claimState {
 	return e.byAddr
 }
 
-// askerPort is a Port whose responder remembers who asks (*Link over the
-// in-kernel responder).
-type askerPort interface {
-	RecordsAskers() bool
-	Askers(fn func(AskerCount)) error
-}
-
-// recordsAskers reports whether p's responder remembers who asks.
-func recordsAskers(p *portRef) bool {
-	ap, ok := p.Port.(askerPort)
-	return ok && ap.RecordsAskers()
-}
-
 // Askers calls fn with each asker that the in-kernel responders of the
 // claimed interfaces remember, and the interface it asked on; a port that
 // does not remember them (the socket responder, which a capture reads
@@ -208,7 +168,7 @@ func (e *Engine) Askers(fn func(iface string, a AskerCount)) error {
 	e.mu.Lock()
 	var ports []*portRef
 	for _, cs := range e.claims {
-		if cs.port != nil && cs.answering && !slices.Contains(ports, cs.port) && recordsAskers(cs.port) {
+		if cs.port != nil && cs.answering && !slices.Contains(ports, cs.port) && cs.port.RecordsAskers() {
 			ports = append(ports, cs.port)
 		}
 	}
@@ -216,7 +176,7 @@ func (e *Engine) Askers(fn func(iface string, a AskerCount)) error {
 	var errs []error
 	for _, p := range ports {
 		name := p.Name()
-		if err := p.Port.(askerPort).Askers(func(a AskerCount) { fn(name, a) }); err != nil {
+		if err := p.Askers(func(a AskerCount) { fn(name, a) }); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -22,15 +22,6 @@ type Traffic struct {
 	BytesPerSecond   float64 `json:"bytes_per_second"`
 }
 
-// TrafficCounter is a Responder that counts the traffic arriving for each
-// address it holds (the in-kernel responder does; the socket responder
-// sees only who-has requests, so it does not).
-type TrafficCounter interface {
-	// Traffic returns the packets and bytes that arrived for addr while
-	// it was held.
-	Traffic(addr netip.Addr) (packets, bytes uint64)
-}
-
 // Counts are what a port counted for one address: the requests answered,
 // and the traffic arriving where its responder counts it.
 type Counts struct {
@@ -38,26 +29,12 @@ type Counts struct {
 	Traffic  *Traffic
 }
 
-// CountSnapshotter is a Responder whose counts for every address are read
-// in one pass (the in-kernel responder reads its maps in batches): fn is
-// called once for each address it counts.
-type CountSnapshotter interface {
-	Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error
-}
-
-// Counter is a Responder that can count the traffic for an address it
-// does not answer for: one the kernel owns (assigned to the interface),
-// which it answers itself. Drop stops the counting too.
-type Counter interface {
-	Count(addrs ...netip.Addr) error
-}
-
 // TrafficInterval is the shortest interval a traffic rate is measured
 // over: readings closer together than this keep the previous rate, so
 // that two clients polling at their own pace see the same one.
 const TrafficInterval = time.Second
 
-// trafficMeter turns a TrafficCounter's totals into rates. It takes no
+// trafficMeter turns a KernelResponder's totals into rates. It takes no
 // readings of its own: each Traffic call is one, so nothing runs while no
 // one looks, and a rate spans the time since the reading before (at least
 // TrafficInterval).
@@ -141,17 +118,8 @@ type AskerCount struct {
 	Others bool
 	// Requests counts its requests answered since the responder started
 	// remembering it: a total, which only grows until the asker is
-	// forgotten (see AskerRecorder).
+	// forgotten (see KernelResponder.Askers).
 	Requests uint64
 	// Last is when the latest of them was answered.
 	Last time.Time
-}
-
-// AskerRecorder is a Responder that remembers who asks for the addresses
-// it answers, so that a capture need not see those requests: on tcx it
-// would wake for each, on XDP it sees none. It remembers a bounded number
-// of askers; one forgotten to make room starts again from one, which a
-// reader that follows the totals takes as a new asker.
-type AskerRecorder interface {
-	Askers(fn func(AskerCount)) error
 }

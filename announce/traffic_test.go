@@ -58,15 +58,63 @@ func TestTrafficMeter(t *testing.T) {
 }
 
 // countingResponder is an in-kernel responder as the Link sees it: it
-// answers elsewhere, names its kind and hook, and counts the traffic.
+// answers elsewhere (it records what it is asked to hold, and counts 7
+// answers for each), names its kind and hook, counts the traffic of the
+// addresses it holds or counts, and says how its counts were read.
 type countingResponder struct {
-	recordingResponder
-	mu      sync.Mutex
-	packets map[netip.Addr]uint64
+	mu                 sync.Mutex
+	held, counted      map[netip.Addr]bool
+	packets            map[netip.Addr]uint64
+	closed             bool
+	snapshots, lookups int
 }
 
+var _ KernelResponder = (*countingResponder)(nil)
+
 func newCountingResponder() *countingResponder {
-	return &countingResponder{recordingResponder: recordingResponder{held: map[netip.Addr]bool{}}, packets: map[netip.Addr]uint64{}}
+	return &countingResponder{held: map[netip.Addr]bool{}, counted: map[netip.Addr]bool{}, packets: map[netip.Addr]uint64{}}
+}
+
+func (r *countingResponder) Hold(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range addrs {
+		r.held[a] = true
+	}
+	return nil
+}
+
+func (r *countingResponder) Count(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range addrs {
+		r.counted[a] = true
+	}
+	return nil
+}
+
+func (r *countingResponder) Drop(addrs ...netip.Addr) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range addrs {
+		delete(r.held, a)
+		delete(r.counted, a)
+	}
+	return nil
+}
+
+func (r *countingResponder) Answered(netip.Addr) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.lookups++
+	return 7
+}
+
+func (r *countingResponder) Close() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return nil
 }
 
 func (r *countingResponder) Kind() string { return "ebpf" }
@@ -78,26 +126,22 @@ func (r *countingResponder) Traffic(a netip.Addr) (packets, bytes uint64) {
 	return r.packets[a], 100 * r.packets[a]
 }
 
-// countingOnly is a countingResponder that also counts the traffic of
-// addresses it does not answer for (Counter), as the in-kernel one does.
-type countingOnly struct {
-	*countingResponder
-	counted map[netip.Addr]bool
-}
-
-func (r *countingOnly) Count(addrs ...netip.Addr) error {
-	for _, a := range addrs {
-		r.counted[a] = true
+func (r *countingResponder) Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.snapshots++
+	for a := range r.held {
+		fn(a, 7, r.packets[a], 100*r.packets[a])
+	}
+	for a := range r.counted {
+		fn(a, 0, r.packets[a], 100*r.packets[a])
 	}
 	return nil
 }
 
-func (r *countingOnly) Drop(addrs ...netip.Addr) error {
-	for _, a := range addrs {
-		delete(r.counted, a)
-	}
-	return r.countingResponder.Drop(addrs...)
-}
+func (r *countingResponder) Askers(func(AskerCount)) error   { return nil }
+func (r *countingResponder) SetDeadline(time.Duration) error { return nil }
+func (r *countingResponder) Withheld() uint64                { return 0 }
 
 func (r *countingResponder) arrive(a netip.Addr, n uint64) {
 	r.mu.Lock()
@@ -109,7 +153,7 @@ func (r *countingResponder) arrive(a netip.Addr, n uint64) {
 // and reports traffic only when that responder counts it.
 func TestLinkResponderKindAndTraffic(t *testing.T) {
 	r := newLinkRig(t, vipA4)
-	if kind, hook := r.link.ResponderKind(); kind != ResponderSocket || hook != "" {
+	if kind, hook := r.link.Kind(), r.link.Hook(); kind != ResponderSocket || hook != "" {
 		t.Errorf("socket Link: got responder %q hook %q, want socket and no hook", kind, hook)
 	}
 	if tr, ok := r.link.Traffic(vipA4); ok {
@@ -123,7 +167,7 @@ func TestLinkResponderKindAndTraffic(t *testing.T) {
 	if err := l.Hold(vipA4); err != nil {
 		t.Fatal(err)
 	}
-	if kind, hook := l.ResponderKind(); kind != "ebpf" || hook != "tcx" {
+	if kind, hook := l.Kind(), l.Hook(); kind != "ebpf" || hook != "tcx" {
 		t.Errorf("got responder %q hook %q, want ebpf on tcx", kind, hook)
 	}
 	resp.arrive(vipA4, 4)
@@ -150,7 +194,7 @@ func TestLinkResponderKindAndTraffic(t *testing.T) {
 
 // claimA4AndKernelB4 runs an engine whose ports answer through resp, with
 // b4 the kernel's, and claims a4 and b4 on it.
-func claimA4AndKernelB4(t *testing.T, resp Responder) (*Engine, context.Context) {
+func claimA4AndKernelB4(t *testing.T, resp KernelResponder) (*Engine, context.Context) {
 	t.Helper()
 	e := NewEngine(EngineConfig{
 		Burst: SchedulerConfig{Clock: clockwork.NewFakeClockAt(t0)},
@@ -173,7 +217,7 @@ func claimA4AndKernelB4(t *testing.T, resp Responder) (*Engine, context.Context)
 
 // TestEngineStatusResponder: status names the responder of each claim:
 // the port's for those it answers, the kernel for an address assigned to
-// the interface (with no traffic: unknown, not zero).
+// the interface.
 func TestEngineStatusResponder(t *testing.T) {
 	resp := newCountingResponder()
 	e, _ := claimA4AndKernelB4(t, resp)
@@ -185,20 +229,20 @@ func TestEngineStatusResponder(t *testing.T) {
 	if s := st[0]; s.Responder != "ebpf" || s.Hook != "tcx" || s.Traffic == nil || s.Traffic.Packets != 2 {
 		t.Errorf("%s: got responder %q hook %q traffic %+v; want ebpf on tcx with 2 packets", s.Addr, s.Responder, s.Hook, s.Traffic)
 	}
-	if s := st[1]; s.Responder != ResponderKernel || s.Hook != "" || s.Traffic != nil {
-		t.Errorf("%s (assigned): got responder %q hook %q traffic %+v; want the kernel and no traffic", s.Addr, s.Responder, s.Hook, s.Traffic)
+	if s := st[1]; s.Responder != ResponderKernel || s.Hook != "" {
+		t.Errorf("%s (assigned): got responder %q hook %q; want the kernel", s.Addr, s.Responder, s.Hook)
 	}
 	if !resp.held[a4] || resp.held[b4] {
 		t.Errorf("the responder holds %v, want %s alone (the kernel answers for %s)", resp.held, a4, b4)
 	}
 }
 
-// TestEngineCountsWhatTheKernelAnswers: where the responder can count an
-// address without answering for it, status shows the traffic of an
+// TestEngineCountsWhatTheKernelAnswers: the in-kernel responder counts an
+// address without answering for it, so status shows the traffic of an
 // address the kernel owns too, its responder still the kernel; released,
 // the counting stops.
 func TestEngineCountsWhatTheKernelAnswers(t *testing.T) {
-	resp := &countingOnly{countingResponder: newCountingResponder(), counted: map[netip.Addr]bool{}}
+	resp := newCountingResponder()
 	e, cctx := claimA4AndKernelB4(t, resp)
 	if !resp.counted[b4] || resp.held[b4] {
 		t.Fatalf("the kernel's address: counted %v, held %v; want counted and not answered", resp.counted[b4], resp.held[b4])
@@ -234,29 +278,10 @@ func TestLinkSendsPastAPendingLinkDown(t *testing.T) {
 	}
 }
 
-// snapshotResponder is a countingResponder read in one pass, as the
-// in-kernel one is; it counts how its counts are read.
-type snapshotResponder struct {
-	*countingResponder
-	snapshots, lookups int
-}
-
-func (r *snapshotResponder) Snapshot(fn func(a netip.Addr, answered, packets, bytes uint64)) error {
-	r.snapshots++
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for a := range r.held {
-		fn(a, 7, r.packets[a], 100*r.packets[a])
-	}
-	return nil
-}
-
-func (r *snapshotResponder) Answered(netip.Addr) uint64 { r.lookups++; return 7 }
-
 // TestEngineStatusReadsASnapshot: a port read in one pass gives every
 // claim's answers and traffic from that one read, not a lookup each.
 func TestEngineStatusReadsASnapshot(t *testing.T) {
-	resp := &snapshotResponder{countingResponder: newCountingResponder()}
+	resp := newCountingResponder()
 	e, _ := claimA4AndKernelB4(t, resp)
 	resp.arrive(a4, 3)
 	resp.snapshots, resp.lookups = 0, 0

@@ -22,7 +22,6 @@ import (
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
-	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/tui"
 )
@@ -436,7 +435,7 @@ func printClaims(d *deps, asJSON bool, resp api.ClaimResponse) error {
 	for _, c := range resp.Claims {
 		verb := "claimed"
 		switch {
-		case c.State == fleet.StateStandby:
+		case c.State == api.StateStandby:
 			verb = "standby"
 		case !c.RefreshedAt.Equal(c.ClaimedAt):
 			verb = "refreshed"

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/store"
 )
 
@@ -153,10 +152,10 @@ func TestStoreExitCodes(t *testing.T) {
 		{"fenced, from the agent", &api.RemoteError{Status: 503, Code: api.CodeFenced, Message: "this agent is fenced"}, ExitFailure},
 		{"every refusal held", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeHeld}}), ExitHeld},
 		{"refusals of both kinds", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeConflict}}), ExitFailure},
-		{"fenced claim under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: fleet.StateFenced}}}), ExitConflict},
+		{"fenced claim under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: api.StateFenced}}}), ExitConflict},
 		{"lost claim and a rival under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{
-			{Addr: "192.0.2.10", State: fleet.StateLost}, {Addr: "192.0.2.11", State: "conflict"}}}), ExitConflict},
-		{"standby under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: fleet.StateStandby}}}), ExitOK},
+			{Addr: "192.0.2.10", State: api.StateLost}, {Addr: "192.0.2.11", State: "conflict"}}}), ExitConflict},
+		{"standby under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: api.StateStandby}}}), ExitOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -274,7 +273,7 @@ func TestStatusStoreGolden(t *testing.T) {
 		LeaseTTL: api.Duration(6 * time.Second), FenceAfter: api.Duration(4500 * time.Millisecond),
 		Renewed: time.Date(2026, 11, 30, 1, 2, 0, 700e6, time.UTC)}
 	st.Claims = append([]api.Claim(nil), st.Claims...)
-	st.Claims[2].State, st.Claims[2].Note = fleet.StateLost, "lost to b"
+	st.Claims[2].State, st.Claims[2].Note = api.StateLost, "lost to b"
 	var out bytes.Buffer
 	if err := printStatus(&deps{io: IO{Out: &out}}, st, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); err != nil {
 		t.Fatal(err)

@@ -17,9 +17,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/fleet"
 )
 
 // errNotHeld makes release --strict and refresh fail: exit 1.
@@ -406,9 +404,9 @@ func checkStatus(st api.StatusResponse) error {
 	var conflicted, unguarded []string
 	for _, cl := range st.Claims {
 		switch cl.State {
-		case announce.StateConflict:
+		case api.StateConflict:
 			conflicted = append(conflicted, cl.Addr)
-		case fleet.StateFenced, fleet.StateLost:
+		case api.StateFenced, api.StateLost:
 			unguarded = append(unguarded, cl.Addr+" ("+cl.State+")")
 		}
 	}

@@ -33,9 +33,9 @@ type Scope struct {
 	// of them, solicitations whose IPv6 source is, advertisements whose
 	// target or source is. The requests for them are left out: an
 	// in-kernel responder that answers them remembers who asked
-	// (announce.AskerRecorder), and a capture that saw them would wake
-	// for each. Competing claimers are still seen. An address in both
-	// lists is in Addrs.
+	// (announce.KernelResponder.Askers), and a capture that saw them
+	// would wake for each. Competing claimers are still seen. An address
+	// in both lists is in Addrs.
 	Claims []netip.Addr
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/charmbracelet/lipgloss"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/event"
 )
 
 // Options configure the view.
@@ -412,7 +413,7 @@ func (m *Model) applySnapshot(msg snapshotMsg) tea.Cmd {
 func (m *Model) applyEvent(ev api.Event) {
 	m.log.push(ev)
 	switch ev.Kind {
-	case "release":
+	case event.Release:
 		a := ev.Addr.String()
 		for i, c := range m.claims {
 			if c.Addr == a {
@@ -421,7 +422,7 @@ func (m *Model) applyEvent(ev api.Event) {
 			}
 		}
 		m.stale = true
-	case "lost":
+	case event.Lost:
 	default:
 		m.stale = true
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/event"
 )
 
 // Column widths. The address columns take what is left, up to the
@@ -508,7 +509,7 @@ func (m *Model) eventLines(w int) []string {
 			continue
 		}
 		line = ansi.Truncate(line, w-2, "…")
-		if ev.Kind == "conflict" || ev.Kind == "lost" {
+		if ev.Kind == event.Conflict || ev.Kind == event.Lost {
 			line = m.st.errMsg.Render(line)
 		}
 		lines = append(lines, "  "+line)

@@ -14,6 +14,10 @@ import (
 	"github.com/vipctl/vip/internal/wire"
 )
 
+// A Responder is the one announce.KernelResponder: a Link answers
+// through it in place of its socket readers.
+var _ announce.KernelResponder = (*Responder)(nil)
+
 // askerOthers is ASKER_OTHERS of responder.c: the entry that counts the
 // requests of the askers not remembered one by one.
 const askerOthers = 1
@@ -28,8 +32,7 @@ const askersBatch = 512
 // (responder.c); an asker forgotten and seen again starts from one, and
 // Drop forgets the askers of the addresses it drops. Each CPU starts
 // remembering at most NEW_ASKERS new askers a second: the requests of the
-// others count in one entry per address, reported with Others set. It
-// implements announce.AskerRecorder.
+// others count in one entry per address, reported with Others set.
 func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -20,8 +20,6 @@ import (
 	"github.com/vipctl/vip/sniff"
 )
 
-var _ announce.AskerRecorder = (*Responder)(nil)
-
 // askerID is an asker of an address, as the tests compare them.
 type askerID struct {
 	addr netip.Addr

@@ -2,7 +2,7 @@
 // ARP requests and IPv6 neighbor solicitations for the addresses vip holds,
 // on the one interface it is attached to, with the answers the socket
 // responder gives (announce/answer.go over internal/wire), without waking
-// vip. A Responder implements announce.Responder, so a Link can answer
+// vip. A Responder implements announce.KernelResponder, so a Link can answer
 // through it while it keeps its gratuitous rounds, probes and multicast
 // groups.
 //

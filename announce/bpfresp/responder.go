@@ -78,8 +78,8 @@ const (
 // Responder answers ARP requests and neighbor solicitations for the
 // addresses it holds on one interface, in the kernel: an eBPF program on
 // the interface's tcx ingress or XDP hook, and maps of the held addresses
-// and their counters. It implements announce.Responder. Its methods are
-// safe to call from several goroutines.
+// and their counters. It implements announce.KernelResponder. Its methods
+// are safe to call from several goroutines.
 type Responder struct {
 	ifname  string
 	ifindex int

@@ -114,6 +114,7 @@ const fleetPortName = "bench0"
 // bursts and probes run as in an agent, and only the frames are left out.
 // It counts what would have gone out.
 type fleetPort struct {
+	uncounted
 	mac    net.HardwareAddr
 	frames atomic.Int64
 }
@@ -129,6 +130,20 @@ func (p *fleetPort) Close() error               { return nil }
 func (p *fleetPort) Name() string               { return fleetPortName }
 func (p *fleetPort) Index() int                 { return 1 }
 func (p *fleetPort) MAC() net.HardwareAddr      { return p.mac }
+
+// uncounted is the part of an announce.Port that the benchmark's ports
+// leave out: it names no responder, takes no deadline and counts nothing.
+type uncounted struct{}
+
+func (uncounted) Kind() string                                     { return "" }
+func (uncounted) Hook() string                                     { return "" }
+func (uncounted) Guard(*announce.Deadline) error                   { return nil }
+func (uncounted) Traffic(netip.Addr) (announce.Traffic, bool)      { return announce.Traffic{}, false }
+func (uncounted) Count(...netip.Addr) error                        { return nil }
+func (uncounted) CanSnapshot() bool                                { return false }
+func (uncounted) Snapshot() (map[netip.Addr]announce.Counts, bool) { return nil, false }
+func (uncounted) RecordsAskers() bool                              { return false }
+func (uncounted) Askers(func(announce.AskerCount)) error           { return nil }
 
 func (p *fleetPort) Probe(netip.Addr) (int, error) {
 	p.frames.Add(1)

@@ -492,6 +492,7 @@ func (b *bench) schedVariantRows(v *schedVariant) {
 // engine's rounds and probes went out. The engine calls Announce and Probe
 // from the scheduler's single sender goroutine only.
 type benchPort struct {
+	uncounted
 	base  time.Time
 	sends []schedSend
 }

@@ -172,10 +172,23 @@ func (p *fuzzPort) Answered(netip.Addr) uint64 { return 0 }
 func (p *fuzzPort) Announce(a netip.Addr, f announce.FrameKinds) (int, error) {
 	return f.PerRound(a.Is4()), nil
 }
-func (p *fuzzPort) Probe(netip.Addr) (int, error) { return 1, nil }
-func (p *fuzzPort) Name() string                  { return p.name }
-func (p *fuzzPort) Index() int                    { return 2 }
-func (p *fuzzPort) MAC() net.HardwareAddr         { return eth0.MAC }
+func (p *fuzzPort) Probe(netip.Addr) (int, error)  { return 1, nil }
+func (p *fuzzPort) Name() string                   { return p.name }
+func (p *fuzzPort) Index() int                     { return 2 }
+func (p *fuzzPort) MAC() net.HardwareAddr          { return eth0.MAC }
+func (p *fuzzPort) Kind() string                   { return "" }
+func (p *fuzzPort) Hook() string                   { return "" }
+func (p *fuzzPort) Guard(*announce.Deadline) error { return nil }
+func (p *fuzzPort) Traffic(netip.Addr) (announce.Traffic, bool) {
+	return announce.Traffic{}, false
+}
+func (p *fuzzPort) Count(...netip.Addr) error { return nil }
+func (p *fuzzPort) CanSnapshot() bool         { return false }
+func (p *fuzzPort) Snapshot() (map[netip.Addr]announce.Counts, bool) {
+	return nil, false
+}
+func (p *fuzzPort) RecordsAskers() bool                    { return false }
+func (p *fuzzPort) Askers(func(announce.AskerCount)) error { return nil }
 
 // FuzzServerEngine is FuzzServerRequest over the real claim engine (with
 // in-memory ports and book) holding three addresses. Besides the answer's

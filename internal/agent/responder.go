@@ -60,8 +60,8 @@ type portOpener struct {
 	log *slog.Logger
 	// openBPF and openLink are bpfresp.Open and announce.OpenLinkAnswering
 	// (announce.OpenLink for a nil responder); tests replace them.
-	openBPF  func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.Responder, error)
-	openLink func(ifi *net.Interface, resp announce.Responder, log *slog.Logger) (announce.Port, error)
+	openBPF  func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.KernelResponder, error)
+	openLink func(ifi *net.Interface, resp announce.KernelResponder, log *slog.Logger) (announce.Port, error)
 
 	mu     sync.Mutex
 	logged map[string]bool
@@ -76,10 +76,10 @@ func newPortOpener(rc ResponderConfig, log *slog.Logger) *portOpener {
 	}
 	return &portOpener{
 		rc: rc, log: log, logged: map[string]bool{},
-		openBPF: func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.Responder, error) {
+		openBPF: func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.KernelResponder, error) {
 			return bpfresp.Open(ifi.Name, ifi.Index, ifi.HardwareAddr, hook, log)
 		},
-		openLink: func(ifi *net.Interface, resp announce.Responder, log *slog.Logger) (announce.Port, error) {
+		openLink: func(ifi *net.Interface, resp announce.KernelResponder, log *slog.Logger) (announce.Port, error) {
 			if resp == nil {
 				return announce.OpenLink(ifi, log)
 			}
@@ -95,22 +95,11 @@ func (o *portOpener) open(name string) (announce.Port, error) {
 	}
 	// The deadline goes to the port before it holds anything, so that its
 	// first answer is already checked against it.
-	g, ok := p.(guardable)
-	if !ok {
-		_ = p.Close()
-		return nil, fmt.Errorf("interface %s: its port cannot check the answer deadline of a guarded agent", name)
-	}
-	if err := g.Guard(o.rc.Deadline); err != nil {
+	if err := p.Guard(o.rc.Deadline); err != nil {
 		_ = p.Close()
 		return nil, err
 	}
 	return p, nil
-}
-
-// guardable is a port that checks a guarded agent's answer deadline
-// (announce.Link).
-type guardable interface {
-	Guard(d *announce.Deadline) error
 }
 
 func (o *portOpener) openPort(name string) (announce.Port, error) {

@@ -49,7 +49,7 @@ func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts anno
 			continue
 		}
 		// The engine fills in its defaults; this one has the real ones.
-		st := announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, Options: opts}, MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing,
+		st := announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, Options: opts}, MAC: "02:00:00:00:00:02", State: api.StateAnnouncing,
 			Window: cmp.Or(opts.Window, announce.DefaultWindow), Interval: cmp.Or(opts.Interval, announce.DefaultInterval), Frames: cmp.Or(opts.Frames, announce.DefaultFrameKinds)}
 		if opts.SingleRound {
 			st.Window = 0

@@ -27,11 +27,11 @@ func statusEngine() *fakeEngine {
 	at := time.Now().Add(-time.Minute).Round(0)
 	for _, st := range []announce.Status{
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("192.0.2.10"), Interface: "eth0", ClaimedAt: at, RefreshedAt: at},
-			MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing, WindowEnd: time.Now().Add(time.Hour), Answered: 7, GratuitousFrames: 3},
+			MAC: "02:00:00:00:00:02", State: api.StateAnnouncing, WindowEnd: time.Now().Add(time.Hour), Answered: 7, GratuitousFrames: 3},
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("2001:db8::10"), Interface: "eth0", ClaimedAt: at, RefreshedAt: at.Add(time.Second), AddedAddress: true,
 			Options: announce.ClaimOptions{Frames: announce.FrameNA, RefreshEvery: time.Minute, OnConflict: announce.PolicyYield}},
-			MAC: "02:00:00:00:00:02", State: announce.StateConflict, Claimers: []announce.Claimer{{MAC: net.HardwareAddr{2, 0, 0, 0, 0xee, 1}, Kind: "reply", FirstSeen: at, LastSeen: at, Count: 2}}},
-		{Claim: announce.Claim{Addr: netip.MustParseAddr("fe80::1%eth0"), Interface: "eth0", ClaimedAt: at, RefreshedAt: at}, State: announce.StateWaiting},
+			MAC: "02:00:00:00:00:02", State: api.StateConflict, Claimers: []announce.Claimer{{MAC: net.HardwareAddr{2, 0, 0, 0, 0xee, 1}, Kind: "reply", FirstSeen: at, LastSeen: at, Count: 2}}},
+		{Claim: announce.Claim{Addr: netip.MustParseAddr("fe80::1%eth0"), Interface: "eth0", ClaimedAt: at, RefreshedAt: at}, State: api.StateWaiting},
 	} {
 		eng.held[st.Addr] = st
 	}
@@ -145,7 +145,7 @@ func TestServerStatusFails(t *testing.T) {
 			eng := newFakeEngine()
 			for i := range tt.others {
 				a := netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 14: byte(i >> 8), 15: byte(i)})
-				eng.held[a] = announce.Status{Claim: announce.Claim{Addr: a, Interface: "eth0"}, State: announce.StateHolding}
+				eng.held[a] = announce.Status{Claim: announce.Claim{Addr: a, Interface: "eth0"}, State: api.StateHolding}
 			}
 			eng.held[bad.Addr] = bad
 			_, sock := serve(t, eng, nil)

@@ -60,15 +60,15 @@ func variedClaims() []announce.Status {
 	at, now := statusAt, statusNow
 	return []announce.Status{
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("192.0.2.10"), Interface: "eth0", ClaimedAt: at, RefreshedAt: at.Add(time.Minute)},
-			MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing, WindowEnd: at.Add(time.Minute + 5*time.Second), Answered: 3, GratuitousFrames: 6},
+			MAC: "02:00:00:00:00:02", State: api.StateAnnouncing, WindowEnd: at.Add(time.Minute + 5*time.Second), Answered: 3, GratuitousFrames: 6},
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("2001:db8::10"), Interface: "eth0", ClaimedAt: at, RefreshedAt: at, AddedAddress: true,
 			Options: announce.ClaimOptions{Window: time.Second, Interval: 100 * time.Millisecond, Frames: announce.FrameNA, RefreshEvery: time.Minute, OnConflict: announce.PolicyWarn}},
-			MAC: "02:00:00:00:00:02", State: announce.StateConflict, WindowEnd: at, // a window that has ended
+			MAC: "02:00:00:00:00:02", State: api.StateConflict, WindowEnd: at, // a window that has ended
 			Claimers: []announce.Claimer{{MAC: net.HardwareAddr{2, 0, 0, 0, 0xee, 1}, Kind: "advertisement", FirstSeen: at, LastSeen: now, Count: 4}}},
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("fe80::1%eth<1>"), Interface: "eth\t1\u2028\x00<>&é", ClaimedAt: at.In(time.FixedZone("", -(9*3600 + 30*60 + 15))), RefreshedAt: at.Add(1)},
-			State: announce.StateWaiting, Answered: 1<<64 - 1},
+			State: api.StateWaiting, Answered: 1<<64 - 1},
 		{Claim: announce.Claim{Addr: netip.MustParseAddr("::ffff:198.51.100.7"), Interface: "eth1", ClaimedAt: at.In(time.FixedZone("CET", 3600)), RefreshedAt: at,
-			Options: announce.ClaimOptions{Frames: announce.DefaultFrameKinds, OnConflict: announce.PolicyYield}}, State: announce.StateHolding},
+			Options: announce.ClaimOptions{Frames: announce.DefaultFrameKinds, OnConflict: announce.PolicyYield}}, State: api.StateHolding},
 		{}, // the zero address
 	}
 }
@@ -95,7 +95,7 @@ func manyClaims(n int) []announce.Status {
 		a := base
 		a[13], a[14], a[15] = byte(i>>16), byte(i>>8), byte(i)
 		out[i] = announce.Status{Claim: announce.Claim{Addr: netip.AddrFrom16(a), Interface: "eth0", ClaimedAt: at, RefreshedAt: at},
-			MAC: "02:00:00:00:00:02", State: announce.StateAnnouncing, WindowEnd: at.Add(time.Duration(3+i%5) * time.Second), GratuitousFrames: 4}
+			MAC: "02:00:00:00:00:02", State: api.StateAnnouncing, WindowEnd: at.Add(time.Duration(3+i%5) * time.Second), GratuitousFrames: 4}
 	}
 	return out
 }

@@ -159,12 +159,28 @@ type Store struct {
 	Withheld       uint64    `json:"withheld"`
 }
 
+// The states of a Claim: the engine's (announcing, holding, waiting,
+// conflict), and those a guarded agent adds for the claims it keeps out of
+// the engine (fenced, lost, standby). Status, the metrics, vip and the
+// live view all say them in these words.
+const (
+	StateAnnouncing = "announcing" // a gratuitous window is running
+	StateHolding    = "holding"    // answering; no window running
+	StateWaiting    = "waiting"    // its interface is down or gone
+	// StateConflict is a claim while another MAC was seen answering for
+	// its address within the engine's conflict hold.
+	StateConflict = "conflict"
+	StateFenced   = "fenced"  // the agent cannot renew its lease: it answers nothing
+	StateLost     = "lost"    // another node holds it in the store now
+	StateStandby  = "standby" // taken when its owner's lease expires
+)
+
 // Claim is one held address as clients see it.
 type Claim struct {
 	Addr        string    `json:"addr"`
 	Interface   string    `json:"interface"`
 	MAC         string    `json:"mac"`
-	State       string    `json:"state"`
+	State       string    `json:"state"` // one of the State constants
 	ClaimedAt   time.Time `json:"claimed_at"`
 	RefreshedAt time.Time `json:"refreshed_at"`
 	// WindowEnd and WindowRemaining are set while a burst runs.

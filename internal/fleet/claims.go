@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -458,13 +459,6 @@ func (m *Member) Subscribe(n int) (<-chan announce.Event, func()) { return m.eng
 // Config returns the engine's configuration.
 func (m *Member) Config() announce.EngineConfig { return m.eng.Config() }
 
-// The states a member adds to the engine's.
-const (
-	StateFenced  = "fenced"
-	StateLost    = "lost"
-	StateStandby = "standby"
-)
-
 // Status returns the engine's claims and, beside them, the claims this
 // member keeps out of the engine: fenced, lost to another node, standby.
 func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
@@ -473,19 +467,19 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 	m.mu.Lock()
 	for a, o := range m.fenced {
 		if want(a) {
-			st = append(st, announce.Status{Claim: o.claim, MAC: o.mac, State: StateFenced})
+			st = append(st, announce.Status{Claim: o.claim, MAC: o.mac, State: api.StateFenced})
 		}
 	}
 	for a, l := range m.lost {
 		if want(a) {
-			st = append(st, announce.Status{Claim: l.claim, State: StateLost})
+			st = append(st, announce.Status{Claim: l.claim, State: api.StateLost})
 		}
 	}
 	for a, s := range m.standby {
 		if want(a) {
 			var opts announce.ClaimOptions
 			_ = json.Unmarshal(s.Options, &opts)
-			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: StateStandby})
+			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: api.StateStandby})
 		}
 	}
 	m.mu.Unlock()
@@ -498,7 +492,7 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 func (m *Member) Kept() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return map[string]int{StateFenced: len(m.fenced), StateLost: len(m.lost), StateStandby: len(m.standby)}
+	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: len(m.standby)}
 }
 
 // Notes says, for the claims that need it, what the store says of them:

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 )
 
 // fakeEngine is an engine of memory: it records when each address began
@@ -86,7 +87,7 @@ func (f *fakeEngine) take(claims []announce.Claim) ([]announce.Status, error) {
 			f.spans[c.Addr] = append(f.spans[c.Addr], span{from: time.Now()})
 		}
 		f.held[c.Addr] = c
-		st = append(st, announce.Status{Claim: c, State: announce.StateAnnouncing, MAC: "02:00:00:00:00:01"})
+		st = append(st, announce.Status{Claim: c, State: api.StateAnnouncing, MAC: "02:00:00:00:00:01"})
 	}
 	if len(refused) > 0 {
 		return st, &announce.RefusedError{Refused: refused}
@@ -145,7 +146,7 @@ func (f *fakeEngine) Status(addrs ...netip.Addr) []announce.Status {
 	var st []announce.Status
 	for a, c := range f.held {
 		if len(addrs) == 0 || slices.Contains(addrs, a) {
-			s := announce.Status{Claim: c, State: announce.StateHolding}
+			s := announce.Status{Claim: c, State: api.StateHolding}
 			if n, ok := f.traffic[a]; ok {
 				f.traffic[a] = n + 100
 				s.Traffic = &announce.Traffic{Packets: n + 100, Bytes: 64 * (n + 100)}

@@ -11,8 +11,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
-	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/labtest"
 )
 
@@ -231,7 +231,7 @@ func TestClaimInFlightAcrossLeaseLoss(t *testing.T) {
 	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
 		st := a.Status(slow)
 		id, _, fenced := a.Lease()
-		return id != oldLease && fenced.IsZero() && len(st) == 1 && st[0].State == fleet.StateLost && !aEng.holds(slow),
+		return id != oldLease && fenced.IsZero() && len(st) == 1 && st[0].State == api.StateLost && !aEng.holds(slow),
 			fmt.Sprintf("a's status for %s: %+v (engine holds %v), want lost to b and not answered", slow, st, aEng.holds(slow))
 	})
 	if !bEng.holds(slow) {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/fleet"
@@ -276,7 +277,7 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	t.Logf("cut at %s; a fenced %v after the cut and stopped answering %v before b began; b live %v after the cut",
 		cutAt.Format("15:04:05.000"), fencedAt.Sub(cutAt).Round(time.Millisecond),
 		bSpans[0].from.Sub(aSpans[0].to).Round(time.Millisecond), bSpans[0].from.Sub(cutAt).Round(time.Millisecond))
-	if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateFenced {
+	if st := a.Status(vip); len(st) != 1 || st[0].State != api.StateFenced {
 		t.Errorf("a's status for %s: %+v, want fenced", vip, st)
 	}
 	if !aEng.sawEvent(event.Fence, "") {
@@ -285,7 +286,7 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	cut.Heal(t)
 	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
 		st := a.Status(vip)
-		return len(st) == 1 && st[0].State == fleet.StateLost, fmt.Sprintf("a's status after the heal: %+v, want lost", st)
+		return len(st) == 1 && st[0].State == api.StateLost, fmt.Sprintf("a's status after the heal: %+v, want lost", st)
 	})
 	if aEng.holds(vip) {
 		t.Error("a answers again for an address b took")

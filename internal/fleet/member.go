@@ -442,7 +442,7 @@ func (m *Member) fenceWhy(why string) {
 	}
 	close(revoked)
 	m.log.Warn("fenced: stopped answering and sending for every guarded claim", "why", why, "claims", len(addrs))
-	m.eng.Notify(announce.Event{Kind: event.Fence, State: "fenced",
+	m.eng.Notify(announce.Event{Kind: event.Fence, State: api.StateFenced,
 		Message: fmt.Sprintf("fenced: %s; stopped answering for %d claims until the store is back", why, len(addrs))})
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/labtest"
@@ -341,7 +342,7 @@ func TestFakeFenceAndResume(t *testing.T) {
 			if _, _, fencedAt := a.Lease(); !fencedAt.Equal(f.epoch.Add(fakeTiming.FenceAfter())) {
 				t.Errorf("fenced at %v, want at fence-after, %v", fencedAt.Sub(f.epoch), fakeTiming.FenceAfter())
 			}
-			if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateFenced {
+			if st := a.Status(vip); len(st) != 1 || st[0].State != api.StateFenced {
 				t.Errorf("a's status of %s while fenced: %+v, want fenced", vip, st)
 			}
 			f.advanceTo(tc.backAt - fakeTiming.Renew/2)
@@ -360,7 +361,7 @@ func TestFakeFenceAndResume(t *testing.T) {
 			}
 			if tc.standby {
 				checkNoOverlap(t, vip, aEng, bEng)
-				if st := a.Status(vip); len(st) != 1 || st[0].State != fleet.StateLost {
+				if st := a.Status(vip); len(st) != 1 || st[0].State != api.StateLost {
 					t.Errorf("a's status of %s: %+v, want lost", vip, st)
 				}
 			}

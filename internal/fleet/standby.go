@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -67,7 +68,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 			m.standby[r.Addr] = recs[i]
 			m.mu.Unlock()
 			m.watchGone(r.Addr, rev)
-			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: StateStandby})
+			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: api.StateStandby})
 			m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
 			m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
 		}

@@ -50,7 +50,7 @@ type Config struct {
 
 // claimStates are the states a claim can be in, each a series of
 // vip_claims, zero or not, so that a graph of one does not vanish.
-var claimStates = []string{announce.StateAnnouncing, announce.StateHolding, announce.StateWaiting, announce.StateConflict}
+var claimStates = []string{api.StateAnnouncing, api.StateHolding, api.StateWaiting, api.StateConflict}
 
 func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)

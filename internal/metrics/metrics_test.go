@@ -45,15 +45,15 @@ func status(addr, iface, state string, answered uint64, claimers ...time.Time) a
 }
 
 func testCollector(maxAddrs int) *Collector {
-	ebpf := status("192.0.2.10", "eth0", announce.StateAnnouncing, 5)
+	ebpf := status("192.0.2.10", "eth0", api.StateAnnouncing, 5)
 	ebpf.Responder, ebpf.Hook, ebpf.Traffic = "ebpf", "tcx", &announce.Traffic{Packets: 7, Bytes: 686, PacketsPerSecond: 1}
-	socket := status("192.0.2.11", "eth0", announce.StateConflict, 1, now.Add(-time.Second), now.Add(-time.Hour))
+	socket := status("192.0.2.11", "eth0", api.StateConflict, 1, now.Add(-time.Second), now.Add(-time.Hour))
 	socket.Responder = announce.ResponderSocket
 	eng := &fakeEngine{
 		st: []announce.Status{
 			ebpf,
 			socket,
-			status("2001:db8::10", "eth1", announce.StateWaiting, 0),
+			status("2001:db8::10", "eth1", api.StateWaiting, 0),
 		},
 		totals: announce.Totals{Answered: 40, GratuitousFrames: 12, ProbeFrames: 2, Conflicts: 1, ClaimerFrames: 6},
 	}

@@ -18,7 +18,7 @@ type Store interface {
 }
 
 // storeStates are the states a guarded agent adds to the engine's.
-var storeStates = []string{"fenced", "lost", "standby"}
+var storeStates = []string{api.StateFenced, api.StateLost, api.StateStandby}
 
 // StoreCollector shows an agent's place in the store: whether it is fenced,
 // its lease, how long since its last renewal, and its claims that the store
