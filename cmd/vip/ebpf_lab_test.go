@@ -276,7 +276,9 @@ func TestSocketResponderOwnFramesOnly(t *testing.T) {
 	startAgent(t, b, sock, "--responder", "socket")
 	mustVip(t, b, sock, "claim", vip4.String(), "-i", "eth0")
 
-	replies := labtest.Capture(t, client, "eth0", "arp[6:2] == 2")
+	// The answers, unicast to the client; the burst's gratuitous
+	// replies go to broadcast, a round every interval.
+	replies := labtest.Capture(t, client, "eth0", "arp[6:2] == 2 and not ether broadcast")
 	conn, clientMAC := rawSocketIn(t, client, "eth0")
 	for _, to := range []net.HardwareAddr{mv0, wire.Broadcast} {
 		frame, err := wiretest.ARPFrame(to, clientMAC, arp.OperationRequest, clientMAC, netip.MustParseAddr("192.0.2.3"), make(net.HardwareAddr, 6), vip4)

@@ -525,10 +525,14 @@ func (n *nemesisLab) settle(t *testing.T) error {
 				return false, fmt.Sprintf("the store names %s for %s, whose claim is %q", o, v, s)
 			}
 		}
+		// Every node is put right in one pass: one slow to stand by
+		// again must not keep the others waiting for their turn.
+		var why []string
 		for _, node := range n.nodes {
 			st, code := n.statusOf(t, node)
 			if code != 0 {
-				return false, fmt.Sprintf("%s's agent does not answer", node)
+				why = append(why, fmt.Sprintf("%s's agent does not answer", node))
+				continue
 			}
 			for _, v := range n.vips {
 				if n.owner(v) == node {
@@ -537,17 +541,17 @@ func (n *nemesisLab) settle(t *testing.T) error {
 				switch claimState(st, v) {
 				case "standby":
 				case "":
-					n.vip(t, node, "claim", "--standby", v.String())
-					return false, fmt.Sprintf("%s not yet standing by for %s", node, v)
+					out, code := n.vip(t, node, "claim", "--standby", v.String())
+					why = append(why, fmt.Sprintf("%s not yet standing by for %s (claim --standby: exit %d: %s)", node, v, code, strings.TrimSpace(out)))
 				default:
 					// Lost or fenced after the fault: the operator
 					// releases it and stands by again.
 					n.vip(t, node, "release", v.String())
-					return false, fmt.Sprintf("%s's claim of %s is %q", node, v, claimState(st, v))
+					why = append(why, fmt.Sprintf("%s's claim of %s is %q", node, v, claimState(st, v)))
 				}
 			}
 		}
-		return true, ""
+		return len(why) == 0, strings.Join(why, "; ")
 	})
 }
 
