@@ -396,6 +396,14 @@ func (e *labEnv) demo(ctx context.Context, d *deps) error {
 	if err := show("a", "release", labVIP); err != nil {
 		return fmt.Errorf("a's release: %w", err)
 	}
+	// The client's entry still names a, whose answers it last heard, and
+	// nothing tells b that a let go: b's own window may be over by now.
+	// Claiming again re-arms it (the window counts from the latest claim),
+	// which is what an operator does on the host that keeps the address.
+	say("b claims %s again: its gratuitous window starts again, so every neighbour learns b", labVIP)
+	if err := show("b", "claim", labVIP); err != nil {
+		return fmt.Errorf("b's claim: %w", err)
+	}
 	if err := waitFor("the client's entry to move to b", 10*time.Second, func() bool { return neigh() == macB }); err != nil {
 		return err
 	}

@@ -63,7 +63,7 @@ func TestLabCommand(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("lab demo: exit %d:\n%s", code, out)
 	}
-	for _, want := range []string{"a claims 192.0.2.10", "a's MAC", "split brain", "conflict", "b's MAC", "failover clean"} {
+	for _, want := range []string{"a claims 192.0.2.10", "a's MAC", "split brain", "conflict", "claims 192.0.2.10 again", "b's MAC", "failover clean"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out)
 		}
