@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -39,7 +38,7 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 		return 0, nil, l.c.Explain(err)
 	}
 	lease := g.ID
-	val, err := json.Marshal(rec)
+	val, err := store.Encode(rec)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -59,8 +58,7 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 		_, _ = l.c.Revoke(ctx, lease)
 		return 0, nil, fmt.Errorf("register node %s: its key changed while it was read: try again", rec.Node)
 	}
-	var other store.Node
-	_ = json.Unmarshal(kvs[0].Value, &other)
+	other, _ := store.Decode[store.Node](key, kvs[0].Value)
 	if !predecessor(other) {
 		_, _ = l.c.Revoke(ctx, lease)
 		return 0, nil, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
@@ -80,7 +78,7 @@ func (l *etcdLedger) Reregister(ctx context.Context, lease LeaseID, rec store.No
 	if lease == 0 {
 		return false, nil // a key without a lease, or none, compares equal to 0
 	}
-	val, err := json.Marshal(rec)
+	val, err := store.Encode(rec)
 	if err != nil {
 		return false, err
 	}
@@ -126,7 +124,7 @@ func (l *etcdLedger) LeaseAlive(ctx context.Context, lease LeaseID) (bool, error
 
 // claimValue is the record of a claim as the store keeps it.
 func claimValue(rec store.Claim) (string, error) {
-	val, err := json.Marshal(rec)
+	val, err := store.Encode(rec)
 	return string(val), err
 }
 
@@ -151,8 +149,11 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	if len(kvs) != 1 {
 		return false, fmt.Errorf("claim %s: its key changed while it was read: try again", rec.Addr)
 	}
-	var cur store.Claim
-	if err := json.Unmarshal(kvs[0].Value, &cur); err != nil {
+	cur, err := store.Decode[store.Claim](key, kvs[0].Value)
+	if fe := (*store.FormatError)(nil); errors.As(err, &fe) {
+		return false, fmt.Errorf("claim %s: %w", rec.Addr, err)
+	}
+	if err != nil {
 		return false, fmt.Errorf("claim %s: the store's key %s holds no vip claim (%v): delete it with etcdctl if it is stale", rec.Addr, key, err)
 	}
 	if cur.Node != rec.Node {
@@ -205,7 +206,7 @@ func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr) erro
 func (l *etcdLedger) StandBy(ctx context.Context, lease LeaseID, recs []store.Standby) (int64, error) {
 	ops := make([]clientv3.Op, len(recs))
 	for i, s := range recs {
-		val, err := json.Marshal(s)
+		val, err := store.Encode(s)
 		if err != nil {
 			return 0, err
 		}
@@ -236,8 +237,8 @@ func (l *etcdLedger) Standbys(ctx context.Context, node string) ([]store.Standby
 		if err != nil || p.Node != node {
 			return
 		}
-		var s store.Standby
-		if json.Unmarshal(kv.Value, &s) != nil {
+		s, err := store.Decode[store.Standby](string(kv.Key), kv.Value)
+		if err != nil {
 			return
 		}
 		s.Addr, s.Node, s.Lease = p.Addr, p.Node, kv.Lease
@@ -273,8 +274,8 @@ func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecor
 		if len(kvs) != 1 {
 			continue
 		}
-		var mv store.Move
-		if json.Unmarshal(kvs[0].Value, &mv) != nil {
+		mv, err := store.Decode[store.Move](string(kvs[0].Key), kvs[0].Value)
+		if err != nil {
 			continue
 		}
 		mv.Addr = addrs[i]
@@ -285,7 +286,7 @@ func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecor
 
 func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, error) {
 	mv := r.Move
-	val, err := json.Marshal(mv)
+	val, err := store.Encode(mv)
 	if err != nil {
 		return false, err
 	}
@@ -305,7 +306,7 @@ func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, r MoveRecord) 
 }
 
 func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error {
-	val, err := json.Marshal(mv)
+	val, err := store.Encode(mv)
 	if err != nil {
 		return err
 	}
@@ -346,7 +347,7 @@ func (l *etcdLedger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, err
 }
 
 func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev int64) (bool, error) {
-	val, err := json.Marshal(mv)
+	val, err := store.Encode(mv)
 	if err != nil {
 		return false, fmt.Errorf("encode the move of %s: %w", mv.Addr, err)
 	}

@@ -2,7 +2,6 @@ package fleet
 
 import (
 	"context"
-	"encoding/json"
 	"net/netip"
 	"time"
 
@@ -52,8 +51,8 @@ func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn 
 		for _, ev := range wr.Events {
 			var prev *store.Claim
 			if kv := ev.PrevKv; kv != nil {
-				var c store.Claim
-				if json.Unmarshal(kv.Value, &c) != nil {
+				c, err := store.Decode[store.Claim](string(kv.Key), kv.Value)
+				if err != nil {
 					c = store.Claim{}
 				}
 				c.Lease = kv.Lease
@@ -139,8 +138,8 @@ func (l *etcdLedger) moveChanges(evs []*clientv3.Event) []MoveChange {
 		case p.Kind == store.KindMove && deleted:
 			out = append(out, MoveChange{Kind: MoveDeleted, Addr: p.Addr})
 		case p.Kind == store.KindMove:
-			var mv store.Move
-			if json.Unmarshal(ev.Kv.Value, &mv) != nil {
+			mv, err := store.Decode[store.Move](string(ev.Kv.Key), ev.Kv.Value)
+			if err != nil {
 				continue
 			}
 			mv.Addr = p.Addr

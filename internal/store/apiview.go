@@ -11,7 +11,7 @@ func (v View) API() api.FleetResponse {
 	out := api.FleetResponse{Revision: v.Revision, Nodes: []api.FleetNode{}, Claims: []api.FleetClaim{}}
 	for _, n := range v.Nodes {
 		fn := api.FleetNode{Node: n.Node, Version: n.Version, Host: n.Host, PID: n.PID, Started: n.Started,
-			LeaseTTL: n.LeaseTTL, Interfaces: []api.FleetInterface{}}
+			LeaseTTL: api.Duration(n.LeaseTTL), Interfaces: []api.FleetInterface{}}
 		for _, ifc := range n.Interfaces {
 			fi := api.FleetInterface{Name: ifc.Name, MAC: ifc.MAC, Up: ifc.Up}
 			for _, p := range ifc.Prefixes {
@@ -52,17 +52,17 @@ func (v View) API() api.FleetResponse {
 // API returns the result as clients see it, its timeline in milliseconds
 // since the move was asked.
 func (r MoveResult) API() api.MoveResult {
-	ms := func(t time.Time) float64 {
+	ms := func(t time.Time) *float64 {
 		if t.IsZero() {
-			return -1
+			return nil
 		}
-		return float64(t.Sub(r.Asked).Microseconds()) / 1000
+		return api.Millis(t.Sub(r.Asked))
 	}
 	out := api.MoveResult{Addr: r.Addr.String(), From: r.From, To: r.To, Interface: r.Interface, Asked: r.Asked,
 		ReleasedMS: ms(r.Released), LiveMS: ms(r.Live), Waited: r.Waited, Unheld: r.Unheld, Already: r.Already,
 		OK: r.Done(), Error: r.Error}
 	if t := r.Traffic; t != nil {
-		out.Traffic = &api.MoveTraffic{Counted: t.Counted, Packets: t.Packets, Bytes: t.Bytes, Window: t.Window}
+		out.Traffic = &api.MoveTraffic{Counted: t.Counted, Packets: t.Packets, Bytes: t.Bytes, Window: api.Duration(t.Window)}
 	}
 	return out
 }

@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"strings"
 	"time"
-
-	"github.com/vipctl/vip/internal/api"
 )
 
 // DefaultPrefix is where vip keeps its records unless --store-prefix says
@@ -40,6 +38,7 @@ type Interface struct {
 
 // Node is a live agent's registration.
 type Node struct {
+	Versioned
 	Node       string      `json:"node"`
 	Version    string      `json:"version"`
 	Host       string      `json:"host"`
@@ -68,6 +67,7 @@ func (n Node) OwnAddress(a netip.Addr) (ifname string, ok bool) {
 
 // Claim is the record of an address's one owner.
 type Claim struct {
+	Versioned
 	Addr      netip.Addr `json:"addr"`
 	Node      string     `json:"node"`
 	Interface string     `json:"interface"`
@@ -83,6 +83,7 @@ type Claim struct {
 // Standby is a node registered to take an address when its owner's lease
 // expires.
 type Standby struct {
+	Versioned
 	Addr      netip.Addr      `json:"addr"`
 	Node      string          `json:"node"`
 	Interface string          `json:"interface"`
@@ -95,6 +96,7 @@ type Standby struct {
 // in the transaction that deletes its claim; the target adds Live once it
 // answers, or Error when it could not take the address, and deletes it.
 type Move struct {
+	Versioned
 	Addr      netip.Addr      `json:"addr"`
 	To        string          `json:"to"`
 	Interface string          `json:"interface"`
@@ -121,9 +123,6 @@ type Traffic struct {
 	Bytes   uint64   `json:"bytes"`
 	Window  Duration `json:"window"`
 }
-
-// Duration is written in records as the API writes it, such as "6s".
-type Duration = api.Duration
 
 // Keys names the records under one prefix.
 type Keys struct{ Prefix string }
@@ -243,17 +242,4 @@ func CheckNode(name string) error {
 		}
 	}
 	return nil
-}
-
-// decode reads a record's value. A value that is not one gives an error
-// naming the key, for the report of skipped records.
-func decode[T any](key string, value []byte) (T, error) {
-	var v T
-	if len(value) > maxRecordBytes {
-		return v, fmt.Errorf("the value of %s is %d bytes, too large for a vip record", key, len(value))
-	}
-	if err := json.Unmarshal(value, &v); err != nil {
-		return v, fmt.Errorf("the value of %s is not a vip record: %v", key, err)
-	}
-	return v, nil
 }

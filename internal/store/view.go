@@ -146,7 +146,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 	}
 	switch p.Kind {
 	case KindNode:
-		n, err := decode[Node](key, value)
+		n, err := Decode[Node](key, value)
 		if err != nil {
 			b.skip(key, err)
 			return
@@ -154,7 +154,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 		n.Node, n.Lease = p.Node, lease
 		b.v.Nodes = append(b.v.Nodes, n)
 	case KindClaim:
-		cl, err := decode[Claim](key, value)
+		cl, err := Decode[Claim](key, value)
 		if err != nil {
 			b.skip(key, err)
 			return
@@ -163,7 +163,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 		cv := b.get(p.Addr)
 		cv.Claim, cv.CreateRev = cl, kv.CreateRevision
 	case KindStandby:
-		s, err := decode[Standby](key, value)
+		s, err := Decode[Standby](key, value)
 		if err != nil {
 			b.skip(key, err)
 			return
@@ -174,7 +174,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 	case KindInbox:
 		// A move's notice to an agent: the move record says it all.
 	case KindMove:
-		m, err := decode[Move](key, value)
+		m, err := Decode[Move](key, value)
 		if err != nil {
 			b.skip(key, err)
 			return

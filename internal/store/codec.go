@@ -1,0 +1,83 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Format is the version of the records this vip writes and the newest it
+// reads. A record without one is of format 1, the first. Raise it when a
+// record's meaning changes in a way an older vip would misread; adding a
+// field an older vip may ignore does not.
+const Format = 1
+
+// Versioned carries a record's format. It is embedded in every record, so
+// that its field sits beside the record's own in the JSON.
+type Versioned struct {
+	Format int `json:"format,omitempty"`
+}
+
+func (v *Versioned) versioned() *Versioned { return v }
+
+// Record is one of the records vip keeps in the store.
+type Record interface {
+	Node | Claim | Standby | Move
+}
+
+// Encode writes rec as the store keeps it, stamped with this vip's Format.
+func Encode[T Record, P interface {
+	*T
+	versioned() *Versioned
+}](rec T) ([]byte, error) {
+	P(&rec).versioned().Format = Format
+	return json.Marshal(rec)
+}
+
+// Decode reads the record at key. A value that is not one, or one written
+// by a newer vip in a format this one does not know, gives an error naming
+// the key, for the report of skipped records.
+func Decode[T Record, P interface {
+	*T
+	versioned() *Versioned
+}](key string, value []byte) (T, error) {
+	var v T
+	if len(value) > maxRecordBytes {
+		return v, fmt.Errorf("the value of %s is %d bytes, too large for a vip record", key, len(value))
+	}
+	if err := json.Unmarshal(value, &v); err != nil {
+		return v, fmt.Errorf("the value of %s is not a vip record: %v", key, err)
+	}
+	if f := P(&v).versioned().Format; f > Format {
+		return v, &FormatError{Key: key, Format: f}
+	}
+	return v, nil
+}
+
+// FormatError is a record written by a newer vip, in a format this one
+// does not read.
+type FormatError struct {
+	Key    string
+	Format int
+}
+
+func (e *FormatError) Error() string {
+	return fmt.Sprintf("the value of %s was written by a newer vip (record format %d, this one reads up to %d): upgrade vip on this host", e.Key, e.Format, Format)
+}
+
+// Duration is a time.Duration as records write it, such as "6s": the
+// store's own type, so that its format does not follow the HTTP API's.
+type Duration time.Duration
+
+// MarshalText writes d like time.Duration's String.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses d with time.ParseDuration.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration such as 6s", b)
+	}
+	*d = Duration(v)
+	return nil
+}
