@@ -302,7 +302,7 @@ func (e *Engine) logRequest(p *claimPlan) {
 			}
 		}
 		e.log.Info("claim", "addresses", len(fresh), "first", first.Addr, "last", last.Addr, "interface", strings.Join(ifaces, ","),
-			"window", e.window(fresh[0]), "interval", e.interval(fresh[0]), "frames", e.frames(fresh[0]).String(), "adopted", p.adopt)
+			"window", e.burst(fresh[0]).Window, "interval", e.burst(fresh[0]).Interval, "frames", e.frames(fresh[0]).String(), "adopted", p.adopt)
 	}
 	for _, r := range p.refused {
 		e.log.Warn("claim refused", "addr", r.Addr, "err", r.Err)
@@ -353,7 +353,7 @@ func (e *Engine) startLocked(ctx context.Context, cs *claimState, adopt bool, n 
 	}
 	if level := claimLogLevel(n); e.log.Enabled(ctx, level) {
 		e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
-			"window", e.window(cs), "interval", e.interval(cs), "frames", e.frames(cs).String(), "adopted", adopt)
+			"window", e.burst(cs).Window, "interval", e.burst(cs).Interval, "frames", e.frames(cs).String(), "adopted", adopt)
 	}
 	e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
 	if !cs.live() {
@@ -399,21 +399,10 @@ func (e *Engine) portOp(name string, adopt bool, opened *[]string) (*portRef, er
 // window, interval and frames are the claim's burst with the engine's
 // defaults filled in: the one place they are (status reports them so).
 // A single-round claim has no window.
-func (e *Engine) window(cs *claimState) time.Duration {
-	if cs.claim.Options.SingleRound {
-		return 0
-	}
-	if w := cs.claim.Options.Window; w > 0 {
-		return w
-	}
-	return e.cfg.Burst.Window
-}
-
-func (e *Engine) interval(cs *claimState) time.Duration {
-	if i := cs.claim.Options.Interval; i > 0 {
-		return i
-	}
-	return e.cfg.Burst.Interval
+// burst is the claim's gratuitous burst, its options over the defaults.
+func (e *Engine) burst(cs *claimState) Burst {
+	o := &cs.claim.Options
+	return e.sched.Burst(o.Window, o.Interval, o.SingleRound, e.frames(cs).PerRound(cs.claim.Addr.Is4()))
 }
 
 func (e *Engine) frames(cs *claimState) FrameKinds {
@@ -425,12 +414,7 @@ func (e *Engine) frames(cs *claimState) FrameKinds {
 
 // arm opens or extends the claim's window; its port must be up.
 func (e *Engine) arm(cs *claimState) <-chan struct{} {
-	return e.sched.Arm(cs.key(), Burst{
-		Window:      e.window(cs),
-		Interval:    e.interval(cs),
-		SingleRound: cs.claim.Options.SingleRound,
-		Cost:        e.frames(cs).PerRound(cs.claim.Addr.Is4()),
-	})
+	return e.sched.Arm(cs.key(), e.burst(cs))
 }
 
 // armWithProbe arms the claim's window and probes for competing claimers

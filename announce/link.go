@@ -42,6 +42,13 @@ type Responder interface {
 	Close() error
 }
 
+// ErrKernelUnavailable is wrapped by every error that says an in-kernel
+// responder cannot run here (the kernel, the privileges, the interface or
+// its hook refuse it), as opposed to a fault: a caller that may fall back
+// to the socket responder, or that tells the user which fix applies,
+// checks for it with errors.Is, without linking the loader.
+var ErrKernelUnavailable = errors.New("the eBPF responder is unavailable")
+
 // KernelResponder is a Responder that answers in the kernel
 // (announce/bpfresp's), in place of a Link's packet-socket readers. Seeing
 // every frame for an address where it runs, it can do what the socket

@@ -86,7 +86,7 @@ func (e *Engine) probeDue(gen uint64) {
 			continue
 		}
 		if cs.live() {
-			e.sched.Arm(cs.probeKey(), Burst{SingleRound: true, Cost: 1})
+			e.sched.Arm(cs.probeKey(), Burst{Cost: 1})
 		}
 		cs.probeAt = now.Add(e.probeEvery(cs))
 		heap.Fix(q, 0)

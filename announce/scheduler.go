@@ -205,16 +205,33 @@ const maxRoundCost = 8
 // Config returns the scheduler's configuration with defaults filled in.
 func (s *Scheduler) Config() SchedulerConfig { return s.cfg }
 
-// Burst shapes one key's gratuitous burst.
+// Burst shapes one key's gratuitous burst: a round every Interval until
+// Window after the latest Arm. A zero Window (or a zero Interval) is a
+// single round, and no window: a probe, or a claim with --window 0. Make
+// one with Scheduler.Burst, which fills in the defaults.
 type Burst struct {
-	// Window and Interval override the scheduler's when positive.
 	Window, Interval time.Duration
-	// SingleRound sends one round and opens no window (a probe, or a
-	// claim with --window 0).
-	SingleRound bool
 	// Cost is the number of frames one round sends, charged against the
 	// rate cap.
 	Cost int
+}
+
+// Burst is the burst a claim asks for, costing cost frames a round: its
+// window and interval where positive, else the scheduler's; single sends
+// one round and opens no window. It is the one place where a burst's
+// defaults are decided: the command line sends only what the user gave,
+// and the agent's plan passes on only what the request holds.
+func (s *Scheduler) Burst(window, interval time.Duration, single bool, cost int) Burst {
+	if window <= 0 {
+		window = s.cfg.Window
+	}
+	if interval <= 0 {
+		interval = s.cfg.Interval
+	}
+	if single {
+		window = 0
+	}
+	return Burst{Window: window, Interval: interval, Cost: cost}
 }
 
 // Arm opens a window for k, or extends its running window, to the burst's
@@ -222,14 +239,10 @@ type Burst struct {
 // new window has been sent, or at once when a window was already running.
 func (s *Scheduler) Arm(k Key, b Burst) <-chan struct{} {
 	b.Cost = min(max(b.Cost, 1), maxRoundCost)
-	switch {
-	case b.SingleRound:
-		b.Window = 0 // the first round's slot is the window's end
-	case b.Window <= 0:
-		b.Window = s.cfg.Window
-	}
-	if b.Interval <= 0 {
-		b.Interval = s.cfg.Interval
+	if b.Window < 0 || b.Interval <= 0 {
+		// A single round: the first round's slot is the window's end,
+		// and any interval puts the next one past it.
+		b.Window, b.Interval = 0, max(b.Interval, time.Second)
 	}
 	now := s.clock.Now()
 	s.mu.Lock()

@@ -60,7 +60,7 @@ func BenchmarkSchedulerRound(b *testing.B) {
 		for b.Loop() {
 			s.want.Add(n)
 			for _, k := range keys {
-				sch.Arm(k, Burst{Cost: 2})
+				sch.Arm(k, sch.Burst(0, 0, false, 2))
 			}
 			select {
 			case <-s.done:
@@ -77,7 +77,7 @@ func BenchmarkSchedulerRound(b *testing.B) {
 		// Arm all keys before the sender runs, so that the timed part is
 		// rounds alone.
 		for _, k := range keys {
-			sch.Arm(k, Burst{Cost: 2})
+			sch.Arm(k, sch.Burst(0, 0, false, 2))
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		stopped := make(chan struct{})

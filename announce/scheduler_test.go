@@ -147,7 +147,7 @@ func (h *harness) do(f func()) {
 
 func (h *harness) arm(k Key, cost int) <-chan struct{} {
 	var live <-chan struct{}
-	h.do(func() { live = h.s.Arm(k, Burst{Cost: cost}) })
+	h.do(func() { live = h.s.Arm(k, h.s.Burst(0, 0, false, cost)) })
 	return live
 }
 
@@ -290,8 +290,8 @@ func TestSchedulerLateRoundKeepsTheRest(t *testing.T) {
 func TestSchedulerRearmExtendsFromLatestCall(t *testing.T) {
 	h := newHarness(t, SchedulerConfig{}, 2)
 	waitLive(t, h.arm(k1, 2))
-	h.advance(3400 * time.Millisecond)  // rounds at 0, 1.1, 2.2, 3.3
-	live := h.s.Arm(k1, Burst{Cost: 2}) // refresh at 3.4 s: window now ends at 8.4 s
+	h.advance(3400 * time.Millisecond)             // rounds at 0, 1.1, 2.2, 3.3
+	live := h.s.Arm(k1, h.s.Burst(0, 0, false, 2)) // refresh at 3.4 s: window now ends at 8.4 s
 	select {
 	case <-live:
 	default:
@@ -402,7 +402,7 @@ func TestSchedulerPacesFrames(t *testing.T) {
 func TestSchedulerCancelledBeforeFirstRoundUnblocksLive(t *testing.T) {
 	fc := clockwork.NewFakeClockAt(t0)
 	s := NewScheduler(SchedulerConfig{Clock: fc}, &recorder{clock: fc})
-	live := s.Arm(k1, Burst{Cost: 2}) // Run is not running: no round can go out
+	live := s.Arm(k1, s.Burst(0, 0, false, 2)) // Run is not running: no round can go out
 	s.Cancel(k1)
 	select {
 	case <-live:
@@ -413,14 +413,32 @@ func TestSchedulerCancelledBeforeFirstRoundUnblocksLive(t *testing.T) {
 
 func TestSchedulerPerKeyBurst(t *testing.T) {
 	h := newHarness(t, SchedulerConfig{}, 1)
-	h.do(func() { h.s.Arm(k1, Burst{Window: 2 * time.Second, Interval: 500 * time.Millisecond, Cost: 1}) })
-	h.do(func() { h.s.Arm(k2, Burst{Cost: 1}) })
+	h.do(func() { h.s.Arm(k1, h.s.Burst(2*time.Second, 500*time.Millisecond, false, 1)) })
+	h.do(func() { h.s.Arm(k2, h.s.Burst(0, 0, false, 1)) })
 	h.advance(8 * time.Second)
 	if got, want := h.rec.times(k1), ms(0, 500, 1000, 1500, 2000); !equalDurations(got, want) {
 		t.Errorf("key with its own burst: got rounds at %v, want %v", got, want)
 	}
 	if got, want := h.rec.times(k2), ms(0, 1100, 2200, 3300, 4400); !equalDurations(got, want) {
 		t.Errorf("key with the defaults: got rounds at %v, want %v", got, want)
+	}
+}
+
+// TestSchedulerSingleRound: a burst with no window (a probe, --window 0) or
+// no interval is one round, never a stream of rounds at the same instant,
+// and Burst's single says the same of any window asked for.
+func TestSchedulerSingleRound(t *testing.T) {
+	h := newHarness(t, SchedulerConfig{}, 1)
+	h.do(func() { h.s.Arm(k1, Burst{Cost: 1}) })
+	h.do(func() { h.s.Arm(k2, h.s.Burst(3*time.Second, 0, true, 1)) })
+	h.advance(6 * time.Second)
+	for _, k := range []Key{k1, k2} {
+		if got, want := h.rec.times(k), ms(0); !equalDurations(got, want) {
+			t.Errorf("%v: got rounds at %v, want one at once", k, got)
+		}
+	}
+	if b := h.s.Burst(0, 0, false, 2); b.Window != DefaultWindow || b.Interval != DefaultInterval || b.Cost != 2 {
+		t.Errorf("Burst with nothing asked: got %+v, want the defaults", b)
 	}
 }
 

@@ -64,8 +64,9 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 		if cs.port == nil || !cs.answering || !cs.port.CanSnapshot() {
 			answered = e.answeredLocked(cs)
 		}
+		b := e.burst(cs)
 		*st = Status{Claim: cs.claim, State: api.StateWaiting, Answered: answered,
-			Window: e.window(cs), Interval: e.interval(cs), Frames: e.frames(cs)}
+			Window: b.Window, Interval: b.Interval, Frames: e.frames(cs)}
 		if cs.port != nil {
 			if cs.port != macPort {
 				macPort, mac = cs.port, cs.port.MAC().String()

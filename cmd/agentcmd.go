@@ -148,6 +148,26 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	})
 }
 
+// addNoAutostartFlag adds --no-autostart, for the commands that start an
+// agent when none answers (withAgent).
+func addNoAutostartFlag(c *cobra.Command, no *bool) {
+	c.Flags().BoolVar(no, "no-autostart", false, "fail (exit 4) rather than start an agent when none answers")
+}
+
+// withAgent runs call against the agent; when no agent answers it starts
+// one (unless noAutostart), sending at rate, and runs call once more. It is
+// the one way a command starts an agent on demand: claim and watch use it.
+func (d *deps) withAgent(ctx context.Context, noAutostart bool, rate float64, call func() error) error {
+	err := call()
+	if !errors.Is(err, api.ErrUnreachable) || noAutostart {
+		return err
+	}
+	if err := d.startAgent(ctx, rate); err != nil {
+		return err
+	}
+	return call()
+}
+
 // agentStartTimeout bounds how long claim waits for an agent it started.
 const agentStartTimeout = 10 * time.Second
 

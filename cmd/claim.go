@@ -47,12 +47,15 @@ type claimOptions struct {
 	Capture      captureOptions
 	Responder    responderOptions
 	Metrics      metricsOptions
-	// probeSet tells an explicit --probe-every 0 (off) from the default.
-	probeSet bool
-	// windowSet tells an explicit --window 0 (a single round) from the
-	// default.
-	windowSet bool
+	// given holds the burst and probe flags the user gave (shapeFlags):
+	// the request carries those alone, so that the agent decides every
+	// default, and an explicit --window 0 (a single round) or
+	// --probe-every 0 (off) is told from the default.
+	given map[string]bool
 }
+
+// shapeFlags are the claim's flags whose defaults the agent decides.
+var shapeFlags = []string{"window", "interval", "frames", "refresh-every", "probe-every"}
 
 func newClaimCmd(d *deps, runF func(context.Context, *claimOptions) error) *cobra.Command {
 	o := &claimOptions{}
@@ -103,8 +106,14 @@ address when its owner's lease expires (dead or cut off from the store).`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Addrs = args
-			o.windowSet = c.Flags().Changed("window")
-			o.probeSet = c.Flags().Changed("probe-every")
+			for _, name := range shapeFlags {
+				if c.Flags().Changed(name) {
+					if o.given == nil {
+						o.given = map[string]bool{}
+					}
+					o.given[name] = true
+				}
+			}
 			o.Metrics.parsed(c)
 			o.Responder.parsed(c)
 			if runF != nil {
@@ -118,7 +127,7 @@ address when its owner's lease expires (dead or cut off from the store).`,
 	_ = c.RegisterFlagCompletionFunc("interface", interfaceCompletion(net.Interfaces))
 	f.StringVarP(&o.File, "file", "f", "", "read addresses from FILE, one or more a line, # for comments (- for standard input)")
 	f.BoolVar(&o.Foreground, "foreground", false, "hold the addresses in this process until SIGINT or SIGTERM, without the agent")
-	f.BoolVar(&o.NoAutostart, "no-autostart", false, "fail (exit 4) rather than start an agent when none answers")
+	addNoAutostartFlag(c, &o.NoAutostart)
 	f.BoolVar(&o.JSON, "json", false, "print the claims as JSON")
 	f.DurationVar(&o.Window, "window", announce.DefaultWindow, "how long gratuitous rounds go on after the latest claim or refresh (0: a single round)")
 	f.DurationVar(&o.Interval, "interval", announce.DefaultInterval, "time between two gratuitous rounds of an address (above Linux's 1 s neighbour locktime)")
@@ -157,23 +166,24 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 		return api.ClaimRequest{}, badInput("--standby waits for the owner to go, --take-over moves the addresses here now: give one of them")
 	}
 	r := api.ClaimRequest{
-		Addrs:        addrs,
-		Interface:    o.Interface,
-		Interval:     api.Duration(o.Interval),
-		Frames:       o.Frames,
-		RefreshEvery: api.Duration(o.RefreshEvery),
-		Assign:       o.Assign,
-		OnConflict:   o.OnConflict,
-		Standby:      o.Standby,
-		TakeOver:     o.TakeOver,
+		Addrs:      addrs,
+		Interface:  o.Interface,
+		Assign:     o.Assign,
+		OnConflict: o.OnConflict,
+		Standby:    o.Standby,
+		TakeOver:   o.TakeOver,
 	}
-	if o.probeSet {
-		pe := api.Duration(o.ProbeEvery)
-		r.ProbeEvery = &pe
+	given := func(name string, v time.Duration) *api.Duration {
+		if !o.given[name] {
+			return nil
+		}
+		d := api.Duration(v)
+		return &d
 	}
-	if o.windowSet || o.Window != announce.DefaultWindow {
-		w := api.Duration(o.Window)
-		r.Window = &w
+	r.Window, r.Interval = given("window", o.Window), given("interval", o.Interval)
+	r.RefreshEvery, r.ProbeEvery = given("refresh-every", o.RefreshEvery), given("probe-every", o.ProbeEvery)
+	if o.given["frames"] {
+		r.Frames = o.Frames
 	}
 	return r, nil
 }
@@ -268,17 +278,12 @@ func refusedError(asked int, refused []api.Refused) error {
 
 func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) (api.ClaimResponse, error) {
 	c := d.client()
-	resp, err := c.Claim(ctx, req)
-	if !errors.Is(err, api.ErrUnreachable) {
-		return resp, err
-	}
-	if o.NoAutostart {
-		return resp, err
-	}
-	if err := d.startAgent(ctx, o.Rate); err != nil {
-		return resp, err
-	}
-	return c.Claim(ctx, req)
+	var resp api.ClaimResponse
+	err := d.withAgent(ctx, o.NoAutostart, o.Rate, func() (err error) {
+		resp, err = c.Claim(ctx, req)
+		return err
+	})
+	return resp, err
 }
 
 func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) error {

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/netcheck"
@@ -84,7 +83,7 @@ func TestClaimFlags(t *testing.T) {
 			Responder: responderOptions{Mode: "socket", Hook: "tcx", given: true},
 			Addrs:     []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
-			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", AllTraffic: true}, probeSet: true, windowSet: true,
+			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", AllTraffic: true}, given: allShapeFlags(),
 			Metrics: metricsOptions{Addr: "127.0.0.1:9469", MaxAddrs: 8, given: true}}},
 	}
 	for _, tt := range tests {
@@ -99,7 +98,7 @@ func TestClaimFlags(t *testing.T) {
 func TestClaimValidate(t *testing.T) {
 	base := func(addrs ...string) claimOptions {
 		return claimOptions{Addrs: addrs, Window: announce.DefaultWindow, Interval: announce.DefaultInterval,
-			Frames: announce.DefaultFrameKinds.String(), Rate: announce.DefaultRate}
+			Frames: announce.DefaultFrameKinds.String(), Rate: announce.DefaultRate, given: allShapeFlags()}
 	}
 	with := func(o claimOptions, f func(*claimOptions)) claimOptions { f(&o); return o }
 	tests := []struct {
@@ -123,7 +122,7 @@ func TestClaimValidate(t *testing.T) {
 		{"no NA kind for IPv6", with(base("2001:db8::10"), func(o *claimOptions) { o.Frames = "arp-request" }), nil, "add na or na-routers"},
 		{"bad frame kind", with(base("192.0.2.10"), func(o *claimOptions) { o.Frames = "arp" }), nil, `unknown frame kind "arp"`},
 		{"bad conflict policy", with(base("192.0.2.10"), func(o *claimOptions) { o.OnConflict = "fight" }), nil, `unknown conflict policy "fight"`},
-		{"probing too often", with(base("192.0.2.10"), func(o *claimOptions) { o.ProbeEvery, o.probeSet = time.Millisecond, true }), nil, "probe-every 1ms is too short"},
+		{"probing too often", with(base("192.0.2.10"), func(o *claimOptions) { o.ProbeEvery = time.Millisecond }), nil, "probe-every 1ms is too short"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -150,7 +149,7 @@ func TestClaimValidate(t *testing.T) {
 }
 
 func TestClaimWindowZeroIsOneRound(t *testing.T) {
-	o := claimOptions{Addrs: []string{"192.0.2.10"}, Interval: time.Second, Frames: "arp-request", Rate: 1, windowSet: true}
+	o := claimOptions{Addrs: []string{"192.0.2.10"}, Interval: time.Second, Frames: "arp-request", Rate: 1, given: allShapeFlags()}
 	req, err := o.request(strings.NewReader(""))
 	if err != nil {
 		t.Fatal(err)
@@ -161,6 +160,48 @@ func TestClaimWindowZeroIsOneRound(t *testing.T) {
 	}
 	if !p.Options.SingleRound || p.Options.Window != 0 {
 		t.Errorf("got options %+v, want a single round said as such, not a window", p.Options)
+	}
+}
+
+// allShapeFlags is a user who gave every flag whose default the agent
+// decides.
+func allShapeFlags() map[string]bool {
+	m := map[string]bool{}
+	for _, name := range shapeFlags {
+		m[name] = true
+	}
+	return m
+}
+
+// TestClaimSendsOnlyWhatWasGiven: the defaults of the burst and the probes
+// are the agent's to decide, so a claim without those flags sends none of
+// them (their flag defaults only document the agent's), and the plan of
+// such a request leaves each to the engine. A given value means itself,
+// zero included.
+func TestClaimSendsOnlyWhatWasGiven(t *testing.T) {
+	o := parse(t, newClaimCmd, "192.0.2.10")
+	req, err := o.request(strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req.Window != nil || req.Interval != nil || req.RefreshEvery != nil || req.ProbeEvery != nil || req.Frames != "" {
+		t.Errorf("a claim without burst flags sent %+v: want none of window, interval, refresh-every, probe-every, frames", req)
+	}
+	p, err := agent.PlanClaim(req, fakeSys{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (announce.ClaimOptions{OnConflict: announce.PolicyDefend}); p.Options != want {
+		t.Errorf("its plan's options: got %+v, want %+v (every default the engine's)", p.Options, want)
+	}
+
+	o = parse(t, newClaimCmd, "192.0.2.10", "--interval", "0")
+	req, err = o.request(strings.NewReader(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.PlanClaim(req, fakeSys{}); err == nil || !strings.Contains(err.Error(), "interval 0s is too short") {
+		t.Errorf("--interval 0: got %v, want it refused as too short, not taken as the default", err)
 	}
 }
 
@@ -281,5 +322,5 @@ func (*fakeUnavailable) Error() string {
 	return "loading an eBPF program on eth0 needs CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN"
 }
 func (*fakeUnavailable) Unwrap() []error {
-	return []error{bpfresp.ErrUnavailable, os.ErrPermission}
+	return []error{announce.ErrKernelUnavailable, os.ErrPermission}
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vipctl/vip/announce/bpfresp"
+	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/internal/store"
@@ -88,7 +88,7 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitUnreachable, fmt.Errorf("%w: start one with \"sudo vip agent\", or let vip claim start one (without --no-autostart)", err)
 	case errors.Is(err, api.ErrSocketDenied):
 		return ExitUnreachable, fmt.Errorf("%w: run vip with sudo, or have the agent started with --group and join that group", err)
-	case errors.Is(err, bpfresp.ErrUnavailable):
+	case errors.Is(err, announce.ErrKernelUnavailable):
 		// --responder ebpf where eBPF cannot run: the sentence names the
 		// capabilities itself, which are not CAP_NET_RAW's.
 		return ExitFailure, err

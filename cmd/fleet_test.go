@@ -224,13 +224,13 @@ var (
 		Skipped: []api.FleetSkipped{{Key: "/vip/claims/nope", Error: `key "/vip/claims/nope" does not end in an IP address`}},
 	}
 	movesFixture = []api.MoveResult{
-		{Addr: "192.0.2.10", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 11.6, LiveMS: 38.2, OK: true,
+		{Addr: "192.0.2.10", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: ms(11.6), LiveMS: ms(38.2), OK: true,
 			Traffic: &api.MoveTraffic{Counted: true, Packets: 10, Bytes: 980, Window: api.Duration(time.Second)}},
-		{Addr: "192.0.2.11", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: 5912, LiveMS: 5950.4, Waited: true, OK: true},
-		{Addr: "192.0.2.12", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: 20, Unheld: true, OK: true,
+		{Addr: "192.0.2.11", From: "a", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: ms(5912), LiveMS: ms(5950.4), Waited: true, OK: true},
+		{Addr: "192.0.2.12", To: "b", Interface: "eth0", Asked: fleetNow, LiveMS: ms(20), Unheld: true, OK: true,
 			Traffic: &api.MoveTraffic{Window: api.Duration(time.Second)}},
-		{Addr: "192.0.2.13", From: "b", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: -1, Already: true, OK: true},
-		{Addr: "192.0.2.14", From: "c", To: "b", Interface: "eth0", Asked: fleetNow, ReleasedMS: -1, LiveMS: -1,
+		{Addr: "192.0.2.13", From: "b", To: "b", Interface: "eth0", Asked: fleetNow, Already: true, OK: true},
+		{Addr: "192.0.2.14", From: "c", To: "b", Interface: "eth0", Asked: fleetNow,
 			Error: "192.0.2.14 was not live on b in time"},
 	}
 )
@@ -309,3 +309,6 @@ func TestStatusStoreGolden(t *testing.T) {
 		t.Errorf("got %q, want it to say %q and nothing passed", got, want)
 	}
 }
+
+// ms is a step of a move's timeline in a fixture.
+func ms(v float64) *float64 { return &v }

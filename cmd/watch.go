@@ -8,7 +8,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/tui"
 )
@@ -58,7 +57,7 @@ script, follow "vip events" instead.`,
 		},
 	}
 	c.Flags().StringVarP(&o.Interface, "interface", "i", "", "show only claims and events on IFACE, and claim on it by default")
-	c.Flags().BoolVar(&o.NoAutostart, "no-autostart", false, "fail (exit 4) rather than start an agent when none answers")
+	addNoAutostartFlag(c, &o.NoAutostart)
 	return c
 }
 
@@ -75,15 +74,13 @@ func runWatch(ctx context.Context, d *deps, o *watchOptions) error {
 		return badInput(`vip watch needs a terminal, and standard output is not one: to follow the agent from a script or a pipe, use "vip events" (add --json for one JSON object a line) or "vip status"`)
 	}
 	c := d.client()
-	if _, err := c.Status(ctx); err != nil {
-		if !errors.Is(err, api.ErrUnreachable) || o.NoAutostart {
-			return err
-		}
-		// The view's event stream keeps an agent started here alive; it
-		// exits after the view if it holds nothing.
-		if err := d.startAgent(ctx, announce.DefaultRate); err != nil {
-			return err
-		}
+	// The view's event stream keeps an agent started here alive; it exits
+	// after the view if it holds nothing.
+	if err := d.withAgent(ctx, o.NoAutostart, announce.DefaultRate, func() error {
+		_, err := c.Status(ctx)
+		return err
+	}); err != nil {
+		return err
 	}
 	in := d.io.In
 	if !isTerminal(in) {

@@ -125,7 +125,7 @@ func (f *fakeBackend) Move(_ context.Context, r api.MoveRequest) (api.MoveRespon
 		}
 	}
 	return api.MoveResponse{Moves: []api.MoveResult{{Addr: r.Addrs[0], From: from, To: r.To, Interface: "eth0", Asked: t0,
-		ReleasedMS: 12, LiveMS: 40, OK: true}}}, nil
+		ReleasedMS: api.Millis(12 * time.Millisecond), LiveMS: api.Millis(40 * time.Millisecond), OK: true}}}, nil
 }
 
 // reads counts the fleet's reads so far.

@@ -7,14 +7,14 @@ import (
 	"strings"
 
 	"github.com/cilium/ebpf"
+	"github.com/vipctl/vip/announce"
 	"golang.org/x/sys/unix"
 )
 
-// ErrUnavailable is wrapped by every error that says the in-kernel
-// responder cannot run here (the kernel, the privileges, the interface or
-// its hook refuse it), as opposed to a fault: a caller that may fall back
-// to the socket responder checks for it with errors.Is.
-var ErrUnavailable = errors.New("the eBPF responder is unavailable")
+// ErrUnavailable is announce.ErrKernelUnavailable, which every error that
+// says this responder cannot run here wraps (the kernel, the privileges,
+// the interface or its hook refuse it), as opposed to a fault.
+var ErrUnavailable = announce.ErrKernelUnavailable
 
 // unavailableError is one reason the responder cannot run: a sentence for
 // the user, ErrUnavailable to errors.Is, and the cause to errors.As.

@@ -63,10 +63,10 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &mv); err != nil || len(mv.Moves) != 1 {
 		t.Fatalf("vip move --json: %v:\n%s", err, out)
 	}
-	if m := mv.Moves[0]; !m.OK || m.Waited || m.From != "a" || m.ReleasedMS < 0 || m.LiveMS < m.ReleasedMS {
+	if m := mv.Moves[0]; !m.OK || m.Waited || m.From != "a" || m.ReleasedMS == nil || m.LiveMS == nil || *m.LiveMS < *m.ReleasedMS {
 		t.Fatalf("the move: %+v, want released by a, then live on b", m)
 	}
-	t.Logf("move: released by a +%.1f ms, live on b +%.1f ms, traffic %+v", mv.Moves[0].ReleasedMS, mv.Moves[0].LiveMS, mv.Moves[0].Traffic)
+	t.Logf("move: released by a +%.1f ms, live on b +%.1f ms, traffic %+v", *mv.Moves[0].ReleasedMS, *mv.Moves[0].LiveMS, mv.Moves[0].Traffic)
 	if tr := mv.Moves[0].Traffic; tr == nil || !tr.Counted || tr.Packets == 0 {
 		t.Errorf("the move counted no traffic arriving at b in its window: %+v", tr)
 	}

@@ -115,7 +115,7 @@ func runScheduler(ctx context.Context, n int) (*schedRun, error) {
 	go func() { done <- s.Run(rctx) }()
 	for i, k := range keys {
 		run.arms[i] = time.Since(rec.base)
-		s.Arm(k, announce.Burst{Cost: schedCost})
+		s.Arm(k, s.Burst(0, 0, false, schedCost))
 	}
 	var err error
 	select {

@@ -61,9 +61,16 @@ func PlanClaim(r api.ClaimRequest, sys netcheck.System) (Plan, error) {
 			opts.Window = w
 		}
 	}
-	switch i, e := time.Duration(r.Interval), time.Duration(r.RefreshEvery); {
-	case i != 0 && i < api.MinInterval:
-		return p, netcheck.Invalidf("interval %v is too short: give at least %v (the default %v stays above Linux's 1 s neighbour locktime)", i, api.MinInterval, announce.DefaultInterval)
+	var i, e time.Duration
+	if r.Interval != nil {
+		if i = time.Duration(*r.Interval); i < api.MinInterval {
+			return p, netcheck.Invalidf("interval %v is too short: give at least %v (the default %v stays above Linux's 1 s neighbour locktime)", i, api.MinInterval, announce.DefaultInterval)
+		}
+	}
+	if r.RefreshEvery != nil {
+		e = time.Duration(*r.RefreshEvery)
+	}
+	switch {
 	case e < 0:
 		return p, netcheck.Invalidf("refresh-every %v is negative: give a period such as 30s, or 0 to turn it off", e)
 	case e > 0 && e < time.Second:

@@ -81,12 +81,20 @@ func FuzzClaimRequestValidate(f *testing.F) {
 	f.Fuzz(func(t *testing.T, addrs, iface string, hasWindow bool, window, interval int64, frames string,
 		refreshEvery int64, assign bool, onConflict string, hasProbe bool, probeEvery int64) {
 		r := api.ClaimRequest{
-			Interface:    iface,
-			Interval:     api.Duration(interval),
-			Frames:       frames,
-			RefreshEvery: api.Duration(refreshEvery),
-			Assign:       assign,
-			OnConflict:   onConflict,
+			Interface:  iface,
+			Frames:     frames,
+			Assign:     assign,
+			OnConflict: onConflict,
+		}
+		// Zero stands for absent here, so that the corpus keeps its shape;
+		// a given zero is the unit tests'.
+		if interval != 0 {
+			i := api.Duration(interval)
+			r.Interval = &i
+		}
+		if refreshEvery != 0 {
+			e := api.Duration(refreshEvery)
+			r.RefreshEvery = &e
 		}
 		if addrs != "" {
 			r.Addrs = strings.Split(addrs, ",")

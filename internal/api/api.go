@@ -47,21 +47,24 @@ type ClaimRequest struct {
 	// Interface applies to every address; empty picks the interface whose
 	// connected route holds each address.
 	Interface string `json:"interface,omitempty"`
-	// Window, Interval and Frames shape the gratuitous bursts. Window
-	// absent takes the agent's default and zero is a single round;
-	// Interval zero and Frames empty take the defaults.
+	// Window, Interval and Frames shape the gratuitous bursts. Each
+	// setting here follows one rule: absent (nil, or an empty string)
+	// takes the agent's default, and a value given means that value,
+	// zero included. So a zero Window is a single round and a zero
+	// Interval is refused as too short.
 	Window   *Duration `json:"window,omitempty"`
-	Interval Duration  `json:"interval,omitempty"`
+	Interval *Duration `json:"interval,omitempty"`
 	Frames   string    `json:"frames,omitempty"`
-	// RefreshEvery re-arms the window on that period; zero is off.
-	RefreshEvery Duration `json:"refresh_every,omitempty"`
+	// RefreshEvery re-arms the window on that period; absent or zero is
+	// off, the default.
+	RefreshEvery *Duration `json:"refresh_every,omitempty"`
 	// Assign also adds each address to its interface.
 	Assign bool `json:"assign,omitempty"`
 	// OnConflict is what to do when another MAC answers for an address:
 	// defend (default), warn or yield.
 	OnConflict string `json:"on_conflict,omitempty"`
 	// ProbeEvery is the period of probes for silent competing claimers;
-	// absent takes the default (10s), zero turns them off.
+	// absent takes the default (10s), zero is none.
 	ProbeEvery *Duration `json:"probe_every,omitempty"`
 	// Standby registers this node as a standby for the addresses (an
 	// agent with a store only); TakeOver moves them here from whoever

@@ -96,9 +96,9 @@ type MoveResult struct {
 	Interface string    `json:"interface"`
 	Asked     time.Time `json:"asked"`
 	// ReleasedMS is when the old owner's key was gone; LiveMS when the
-	// target answered. Negative when it did not happen.
-	ReleasedMS float64 `json:"released_ms"`
-	LiveMS     float64 `json:"live_ms"`
+	// target answered. Each is absent (nil) when it did not happen.
+	ReleasedMS *float64 `json:"released_ms,omitempty"`
+	LiveMS     *float64 `json:"live_ms,omitempty"`
 	// Waited says the old owner did not answer: the move waited for its
 	// lease to expire.
 	Waited bool `json:"waited,omitempty"`

@@ -38,5 +38,18 @@ func (m MoveResult) trafficSummary() string {
 	return fmt.Sprintf("; then %d packets (%d bytes) arrived for it on %s in %s", t.Packets, t.Bytes, m.To, time.Duration(t.Window))
 }
 
-// millis writes milliseconds as whole ones, such as "12 ms".
-func millis(v float64) string { return fmt.Sprintf("%d ms", int64(math.Round(max(v, 0)))) }
+// millis writes milliseconds as whole ones, such as "12 ms"; a step that
+// did not happen reads "-".
+func millis(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d ms", int64(math.Round(max(*v, 0))))
+}
+
+// Millis is a step of a move's timeline, d after it was asked, as
+// MoveResult holds it.
+func Millis(d time.Duration) *float64 {
+	v := float64(d.Microseconds()) / 1000
+	return &v
+}
