@@ -70,9 +70,9 @@ type Status struct {
 	Frames   FrameKinds    `json:"frames"`
 	// Claimers are the other MACs seen answering for the address.
 	Claimers []Claimer `json:"claimers,omitempty"`
-	// Responder says what answers for the address: ResponderSocket, an
+	// Responder says what answers for the address: KindSocket, an
 	// in-kernel responder's kind ("ebpf", with its Hook), or
-	// ResponderKernel; empty while the claim waits for its interface.
+	// KindKernel; empty while the claim waits for its interface.
 	Responder string `json:"responder,omitempty"`
 	Hook      string `json:"hook,omitempty"`
 	// AskersRecorded says that the responder remembers who asks for the
@@ -90,10 +90,11 @@ type InterfaceChange struct {
 	MAC     net.HardwareAddr
 	Up      bool
 	Deleted bool
-	// Port, when set, says the interface became a port of a master that
-	// receives its frames, such as "a port of bridge br0": its claims
-	// then wait as if it were down, since nothing reaches it any more.
-	Port string
+	// Master, when set, says the interface now has a master that
+	// receives its frames (it became a bridge's port, a bond's member),
+	// such as "a port of bridge br0": its claims then wait as if it were
+	// down, since nothing reaches it any more.
+	Master string
 }
 
 // Engine holds claims: for each it has the interface's Port answer requests
@@ -155,7 +156,7 @@ type Engine struct {
 // (--on-conflict yield). A guarded agent's member deletes the keys, so that
 // the store never names this node for an address it gave up, and no
 // fence and resume takes the address back. Releases asked for (Release,
-// Revoke) are not told: their caller knows. fn must not call the engine
+// Suspend) are not told: their caller knows. fn must not call the engine
 // back on the same goroutine for long: it runs on the detector's.
 func (e *Engine) OnRelease(fn func(addrs []netip.Addr, why string)) {
 	e.released.Store(&fn)

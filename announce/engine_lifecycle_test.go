@@ -200,7 +200,7 @@ func TestEventsLostAreCounted(t *testing.T) {
 	<-ch
 	<-ch
 	h.publish(Event{Kind: EventRelease})
-	if ev := <-ch; ev.Kind != EventLost || ev.Count != 3 {
+	if ev := <-ch; ev.Kind != EventMissed || ev.Count != 3 {
 		t.Errorf("got %+v, want a lost event counting 3", ev)
 	}
 	h.publish(Event{Kind: EventRelease})
@@ -233,7 +233,7 @@ func TestEngineClaimsWaitWhileAPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	eth0 := h.ports["eth0"]
-	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true, Port: "a port of bridge br0"})
+	h.e.InterfaceChanged(InterfaceChange{Name: "eth0", Index: 2, MAC: eth0.MAC(), Up: true, Master: "a port of bridge br0"})
 	if s := stateOf(t, h.e, a4); s != api.StateWaiting {
 		t.Errorf("made a port: got state %s, want %s", s, api.StateWaiting)
 	}

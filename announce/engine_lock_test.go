@@ -136,7 +136,7 @@ func TestRevoke(t *testing.T) {
 	var revoked, notHeld []netip.Addr
 	var err error
 	within(t, "Revoke", func() { close(book.stall) }, func() {
-		revoked, notHeld, err = h.e.Revoke([]netip.Addr{a6, b4}, "lease lost")
+		revoked, notHeld, err = h.e.Suspend([]netip.Addr{a6, b4}, "lease lost")
 	})
 	stop()
 	book.stall = nil
@@ -155,7 +155,7 @@ func TestRevoke(t *testing.T) {
 	}
 	var saw bool
 	for ev := range events {
-		if ev.Kind == EventRevoke && ev.Addr == a6 && strings.HasPrefix(ev.Message, "lease lost: ") {
+		if ev.Kind == EventSuspend && ev.Addr == a6 && strings.HasPrefix(ev.Message, "lease lost: ") {
 			saw = true
 		}
 	}

@@ -14,13 +14,13 @@ const (
 	EventClaim       = event.Claim
 	EventRefresh     = event.Refresh
 	EventRelease     = event.Release
-	EventRevoke      = event.Revoke // claims the book took back (Engine.Revoke)
+	EventSuspend     = event.Suspend // claims the fence stopped at once (Engine.Suspend)
 	EventBurstStart  = event.BurstStart
 	EventBurstEnd    = event.BurstEnd
 	EventInterface   = event.Interface
 	EventConflict    = event.Conflict
 	EventOwnerChange = event.OwnerChange // an address not held here moved, or flip-flopped
-	EventLost        = event.Lost        // how many events a slow subscriber missed
+	EventMissed      = event.Missed      // how many events a slow subscriber missed
 )
 
 // Event is one thing that happened to a claim or an interface; the
@@ -35,8 +35,8 @@ type hub struct {
 }
 
 type subscriber struct {
-	ch   chan Event
-	lost int
+	ch     chan Event
+	missed int
 }
 
 func newHub() *hub { return &hub{subs: make(map[*subscriber]struct{})} }
@@ -63,19 +63,19 @@ func (h *hub) publish(ev Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for s := range h.subs {
-		if s.lost > 0 {
+		if s.missed > 0 {
 			select {
-			case s.ch <- Event{Time: ev.Time, Kind: EventLost, Count: s.lost, Message: "events were lost: this subscriber did not keep up"}:
-				s.lost = 0
+			case s.ch <- Event{Time: ev.Time, Kind: EventMissed, Count: s.missed, Message: "events were missed: this subscriber did not keep up"}:
+				s.missed = 0
 			default:
-				s.lost++
+				s.missed++
 				continue
 			}
 		}
 		select {
 		case s.ch <- ev:
 		default:
-			s.lost++
+			s.missed++
 		}
 	}
 }

@@ -13,7 +13,7 @@ import (
 // Sockets are opened and closed, and addresses put back, outside the
 // engine's memory lock (see Engine).
 func (e *Engine) InterfaceChanged(c InterfaceChange) {
-	if c.Port != "" {
+	if c.Master != "" {
 		c.Up = false
 	}
 	e.op.Lock()
@@ -63,7 +63,7 @@ func (e *Engine) claimsOn(name string) []*claimState {
 // its claims then.
 func (e *Engine) interfaceEvent(c InterfaceChange, n int, msg string) {
 	level := slog.LevelInfo
-	if c.Port != "" {
+	if c.Master != "" {
 		level = slog.LevelWarn
 	}
 	e.log.Log(context.Background(), level, "interface change", "interface", c.Name, "change", msg, "claims", n)
@@ -111,11 +111,11 @@ func (e *Engine) interfaceUpOp(c InterfaceChange, p *portRef, claims []*claimSta
 // The caller holds e.op.
 func (e *Engine) interfaceDownOp(c InterfaceChange, p *portRef, claims []*claimState) {
 	msg := "down: claims wait for it"
-	if c.Port != "" {
-		msg = "became " + c.Port + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
+	if c.Master != "" {
+		msg = "became " + c.Master + ", which receives its frames: its claims wait until it leaves it (claim on the master instead)"
 	}
 	e.interfaceEvent(c, len(claims), msg)
-	if c.Port != "" {
+	if c.Master != "" {
 		// An in-kernel responder on tc ingress or XDP sees the frames
 		// before the master takes them, and would go on answering:
 		// nothing answers for these claims now.

@@ -33,7 +33,7 @@ type Responder interface {
 	Drop(addrs ...netip.Addr) error
 	// Answered returns how many requests for addr were answered while held.
 	Answered(addr netip.Addr) uint64
-	// Kind says what answers, as status shows it: ResponderSocket, or
+	// Kind says what answers, as status shows it: KindSocket, or
 	// the in-kernel responder's own ("ebpf").
 	Kind() string
 	// Hook says where an in-kernel responder runs ("tcx", "xdp-generic");
@@ -466,7 +466,7 @@ func (l *Link) Askers(fn func(AskerCount)) error {
 }
 
 // Kind says what answers for the Link's held addresses, as status shows
-// it: ResponderSocket for its own socket readers, else its responder's
+// it: KindSocket for its own socket readers, else its responder's
 // kind ("ebpf").
 func (l *Link) Kind() string { return l.resp.Kind() }
 

@@ -21,16 +21,17 @@ func (e *Engine) Release(ctx context.Context, addrs []netip.Addr) (released, not
 	return e.release(ctx, addrs, releaseHow{})
 }
 
-// Revoke takes claims back at once, when they may no longer be this
-// host's: the fleet's fence calls it when the store has lost the agent's
+// Suspend stops claims at once, when they may no longer be this host's:
+// the fleet's fence calls it when the store has lost the agent's
 // lease or no renewal reached the store in time. It stops answering and
 // sending for each address, removes the address from its interface if vip
-// added it, and publishes a revoke event that says why. It writes nothing
+// added it, and publishes a suspend event (kind "revoke" on the wire this release)
+// that says why. It writes nothing
 // to the book, so that no slow or unreachable book (a store out of reach is
 // what fences) can delay it; the fence keeps the claims, to take them up
-// again when it lifts. It returns the revoked addresses and those not held.
-func (e *Engine) Revoke(addrs []netip.Addr, why string) (revoked, notHeld []netip.Addr, err error) {
-	return e.release(context.Background(), addrs, releaseHow{revoke: why})
+// again when it lifts. It returns the suspended addresses and those not held.
+func (e *Engine) Suspend(addrs []netip.Addr, why string) (suspended, notHeld []netip.Addr, err error) {
+	return e.release(context.Background(), addrs, releaseHow{suspend: why})
 }
 
 // releaseHow says how a release treats the book.
@@ -38,9 +39,9 @@ type releaseHow struct {
 	// force releases even when the book cannot forget the claims (the
 	// engine stopping), and reports that.
 	force bool
-	// revoke, when set, is why the claims are revoked (Revoke): the book
-	// is not written, and the events say revoke.
-	revoke string
+	// suspend, when set, is why the claims are suspended (Suspend): the
+	// book is not written, and the events say so.
+	suspend string
 }
 
 func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow) (released, notHeld []netip.Addr, err error) {
@@ -70,7 +71,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 		return nil, notHeld, nil
 	}
 	var errs []error
-	if how.revoke == "" {
+	if how.suspend == "" {
 		if err := e.cfg.Book.Delete(ctx, released...); err != nil {
 			if !how.force {
 				return nil, notHeld, fmt.Errorf("release: forget the claims: %w (nothing was released)", err)
@@ -100,9 +101,9 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 	for i, cs := range gone {
 		a := cs.claim.Addr
 		did := fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[i].answers, answered[i].frames)
-		if how.revoke != "" {
-			e.log.Warn("revoke", "addr", a, "interface", cs.claim.Interface, "why", how.revoke, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
-			e.publish(Event{Kind: EventRevoke, Addr: a, Interface: cs.claim.Interface, Message: how.revoke + ": " + did})
+		if how.suspend != "" {
+			e.log.Warn("suspend", "addr", a, "interface", cs.claim.Interface, "why", how.suspend, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
+			e.publish(Event{Kind: EventSuspend, Addr: a, Interface: cs.claim.Interface, Message: how.suspend + ": " + did})
 		} else {
 			e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
 			e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: did})

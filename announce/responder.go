@@ -125,8 +125,8 @@ func (r *socketResponder) narrowLocked(held map[netip.Addr]*held) {
 	}
 }
 
-// Kind returns ResponderSocket.
-func (r *socketResponder) Kind() string { return ResponderSocket }
+// Kind returns KindSocket.
+func (r *socketResponder) Kind() string { return KindSocket }
 
 // Hook returns "": the socket readers run in vip, on no hook.
 func (r *socketResponder) Hook() string { return "" }

@@ -72,7 +72,7 @@ func (e *Engine) statusLocked(addrs []netip.Addr) ([]Status, []*portRef, []bool)
 				macPort, mac = cs.port, cs.port.MAC().String()
 			}
 			st.MAC = mac
-			st.Responder = ResponderKernel
+			st.Responder = KindKernel
 			answering[i], counting[i] = cs.port, !cs.answering
 		}
 		if cs.live() {

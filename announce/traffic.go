@@ -89,14 +89,15 @@ func (m *trafficMeter) forget(addrs []netip.Addr) {
 	}
 }
 
-// What answers for a claim, as Status.Responder says it; an in-kernel
-// responder names its own kind ("ebpf").
+// The kinds of what answers for a claim, as Status.Responder says it; an
+// in-kernel responder names its own (bpfresp.Kind, "ebpf"). They are not
+// the agent's --responder modes (agent.ResponderMode), which choose one.
 const (
-	// ResponderSocket is the Link's own packet-socket readers.
-	ResponderSocket = "socket"
-	// ResponderKernel is the kernel, for an address assigned to the
+	// KindSocket is the Link's own packet-socket readers.
+	KindSocket = "socket"
+	// KindKernel is the kernel, for an address assigned to the
 	// interface: the port stays silent for it (see silence.go).
-	ResponderKernel = "kernel"
+	KindKernel = "kernel"
 )
 
 // AskerCount is one asker of an address that an in-kernel responder

@@ -153,7 +153,7 @@ func (r *countingResponder) arrive(a netip.Addr, n uint64) {
 // and reports traffic only when that responder counts it.
 func TestLinkResponderKindAndTraffic(t *testing.T) {
 	r := newLinkRig(t, vipA4)
-	if kind, hook := r.link.Kind(), r.link.Hook(); kind != ResponderSocket || hook != "" {
+	if kind, hook := r.link.Kind(), r.link.Hook(); kind != KindSocket || hook != "" {
 		t.Errorf("socket Link: got responder %q hook %q, want socket and no hook", kind, hook)
 	}
 	if tr, ok := r.link.Traffic(vipA4); ok {
@@ -229,7 +229,7 @@ func TestEngineStatusResponder(t *testing.T) {
 	if s := st[0]; s.Responder != "ebpf" || s.Hook != "tcx" || s.Traffic == nil || s.Traffic.Packets != 2 {
 		t.Errorf("%s: got responder %q hook %q traffic %+v; want ebpf on tcx with 2 packets", s.Addr, s.Responder, s.Hook, s.Traffic)
 	}
-	if s := st[1]; s.Responder != ResponderKernel || s.Hook != "" {
+	if s := st[1]; s.Responder != KindKernel || s.Hook != "" {
 		t.Errorf("%s (assigned): got responder %q hook %q; want the kernel", s.Addr, s.Responder, s.Hook)
 	}
 	if !resp.held[a4] || resp.held[b4] {
@@ -249,7 +249,7 @@ func TestEngineCountsWhatTheKernelAnswers(t *testing.T) {
 	}
 	resp.arrive(b4, 5)
 	st := e.Status(b4)
-	if len(st) != 1 || st[0].Responder != ResponderKernel || st[0].Traffic == nil || st[0].Traffic.Packets != 5 {
+	if len(st) != 1 || st[0].Responder != KindKernel || st[0].Traffic == nil || st[0].Traffic.Packets != 5 {
 		t.Fatalf("status of the kernel's address: %+v, want the kernel answering and 5 packets counted", st)
 	}
 	if _, _, err := e.Release(cctx, []netip.Addr{b4}); err != nil {

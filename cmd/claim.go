@@ -331,11 +331,11 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		defer a.Close()
 		cfg.Assigner = a
 	}
-	rt, err := agent.Start(cfg, agent.GuardConfig{Filter: o.Capture.Filter, AllTraffic: o.Capture.AllTraffic}, log)
+	rt, err := agent.Start(cfg, agent.SnifferConfig{Filter: o.Capture.Filter, AllTraffic: o.Capture.AllTraffic}, log)
 	if err != nil {
 		return fmt.Errorf("start the claim's engine: %w", err)
 	}
-	eng, guard, stopEngine := rt.Engine, rt.Guard, rt.Stop
+	eng, sniffer, stopEngine := rt.Engine, rt.Sniffer, rt.Stop
 	if o.Metrics.Addr != "" {
 		stopMetrics, err := o.Metrics.serve(rt, log)
 		if err != nil {
@@ -355,7 +355,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		return err
 	}
 	if view {
-		err := showForeground(ctx, d, eng, guard, log)
+		err := showForeground(ctx, d, eng, sniffer, log)
 		if rerr := stopEngine(); rerr != nil {
 			err = errors.Join(err, fmt.Errorf("release on exit: %w", rerr))
 		}
@@ -378,7 +378,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 // showForeground shows the live view of a foreground claim until the
 // operator quits it or ctx ends. The view talks to the engine through the
 // agent's own API, served on a private socket for the life of the view.
-func showForeground(ctx context.Context, d *deps, eng *announce.Engine, guard *agent.Guard, log *slog.Logger) error {
+func showForeground(ctx context.Context, d *deps, eng *announce.Engine, sniffer *agent.Sniffer, log *slog.Logger) error {
 	dir, err := os.MkdirTemp("", "vip-claim-")
 	if err != nil {
 		return fmt.Errorf("make a private socket for the live view: %w", err)
@@ -390,7 +390,7 @@ func showForeground(ctx context.Context, d *deps, eng *announce.Engine, guard *a
 		return fmt.Errorf("make a private socket for the live view: %w", err)
 	}
 	srv := agent.NewServer(agent.ServerConfig{
-		Engine: eng, Watcher: guard, Sys: d.sys, Allow: agent.SelfAllow(), Log: log,
+		Engine: eng, Watcher: sniffer, Sys: d.sys, Allow: agent.SelfAllow(), Log: log,
 		Info: api.Agent{PID: os.Getpid(), Version: versionString(), Started: time.Now(), Socket: sock},
 	})
 	sctx, stopServe := context.WithCancel(ctx)

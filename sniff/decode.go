@@ -39,10 +39,10 @@ func Decode(frame []byte, ts time.Time) (Observation, error) {
 	if err != nil {
 		return Observation{}, err
 	}
-	o := Observation{Time: ts, EthDst: MAC(f.EthDst), EthSrc: MAC(f.EthSrc), VLAN: f.VLAN}
+	o := Observation{Time: ts, EthDst: f.EthDst, EthSrc: f.EthSrc, VLAN: f.VLAN}
 	if f.EtherType == wire.EtherTypeARP {
 		a := &f.ARP
-		o.Sender, o.SenderMAC, o.Target, o.TargetMAC = a.SenderIP, MAC(a.SenderMAC), a.TargetIP, MAC(a.TargetMAC)
+		o.Sender, o.SenderMAC, o.Target, o.TargetMAC = a.SenderIP, a.SenderMAC, a.TargetIP, a.TargetMAC
 		o.Kind = arpKind(a)
 		return o, nil
 	}
@@ -50,17 +50,17 @@ func Decode(frame []byte, ts time.Time) (Observation, error) {
 	o.Sender, o.Dst, o.Target, o.LinkLayerOption = n.Src, n.Dst, n.Target, n.HasLinkLayer
 	switch {
 	case n.Type == wire.TypeNeighborAdvertisement:
-		o.TargetMAC = MAC(n.LinkLayer)
+		o.TargetMAC = n.LinkLayer
 		o.Router, o.Solicited, o.Override = n.Router, n.Solicited, n.Override
 		o.Kind = KindAdvertisement
 	case n.IsDAD():
-		o.SenderMAC = MAC(n.LinkLayer)
+		o.SenderMAC = n.LinkLayer
 		o.Kind = KindDAD
 	case n.Dst.IsMulticast():
-		o.SenderMAC = MAC(n.LinkLayer)
+		o.SenderMAC = n.LinkLayer
 		o.Kind = KindSolicitation
 	default:
-		o.SenderMAC = MAC(n.LinkLayer)
+		o.SenderMAC = n.LinkLayer
 		o.Kind = KindUnreachability
 	}
 	return o, nil

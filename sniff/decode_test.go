@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/gopacket/layers"
 
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
 
@@ -68,7 +69,7 @@ func validCases(t testing.TB) []decodeCase {
 	addARP("arp-reply", reply(ourMAC), sniff.KindReply)
 	addARP("arp-gratuitous-reply", gratuitousReply(ourMAC), sniff.KindGratuitousReply)
 	proxied := reply(ourMAC)
-	proxied.ethSrc = otherMAC // a proxy answers for a MAC not its own
+	proxied.ethSrc = otherMAC // a proxy answers for a wire.MAC not its own
 	addARP("arp-reply-proxied", proxied, sniff.KindReply)
 	tagged := whoHas()
 	tagged.vlans = []uint16{10}
@@ -384,10 +385,10 @@ func TestClaim(t *testing.T) {
 		frame string
 		ok    bool
 		addr  string
-		mac   sniff.MAC
+		mac   wire.MAC
 	}{
 		{"arp-who-has", true, "192.0.2.3", clientMAC},
-		{"arp-probe", false, "", sniff.MAC{}},
+		{"arp-probe", false, "", wire.MAC{}},
 		{"arp-announcement", true, "192.0.2.10", rogueMAC},
 		{"arp-reply", true, "192.0.2.10", ourMAC},
 		// The ARP sender hardware address is what neighbours learn,
@@ -396,7 +397,7 @@ func TestClaim(t *testing.T) {
 		{"arp-gratuitous-reply", true, "192.0.2.10", ourMAC},
 		{"ns", true, "2001:db8::3", clientMAC},
 		{"ns-unreachability", true, "2001:db8::3", clientMAC},
-		{"ns-dad", false, "", sniff.MAC{}},
+		{"ns-dad", false, "", wire.MAC{}},
 		{"na-solicited", true, "2001:db8::10", ourMAC},
 		{"na-unsolicited", true, "2001:db8::10", rogueMAC},
 		{"na-router-no-tllao", true, "2001:db8::10", otherMAC},

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // Defaults of DetectorConfig.
@@ -57,7 +59,7 @@ type Conflict struct {
 	Addr netip.Addr `json:"addr"`
 	// MAC is the competing claimer's hardware address, as the frame gave
 	// it to neighbours.
-	MAC MAC `json:"mac"`
+	MAC wire.MAC `json:"mac"`
 	// Kind is the kind of its latest frame.
 	Kind Kind `json:"kind"`
 	// First and Last are the capture times of its first and latest frame.
@@ -73,8 +75,8 @@ type Conflict struct {
 type OwnerChange struct {
 	Addr netip.Addr `json:"addr"`
 	// Old is the MAC that had the address, New the one that has it now.
-	Old MAC `json:"old"`
-	New MAC `json:"new"`
+	Old wire.MAC `json:"old"`
+	New wire.MAC `json:"new"`
 	// FlipFlop reports that New is the MAC the address had before Old.
 	FlipFlop bool `json:"flip_flop"`
 	// Kind is the kind of the frame that showed New.
@@ -123,7 +125,7 @@ type Detector struct {
 // held is an address this host holds: the MACs it holds it with, and the
 // competing claimers seen.
 type held struct {
-	ours     []MAC
+	ours     []wire.MAC
 	claimers []claimer
 }
 
@@ -134,7 +136,7 @@ type claimer struct {
 
 // owner is who has an address this host does not hold.
 type owner struct {
-	mac, prev  MAC
+	mac, prev  wire.MAC
 	hasPrev    bool
 	lastSeen   time.Time
 	reported   time.Time // capture time of the last event about it
@@ -170,9 +172,9 @@ func (d *Detector) Hold(addr netip.Addr, ours ...net.HardwareAddr) error {
 	if len(ours) == 0 {
 		return fmt.Errorf("hold %s: no hardware address of ours given", addr)
 	}
-	macs := make([]MAC, 0, len(ours))
+	macs := make([]wire.MAC, 0, len(ours))
 	for _, hw := range ours {
-		m, err := MACFrom(hw)
+		m, err := wire.MACFrom(hw)
 		if err != nil {
 			return fmt.Errorf("hold %s: %w", addr, err)
 		}
@@ -232,7 +234,7 @@ func (d *Detector) due(last, now time.Time) bool {
 	return d.repeat < 0 || now.Sub(last) >= d.repeat
 }
 
-func (d *Detector) conflict(h *held, addr netip.Addr, mac MAC, o Observation) (Conflict, bool) {
+func (d *Detector) conflict(h *held, addr netip.Addr, mac wire.MAC, o Observation) (Conflict, bool) {
 	for i := range h.claimers {
 		c := &h.claimers[i]
 		if c.MAC != mac {
@@ -266,7 +268,7 @@ func (d *Detector) conflict(h *held, addr netip.Addr, mac MAC, o Observation) (C
 	return c.Conflict, true
 }
 
-func (d *Detector) ownership(addr netip.Addr, mac MAC, o Observation) (OwnerChange, bool) {
+func (d *Detector) ownership(addr netip.Addr, mac wire.MAC, o Observation) (OwnerChange, bool) {
 	ow, ok := d.owners.get(addr)
 	if !ok {
 		*d.owners.add(addr) = owner{mac: mac, lastSeen: o.Time}
@@ -314,12 +316,12 @@ func (d *Detector) Conflicts() []Conflict {
 
 // Owner returns the MAC that has addr, an address not held, as last seen,
 // and when it was last seen with it.
-func (d *Detector) Owner(addr netip.Addr) (MAC, time.Time, bool) {
+func (d *Detector) Owner(addr netip.Addr) (wire.MAC, time.Time, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	ow, ok := d.owners.peek(addr.Unmap().WithZone(""))
 	if !ok {
-		return MAC{}, time.Time{}, false
+		return wire.MAC{}, time.Time{}, false
 	}
 	return ow.mac, ow.lastSeen, true
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
 
@@ -44,7 +45,7 @@ func newDetector(t testing.TB, cfg sniff.DetectorConfig) (*sniff.Detector, *even
 	return d, evs
 }
 
-func hold(t testing.TB, d *sniff.Detector, addr netip.Addr, ours ...sniff.MAC) {
+func hold(t testing.TB, d *sniff.Detector, addr netip.Addr, ours ...wire.MAC) {
 	t.Helper()
 	var hws []net.HardwareAddr
 	for _, m := range ours {
@@ -74,7 +75,7 @@ func TestConflict(t *testing.T) {
 		name  string
 		frame []byte
 		// want is the competing MAC and kind, zero for no conflict.
-		want     sniff.MAC
+		want     wire.MAC
 		wantKind sniff.Kind
 	}{
 		{"announcement by another MAC", buildARP(t, announcement(rogueMAC)), rogueMAC, sniff.KindAnnouncement},
@@ -86,27 +87,27 @@ func TestConflict(t *testing.T) {
 		{"sender hardware address, not the Ethernet source, is the claimer", buildARP(t, withARP(announcement(rogueMAC), func(s *arpSpec) {
 			s.ethSrc = clientMAC
 		})), rogueMAC, sniff.KindAnnouncement},
-		{"probe for the held address", buildARP(t, withARP(probe(), func(s *arpSpec) { s.ethSrc, s.senderMAC = rogueMAC, rogueMAC })), sniff.MAC{}, 0},
-		{"who-has for the held address", buildARP(t, whoHas()), sniff.MAC{}, 0},
-		{"our own announcement", buildARP(t, announcement(ourMAC)), sniff.MAC{}, 0},
-		{"our own reply", buildARP(t, reply(ourMAC)), sniff.MAC{}, 0},
-		{"our second MAC", buildARP(t, announcement(otherMAC)), sniff.MAC{}, 0},
-		{"sent from our MAC on behalf of another", buildARP(t, withARP(announcement(rogueMAC), func(s *arpSpec) { s.ethSrc = ourMAC })), sniff.MAC{}, 0},
+		{"probe for the held address", buildARP(t, withARP(probe(), func(s *arpSpec) { s.ethSrc, s.senderMAC = rogueMAC, rogueMAC })), wire.MAC{}, 0},
+		{"who-has for the held address", buildARP(t, whoHas()), wire.MAC{}, 0},
+		{"our own announcement", buildARP(t, announcement(ourMAC)), wire.MAC{}, 0},
+		{"our own reply", buildARP(t, reply(ourMAC)), wire.MAC{}, 0},
+		{"our second MAC", buildARP(t, announcement(otherMAC)), wire.MAC{}, 0},
+		{"sent from our wire.MAC on behalf of another", buildARP(t, withARP(announcement(rogueMAC), func(s *arpSpec) { s.ethSrc = ourMAC })), wire.MAC{}, 0},
 		{"announcement of another address", buildARP(t, withARP(announcement(rogueMAC), func(s *arpSpec) {
 			s.sender, s.target = client4, client4
-		})), sniff.MAC{}, 0},
-		{"announcement in another VLAN", buildARP(t, withARP(announcement(rogueMAC), func(s *arpSpec) { s.vlans = []uint16{10} })), sniff.MAC{}, 0},
+		})), wire.MAC{}, 0},
+		{"announcement in another VLAN", buildARP(t, withARP(announcement(rogueMAC), func(s *arpSpec) { s.vlans = []uint16{10} })), wire.MAC{}, 0},
 
 		{"unsolicited advertisement by another MAC", buildNDP(t, advertisement(rogueMAC, false)), rogueMAC, sniff.KindAdvertisement},
 		{"solicited advertisement by another MAC", buildNDP(t, advertisement(rogueMAC, true)), rogueMAC, sniff.KindAdvertisement},
 		{"advertisement without target link-layer option", buildNDP(t, withNDP(advertisement(rogueMAC, true), func(s *ndpSpec) { s.lla = nil })), rogueMAC, sniff.KindAdvertisement},
-		{"advertisement of our MAC by a proxy", buildNDP(t, withNDP(advertisement(ourMAC, false), func(s *ndpSpec) { s.ethSrc = rogueMAC })), sniff.MAC{}, 0},
+		{"advertisement of our wire.MAC by a proxy", buildNDP(t, withNDP(advertisement(ourMAC, false), func(s *ndpSpec) { s.ethSrc = rogueMAC })), wire.MAC{}, 0},
 		{"solicitation from the held address by another MAC", buildNDP(t, withNDP(solicitation(), func(s *ndpSpec) {
 			s.ethSrc, s.lla, s.src, s.target = rogueMAC, mac(rogueMAC), vip6, client6
 		})), rogueMAC, sniff.KindSolicitation},
-		{"duplicate address detection for the held address", buildNDP(t, dad(rogueMAC)), sniff.MAC{}, 0},
-		{"solicitation for the held address", buildNDP(t, solicitation()), sniff.MAC{}, 0},
-		{"our own advertisement", buildNDP(t, advertisement(ourMAC, false)), sniff.MAC{}, 0},
+		{"duplicate address detection for the held address", buildNDP(t, dad(rogueMAC)), wire.MAC{}, 0},
+		{"solicitation for the held address", buildNDP(t, solicitation()), wire.MAC{}, 0},
+		{"our own advertisement", buildNDP(t, advertisement(ourMAC, false)), wire.MAC{}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -259,8 +260,8 @@ func TestOwnerChanges(t *testing.T) {
 	d, evs := newDetector(t, sniff.DetectorConfig{Repeat: time.Second})
 	addr := netip.MustParseAddr("192.0.2.20")
 	a, b, c := clientMAC, rogueMAC, otherMAC
-	e := sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x05}
-	claim := func(m sniff.MAC, k sniff.Kind) sniff.Observation {
+	e := wire.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x05}
+	claim := func(m wire.MAC, k sniff.Kind) sniff.Observation {
 		return sniff.Observation{Kind: k, EthSrc: m, Sender: addr, SenderMAC: m, Target: addr}
 	}
 	steps := []struct {
@@ -308,7 +309,7 @@ func TestDetectorBounds(t *testing.T) {
 	d, evs := newDetector(t, sniff.DetectorConfig{MaxOwners: 100, MaxClaimers: 4})
 	hold(t, d, vip4, ourMAC)
 	for i := range 10_000 {
-		m := sniff.MAC{0x00, 0x00, 0x5e, 0x00, byte(i >> 8), byte(i)}
+		m := wire.MAC{0x00, 0x00, 0x5e, 0x00, byte(i >> 8), byte(i)}
 		b := netip.MustParseAddr("2001:db8::").As16()
 		b[14], b[15] = byte(i>>8), byte(i)
 		addr := netip.AddrFrom16(b)
@@ -395,7 +396,7 @@ func TestEventJSON(t *testing.T) {
 	if err := k.UnmarshalText([]byte("gossip")); err == nil {
 		t.Error(`Kind.UnmarshalText("gossip"): got no error`)
 	}
-	var m sniff.MAC
+	var m wire.MAC
 	if err := m.UnmarshalText([]byte("00:00:5e:00:53:03:01:02")); err == nil {
 		t.Error("MAC.UnmarshalText of 8 bytes: got no error")
 	}

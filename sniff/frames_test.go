@@ -10,8 +10,8 @@ import (
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
 
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/internal/wiretest"
-	"github.com/vipctl/vip/sniff"
 )
 
 // Frames for the tests, built with gopacket so that they do not depend on
@@ -19,11 +19,11 @@ import (
 // (RFC 5737, RFC 3849) and the documentation MAC block (RFC 7042), wiretest's
 // where it has one.
 var (
-	ourMAC    = sniff.MAC(wiretest.OurMAC)
-	clientMAC = sniff.MAC(wiretest.PeerMAC)
-	rogueMAC  = sniff.MAC(wiretest.OtherMAC)
-	otherMAC  = sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x04}
-	bcastMAC  = sniff.MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
+	ourMAC    = wire.MAC(wiretest.OurMAC)
+	clientMAC = wire.MAC(wiretest.PeerMAC)
+	rogueMAC  = wire.MAC(wiretest.OtherMAC)
+	otherMAC  = wire.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, 0x04}
+	bcastMAC  = wire.MAC{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}
 
 	vip4    = wiretest.VIP4
 	client4 = netip.MustParseAddr("192.0.2.3")
@@ -39,13 +39,13 @@ var (
 // ts0 is the capture time the decoder tests give every frame.
 var ts0 = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
-func hw(m sniff.MAC) net.HardwareAddr { return net.HardwareAddr(m[:]) }
-func ip(a netip.Addr) net.IP          { return net.IP(a.AsSlice()) }
+func hw(m wire.MAC) net.HardwareAddr { return net.HardwareAddr(m[:]) }
+func ip(a netip.Addr) net.IP         { return net.IP(a.AsSlice()) }
 
 // multicastMAC is the Ethernet address an IPv6 group maps to (RFC 2464).
-func multicastMAC(g netip.Addr) sniff.MAC {
+func multicastMAC(g netip.Addr) wire.MAC {
 	b := g.As16()
-	return sniff.MAC{0x33, 0x33, b[12], b[13], b[14], b[15]}
+	return wire.MAC{0x33, 0x33, b[12], b[13], b[14], b[15]}
 }
 
 func serialize(t testing.TB, ls ...gopacket.SerializableLayer) []byte {
@@ -60,9 +60,9 @@ func serialize(t testing.TB, ls ...gopacket.SerializableLayer) []byte {
 
 // arpSpec describes an ARP frame for IPv4 over Ethernet.
 type arpSpec struct {
-	ethDst, ethSrc       sniff.MAC
+	ethDst, ethSrc       wire.MAC
 	op                   uint16
-	senderMAC, targetMAC sniff.MAC
+	senderMAC, targetMAC wire.MAC
 	sender, target       netip.Addr
 	// vlans are 802.1Q tags, outermost first; the outermost is sent as
 	// 802.1ad (QinQ) when there are two.
@@ -85,7 +85,7 @@ func buildARP(t testing.TB, s arpSpec) []byte {
 
 // ethernet returns the Ethernet header, and VLAN tags if any, for a frame
 // carrying payload type et.
-func ethernet(dst, src sniff.MAC, et layers.EthernetType, vlans []uint16) []gopacket.SerializableLayer {
+func ethernet(dst, src wire.MAC, et layers.EthernetType, vlans []uint16) []gopacket.SerializableLayer {
 	eth := &layers.Ethernet{DstMAC: hw(dst), SrcMAC: hw(src), EthernetType: et}
 	if len(vlans) == 0 {
 		return []gopacket.SerializableLayer{eth}
@@ -118,17 +118,17 @@ func probe() arpSpec {
 	return s
 }
 
-func announcement(mac sniff.MAC) arpSpec {
+func announcement(mac wire.MAC) arpSpec {
 	return arpSpec{ethDst: bcastMAC, ethSrc: mac, op: layers.ARPRequest,
 		senderMAC: mac, sender: vip4, target: vip4}
 }
 
-func reply(mac sniff.MAC) arpSpec {
+func reply(mac wire.MAC) arpSpec {
 	return arpSpec{ethDst: clientMAC, ethSrc: mac, op: layers.ARPReply,
 		senderMAC: mac, sender: vip4, targetMAC: clientMAC, target: client4}
 }
 
-func gratuitousReply(mac sniff.MAC) arpSpec {
+func gratuitousReply(mac wire.MAC) arpSpec {
 	return arpSpec{ethDst: bcastMAC, ethSrc: mac, op: layers.ARPReply,
 		senderMAC: mac, sender: vip4, targetMAC: bcastMAC, target: vip4}
 }
@@ -136,14 +136,14 @@ func gratuitousReply(mac sniff.MAC) arpSpec {
 // ndpSpec describes an Ethernet frame carrying an IPv6 packet with one
 // ICMPv6 message, possibly behind extension headers.
 type ndpSpec struct {
-	ethDst, ethSrc sniff.MAC
+	ethDst, ethSrc wire.MAC
 	src, dst       netip.Addr
 	hopLimit       uint8
 	typ, code      uint8
 	target         netip.Addr
 	// lla is the link-layer address option, of type source for a
 	// solicitation and target for an advertisement; nil leaves it out.
-	lla *sniff.MAC
+	lla *wire.MAC
 	// nonce puts a nonce option (RFC 3971) before the link-layer option.
 	nonce bool
 	flags uint8 // advertisement flags: 0x80 R, 0x40 S, 0x20 O
@@ -217,7 +217,7 @@ func buildNDP(t testing.TB, s ndpSpec) []byte {
 	return serialize(t, ls...)
 }
 
-func mac(m sniff.MAC) *sniff.MAC { return &m }
+func mac(m wire.MAC) *wire.MAC { return &m }
 
 // solicitation is the multicast solicitation a kernel sends to resolve
 // vip6: from client6 to vip6's solicited-node group, with a source
@@ -235,7 +235,7 @@ func unreachability() ndpSpec {
 }
 
 // dad is a duplicate address detection probe for vip6.
-func dad(from sniff.MAC) ndpSpec {
+func dad(from wire.MAC) ndpSpec {
 	return ndpSpec{ethDst: multicastMAC(snm6), ethSrc: from, src: zero6, dst: snm6, hopLimit: 255,
 		typ: layers.ICMPv6TypeNeighborSolicitation, target: vip6}
 }
@@ -243,7 +243,7 @@ func dad(from sniff.MAC) ndpSpec {
 // advertisement is an advertisement of vip6 by m: solicited (to client6)
 // or unsolicited (to all nodes), with override and a target link-layer
 // address option.
-func advertisement(m sniff.MAC, solicited bool) ndpSpec {
+func advertisement(m wire.MAC, solicited bool) ndpSpec {
 	s := ndpSpec{ethDst: multicastMAC(allNodes), ethSrc: m, src: vip6, dst: allNodes, hopLimit: 255,
 		typ: layers.ICMPv6TypeNeighborAdvertisement, target: vip6, lla: mac(m), flags: 0x20}
 	if solicited {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
 
@@ -95,9 +96,9 @@ func TestLabCapture(t *testing.T) {
 		lab.HostConfig{Name: "rogue", IPv4: netip.MustParsePrefix("192.0.2.4/24")},
 	)
 	mon, client, rogue := l.Host("mon"), l.Host("client"), l.Host("rogue")
-	monMAC, _ := sniff.MACFrom(mon.Links[0].MAC)
-	clientMAC, _ := sniff.MACFrom(client.Links[0].MAC)
-	rogueMAC, _ := sniff.MACFrom(rogue.Links[0].MAC)
+	monMAC, _ := wire.MACFrom(mon.Links[0].MAC)
+	clientMAC, _ := wire.MACFrom(client.Links[0].MAC)
+	rogueMAC, _ := wire.MACFrom(rogue.Links[0].MAC)
 
 	table, err := sniff.NewTable(sniff.TableConfig{})
 	if err != nil {

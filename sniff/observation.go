@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // Kind says what a neighbour frame is for.
@@ -121,7 +123,7 @@ type Observation struct {
 	// Kind says what the frame is for.
 	Kind Kind
 	// EthSrc and EthDst are the Ethernet source and destination.
-	EthSrc, EthDst MAC
+	EthSrc, EthDst wire.MAC
 	// VLAN is the ID of the frame's outermost 802.1Q or 802.1ad tag, 0 for
 	// an untagged frame.
 	VLAN uint16
@@ -130,12 +132,12 @@ type Observation struct {
 	Sender netip.Addr
 	// SenderMAC is the ARP sender hardware address, or a solicitation's
 	// source link-layer address option.
-	SenderMAC MAC
+	SenderMAC wire.MAC
 	// Target is the ARP target IP or the NDP target address.
 	Target netip.Addr
 	// TargetMAC is the ARP target hardware address, or an advertisement's
 	// target link-layer address option.
-	TargetMAC MAC
+	TargetMAC wire.MAC
 	// Dst is the IPv6 destination of an NDP message.
 	Dst netip.Addr
 	// LinkLayerOption reports whether an NDP message carried its
@@ -155,7 +157,7 @@ func (o Observation) Asker() Asker {
 }
 
 // senderLink is the hardware address the sender speaks for itself with.
-func (o Observation) senderLink() MAC {
+func (o Observation) senderLink() wire.MAC {
 	if o.Kind.IsARP() || o.LinkLayerOption {
 		return o.SenderMAC
 	}
@@ -169,7 +171,7 @@ func (o Observation) senderLink() MAC {
 // NDP message without its link-layer address option binds its Ethernet
 // source. ok is false for probes, duplicate address detection and anything
 // else sent from the unspecified address, which claim nothing.
-func (o Observation) Claim() (addr netip.Addr, mac MAC, ok bool) {
+func (o Observation) Claim() (addr netip.Addr, mac wire.MAC, ok bool) {
 	switch o.Kind {
 	case KindWhoHas, KindAnnouncement, KindReply, KindGratuitousReply:
 		addr, mac = o.Sender, o.SenderMAC
@@ -181,10 +183,10 @@ func (o Observation) Claim() (addr netip.Addr, mac MAC, ok bool) {
 			mac = o.TargetMAC
 		}
 	default:
-		return netip.Addr{}, MAC{}, false
+		return netip.Addr{}, wire.MAC{}, false
 	}
 	if !addr.IsValid() || addr.IsUnspecified() {
-		return netip.Addr{}, MAC{}, false
+		return netip.Addr{}, wire.MAC{}, false
 	}
 	return addr, mac, true
 }
@@ -192,6 +194,6 @@ func (o Observation) Claim() (addr netip.Addr, mac MAC, ok bool) {
 // Asker is who sent a request: a hardware address and the address it asked
 // from (0.0.0.0 for an ARP probe, :: for duplicate address detection).
 type Asker struct {
-	MAC  MAC        `json:"mac"`
+	MAC  wire.MAC   `json:"mac"`
 	Addr netip.Addr `json:"addr"`
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/jonboulle/clockwork"
+
+	"github.com/vipctl/vip/internal/wire"
 )
 
 // Defaults of TableConfig.
@@ -118,7 +120,7 @@ type AskerCount struct {
 
 // Answerer is one MAC that answered for an address.
 type Answerer struct {
-	MAC MAC `json:"mac"`
+	MAC wire.MAC `json:"mac"`
 	// Kind is the kind of its latest answer.
 	Kind     Kind      `json:"kind"`
 	Answers  uint64    `json:"answers"`
@@ -276,7 +278,7 @@ func (e *entry) addAsker(a Asker, n uint64, ts time.Time, max int) {
 	e.askers[oldest] = c
 }
 
-func (e *entry) addAnswerer(mac MAC, k Kind, ts time.Time, max int) {
+func (e *entry) addAnswerer(mac wire.MAC, k Kind, ts time.Time, max int) {
 	for i := range e.answerers {
 		if e.answerers[i].MAC == mac {
 			a := &e.answerers[i]

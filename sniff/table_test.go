@@ -10,6 +10,7 @@ import (
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
 
@@ -26,12 +27,12 @@ func newTable(t testing.TB, cfg sniff.TableConfig) *sniff.Table {
 }
 
 // ask is a request for target from asker, at time d after ts0.
-func ask(d time.Duration, k sniff.Kind, target netip.Addr, asker sniff.MAC, from netip.Addr) sniff.Observation {
+func ask(d time.Duration, k sniff.Kind, target netip.Addr, asker wire.MAC, from netip.Addr) sniff.Observation {
 	return sniff.Observation{Time: at(d), Kind: k, EthSrc: asker, Sender: from, SenderMAC: asker, Target: target}
 }
 
 // answer is an ARP answer or announcement for addr by m, at d after ts0.
-func answer(d time.Duration, k sniff.Kind, addr netip.Addr, m sniff.MAC) sniff.Observation {
+func answer(d time.Duration, k sniff.Kind, addr netip.Addr, m wire.MAC) sniff.Observation {
 	return sniff.Observation{Time: at(d), Kind: k, EthSrc: m, Sender: addr, SenderMAC: m, Target: addr}
 }
 
@@ -139,7 +140,7 @@ func TestTableRate(t *testing.T) {
 func TestTableBoundsAskersAndAnswerers(t *testing.T) {
 	tab := newTable(t, sniff.TableConfig{MaxAskers: 3, MaxAnswerers: 2, Clock: clockwork.NewFakeClockAt(ts0)})
 	for i := range 10 {
-		m := sniff.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, byte(0x10 + i)}
+		m := wire.MAC{0x00, 0x00, 0x5e, 0x00, 0x53, byte(0x10 + i)}
 		tab.Observe(ask(time.Duration(i)*time.Second, sniff.KindWhoHas, vip4, m, client4))
 		tab.Observe(answer(time.Duration(i)*time.Second, sniff.KindReply, vip4, m))
 	}
@@ -238,7 +239,7 @@ func TestTableFlood(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	flood := func(from, to int) {
 		for i := from; i < to; i++ {
-			var asker sniff.MAC
+			var asker wire.MAC
 			for j := range asker {
 				asker[j] = byte(rng.Uint32())
 			}
@@ -293,7 +294,7 @@ func TestTableObserveAllocates(t *testing.T) {
 	i := 0
 	next := func() {
 		target := netip.AddrFrom4([4]byte{192, 0, 2, byte(i)})
-		tab.Observe(ask(time.Duration(i)*time.Millisecond, sniff.KindWhoHas, target, sniff.MAC{0, 0, 0x5e, 0, 0x53, byte(i)}, client4))
+		tab.Observe(ask(time.Duration(i)*time.Millisecond, sniff.KindWhoHas, target, wire.MAC{0, 0, 0x5e, 0, 0x53, byte(i)}, client4))
 		i++
 	}
 	for range 1000 {

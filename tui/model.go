@@ -422,7 +422,7 @@ func (m *Model) applyEvent(ev api.Event) {
 			}
 		}
 		m.stale = true
-	case event.Lost:
+	case event.Missed:
 	default:
 		m.stale = true
 	}

@@ -509,7 +509,7 @@ func (m *Model) eventLines(w int) []string {
 			continue
 		}
 		line = ansi.Truncate(line, w-2, "…")
-		if ev.Kind == event.Conflict || ev.Kind == event.Lost {
+		if ev.Kind == event.Conflict || ev.Kind == event.Missed {
 			line = m.st.errMsg.Render(line)
 		}
 		lines = append(lines, "  "+line)

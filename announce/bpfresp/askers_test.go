@@ -106,7 +106,7 @@ func TestAskersAsTheCaptureSees(t *testing.T) {
 func sorted(m map[askerID]uint64) []string {
 	var out []string
 	for k, n := range m {
-		out = append(out, fmt.Sprintf("%v by %v from %v: %d", k.addr, sniff.MAC(k.mac), k.from, n))
+		out = append(out, fmt.Sprintf("%v by %v from %v: %d", k.addr, wire.MAC(k.mac), k.from, n))
 	}
 	slices.Sort(out)
 	return out

@@ -408,8 +408,8 @@ func TestBurstOnTheWire(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if port := fdb[ourMAC]; port != labtest.Link(b, "eth0").Port {
-				t.Errorf("bridge fdb: got %s on port %q, want %q", ourMAC, port, labtest.Link(b, "eth0").Port)
+			if port := fdb[ourMAC]; port != labtest.Link(b, "eth0").BridgePort {
+				t.Errorf("bridge fdb: got %s on port %q, want %q", ourMAC, port, labtest.Link(b, "eth0").BridgePort)
 			}
 		})
 	}

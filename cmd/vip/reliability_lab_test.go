@@ -813,7 +813,7 @@ func TestInterfaceDeletedAndRecreated(t *testing.T) {
 		return len(st.Claims) == 2, fmt.Sprintf("claims %+v, want both waiting", st.Claims)
 	})
 
-	port := labtest.Link(b, "eth0").Port
+	port := labtest.Link(b, "eth0").BridgePort
 	if _, err := runHost(ctxFor(t, 10*time.Second), "ip", "-n", l.Switch, "link", "add", port, "master", l.Bridge, "up",
 		"type", "veth", "peer", "name", "eth0", "netns", b.Netns); err != nil {
 		t.Fatalf("re-create eth0: %v", err)

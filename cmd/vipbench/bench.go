@@ -301,8 +301,8 @@ func (b *bench) quietSwitch(ctx context.Context) error {
 	for _, h := range []*lab.Host{b.a, b.b} {
 		link := h.Links[0]
 		for _, args := range [][]string{
-			{"link", "set", "dev", link.Port, "flood", "off"},
-			{"fdb", "replace", link.MAC.String(), "dev", link.Port, "master", "static"},
+			{"link", "set", "dev", link.BridgePort, "flood", "off"},
+			{"fdb", "replace", link.MAC.String(), "dev", link.BridgePort, "master", "static"},
 		} {
 			cmd := exec.CommandContext(ctx, "bridge", append([]string{"-n", b.lab.Switch}, args...)...)
 			if out, err := cmd.CombinedOutput(); err != nil {

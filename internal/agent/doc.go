@@ -9,10 +9,10 @@
 //     state file, re-adoption, the server, and an autostarted agent's exit
 //     once it holds nothing and nobody asks.
 //   - Runtime is a claim engine at work with what watches for it: the
-//     interface changes it follows (FollowInterfaces) and its Guard. The
+//     interface changes it follows (FollowInterfaces) and its Sniffer. The
 //     agent runs one, and so does a foreground vip claim; ServeMetrics
 //     serves a Runtime's Prometheus metrics.
-//   - Guard watches the wire of every interface with a claim: it fills
+//   - Sniffer watches the wire of every interface with a claim: it fills
 //     the who-has traffic table, tells the engine of competing claimers,
 //     and reports ownership changes of other addresses as events.
 //   - With a store configured, Run joins the fleet (package fleet) so that

@@ -56,7 +56,7 @@ func interfaceChange(c ifwatch.Change, sys netcheck.System, log *slog.Logger) an
 	}
 	l, err := sys.InterfaceByIndex(c.Index)
 	if err == nil {
-		out.Port, _, err = netcheck.PortOf(sys, l)
+		out.Master, _, err = netcheck.MasterOf(sys, l)
 	}
 	if err != nil {
 		// Gone again, most likely; the next change tells.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 
 	"github.com/vipctl/vip/announce"
@@ -24,10 +25,12 @@ const (
 	ResponderSocket ResponderMode = "socket"
 )
 
+// responderModes are the modes --responder takes.
+var responderModes = []ResponderMode{ResponderAuto, ResponderEBPF, ResponderSocket}
+
 // ParseResponderMode reads --responder.
 func ParseResponderMode(s string) (ResponderMode, error) {
-	switch m := ResponderMode(s); m {
-	case ResponderAuto, ResponderEBPF, ResponderSocket:
+	if m := ResponderMode(s); slices.Contains(responderModes, m) {
 		return m, nil
 	}
 	return "", fmt.Errorf("unknown responder %q: use auto, ebpf or socket", s)

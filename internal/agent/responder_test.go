@@ -122,7 +122,7 @@ func TestClaimsShowTheResponder(t *testing.T) {
 	st := []announce.Status{
 		{Responder: "ebpf", Hook: "tcx", Traffic: &announce.Traffic{Packets: 3, Bytes: 294, PacketsPerSecond: 1, BytesPerSecond: 98}},
 		{Responder: "ebpf", Hook: "xdp-generic", Traffic: &announce.Traffic{}},
-		{Responder: announce.ResponderSocket},
+		{Responder: announce.KindSocket},
 		{},
 	}
 	want := []struct {

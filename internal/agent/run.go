@@ -36,7 +36,7 @@ type Config struct {
 	// Filter is a libpcap expression ANDed with the capture's filter.
 	Filter string
 	// AllTraffic captures the who-has traffic for every address on the
-	// claimed interfaces, not only for the held ones (see GuardConfig).
+	// claimed interfaces, not only for the held ones (see SnifferConfig).
 	AllTraffic bool
 	// Metrics, if its Addr is set, serves Prometheus metrics.
 	Metrics MetricsConfig
@@ -148,7 +148,7 @@ func (d *daemon) openState(ctx context.Context) error {
 	return nil
 }
 
-// startEngine starts the engine and the guard. With a store, it returns
+// startEngine starts the engine and the sniffer. With a store, it returns
 // the deadline the lease keeps open.
 func (d *daemon) startEngine() (*announce.Deadline, error) {
 	ecfg := announce.EngineConfig{
@@ -167,7 +167,7 @@ func (d *daemon) startEngine() (*announce.Deadline, error) {
 		ecfg.Assigner = d.vip.assigner(d.assigner)
 	}
 	d.cfg.Responder.Configure(&ecfg)
-	rt, err := Start(ecfg, GuardConfig{Filter: d.cfg.Filter, AllTraffic: d.cfg.AllTraffic}, d.log)
+	rt, err := Start(ecfg, SnifferConfig{Filter: d.cfg.Filter, AllTraffic: d.cfg.AllTraffic}, d.log)
 	if err != nil {
 		return nil, err
 	}
@@ -258,7 +258,7 @@ func (d *daemon) serve(ctx context.Context) error {
 	srv := NewServer(ServerConfig{
 		Engine:  engine,
 		Fleet:   fl,
-		Watcher: d.rt.Guard,
+		Watcher: d.rt.Sniffer,
 		Sys:     d.cfg.Sys,
 		Allow:   allow,
 		Log:     d.log,

@@ -14,28 +14,28 @@ import (
 )
 
 // Runtime is a claim engine at work with what watches for it: the interface
-// changes it follows and the guard on the wire. The agent runs one, and so
+// changes it follows and the sniffer on the wire. The agent runs one, and so
 // does a foreground claim.
 type Runtime struct {
-	Engine *announce.Engine
-	Guard  *Guard
+	Engine  *announce.Engine
+	Sniffer *Sniffer
 
-	stopGuard, stopWatch, stopEngine context.CancelFunc
-	waitWatch                        func()
-	engineDone                       chan error
+	stopSniffer, stopWatch, stopEngine context.CancelFunc
+	waitWatch                          func()
+	engineDone                         chan error
 	// hostChanged is what OnInterfacesChanged set, if anything.
 	hostChanged atomic.Pointer[func()]
 }
 
 // Start starts the engine of cfg, follows interface changes for it and
-// guards its claims on the wire as guard says (its Log is log). Stop ends
+// watches the wire of its claims as sniff says (its Log is log). Stop ends
 // all of it, releasing every claim.
-func Start(cfg announce.EngineConfig, guard GuardConfig, log *slog.Logger) (*Runtime, error) {
+func Start(cfg announce.EngineConfig, sniff SnifferConfig, log *slog.Logger) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	r := &Runtime{Engine: announce.NewEngine(cfg), engineDone: make(chan error, 1)}
-	var engCtx, watchCtx, guardCtx context.Context
+	var engCtx, watchCtx, sniffCtx context.Context
 	engCtx, r.stopEngine = context.WithCancel(context.Background())
 	go func() { r.engineDone <- r.Engine.Run(engCtx) }()
 	watchCtx, r.stopWatch = context.WithCancel(context.Background())
@@ -44,15 +44,15 @@ func Start(cfg announce.EngineConfig, guard GuardConfig, log *slog.Logger) (*Run
 			(*fn)()
 		}
 	}, log)
-	guardCtx, r.stopGuard = context.WithCancel(context.Background())
-	guard.Log = log
-	g, err := StartGuard(guardCtx, r.Engine, guard)
+	sniffCtx, r.stopSniffer = context.WithCancel(context.Background())
+	sniff.Log = log
+	g, err := StartSniffer(sniffCtx, r.Engine, sniff)
 	if err != nil {
-		r.stopGuard = func() {}
+		r.stopSniffer = func() {}
 		_ = r.Stop()
 		return nil, err
 	}
-	r.Guard = g
+	r.Sniffer = g
 	return r, nil
 }
 
@@ -64,9 +64,9 @@ func (r *Runtime) OnInterfacesChanged(fn func()) { r.hostChanged.Store(&fn) }
 // Stop stops watching, then stops the engine, which releases every claim
 // (removing the addresses it added), and returns the release's error.
 func (r *Runtime) Stop() error {
-	r.stopGuard()
-	if r.Guard != nil {
-		r.Guard.Wait()
+	r.stopSniffer()
+	if r.Sniffer != nil {
+		r.Sniffer.Wait()
 	}
 	r.stopWatch()
 	r.waitWatch()
@@ -94,7 +94,7 @@ func ServeMetrics(r *Runtime, cfg MetricsConfig, log *slog.Logger) (stop func(),
 		more = append(more, metrics.NewStoreCollector(cfg.Store, nil))
 	}
 	reg := metrics.NewRegistry(metrics.NewCollector(metrics.Config{
-		Engine: r.Engine, Guard: r.Guard, Version: cfg.Version, Commit: cfg.Commit, MaxAddrs: cfg.MaxAddrs,
+		Engine: r.Engine, Sniffer: r.Sniffer, Version: cfg.Version, Commit: cfg.Commit, MaxAddrs: cfg.MaxAddrs,
 	}), more...)
 	srv, err := metrics.Listen(cfg.Addr, reg, log)
 	if err != nil {

@@ -51,7 +51,7 @@ func PeerFrom(ctx context.Context) (Peer, bool) {
 }
 
 // Watcher reports what the captures saw: who-has traffic and capture
-// statistics. Guard is one.
+// statistics. Sniffer is one.
 type Watcher interface {
 	Traffic(order sniff.Order) api.TrafficResponse
 	Captures() []api.CaptureStat

@@ -18,8 +18,11 @@ const (
 	Claim   Kind = "claim"
 	Refresh Kind = "refresh"
 	Release Kind = "release"
-	// Revoke reports claims the book took back.
-	Revoke     Kind = "revoke"
+	// Suspend reports claims stopped at once by the fleet's fence, kept
+	// to resume when it lifts. Its kind on the wire is still "revoke"
+	// for this release, as scripts may match it; the next one writes
+	// "suspend" ("revoke" is also an etcd lease's end).
+	Suspend    Kind = "revoke"
 	BurstStart Kind = "burst-start"
 	BurstEnd   Kind = "burst-end"
 	Interface  Kind = "interface"
@@ -27,8 +30,11 @@ const (
 	// OwnerChange reports an address this host does not hold moving to
 	// another MAC, or flip-flopping back.
 	OwnerChange Kind = "owner-change"
-	// Lost tells a slow subscriber how many events it missed.
-	Lost Kind = "lost"
+	// Missed tells a slow subscriber how many events it missed. Its kind
+	// on the wire is still "lost" for this release, as scripts may match
+	// it; the next one writes "missed" ("lost" is a claim's state: taken
+	// by another node).
+	Missed Kind = "lost"
 	// Fence reports an agent that could not renew its lease in the store
 	// stopping every guarded claim; Resume the claims coming back once
 	// the store answers again.

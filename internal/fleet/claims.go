@@ -164,7 +164,7 @@ func (m *Member) commit(st []announce.Status) {
 	}
 	m.mu.Unlock()
 	if len(back) > 0 {
-		_, _, _ = m.eng.Revoke(back, "fenced")
+		_, _, _ = m.eng.Suspend(back, "fenced")
 	}
 }
 

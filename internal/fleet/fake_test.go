@@ -25,9 +25,9 @@ type fakeEngine struct {
 	// deadline is the member's answer deadline, which the engine's
 	// ports would check where frames leave (see world.join).
 	deadline *announce.Deadline
-	// revokeWait, when not nil, holds every Revoke until it is closed:
+	// suspendWait, when not nil, holds every Revoke until it is closed:
 	// an engine whose lock a slow claim holds.
-	revokeWait chan struct{}
+	suspendWait chan struct{}
 	// claimWait, for an address, holds a claim of it in the engine until
 	// it is closed: a claim whose port takes long to open.
 	claimWait map[netip.Addr]chan struct{}
@@ -132,12 +132,12 @@ func (f *fakeEngine) Release(_ context.Context, addrs []netip.Addr) (released, n
 	return released, notHeld, nil
 }
 
-func (f *fakeEngine) Revoke(addrs []netip.Addr, _ string) (revoked, notHeld []netip.Addr, err error) {
-	if f.revokeWait != nil {
-		<-f.revokeWait
+func (f *fakeEngine) Suspend(addrs []netip.Addr, _ string) (suspended, notHeld []netip.Addr, err error) {
+	if f.suspendWait != nil {
+		<-f.suspendWait
 	}
-	revoked, notHeld = f.drop(addrs)
-	return revoked, notHeld, nil
+	suspended, notHeld = f.drop(addrs)
+	return suspended, notHeld, nil
 }
 
 func (f *fakeEngine) Status(addrs ...netip.Addr) []announce.Status {

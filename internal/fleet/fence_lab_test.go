@@ -34,8 +34,8 @@ func TestLeaseRevokedSilencesAtOnce(t *testing.T) {
 	if left := a.DeadlineLeft(); left <= 0 || left > a.Timing().FenceAfter() || !aEng.deadline.Open() {
 		t.Fatalf("a's deadline is %v ahead, want within (0, %v]", left, a.Timing().FenceAfter())
 	}
-	aEng.revokeWait = make(chan struct{})
-	defer close(aEng.revokeWait)
+	aEng.suspendWait = make(chan struct{})
+	defer close(aEng.suspendWait)
 	id, _, _ := a.Lease()
 	revoked := time.Now()
 	if _, err := w.client(t, "b").Revoke(context.Background(), clientv3.LeaseID(id)); err != nil {
@@ -138,12 +138,12 @@ func TestResumeWaitsForTheFencesRevocation(t *testing.T) {
 	if err := claim(t, a, vip); err != nil {
 		t.Fatal(err)
 	}
-	aEng.revokeWait = make(chan struct{})
+	aEng.suspendWait = make(chan struct{})
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			close(aEng.revokeWait)
+			close(aEng.suspendWait)
 		}
 	}
 	defer release()

@@ -28,7 +28,7 @@ type Engine interface {
 	Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error)
 	Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error)
 	Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error)
-	Revoke(addrs []netip.Addr, why string) (revoked, notHeld []netip.Addr, err error)
+	Suspend(addrs []netip.Addr, why string) (suspended, notHeld []netip.Addr, err error)
 	Status(addrs ...netip.Addr) []announce.Status
 	Held() []netip.Addr
 	Subscribe(n int) (<-chan announce.Event, func())
@@ -436,7 +436,7 @@ func (m *Member) fenceWhy(why string) {
 	m.revoking = revoked
 	m.mu.Unlock()
 	if len(addrs) > 0 {
-		if _, _, err := m.eng.Revoke(addrs, "fenced"); err != nil {
+		if _, _, err := m.eng.Suspend(addrs, "fenced"); err != nil {
 			m.log.Error("fence: stop answering", "err", err)
 		}
 	}

@@ -99,8 +99,8 @@ type Link struct {
 	Index int
 	// LinkLocal is the interface's IPv6 link-local address.
 	LinkLocal netip.Addr
-	// Port is the name of the bridge port in the switch namespace.
-	Port string
+	// BridgePort is the name of the bridge port in the switch namespace.
+	BridgePort string
 }
 
 // NetnsName returns the name of the namespace that a lab with the given prefix
@@ -238,10 +238,10 @@ func (l *Lab) addHost(ctx context.Context, hc HostConfig) (*Host, error) {
 		return nil, err
 	}
 	for i := range linkCount(hc) {
-		link := Link{Name: fmt.Sprintf("eth%d", i), Port: portName(hc.Name, i)}
+		link := Link{Name: fmt.Sprintf("eth%d", i), BridgePort: portName(hc.Name, i)}
 		// The host end is created in the host namespace directly; no
 		// interface ever appears in the caller's namespace.
-		if _, err := ipIn(ctx, l.Switch, "link", "add", link.Port, "master", l.Bridge, "up",
+		if _, err := ipIn(ctx, l.Switch, "link", "add", link.BridgePort, "master", l.Bridge, "up",
 			"type", "veth", "peer", "name", link.Name, "netns", h.Netns); err != nil {
 			return nil, err
 		}
@@ -313,8 +313,8 @@ func (l *Lab) checkReady(ctx context.Context) error {
 		}
 		for i := range h.Links {
 			link := &h.Links[i]
-			if s := state[link.Port]; s != "forwarding" {
-				return fmt.Errorf("bridge port %s is in state %q: %w", link.Port, s, errNotReady)
+			if s := state[link.BridgePort]; s != "forwarding" {
+				return fmt.Errorf("bridge port %s is in state %q: %w", link.BridgePort, s, errNotReady)
 			}
 			il, ok := byName[link.Name]
 			if !ok {

@@ -60,7 +60,7 @@ func TestSegment(t *testing.T) {
 		if bytes.Equal(b.Links[0].MAC, b.Links[1].MAC) {
 			t.Errorf("b: eth0 and eth1 share MAC %s, want distinct", b.Links[0].MAC)
 		}
-		if got := labtest.Link(b, "eth1"); got == nil || got.Port != "b-eth1" {
+		if got := labtest.Link(b, "eth1"); got == nil || got.BridgePort != "b-eth1" {
 			t.Errorf("b: got eth1 %+v, want bridge port b-eth1", got)
 		}
 	})
@@ -111,7 +111,7 @@ func TestSegment(t *testing.T) {
 			t.Fatal(err)
 		}
 		mac := a.Links[0].MAC.String()
-		if got, want := fdb[mac], a.Links[0].Port; got != want {
+		if got, want := fdb[mac], a.Links[0].BridgePort; got != want {
 			t.Errorf("fdb[%s]: got port %q, want %q (fdb %v)", mac, got, want, fdb)
 		}
 		for mac, port := range fdb {

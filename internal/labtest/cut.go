@@ -30,8 +30,8 @@ func CutOff(t TB, l *lab.Lab, h *lab.Host) *Cut {
 	c := &Cut{}
 	t.Cleanup(func() { c.Heal(t) })
 	for _, link := range h.Links {
-		run(t, "bridge", "-n", l.Switch, "link", "set", "dev", link.Port, "state", "0")
-		c.undo = append(c.undo, []string{"bridge", "-n", l.Switch, "link", "set", "dev", link.Port, "state", "3"})
+		run(t, "bridge", "-n", l.Switch, "link", "set", "dev", link.BridgePort, "state", "0")
+		c.undo = append(c.undo, []string{"bridge", "-n", l.Switch, "link", "set", "dev", link.BridgePort, "state", "3"})
 	}
 	return c
 }

@@ -39,7 +39,7 @@ func Isolate(t TB, l *lab.Lab, hosts ...*lab.Host) *Partition {
 	for _, h := range hosts {
 		p.hosts = append(p.hosts, h.Name)
 		for _, link := range h.Links {
-			p.ports = append(p.ports, link.Port)
+			p.ports = append(p.ports, link.BridgePort)
 		}
 	}
 	t.Cleanup(func() { p.Heal(t) })

@@ -2,7 +2,7 @@
 // `vip agent --metrics HOST:PORT` and `vip claim --foreground --metrics`.
 //
 // A Collector reads the claim engine (announce.Engine's Status and Totals)
-// and the guard's captures when it is scraped and keeps nothing of its own,
+// and the sniffer's captures when it is scraped and keeps nothing of its own,
 // so a scrape always shows the state of that moment and costs nothing
 // between scrapes. Agent-wide counters (vip_requests_answered_total, ...)
 // are the engine's totals and only grow; per-address series

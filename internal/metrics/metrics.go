@@ -24,9 +24,9 @@ type Engine interface {
 	Totals() announce.Totals
 }
 
-// Guard is what the metrics read of the captures at each scrape.
-// *agent.Guard satisfies it.
-type Guard interface {
+// Sniffer is what the metrics read of the captures at each scrape.
+// *agent.Sniffer satisfies it.
+type Sniffer interface {
 	Captures() []api.CaptureStat
 	// Evicted counts the targets the bounded traffic table dropped.
 	Evicted() uint64
@@ -35,8 +35,8 @@ type Guard interface {
 // Config says what a Collector reads and how much of it it shows.
 type Config struct {
 	Engine Engine
-	// Guard may be nil: then no capture series are shown.
-	Guard Guard
+	// Sniffer may be nil: then no capture series are shown.
+	Sniffer Sniffer
 	// Version and Commit label vip_build_info.
 	Version, Commit string
 	// MaxAddrs bounds the held addresses that get series of their own (the
@@ -56,7 +56,7 @@ func desc(name, help string, labels ...string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, labels, nil)
 }
 
-// Collector turns the engine's and the guard's state into Prometheus
+// Collector turns the engine's and the sniffer's state into Prometheus
 // metrics when scraped. It keeps no counters of its own: the engine's
 // totals only grow, and a claim's own counters start again when it is
 // claimed anew, which Prometheus's rate() takes as a counter reset.
@@ -169,16 +169,16 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.claimers, float64(claimers))
 	gauge(c.withoutSeries, float64(max(len(st)-c.cfg.MaxAddrs, 0)))
 
-	if c.cfg.Guard == nil {
+	if c.cfg.Sniffer == nil {
 		return
 	}
-	for _, cs := range c.cfg.Guard.Captures() {
+	for _, cs := range c.cfg.Sniffer.Captures() {
 		gauge(c.captureUp, b2f(cs.Error == ""), cs.Interface)
 		counter(c.captureReceived, cs.Received, cs.Interface)
 		counter(c.captureDropped, cs.Dropped, cs.Interface)
 		counter(c.captureUndecodable, cs.Undecodable, cs.Interface)
 	}
-	counter(c.evicted, c.cfg.Guard.Evicted())
+	counter(c.evicted, c.cfg.Sniffer.Evicted())
 }
 
 // recentClaimers counts the claimers seen within announce.ConflictHold,

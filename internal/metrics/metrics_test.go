@@ -30,10 +30,10 @@ type fakeEngine struct {
 func (f *fakeEngine) Status(...netip.Addr) []announce.Status { return f.st }
 func (f *fakeEngine) Totals() announce.Totals                { return f.totals }
 
-type fakeGuard struct{ caps []api.CaptureStat }
+type fakeSniffer struct{ caps []api.CaptureStat }
 
-func (f fakeGuard) Captures() []api.CaptureStat { return f.caps }
-func (fakeGuard) Evicted() uint64               { return 3 }
+func (f fakeSniffer) Captures() []api.CaptureStat { return f.caps }
+func (fakeSniffer) Evicted() uint64               { return 3 }
 
 func status(addr, iface, state string, answered uint64, claimers ...time.Time) announce.Status {
 	s := announce.Status{State: state, Answered: answered, GratuitousFrames: 2 * answered}
@@ -48,7 +48,7 @@ func testCollector(maxAddrs int) *Collector {
 	ebpf := status("192.0.2.10", "eth0", api.StateAnnouncing, 5)
 	ebpf.Responder, ebpf.Hook, ebpf.Traffic = "ebpf", "tcx", &announce.Traffic{Packets: 7, Bytes: 686, PacketsPerSecond: 1}
 	socket := status("192.0.2.11", "eth0", api.StateConflict, 1, now.Add(-time.Second), now.Add(-time.Hour))
-	socket.Responder = announce.ResponderSocket
+	socket.Responder = announce.KindSocket
 	eng := &fakeEngine{
 		st: []announce.Status{
 			ebpf,
@@ -57,11 +57,11 @@ func testCollector(maxAddrs int) *Collector {
 		},
 		totals: announce.Totals{Answered: 40, GratuitousFrames: 12, ProbeFrames: 2, Conflicts: 1, ClaimerFrames: 6},
 	}
-	guard := fakeGuard{caps: []api.CaptureStat{
+	sniffer := fakeSniffer{caps: []api.CaptureStat{
 		{Interface: "eth0", Received: 100, Dropped: 1, Undecodable: 2},
 		{Interface: "eth1", Error: "no such device"},
 	}}
-	return NewCollector(Config{Engine: eng, Guard: guard, Version: "v1.2.3", Commit: "abc1234", MaxAddrs: maxAddrs, Now: func() time.Time { return now }})
+	return NewCollector(Config{Engine: eng, Sniffer: sniffer, Version: "v1.2.3", Commit: "abc1234", MaxAddrs: maxAddrs, Now: func() time.Time { return now }})
 }
 
 func TestCollectorTotalsAndStates(t *testing.T) {
@@ -167,7 +167,7 @@ func TestCollectorLint(t *testing.T) {
 func TestCollectorWithoutGuard(t *testing.T) {
 	c := NewCollector(Config{Engine: &fakeEngine{}})
 	if n := testutil.CollectAndCount(c, "vip_capture_up", "vip_traffic_table_evictions_total"); n != 0 {
-		t.Errorf("got %d capture series without a guard, want none", n)
+		t.Errorf("got %d capture series without a sniffer, want none", n)
 	}
 	if n := testutil.CollectAndCount(c, "vip_claims"); n != 4 {
 		t.Errorf("got %d vip_claims series with nothing held, want every state at 0", n)

@@ -68,7 +68,7 @@ func CheckInterface(sys System, name string) (Interface, error) {
 		return Interface{}, fmt.Errorf("look up interface %s: %w", name, err)
 	}
 	// First: bringing a port up or turning its ARP on would not help.
-	of, fix, err := PortOf(sys, l)
+	of, fix, err := MasterOf(sys, l)
 	if err != nil {
 		return Interface{}, err
 	}
@@ -165,7 +165,7 @@ func (p *Picker) Pick(a netip.Addr) (string, error) {
 			}
 			if !l.Loopback {
 				c = &candidate{name: l.Name}
-				if c.of, c.fix, err = PortOf(p.sys, l); err != nil {
+				if c.of, c.fix, err = MasterOf(p.sys, l); err != nil {
 					return "", fmt.Errorf("find the interface for %s: %w", a, err)
 				}
 			}

@@ -20,10 +20,10 @@ const maxNesting = 8
 // members, which receive their own frames and answer ARP themselves.
 func takesFrames(kind string) bool { return kind != "vrf" }
 
-// PortOf says what l is a port of, e.g. "a port of bridge br0", and how to
+// MasterOf says what master l is a port of, e.g. "a port of bridge br0", and how to
 // claim instead, when l's master takes its frames; both are "" otherwise.
 // A refusal reads "<l> is <of>, which receives its frames: <fix>".
-func PortOf(sys System, l Interface) (of, fix string, err error) {
+func MasterOf(sys System, l Interface) (of, fix string, err error) {
 	var (
 		chain []string  // "a port of bridge br0", outermost last
 		top   Interface // the master that receives the frames

@@ -14,6 +14,7 @@ import (
 	"github.com/jonboulle/clockwork"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
 
@@ -122,7 +123,7 @@ func (f *fakeListener) Run(ctx context.Context, observers ...sniff.Observer) err
 func (f *fakeListener) Close() error { f.lab.heard.Add(1); return nil }
 
 func reply(addr netip.Addr, mac net.HardwareAddr) sniff.Observation {
-	m, _ := sniff.MACFrom(mac)
+	m, _ := wire.MACFrom(mac)
 	return sniff.Observation{Time: time.Unix(1, 0), Kind: sniff.KindReply, EthSrc: m, Sender: addr, SenderMAC: m}
 }
 

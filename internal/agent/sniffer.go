@@ -15,11 +15,12 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
 
-// GuardConfig configures a Guard.
-type GuardConfig struct {
+// SnifferConfig configures a Sniffer.
+type SnifferConfig struct {
 	// Filter is a libpcap expression ANDed with the capture's own filter.
 	Filter string
 	// AllTraffic keeps each capture open to the neighbour traffic of every
@@ -34,23 +35,23 @@ type GuardConfig struct {
 	Log  *slog.Logger
 }
 
-// Guard watches the wire of every interface with a claim: it captures
+// Sniffer watches the wire of every interface with a claim: it captures
 // who-has traffic into a table and tells the engine about competing
 // claimers, and reports ownership changes of other addresses as events.
-type Guard struct {
+type Sniffer struct {
 	eng   *announce.Engine
-	cfg   GuardConfig
+	cfg   SnifferConfig
 	log   *slog.Logger
 	table *sniff.Table
 	det   *sniff.Detector
 
 	mu       sync.Mutex
-	captures map[string]*guardCapture
+	captures map[string]*sniffedCapture
 	heldMAC  map[netip.Addr]string
 	wg       sync.WaitGroup
 	// ours are the MACs of the claimed interfaces: the table leaves out
 	// the frames they send (the agent's own probes and announcements).
-	ours atomic.Pointer[map[sniff.MAC]bool]
+	ours atomic.Pointer[map[wire.MAC]bool]
 
 	// fed are the held addresses whose requests the traffic table counts
 	// from what the in-kernel responder remembers of its askers, not
@@ -74,20 +75,20 @@ type Guard struct {
 type askerID struct {
 	iface  string
 	addr   netip.Addr
-	mac    sniff.MAC
+	mac    wire.MAC
 	from   netip.Addr
 	others bool
 }
 
 // Observe feeds the traffic table every observation not sent by us.
-func (g *Guard) Observe(o sniff.Observation) {
+func (g *Sniffer) Observe(o sniff.Observation) {
 	if m := g.ours.Load(); m != nil && (*m)[o.EthSrc] {
 		return
 	}
 	g.table.Observe(o)
 }
 
-type guardCapture struct {
+type sniffedCapture struct {
 	cap    *sniff.Capture
 	cancel context.CancelFunc
 	err    string
@@ -105,8 +106,8 @@ type guardCapture struct {
 	afterIngress bool
 }
 
-// StartGuard starts watching for eng until ctx is done; Wait waits for it.
-func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Guard, error) {
+// StartSniffer starts watching for eng until ctx is done; Wait waits for it.
+func StartSniffer(ctx context.Context, eng *announce.Engine, cfg SnifferConfig) (*Sniffer, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -120,7 +121,7 @@ func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Gu
 	if err != nil {
 		return nil, err
 	}
-	g := &Guard{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*guardCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}, spare: map[askerID]uint64{}}
+	g := &Sniffer{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*sniffedCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}, spare: map[askerID]uint64{}}
 	g.det, err = sniff.NewDetector(sniff.DetectorConfig{OnEvent: g.onEvent})
 	if err != nil {
 		return nil, err
@@ -135,8 +136,8 @@ func StartGuard(ctx context.Context, eng *announce.Engine, cfg GuardConfig) (*Gu
 	return g, nil
 }
 
-// Wait waits until the guard has stopped and closed its captures.
-func (g *Guard) Wait() { g.wg.Wait() }
+// Wait waits until the sniffer has stopped and closed its captures.
+func (g *Sniffer) Wait() { g.wg.Wait() }
 
 // askersEvery is how often the traffic table takes in the askers the
 // in-kernel responders remember, while any address is fed from them: the
@@ -146,7 +147,7 @@ const askersEvery = time.Second
 // follow reconciles the captures with the claims after claim events, at
 // most every reconcileEvery, and feeds the traffic table the askers the
 // in-kernel responders remember, until ctx is done.
-func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
+func (g *Sniffer) follow(ctx context.Context, events <-chan announce.Event) {
 	const reconcileEvery = 50 * time.Millisecond
 	g.reconcile(ctx)
 	var due <-chan time.Time
@@ -170,7 +171,7 @@ func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
 				return
 			}
 			switch ev.Kind {
-			case announce.EventClaim, announce.EventRelease, announce.EventInterface, announce.EventLost:
+			case announce.EventClaim, announce.EventRelease, announce.EventInterface, announce.EventMissed:
 				if due == nil {
 					due = time.After(reconcileEvery)
 				}
@@ -186,7 +187,7 @@ func (g *Guard) follow(ctx context.Context, events <-chan announce.Event) {
 // others, tells the detector which addresses are held with which MAC, and
 // which addresses the traffic table counts the requests of from the
 // in-kernel responder.
-func (g *Guard) reconcile(ctx context.Context) {
+func (g *Sniffer) reconcile(ctx context.Context) {
 	w := g.wanted()
 	g.fed.Store(&w.fed)
 	g.mu.Lock()
@@ -216,7 +217,7 @@ type wantedCaptures struct {
 }
 
 // wanted reads from the engine's status what the captures are to watch.
-func (g *Guard) wanted() wantedCaptures {
+func (g *Sniffer) wanted() wantedCaptures {
 	w := wantedCaptures{scopes: map[string]sniff.Scope{}, held: map[netip.Addr]string{}, fed: map[netip.Addr]bool{}, fedOn: map[string]int{}, afterIngress: map[string]bool{}}
 	for _, st := range g.eng.Status() {
 		if st.MAC == "" {
@@ -245,7 +246,7 @@ func (g *Guard) wanted() wantedCaptures {
 
 // holdLocked tells the detector which addresses are held with which MAC,
 // and the traffic table which MACs are ours.
-func (g *Guard) holdLocked(held map[netip.Addr]string) {
+func (g *Sniffer) holdLocked(held map[netip.Addr]string) {
 	for a, mac := range held {
 		if g.heldMAC[a] == mac {
 			continue
@@ -266,10 +267,10 @@ func (g *Guard) holdLocked(held map[netip.Addr]string) {
 			delete(g.heldMAC, a)
 		}
 	}
-	ours := map[sniff.MAC]bool{}
+	ours := map[wire.MAC]bool{}
 	for _, mac := range g.heldMAC {
 		if hw, err := net.ParseMAC(mac); err == nil {
-			if m, err := sniff.MACFrom(hw); err == nil {
+			if m, err := wire.MACFrom(hw); err == nil {
 				ours[m] = true
 			}
 		}
@@ -280,7 +281,7 @@ func (g *Guard) holdLocked(held map[netip.Addr]string) {
 // openWantedLocked closes the captures of interfaces without a claim, and
 // opens one on each interface with a claim that has none, or one that
 // failed or reads at the wrong place for its responder.
-func (g *Guard) openWantedLocked(ctx context.Context, w wantedCaptures) {
+func (g *Sniffer) openWantedLocked(ctx context.Context, w wantedCaptures) {
 	for name, c := range g.captures {
 		if _, ok := w.scopes[name]; !ok {
 			g.closeLocked(name, c)
@@ -301,7 +302,7 @@ func (g *Guard) openWantedLocked(ctx context.Context, w wantedCaptures) {
 // narrow narrows each capture to its new scope. Narrowing waits for the
 // capture's current read (up to a tenth of a second): not under the lock
 // the API's requests take.
-func (g *Guard) narrow(changes []scopeChange) {
+func (g *Sniffer) narrow(changes []scopeChange) {
 	for _, n := range changes {
 		state := "held"
 		if err := n.cap.NarrowTo(n.scope); err != nil {
@@ -325,7 +326,7 @@ type scopeChange struct {
 
 // narrowLocked returns the captures whose scope differs from the addresses
 // held on their interface, and records the new scopes.
-func (g *Guard) narrowLocked(want map[string]sniff.Scope) []scopeChange {
+func (g *Sniffer) narrowLocked(want map[string]sniff.Scope) []scopeChange {
 	if g.cfg.AllTraffic {
 		return nil
 	}
@@ -350,7 +351,7 @@ func (g *Guard) narrowLocked(want map[string]sniff.Scope) []scopeChange {
 // answered since the last pull, per asker, for the addresses it counts
 // that way (fed). A total below the one last read is an asker the
 // responder forgot and met again: all of it is new.
-func (g *Guard) pullAskers() {
+func (g *Sniffer) pullAskers() {
 	fed := g.fed.Load()
 	if fed == nil || len(*fed) == 0 {
 		return
@@ -366,7 +367,7 @@ func (g *Guard) pullAskers() {
 			// counted its requests, so its whole total is new once it is.
 			return
 		}
-		id := askerID{iface: iface, addr: a.Addr, mac: sniff.MAC(a.MAC), from: a.From, others: a.Others}
+		id := askerID{iface: iface, addr: a.Addr, mac: wire.MAC(a.MAC), from: a.From, others: a.Others}
 		seen[id] = a.Requests
 		if ours != nil && (*ours)[id.mac] {
 			return
@@ -402,15 +403,15 @@ func (g *Guard) pullAskers() {
 	g.seen, g.spare = seen, g.seen
 }
 
-func (g *Guard) openLocked(ctx context.Context, name string, afterIngress bool) {
+func (g *Sniffer) openLocked(ctx context.Context, name string, afterIngress bool) {
 	c, err := g.cfg.Open(name, sniff.Options{Filter: g.cfg.Filter, BufferSize: g.bufferSize(), AfterIngress: afterIngress})
 	if err != nil {
 		g.log.Error("cannot watch the wire: competing claimers will not be seen", "interface", name, "err", err)
-		g.captures[name] = &guardCapture{err: err.Error(), afterIngress: afterIngress}
+		g.captures[name] = &sniffedCapture{err: err.Error(), afterIngress: afterIngress}
 		return
 	}
 	cctx, cancel := context.WithCancel(ctx)
-	gc := &guardCapture{cap: c, cancel: cancel, afterIngress: afterIngress}
+	gc := &sniffedCapture{cap: c, cancel: cancel, afterIngress: afterIngress}
 	if g.cfg.AllTraffic {
 		gc.scopeState = "all"
 	}
@@ -431,7 +432,7 @@ func (g *Guard) openLocked(ctx context.Context, name string, afterIngress bool) 
 	g.log.Info("watching the wire for competing claimers", "interface", name)
 }
 
-func (g *Guard) closeLocked(name string, c *guardCapture) {
+func (g *Sniffer) closeLocked(name string, c *sniffedCapture) {
 	if c.cancel != nil {
 		c.cancel()
 	}
@@ -441,7 +442,7 @@ func (g *Guard) closeLocked(name string, c *guardCapture) {
 	delete(g.captures, name)
 }
 
-func (g *Guard) onEvent(ev sniff.Event) {
+func (g *Sniffer) onEvent(ev sniff.Event) {
 	switch ev := ev.(type) {
 	case sniff.Conflict:
 		g.eng.Conflict(ev.Addr, announce.Claimer{MAC: ev.MAC.HardwareAddr(), Kind: ev.Kind.String(), FirstSeen: ev.First, LastSeen: ev.Last, Count: ev.Count})
@@ -457,7 +458,7 @@ func (g *Guard) onEvent(ev sniff.Event) {
 }
 
 // Captures reports each capture's statistics.
-func (g *Guard) Captures() []api.CaptureStat {
+func (g *Sniffer) Captures() []api.CaptureStat {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	out := make([]api.CaptureStat, 0, len(g.captures))
@@ -475,7 +476,7 @@ func (g *Guard) Captures() []api.CaptureStat {
 
 // Traffic returns the who-has traffic table in the given order, with the
 // latest askers the in-kernel responders remember.
-func (g *Guard) Traffic(order sniff.Order) api.TrafficResponse {
+func (g *Sniffer) Traffic(order sniff.Order) api.TrafficResponse {
 	g.pullAskers()
 	g.mu.Lock()
 	held := make(map[netip.Addr]bool, len(g.heldMAC))
@@ -503,7 +504,7 @@ func (g *Guard) Traffic(order sniff.Order) api.TrafficResponse {
 
 // Evicted counts the targets the bounded traffic table dropped to make
 // room for others.
-func (g *Guard) Evicted() uint64 { return g.table.Stats().Evicted }
+func (g *Sniffer) Evicted() uint64 { return g.table.Stats().Evicted }
 
 func asker(a sniff.Asker, n uint64) api.Asker {
 	out := api.Asker{Count: n}
@@ -522,7 +523,7 @@ func asker(a sniff.Asker, n uint64) api.Asker {
 // be read. At 100,000 frames/s for a held address the capture dropped
 // none in most runs on a busy 2-core machine and up to 2% in the others,
 // with libpcap's ring before as with this socket.
-func (g *Guard) bufferSize() int {
+func (g *Sniffer) bufferSize() int {
 	if g.cfg.AllTraffic {
 		return 0
 	}

@@ -1,13 +1,9 @@
-package sniff
+package wire
 
 import (
 	"fmt"
 	"net"
 )
-
-// MAC is an Ethernet hardware address. Unlike net.HardwareAddr it is a
-// value: decoding a frame into it allocates nothing, and it can key a map.
-type MAC [6]byte
 
 // MACFrom converts hw to a MAC. It fails unless hw is 6 bytes long.
 func MACFrom(hw net.HardwareAddr) (MAC, error) {
