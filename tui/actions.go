@@ -40,7 +40,7 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		return m.openPick()
 	case key.Matches(msg, k.Sort):
 		m.sort = (m.sort + 1) % sortCount
-		m.setFlash(false, "traffic sorted by %s", m.sort)
+		m.setFlash(false, "who-has sorted by %s", m.sort)
 	case key.Matches(msg, k.Claim):
 		return m.openPrompt(modeClaim, "claim ", "")
 	case key.Matches(msg, k.Filter):
@@ -180,7 +180,7 @@ func (m *Model) selectedClaim() string {
 		}
 		return false
 	}
-	if m.focus == paneTraffic || m.focus == paneClaimers {
+	if m.focus == paneWhoHas || m.focus == paneClaimers {
 		a, _, _ := strings.Cut(m.selected[m.focus], "|")
 		if held(a) {
 			return a

@@ -10,7 +10,7 @@ import (
 // through ClientBackend; tests use a fake.
 type Backend interface {
 	Status(ctx context.Context) (api.StatusResponse, error)
-	Traffic(ctx context.Context) (api.TrafficResponse, error)
+	WhoHas(ctx context.Context) (api.WhoHasResponse, error)
 	// Events opens the agent's event stream; cancelling ctx or closing
 	// the source ends it.
 	Events(ctx context.Context) (EventSource, error)

@@ -27,8 +27,8 @@ type fakeBackend struct {
 	mu         sync.Mutex
 	down       bool
 	status     api.StatusResponse
-	traffic    api.TrafficResponse
-	trafficErr error
+	whoHas     api.WhoHasResponse
+	whoHasErr  error
 	sources    []*fakeSource
 	claims     []api.ClaimRequest
 	releases   []api.AddrsRequest
@@ -54,13 +54,13 @@ func (f *fakeBackend) Status(context.Context) (api.StatusResponse, error) {
 	return f.status, nil
 }
 
-func (f *fakeBackend) Traffic(context.Context) (api.TrafficResponse, error) {
+func (f *fakeBackend) WhoHas(context.Context) (api.WhoHasResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
-		return api.TrafficResponse{}, f.unreachable()
+		return api.WhoHasResponse{}, f.unreachable()
 	}
-	return f.traffic, f.trafficErr
+	return f.whoHas, f.whoHasErr
 }
 
 func (f *fakeBackend) Events(context.Context) (EventSource, error) {
@@ -372,7 +372,7 @@ func fixture() *fakeBackend {
 					Responder: "ebpf (tcx)", Traffic: &api.ClaimTraffic{Packets: 420, Bytes: 41_160, PacketsPerSecond: 14.2, BytesPerSecond: 1_391}},
 			},
 		},
-		traffic: api.TrafficResponse{Entries: []api.Traffic{
+		whoHas: api.WhoHasResponse{Entries: []api.WhoHas{
 			{Addr: "192.0.2.10", Requests: 3, Rate: 1, Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3", Count: 3}},
 				Held: true, LastSeen: t0.Add(-time.Second)},
 			{Addr: "192.0.2.77", Requests: 40, Rate: 8.5, Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3"}, {MAC: "02:00:00:00:00:04", Addr: "192.0.2.4"}},

@@ -46,7 +46,7 @@ type pane int
 
 const (
 	paneClaims pane = iota
-	paneTraffic
+	paneWhoHas
 	paneClaimers
 	// paneFleet shows only while the agent has a store.
 	paneFleet
@@ -65,18 +65,18 @@ const (
 	modePick         // a move waits for its target node
 )
 
-// trafficSort is the order of the traffic pane, changed with s.
-type trafficSort int
+// whoHasSort is the order of the traffic pane, changed with s.
+type whoHasSort int
 
 const (
-	sortRate trafficSort = iota
+	sortRate whoHasSort = iota
 	sortRequests
 	sortTarget
 	sortLastSeen
 	sortCount
 )
 
-func (s trafficSort) String() string {
+func (s whoHasSort) String() string {
 	return [...]string{"rate", "requests", "target", "last seen"}[s]
 }
 
@@ -114,12 +114,12 @@ type Model struct {
 	stale bool
 
 	// What the agent said.
-	agent       api.Agent
-	claims      []api.Claim
-	snapAt      time.Time // when claims arrived, for the window countdown
-	traffic     api.TrafficResponse
-	trafficNote string // why there is no traffic, when there is none
-	log         eventLog
+	agent      api.Agent
+	claims     []api.Claim
+	snapAt     time.Time // when claims arrived, for the window countdown
+	whoHas     api.WhoHasResponse
+	whoHasNote string // why there is no traffic, when there is none
+	log        eventLog
 	// The fleet, while the agent has a store.
 	fleet        api.FleetResponse
 	fleetNote    string // why the fleet is not shown, when it is not
@@ -133,7 +133,7 @@ type Model struct {
 	confirmAddr string
 	pick        picker
 	filter      string
-	sort        trafficSort
+	sort        whoHasSort
 	flash       string
 	flashErr    bool
 	tables      [paneEvents]table.Model // claims, traffic, claimers
@@ -385,25 +385,25 @@ func (m *Model) applySnapshot(msg snapshotMsg) tea.Cmd {
 	m.applyStatus(msg.status)
 	var remote *api.RemoteError
 	switch {
-	case msg.trafficErr == nil:
-		m.traffic, m.trafficNote = msg.traffic, ""
-		if len(m.traffic.Entries) == 0 {
-			for _, c := range m.traffic.Captures {
+	case msg.whoHasErr == nil:
+		m.whoHas, m.whoHasNote = msg.whoHas, ""
+		if len(m.whoHas.Entries) == 0 {
+			for _, c := range m.whoHas.Captures {
 				if c.Error != "" {
-					m.trafficNote = fmt.Sprintf("no capture on %s: %s", c.Interface, c.Error)
+					m.whoHasNote = fmt.Sprintf("no capture on %s: %s", c.Interface, c.Error)
 					break
 				}
 				if c.Scope == "held" || c.Scope == "held-userspace" {
 					// Not an error: say why requests for other
 					// addresses do not show.
-					m.trafficNote = "no who-has traffic for the held addresses (the agent watches only those; vip agent --all-traffic for the whole segment)"
+					m.whoHasNote = "no who-has requests for the held addresses (the agent watches only those; vip agent --all-traffic for the whole segment)"
 				}
 			}
 		}
-	case errors.As(msg.trafficErr, &remote) && remote.Code == api.CodeNotFound:
-		m.traffic, m.trafficNote = api.TrafficResponse{}, "this agent does not report who-has traffic (no /v1/traffic)"
+	case errors.As(msg.whoHasErr, &remote) && remote.Code == api.CodeNotFound:
+		m.whoHas, m.whoHasNote = api.WhoHasResponse{}, "this agent does not report who-has requests (no /v1/whohas)"
 	default:
-		m.traffic, m.trafficNote = api.TrafficResponse{}, "traffic: "+msg.trafficErr.Error()
+		m.whoHas, m.whoHasNote = api.WhoHasResponse{}, "who-has: "+msg.whoHasErr.Error()
 	}
 	return m.markDirty()
 }

@@ -110,8 +110,8 @@ func TestViewGolden(t *testing.T) {
 		}},
 		{name: "interface", setup: func(_ *fakeBackend, o *Options) { o.Interface = "eth1" }},
 		{name: "empty", setup: func(b *fakeBackend, _ *Options) {
-			b.status.Claims, b.traffic = nil, api.TrafficResponse{}
-			b.trafficErr = &api.RemoteError{Status: 404, Code: api.CodeNotFound, Message: "no endpoint GET /v1/traffic"}
+			b.status.Claims, b.whoHas = nil, api.WhoHasResponse{}
+			b.whoHasErr = &api.RemoteError{Status: 404, Code: api.CodeNotFound, Message: "no endpoint GET /v1/whohas"}
 		}},
 		{name: "unreachable", act: func(h *harness) {
 			h.b.setDown(true)
@@ -157,7 +157,7 @@ func TestResizeReflows(t *testing.T) {
 func TestTabCyclesPanes(t *testing.T) {
 	t.Parallel()
 	h := connected(t, fixture(), Options{}, 80, 24)
-	want := []pane{paneTraffic, paneClaimers, paneEvents, paneClaims, paneTraffic}
+	want := []pane{paneWhoHas, paneClaimers, paneEvents, paneClaims, paneWhoHas}
 	for i, w := range want {
 		h.keys("tab")
 		if h.m.focus != w {
@@ -295,11 +295,11 @@ func TestRefreshSelected(t *testing.T) {
 	}
 }
 
-func TestSortCyclesTraffic(t *testing.T) {
+func TestSortCyclesWhoHas(t *testing.T) {
 	t.Parallel()
 	h := connected(t, fixture(), Options{}, 80, 24)
 	want := []struct {
-		by    trafficSort
+		by    whoHasSort
 		order []string
 	}{
 		{sortRequests, []string{"192.0.2.77", "2001:db8::10", "192.0.2.10"}},
@@ -312,7 +312,7 @@ func TestSortCyclesTraffic(t *testing.T) {
 		if h.m.sort != w.by {
 			t.Fatalf("s: got sort %v, want %v", h.m.sort, w.by)
 		}
-		if got := h.m.rowKeys[paneTraffic]; !slices.Equal(got, w.order) {
+		if got := h.m.rowKeys[paneWhoHas]; !slices.Equal(got, w.order) {
 			t.Errorf("sorted by %v: got %v, want %v", w.by, got, w.order)
 		}
 		if !strings.Contains(h.m.View(), "sorted by "+w.by.String()) {
@@ -334,7 +334,7 @@ func TestFilter(t *testing.T) {
 	if h.m.filter != "2001" || h.m.mode != modeNormal {
 		t.Fatalf("enter: got filter %q mode %d, want the filter kept and the prompt closed", h.m.filter, h.m.mode)
 	}
-	if got := h.m.rowKeys[paneTraffic]; !slices.Equal(got, []string{"2001:db8::10"}) {
+	if got := h.m.rowKeys[paneWhoHas]; !slices.Equal(got, []string{"2001:db8::10"}) {
 		t.Errorf("filter 2001: got traffic %v, want only 2001:db8::10", got)
 	}
 	if v := h.m.View(); strings.Contains(v, "192.0.2.10") || !strings.Contains(v, `filter "2001"`) {
@@ -639,20 +639,20 @@ func TestNoColor(t *testing.T) {
 	}
 }
 
-// TestTrafficNoteNarrowedCapture: with nothing seen and a capture narrowed
+// TestWhoHasNoteNarrowedCapture: with nothing seen and a capture narrowed
 // to the held addresses, the traffic pane says so and how to see the whole
-// segment, instead of a bare "no who-has traffic seen".
-func TestTrafficNoteNarrowedCapture(t *testing.T) {
+// segment, instead of a bare "no who-has requests seen".
+func TestWhoHasNoteNarrowedCapture(t *testing.T) {
 	t.Parallel()
 	b := fixture()
-	b.traffic = api.TrafficResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "held"}}}
+	b.whoHas = api.WhoHasResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "held"}}}
 	h := connected(t, b, Options{}, 200, 40)
 	if got := h.draw(); !strings.Contains(got, "the agent watches only those; vip agent --all-traffic") {
 		t.Errorf("traffic pane of a narrowed capture with nothing seen does not say why:\n%s", got)
 	}
 	b2 := fixture()
-	b2.traffic = api.TrafficResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "all"}}}
-	if got := connected(t, b2, Options{}, 200, 40).draw(); !strings.Contains(got, "no who-has traffic seen") {
+	b2.whoHas = api.WhoHasResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "all"}}}
+	if got := connected(t, b2, Options{}, 200, 40).draw(); !strings.Contains(got, "no who-has requests seen") {
 		t.Errorf("traffic pane of a whole-segment capture with nothing seen:\n%s", got)
 	}
 }

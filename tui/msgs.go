@@ -50,11 +50,11 @@ type (
 	retryMsg    struct{ gen int }
 	pollTickMsg struct{ gen int }
 	snapshotMsg struct {
-		gen        int
-		status     api.StatusResponse
-		statusErr  error
-		traffic    api.TrafficResponse
-		trafficErr error
+		gen       int
+		status    api.StatusResponse
+		statusErr error
+		whoHas    api.WhoHasResponse
+		whoHasErr error
 	}
 	// eventsMsg carries events in the order the agent sent them; end is
 	// set when the stream ended after them.
@@ -273,7 +273,7 @@ func poll(ctx context.Context, b Backend, gen int) tea.Cmd {
 		msg := snapshotMsg{gen: gen}
 		msg.status, msg.statusErr = b.Status(rctx)
 		if msg.statusErr == nil {
-			msg.traffic, msg.trafficErr = b.Traffic(rctx)
+			msg.whoHas, msg.whoHasErr = b.WhoHas(rctx)
 		}
 		return msg
 	}

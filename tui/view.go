@@ -151,7 +151,7 @@ func (m *Model) panesView(w, h int) string {
 	claims := m.visibleClaims()
 	cCols, cRows, cKeys := m.claimsTable(w, claims)
 	cRows, cKeys = m.filterRows(cRows, cKeys)
-	tCols, tRows, tKeys := m.trafficTable(w)
+	tCols, tRows, tKeys := m.whoHasTable(w)
 	tRows, tKeys = m.filterRows(tRows, tKeys)
 	lines := m.eventLines(w)
 	rivals := rivalRows(claims)
@@ -191,16 +191,16 @@ func (m *Model) panesView(w, h int) string {
 	b.WriteString(m.titleView(paneClaims, title, false, w) + "\n")
 	b.WriteString(m.tableView(paneClaims, cCols, cRows, cKeys, claimsH, w, "no claims: press c to claim an address", false) + "\n")
 
-	title = fmt.Sprintf("Who-has traffic %s · sorted by %s", m.count(len(tRows), len(m.traffic.Entries)), m.sort)
-	if m.traffic.Evicted > 0 {
-		title += fmt.Sprintf(" · %d targets evicted", m.traffic.Evicted)
+	title = fmt.Sprintf("Who-has requests %s · sorted by %s", m.count(len(tRows), len(m.whoHas.Entries)), m.sort)
+	if m.whoHas.Evicted > 0 {
+		title += fmt.Sprintf(" · %d targets evicted", m.whoHas.Evicted)
 	}
-	b.WriteString(m.titleView(paneTraffic, title, false, w) + "\n")
-	empty := "no who-has traffic seen"
-	if m.trafficNote != "" {
-		empty = m.trafficNote
+	b.WriteString(m.titleView(paneWhoHas, title, false, w) + "\n")
+	empty := "no who-has requests seen"
+	if m.whoHasNote != "" {
+		empty = m.whoHasNote
 	}
-	b.WriteString(m.tableView(paneTraffic, tCols, tRows, tKeys, trafficH, w, empty, false) + "\n")
+	b.WriteString(m.tableView(paneWhoHas, tCols, tRows, tKeys, trafficH, w, empty, false) + "\n")
 
 	title = "Competing claimers (0)"
 	if len(rivals) > 0 {
@@ -367,13 +367,13 @@ func (m *Model) windowLeft(c api.Claim) time.Duration {
 	return time.Duration(c.WindowRemaining) - m.clock.now().Sub(m.snapAt)
 }
 
-func (m *Model) trafficTable(w int) ([]table.Column, []table.Row, []string) {
+func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 	claims := make(map[string]api.Claim, len(m.claims))
 	for _, c := range m.claims {
 		claims[c.Addr] = c
 	}
-	entries := slices.Clone(m.traffic.Entries)
-	sortTraffic(entries, m.sort)
+	entries := slices.Clone(m.whoHas.Entries)
+	sortWhoHas(entries, m.sort)
 	rows := make([]table.Row, 0, len(entries))
 	keys := make([]string, 0, len(entries))
 	widest := struct{ target, by int }{minAddrW, len("ANSWERED BY")}
@@ -420,7 +420,7 @@ func (m *Model) trafficTable(w int) ([]table.Column, []table.Row, []string) {
 // answered by this host all the same, by vip or, when the address is
 // assigned to the interface, by the kernel (announce.Link stays silent for
 // those). It comes first, and any other MAC after it is a split brain.
-func answeredBy(e api.Traffic, c api.Claim, ok bool) string {
+func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
 	self := "this host"
 	if ok && c.Interface != "" {
 		self += " (" + c.Interface + ")"
@@ -544,8 +544,8 @@ func sortClaims(cs []api.Claim) {
 	})
 }
 
-func sortTraffic(es []api.Traffic, by trafficSort) {
-	byAddr := func(a, b api.Traffic) int {
+func sortWhoHas(es []api.WhoHas, by whoHasSort) {
+	byAddr := func(a, b api.WhoHas) int {
 		pa, ea := netip.ParseAddr(a.Addr)
 		pb, eb := netip.ParseAddr(b.Addr)
 		if ea != nil || eb != nil {
@@ -553,7 +553,7 @@ func sortTraffic(es []api.Traffic, by trafficSort) {
 		}
 		return pa.Compare(pb)
 	}
-	slices.SortStableFunc(es, func(a, b api.Traffic) int {
+	slices.SortStableFunc(es, func(a, b api.WhoHas) int {
 		var c int
 		switch by {
 		case sortRate:

@@ -14,20 +14,20 @@ func TestAnsweredBy(t *testing.T) {
 	claim := api.Claim{Addr: "192.0.2.10", Interface: "eth0", MAC: ours}
 	tests := []struct {
 		name    string
-		entry   api.Traffic
+		entry   api.WhoHas
 		claim   api.Claim
 		claimed bool
 		want    string
 	}{
 		// The capture leaves out our own answers: held and no answerer
 		// seen is the ordinary case of an address this agent answers.
-		{"held, no answerer seen", api.Traffic{Held: true}, claim, true, "this host (eth0)"},
-		{"held, a rival", api.Traffic{Held: true, AnsweredBy: []api.Answerer{{MAC: rivalMAC}}}, claim, true, "this host (eth0), " + rivalMAC},
-		{"held, our MAC seen too", api.Traffic{Held: true, AnsweredBy: []api.Answerer{{MAC: rivalMAC}, {MAC: strings.ToUpper(ours)}}}, claim, true, "this host (eth0), " + rivalMAC},
-		{"held, claim not in the status yet", api.Traffic{Held: true}, api.Claim{}, false, "this host"},
-		{"not held, nobody", api.Traffic{}, api.Claim{}, false, "nobody"},
-		{"not held, another host", api.Traffic{AnsweredBy: []api.Answerer{{MAC: rivalMAC}}}, api.Claim{}, false, rivalMAC},
-		{"claimed, waiting, our MAC seen", api.Traffic{AnsweredBy: []api.Answerer{{MAC: ours}}}, claim, true, "this host (eth0)"},
+		{"held, no answerer seen", api.WhoHas{Held: true}, claim, true, "this host (eth0)"},
+		{"held, a rival", api.WhoHas{Held: true, AnsweredBy: []api.Answerer{{MAC: rivalMAC}}}, claim, true, "this host (eth0), " + rivalMAC},
+		{"held, our MAC seen too", api.WhoHas{Held: true, AnsweredBy: []api.Answerer{{MAC: rivalMAC}, {MAC: strings.ToUpper(ours)}}}, claim, true, "this host (eth0), " + rivalMAC},
+		{"held, claim not in the status yet", api.WhoHas{Held: true}, api.Claim{}, false, "this host"},
+		{"not held, nobody", api.WhoHas{}, api.Claim{}, false, "nobody"},
+		{"not held, another host", api.WhoHas{AnsweredBy: []api.Answerer{{MAC: rivalMAC}}}, api.Claim{}, false, rivalMAC},
+		{"claimed, waiting, our MAC seen", api.WhoHas{AnsweredBy: []api.Answerer{{MAC: ours}}}, claim, true, "this host (eth0)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -43,12 +43,12 @@ func TestAnsweredBy(t *testing.T) {
 func TestHeldNeverNobody(t *testing.T) {
 	t.Parallel()
 	b := fixture()
-	for i := range b.traffic.Entries {
-		b.traffic.Entries[i].AnsweredBy = nil
+	for i := range b.whoHas.Entries {
+		b.whoHas.Entries[i].AnsweredBy = nil
 	}
 	h := connected(t, b, Options{}, 200, 40)
-	_, rows, keys := h.m.trafficTable(200)
-	for _, e := range b.traffic.Entries {
+	_, rows, keys := h.m.whoHasTable(200)
+	for _, e := range b.whoHas.Entries {
 		if !e.Held {
 			continue
 		}

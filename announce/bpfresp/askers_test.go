@@ -30,7 +30,7 @@ type askerID struct {
 // TestAskersAsTheCaptureSees runs the whole corpus through the program on
 // each hook, twice, and checks that it remembers, for every request it
 // answered, the asker that vip's capture decodes from the same frame
-// (sniff.Decode, Observation.Asker): the traffic table can count the
+// (sniff.Decode, Observation.Asker): the who-has table can count the
 // requests from the program's map instead of the capture, and name the
 // same askers. Frames it does not answer leave no asker; each asker's last
 // answer is stamped with the wall clock.

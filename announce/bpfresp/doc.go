@@ -70,13 +70,13 @@
 // run before tc ingress and see the egress of the answers, so tcpdump
 // still sees every request and every answer (TestLabAnswers checks this).
 // vip's own capture reads after tc ingress instead, where the requests the
-// program answered never arrive, and the traffic table counts them from
+// program answered never arrive, and the who-has table counts them from
 // the askers the program remembers (Responder.Askers). XDP is opt-in. XDPGeneric runs on any driver
 // but owns the interface's XDP hook; XDPNative is the fastest on drivers
 // that have it, but attaching can reset the device (a link flap) and it
 // too owns the hook. On both XDP hooks the frames answered never reach the
 // taps: a capture on the interface sees neither the requests nor the
-// answers (the lab test checks that too); the traffic table counts them
+// answers (the lab test checks that too); the who-has table counts them
 // from the askers all the same. A prototype on a lab veth found native XDP
 // slower than generic there, and XDP_TX needing a program on the peer.
 //

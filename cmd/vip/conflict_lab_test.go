@@ -216,7 +216,7 @@ func TestProbe(t *testing.T) {
 }
 
 // TestTrafficCountsWhoHas: N requests from arping -c N are counted as N,
-// with the asker, in the agent's traffic table, whatever answers them. By
+// with the asker, in the agent's who-has table, whatever answers them. By
 // default the agent's capture is narrowed to the held addresses: requests
 // for another address never reach the agent (its capture does not even
 // receive them); with --all-traffic they are counted too. Where the
@@ -271,18 +271,18 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 				before := st.Captures[0].Received
 				arping(t, client, "-c", "3", "-w", "4", "-I", "eth0", "192.0.2.20") // nobody holds it
 				arping(t, client, "-c", "4", "-w", "6", "-I", "eth0", "192.0.2.10")
-				entry := func(tr api.TrafficResponse, addr string) (api.Traffic, bool) {
+				entry := func(tr api.WhoHasResponse, addr string) (api.WhoHas, bool) {
 					for _, e := range tr.Entries {
 						if e.Addr == addr {
 							return e, true
 						}
 					}
-					return api.Traffic{}, false
+					return api.WhoHas{}, false
 				}
-				var tr api.TrafficResponse
+				var tr api.WhoHasResponse
 				labtest.Eventually(t, 3*time.Second, func() (bool, string) {
 					var err error
-					if tr, err = api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second)); err != nil {
+					if tr, err = api.NewClient(sock).WhoHas(ctxFor(t, 5*time.Second)); err != nil {
 						return false, fmt.Sprintf("traffic: %v", err)
 					}
 					e, ok := entry(tr, "192.0.2.10")
@@ -293,7 +293,7 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 						fmt.Sprintf("traffic for 192.0.2.10: %d requests, last asker %+v, held %v; want 4 from the client", e.Requests, e.LastAsker, e.Held)
 				})
 				// Counted once: a second read adds nothing.
-				if tr2, err := api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second)); err != nil {
+				if tr2, err := api.NewClient(sock).WhoHas(ctxFor(t, 5*time.Second)); err != nil {
 					t.Fatal(err)
 				} else if e, _ := entry(tr2, "192.0.2.10"); e.Requests != 4 {
 					t.Errorf("traffic for 192.0.2.10 read again: %d requests, want still 4", e.Requests)

@@ -116,7 +116,7 @@ func solicitation(asker net.HardwareAddr, src, target netip.Addr) ([]byte, error
 
 // TestRandomFloodKeepsHeldAnswered floods a host holding two VIPs with
 // 100,000 requests a second for random targets from random askers, for a
-// minute: the agent's memory stays bounded, its traffic table (the agent
+// minute: the agent's memory stays bounded, its who-has table (the agent
 // takes all traffic in, --all-traffic) evicts and says so, and the held VIPs are still answered, once per request.
 func TestRandomFloodKeepsHeldAnswered(t *testing.T) {
 	t.Parallel()
@@ -130,7 +130,7 @@ func TestRandomFloodKeepsHeldAnswered(t *testing.T) {
 	)
 	b, flooder, client := l.Host("b"), l.Host("flooder"), l.Host("client")
 	sock := filepath.Join(sockDir(t), "b.sock")
-	// The whole flood reaches the traffic table: the agent's worst case
+	// The whole flood reaches the who-has table: the agent's worst case
 	// for memory. (By default it would not even see it.)
 	agent := startAgent(t, b, sock, "--all-traffic")
 	mustVip(t, b, sock, "claim", "192.0.2.10", "2001:db8::10")
@@ -195,14 +195,14 @@ func TestRandomFloodKeepsHeldAnswered(t *testing.T) {
 	if peak > rssBefore+30*1024 {
 		t.Errorf("agent RSS grew from %d kB to %d kB under the flood, want it bounded (under 30 MB more)", rssBefore, peak)
 	}
-	tr, err := api.NewClient(sock).Traffic(ctxFor(t, 5*time.Second))
+	tr, err := api.NewClient(sock).WhoHas(ctxFor(t, 5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if tr.Evicted == 0 || len(tr.Entries) > 4096 {
-		t.Errorf("traffic table: %d entries, %d evicted; want at most 4096 kept and evictions reported", len(tr.Entries), tr.Evicted)
+		t.Errorf("who-has table: %d entries, %d evicted; want at most 4096 kept and evictions reported", len(tr.Entries), tr.Evicted)
 	}
-	t.Logf("traffic table: %d entries kept, %d evicted", len(tr.Entries), tr.Evicted)
+	t.Logf("who-has table: %d entries kept, %d evicted", len(tr.Entries), tr.Evicted)
 	if st := status(t, b, sock); len(st.Claims) != 2 {
 		t.Errorf("after the flood: %d claims, want both", len(st.Claims))
 	}

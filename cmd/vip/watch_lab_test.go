@@ -119,8 +119,8 @@ func pane(screen, from, to string) string {
 	return s
 }
 
-func claimsPane(s string) string   { return pane(s, "Claims (", "Who-has traffic") }
-func trafficPane(s string) string  { return pane(s, "Who-has traffic", "Competing claimers") }
+func claimsPane(s string) string   { return pane(s, "Claims (", "Who-has requests") }
+func whoHasPane(s string) string   { return pane(s, "Who-has requests", "Competing claimers") }
 func claimersPane(s string) string { return pane(s, "Competing claimers", "Events (") }
 
 // hasRow reports whether a line of text holds every one of words.
@@ -186,7 +186,7 @@ func TestWatchSteersClaims(t *testing.T) {
 		t.Fatalf("arping 192.0.2.10: got exit %d, replies %v; want 3 from b's %s:\n%s", code, got, mac(b, "eth0"), out)
 	}
 	tm.waitFor("the client's requests in the traffic pane", 10*time.Second, func(s string) bool {
-		return hasRow(trafficPane(s), "192.0.2.10", "192.0.2.3")
+		return hasRow(whoHasPane(s), "192.0.2.10", "192.0.2.3")
 	})
 
 	// g: a new gratuitous burst, seen on the wire by a third host.
@@ -293,7 +293,7 @@ func TestForegroundClaimShowsTheView(t *testing.T) {
 		t.Fatalf("arping while the view runs: exit %d:\n%s", code, out)
 	}
 	tm.waitFor("the client's requests in the traffic pane", 10*time.Second, func(s string) bool {
-		return hasRow(trafficPane(s), "192.0.2.10")
+		return hasRow(whoHasPane(s), "192.0.2.10")
 	})
 	tm.keys("q")
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {

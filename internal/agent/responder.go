@@ -130,7 +130,7 @@ func (o *portOpener) openPort(name string) (announce.Port, error) {
 	delete(o.logged, name) // a later refusal is news again
 	o.mu.Unlock()
 	if o.rc.Hook != bpfresp.TCX {
-		o.log.Info("the eBPF responder runs on XDP: packet taps on the interface (tcpdump) see neither the requests it answers nor its answers; vip's traffic table counts them from what the program remembers of its askers, and competing claimers' own frames still pass and are seen; use --responder-hook tcx for taps that see everything",
+		o.log.Info("the eBPF responder runs on XDP: packet taps on the interface (tcpdump) see neither the requests it answers nor its answers; vip's who-has table counts them from what the program remembers of its askers, and competing claimers' own frames still pass and are seen; use --responder-hook tcx for taps that see everything",
 			"interface", name, "hook", o.rc.Hook.String())
 	}
 	return p, nil

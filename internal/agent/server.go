@@ -53,7 +53,7 @@ func PeerFrom(ctx context.Context) (Peer, bool) {
 // Watcher reports what the captures saw: who-has traffic and capture
 // statistics. Sniffer is one.
 type Watcher interface {
-	Traffic(order sniff.Order) api.TrafficResponse
+	WhoHas(order sniff.Order) api.WhoHasResponse
 	Captures() []api.CaptureStat
 }
 
@@ -76,7 +76,7 @@ type ServerConfig struct {
 	// Fleet, if set, is the store guarding the claims: it serves
 	// standbys, take-overs, /v1/fleet and /v1/move.
 	Fleet Fleet
-	// Watcher, if set, serves /v1/traffic and capture statistics.
+	// Watcher, if set, serves /v1/whohas and capture statistics.
 	Watcher Watcher
 	Sys     netcheck.System
 	Info    api.Agent
@@ -126,7 +126,10 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/refresh", s.refresh)
 	mux.HandleFunc("POST /v1/release", s.release)
 	mux.HandleFunc("GET /v1/status", s.status)
-	mux.HandleFunc("GET /v1/traffic", s.traffic)
+	mux.HandleFunc("GET /v1/whohas", s.whoHas)
+	// The who-has table's first name, kept for this release: "traffic"
+	// is now the packets arriving for a held address.
+	mux.HandleFunc("GET /v1/traffic", s.whoHas)
 	mux.HandleFunc("GET /v1/events", s.streamEvents)
 	mux.HandleFunc("GET /v1/fleet", s.fleet)
 	mux.HandleFunc("POST /v1/move", s.move)
@@ -439,7 +442,7 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
+func (s *Server) whoHas(w http.ResponseWriter, r *http.Request) {
 	sortBy := r.URL.Query().Get("sort")
 	if sortBy == "" {
 		sortBy = "rate"
@@ -450,10 +453,10 @@ func (s *Server) traffic(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if s.cfg.Watcher == nil {
-		writeJSON(w, api.TrafficResponse{Entries: []api.Traffic{}})
+		writeJSON(w, api.WhoHasResponse{Entries: []api.WhoHas{}})
 		return
 	}
-	writeJSON(w, s.cfg.Watcher.Traffic(order))
+	writeJSON(w, s.cfg.Watcher.WhoHas(order))
 }
 
 func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -386,5 +387,35 @@ func TestLockRefusesASecondAgent(t *testing.T) {
 	defer l.release()
 	if _, err := acquireLock(p.Lock); !errors.Is(err, ErrRunning) || !strings.Contains(err.Error(), "pid") {
 		t.Errorf("got %v, want ErrRunning naming the pid", err)
+	}
+}
+
+// TestServerWhoHasUnderBothNames: the who-has table is at /v1/whohas, and
+// still at /v1/traffic, its name until this release, for scripts that ask
+// there.
+func TestServerWhoHasUnderBothNames(t *testing.T) {
+	c, sock := serve(t, newFakeEngine(), nil)
+	if got, err := c.WhoHas(ctx5(t)); err != nil || got.Entries == nil {
+		t.Fatalf("WhoHas: %+v, %v; want an empty table", got, err)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	for _, path := range []string{"/v1/whohas", "/v1/traffic"} {
+		req, err := http.NewRequestWithContext(ctx5(t), http.MethodGet, "http://vip"+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got api.WhoHasResponse
+		err = json.NewDecoder(resp.Body).Decode(&got)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || err != nil || got.Entries == nil {
+			t.Errorf("GET %s: %s, %+v, %v; want 200 with the table", path, resp.Status, got, err)
+		}
 	}
 }

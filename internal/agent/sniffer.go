@@ -24,7 +24,7 @@ type SnifferConfig struct {
 	// Filter is a libpcap expression ANDed with the capture's own filter.
 	Filter string
 	// AllTraffic keeps each capture open to the neighbour traffic of every
-	// address on its interface: the traffic table then shows who asks for
+	// address on its interface: the who-has table then shows who asks for
 	// anything, and owner changes of other addresses are reported. By
 	// default a capture is narrowed to the addresses held on its interface
 	// (sniff.Capture.Narrow), so that a flood of requests for others is
@@ -53,7 +53,7 @@ type Sniffer struct {
 	// the frames they send (the agent's own probes and announcements).
 	ours atomic.Pointer[map[wire.MAC]bool]
 
-	// fed are the held addresses whose requests the traffic table counts
+	// fed are the held addresses whose requests the who-has table counts
 	// from what the in-kernel responder remembers of its askers, not
 	// from the capture, which reads after the responder has answered
 	// them (sniff.Options.AfterIngress; on XDP no capture could see
@@ -80,7 +80,7 @@ type askerID struct {
 	others bool
 }
 
-// Observe feeds the traffic table every observation not sent by us.
+// Observe feeds the who-has table every observation not sent by us.
 func (g *Sniffer) Observe(o sniff.Observation) {
 	if m := g.ours.Load(); m != nil && (*m)[o.EthSrc] {
 		return
@@ -139,13 +139,13 @@ func StartSniffer(ctx context.Context, eng *announce.Engine, cfg SnifferConfig) 
 // Wait waits until the sniffer has stopped and closed its captures.
 func (g *Sniffer) Wait() { g.wg.Wait() }
 
-// askersEvery is how often the traffic table takes in the askers the
+// askersEvery is how often the who-has table takes in the askers the
 // in-kernel responders remember, while any address is fed from them: the
 // rate window counts each report in the second of its latest request.
 const askersEvery = time.Second
 
 // follow reconciles the captures with the claims after claim events, at
-// most every reconcileEvery, and feeds the traffic table the askers the
+// most every reconcileEvery, and feeds the who-has table the askers the
 // in-kernel responders remember, until ctx is done.
 func (g *Sniffer) follow(ctx context.Context, events <-chan announce.Event) {
 	const reconcileEvery = 50 * time.Millisecond
@@ -185,7 +185,7 @@ func (g *Sniffer) follow(ctx context.Context, events <-chan announce.Event) {
 
 // reconcile opens a capture on each interface with a claim, closes the
 // others, tells the detector which addresses are held with which MAC, and
-// which addresses the traffic table counts the requests of from the
+// which addresses the who-has table counts the requests of from the
 // in-kernel responder.
 func (g *Sniffer) reconcile(ctx context.Context) {
 	w := g.wanted()
@@ -207,7 +207,7 @@ type wantedCaptures struct {
 	scopes map[string]sniff.Scope
 	// held are the claims' MACs by address.
 	held map[netip.Addr]string
-	// fed are the held addresses whose requests the traffic table counts
+	// fed are the held addresses whose requests the who-has table counts
 	// from the in-kernel responder, fedOn their number per interface.
 	fed   map[netip.Addr]bool
 	fedOn map[string]int
@@ -245,7 +245,7 @@ func (g *Sniffer) wanted() wantedCaptures {
 }
 
 // holdLocked tells the detector which addresses are held with which MAC,
-// and the traffic table which MACs are ours.
+// and the who-has table which MACs are ours.
 func (g *Sniffer) holdLocked(held map[netip.Addr]string) {
 	for a, mac := range held {
 		if g.heldMAC[a] == mac {
@@ -347,7 +347,7 @@ func (g *Sniffer) narrowLocked(want map[string]sniff.Scope) []scopeChange {
 	return out
 }
 
-// pullAskers feeds the traffic table the requests the in-kernel responders
+// pullAskers feeds the who-has table the requests the in-kernel responders
 // answered since the last pull, per asker, for the addresses it counts
 // that way (fed). A total below the one last read is an asker the
 // responder forgot and met again: all of it is new.
@@ -390,7 +390,7 @@ func (g *Sniffer) pullAskers() {
 		// read finds the one that takes its place.
 	case !g.askFailing:
 		g.askFailing = true
-		g.log.Warn("cannot read the askers the in-kernel responder remembers: the traffic table misses their requests until it can", "err", err)
+		g.log.Warn("cannot read the askers the in-kernel responder remembers: the who-has table misses their requests until it can", "err", err)
 	}
 	if err != nil {
 		// Keep what was read before for the askers not read now.
@@ -474,9 +474,9 @@ func (g *Sniffer) Captures() []api.CaptureStat {
 	return out
 }
 
-// Traffic returns the who-has traffic table in the given order, with the
+// WhoHas returns the who-has table in the given order, with the
 // latest askers the in-kernel responders remember.
-func (g *Sniffer) Traffic(order sniff.Order) api.TrafficResponse {
+func (g *Sniffer) WhoHas(order sniff.Order) api.WhoHasResponse {
 	g.pullAskers()
 	g.mu.Lock()
 	held := make(map[netip.Addr]bool, len(g.heldMAC))
@@ -485,9 +485,9 @@ func (g *Sniffer) Traffic(order sniff.Order) api.TrafficResponse {
 	}
 	g.mu.Unlock()
 	entries := g.table.Snapshot(order)
-	out := api.TrafficResponse{Entries: make([]api.Traffic, len(entries)), Captures: g.Captures(), Evicted: g.table.Stats().Evicted}
+	out := api.WhoHasResponse{Entries: make([]api.WhoHas, len(entries)), Captures: g.Captures(), Evicted: g.table.Stats().Evicted}
 	for i, e := range entries {
-		t := api.Traffic{
+		t := api.WhoHas{
 			Addr: e.Addr.String(), Requests: e.Requests, Rate: e.Rate, Held: held[e.Addr], LastSeen: e.LastSeen,
 			LastAsker: asker(e.LastAsker, 0),
 		}
@@ -502,7 +502,7 @@ func (g *Sniffer) Traffic(order sniff.Order) api.TrafficResponse {
 	return out
 }
 
-// Evicted counts the targets the bounded traffic table dropped to make
+// Evicted counts the targets the bounded who-has table dropped to make
 // room for others.
 func (g *Sniffer) Evicted() uint64 { return g.table.Stats().Evicted }
 

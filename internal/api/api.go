@@ -234,16 +234,18 @@ type Claimer struct {
 	Count     uint64    `json:"count"`
 }
 
-// TrafficResponse is the who-has traffic seen on the wire, per target.
-type TrafficResponse struct {
-	Entries  []Traffic     `json:"entries"`
+// WhoHasResponse is the who-has table: the requests (ARP who-has,
+// neighbor solicitations) seen on the wire, per target. "Traffic" is the
+// packets that arrive for a held address (ClaimTraffic), not this.
+type WhoHasResponse struct {
+	Entries  []WhoHas      `json:"entries"`
 	Captures []CaptureStat `json:"captures"`
 	// Evicted counts targets dropped from the bounded table.
 	Evicted uint64 `json:"evicted"`
 }
 
-// Traffic is the who-has traffic for one target address.
-type Traffic struct {
+// WhoHas is the who-has table's entry for one target address.
+type WhoHas struct {
 	Addr      string  `json:"addr"`
 	Requests  uint64  `json:"requests"`
 	Rate      float64 `json:"rate"` // requests per second, recent
@@ -282,7 +284,7 @@ type CaptureStat struct {
 	// --all-traffic). Empty until the capture is set up.
 	Scope string `json:"scope,omitempty"`
 	// FromResponder counts the held addresses of the interface whose
-	// requests the traffic table counts from the in-kernel responder,
+	// requests the who-has table counts from the in-kernel responder,
 	// which answers them and remembers who asked, rather than from this
 	// capture: it keeps only the frames that claim them (rivals), so
 	// that it does not wake for every request (or, on XDP, never sees

@@ -175,10 +175,16 @@ func (a *answerReader) Read(p []byte) (int, error) {
 
 func (a *answerReader) Close() error { return a.body.Close() }
 
-// Traffic returns the who-has traffic the agent's captures saw.
-func (c *Client) Traffic(ctx context.Context) (TrafficResponse, error) {
-	var out TrafficResponse
-	return out, c.do(ctx, http.MethodGet, "/v1/traffic", nil, &out)
+// WhoHas returns the who-has table: the requests the agent's captures saw.
+// An agent of the release before serves it at /v1/traffic only, which is
+// asked when /v1/whohas is not found.
+func (c *Client) WhoHas(ctx context.Context) (WhoHasResponse, error) {
+	var out WhoHasResponse
+	err := c.do(ctx, http.MethodGet, "/v1/whohas", nil, &out)
+	if remote := (*RemoteError)(nil); errors.As(err, &remote) && remote.Code == CodeNotFound {
+		err = c.do(ctx, http.MethodGet, "/v1/traffic", nil, &out)
+	}
+	return out, err
 }
 
 // EventStream reads the agent's events.

@@ -13,8 +13,8 @@
 //	POST /v1/release  AddrsRequest   -> ReleaseResponse
 //	GET  /v1/status                  -> StatusResponse
 //	GET  /v1/status?indent=true      -> StatusResponse indented by two spaces
-//	GET  /v1/traffic                 -> TrafficResponse
-//	GET  /v1/traffic?sort=ORDER      -> TrafficResponse by rate (the default), requests,
+//	GET  /v1/whohas                  -> WhoHasResponse (also at /v1/traffic, this release)
+//	GET  /v1/whohas?sort=ORDER       -> WhoHasResponse by rate (the default), requests,
 //	                                    last-seen or addr
 //	GET  /v1/events                  -> a stream of Event, one JSON object a line
 //	GET  /v1/fleet                   -> FleetResponse

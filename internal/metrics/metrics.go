@@ -28,7 +28,7 @@ type Engine interface {
 // *agent.Sniffer satisfies it.
 type Sniffer interface {
 	Captures() []api.CaptureStat
-	// Evicted counts the targets the bounded traffic table dropped.
+	// Evicted counts the targets the bounded who-has table dropped.
 	Evicted() uint64
 }
 
@@ -65,7 +65,7 @@ type Collector struct {
 
 	buildInfo, claims, answered, gratuitous, probes, conflicts, claimerFrames, claimers *prometheus.Desc
 	withoutSeries                                                                       *prometheus.Desc
-	captureUp, captureReceived, captureDropped, captureUndecodable, evicted             *prometheus.Desc
+	captureUp, captureReceived, captureDropped, captureUndecodable, evicted, evictedOld *prometheus.Desc
 	claimState, claimAnswered, claimGratuitous, claimClaimers                           *prometheus.Desc
 	claimResponder, trafficPackets, trafficBytes                                        *prometheus.Desc
 }
@@ -95,7 +95,10 @@ func NewCollector(cfg Config) *Collector {
 			"Frames the kernel dropped before the capture on the interface could read them.", "interface"),
 		captureUndecodable: desc("vip_capture_frames_undecodable_total",
 			"Frames the capture on the interface could not decode.", "interface"),
-		evicted:         desc("vip_traffic_table_evictions_total", "Targets dropped from the bounded table of who-has traffic to make room for others."),
+		evicted: desc("vip_whohas_table_evictions_total", "Targets dropped from the bounded who-has table to make room for others."),
+		// The same counter by its name until this release, for the
+		// dashboards and alerts that use it: dropped in the next one.
+		evictedOld:      desc("vip_traffic_table_evictions_total", "Deprecated: vip_whohas_table_evictions_total, by its old name, until the next release."),
 		claimState:      desc("vip_claim_state", "The state of a held address: 1 for its current state, 0 for the others.", "addr", "interface", "state"),
 		claimAnswered:   desc("vip_claim_requests_answered_total", "Requests answered for the address since it was claimed.", perAddr...),
 		claimGratuitous: desc("vip_claim_gratuitous_frames_sent_total", "Gratuitous frames sent for the address since it was claimed.", perAddr...),
@@ -111,7 +114,7 @@ func NewCollector(cfg Config) *Collector {
 func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		c.buildInfo, c.claims, c.answered, c.gratuitous, c.probes, c.conflicts, c.claimerFrames, c.claimers,
-		c.withoutSeries, c.captureUp, c.captureReceived, c.captureDropped, c.captureUndecodable, c.evicted,
+		c.withoutSeries, c.captureUp, c.captureReceived, c.captureDropped, c.captureUndecodable, c.evicted, c.evictedOld,
 		c.claimState, c.claimAnswered, c.claimGratuitous, c.claimClaimers,
 		c.claimResponder, c.trafficPackets, c.trafficBytes,
 	} {
@@ -179,6 +182,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		counter(c.captureUndecodable, cs.Undecodable, cs.Interface)
 	}
 	counter(c.evicted, c.cfg.Sniffer.Evicted())
+	counter(c.evictedOld, c.cfg.Sniffer.Evicted())
 }
 
 // recentClaimers counts the claimers seen within announce.ConflictHold,

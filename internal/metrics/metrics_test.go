@@ -108,10 +108,16 @@ vip_claims_without_series 0
 # HELP vip_build_info A metric with a constant value of 1, labelled with the version and commit vip was built from and its Go version.
 # TYPE vip_build_info gauge
 vip_build_info{commit="abc1234",goversion="` + runtime.Version() + `",version="v1.2.3"} 1
+# HELP vip_whohas_table_evictions_total Targets dropped from the bounded who-has table to make room for others.
+# TYPE vip_whohas_table_evictions_total counter
+vip_whohas_table_evictions_total 3
+# HELP vip_traffic_table_evictions_total Deprecated: vip_whohas_table_evictions_total, by its old name, until the next release.
+# TYPE vip_traffic_table_evictions_total counter
+vip_traffic_table_evictions_total 3
 `
 	names := []string{"vip_requests_answered_total", "vip_claims", "vip_competing_claimers", "vip_capture_up",
 		"vip_capture_frames_dropped_total", "vip_claim_requests_answered_total", "vip_claim_responder", "vip_traffic_packets_total",
-		"vip_traffic_bytes_total", "vip_claims_without_series", "vip_build_info"}
+		"vip_traffic_bytes_total", "vip_claims_without_series", "vip_build_info", "vip_whohas_table_evictions_total", "vip_traffic_table_evictions_total"}
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), names...); err != nil {
 		t.Error(err)
 	}
@@ -164,9 +170,9 @@ func TestCollectorLint(t *testing.T) {
 	}
 }
 
-func TestCollectorWithoutGuard(t *testing.T) {
+func TestCollectorWithoutSniffer(t *testing.T) {
 	c := NewCollector(Config{Engine: &fakeEngine{}})
-	if n := testutil.CollectAndCount(c, "vip_capture_up", "vip_traffic_table_evictions_total"); n != 0 {
+	if n := testutil.CollectAndCount(c, "vip_capture_up", "vip_whohas_table_evictions_total", "vip_traffic_table_evictions_total"); n != 0 {
 		t.Errorf("got %d capture series without a sniffer, want none", n)
 	}
 	if n := testutil.CollectAndCount(c, "vip_claims"); n != 4 {
