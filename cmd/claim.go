@@ -235,7 +235,7 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	}
 	if o.Capture.given() {
 		// The agent's capture is the agent's: set it where it starts.
-		return badInput("--filter and --all-traffic shape the capture of a --foreground claim; for claims held by the agent, give them to vip agent")
+		return badInput("--filter and --watch-all shape the capture of a --foreground claim; for claims held by the agent, give them to vip agent")
 	}
 	if o.Responder.given {
 		return badInput("--responder and --responder-hook choose what answers for a --foreground claim; for claims held by the agent, give them to vip agent")
@@ -331,7 +331,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		defer a.Close()
 		cfg.Assigner = a
 	}
-	rt, err := agent.Start(cfg, agent.SnifferConfig{Filter: o.Capture.Filter, AllTraffic: o.Capture.AllTraffic}, log)
+	rt, err := agent.Start(cfg, agent.SnifferConfig{Filter: o.Capture.Filter, WatchAll: o.Capture.WatchAll}, log)
 	if err != nil {
 		return fmt.Errorf("start the claim's engine: %w", err)
 	}

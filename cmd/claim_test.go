@@ -78,12 +78,12 @@ func TestClaimFlags(t *testing.T) {
 			Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs}}},
 		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--foreground", "--window", "2s",
 			"--interval", "500ms", "--frames", "arp-reply,na-routers", "--rate", "100", "--refresh-every", "30s",
-			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--all-traffic",
+			"--assign", "--json", "--no-autostart", "-f", "vips.txt", "--on-conflict", "yield", "--probe-every", "0", "--filter", "vlan", "--watch-all",
 			"--metrics", "127.0.0.1:9469", "--metrics-max-addrs", "8", "--standby", "--responder", "socket"}, claimOptions{Standby: true,
 			Responder: responderOptions{Mode: "socket", Hook: "tcx", given: true},
 			Addrs:     []string{"192.0.2.10", "2001:db8::10"}, File: "vips.txt", Interface: "eth0", Foreground: true, NoAutostart: true,
 			JSON: true, Window: 2 * time.Second, Interval: 500 * time.Millisecond, Frames: "arp-reply,na-routers", Rate: 100,
-			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", AllTraffic: true}, given: allShapeFlags(),
+			RefreshEvery: 30 * time.Second, Assign: true, OnConflict: "yield", Capture: captureOptions{Filter: "vlan", WatchAll: true}, given: allShapeFlags(),
 			Metrics: metricsOptions{Addr: "127.0.0.1:9469", MaxAddrs: 8, given: true}}},
 	}
 	for _, tt := range tests {
@@ -278,11 +278,11 @@ func TestPermissionErrorNamesTheFix(t *testing.T) {
 }
 
 // TestClaimCaptureFlagsNeedForeground: the agent's capture and metrics are
-// set where the agent starts, so --filter, --all-traffic and --metrics on an
+// set where the agent starts, so --filter, --watch-all and --metrics on an
 // agent claim are refused before any agent is asked or started, instead of
 // being ignored.
 func TestClaimCaptureFlagsNeedForeground(t *testing.T) {
-	for _, flag := range [][]string{{"--filter", "vlan"}, {"--all-traffic"}, {"--metrics", ":9469"}, {"--metrics-max-addrs", "3"}} {
+	for _, flag := range [][]string{{"--filter", "vlan"}, {"--watch-all"}, {"--metrics", ":9469"}, {"--metrics-max-addrs", "3"}} {
 		args := append([]string{"claim", "192.0.2.10", "-i", "eth0", "--no-autostart", "--socket", t.TempDir() + "/none.sock"}, flag...)
 		code, out, errOut := runVip(t, args...)
 		if code != ExitBadInput || out != "" || !strings.Contains(errOut, "vip agent") {

@@ -396,7 +396,7 @@ func (m *Model) applySnapshot(msg snapshotMsg) tea.Cmd {
 				if c.Scope == "held" || c.Scope == "held-userspace" {
 					// Not an error: say why requests for other
 					// addresses do not show.
-					m.whoHasNote = "no who-has requests for the held addresses (the agent watches only those; vip agent --all-traffic for the whole segment)"
+					m.whoHasNote = "no who-has requests for the held addresses (the agent watches only those; vip agent --watch-all for the whole segment)"
 				}
 			}
 		}

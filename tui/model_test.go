@@ -647,7 +647,7 @@ func TestWhoHasNoteNarrowedCapture(t *testing.T) {
 	b := fixture()
 	b.whoHas = api.WhoHasResponse{Captures: []api.CaptureStat{{Interface: "eth0", Scope: "held"}}}
 	h := connected(t, b, Options{}, 200, 40)
-	if got := h.draw(); !strings.Contains(got, "the agent watches only those; vip agent --all-traffic") {
+	if got := h.draw(); !strings.Contains(got, "the agent watches only those; vip agent --watch-all") {
 		t.Errorf("traffic pane of a narrowed capture with nothing seen does not say why:\n%s", got)
 	}
 	b2 := fixture()

@@ -219,11 +219,11 @@ func TestProbe(t *testing.T) {
 // with the asker, in the agent's who-has table, whatever answers them. By
 // default the agent's capture is narrowed to the held addresses: requests
 // for another address never reach the agent (its capture does not even
-// receive them); with --all-traffic they are counted too. Where the
+// receive them); with --watch-all they are counted too. Where the
 // in-kernel responder answers, the capture reads after tc ingress and
 // receives not even the requests for the held address, which the program
 // answered there: the table counts them from the askers the program
-// remembers, once each, on tcx as on XDP, with --all-traffic too.
+// remembers, once each, on tcx as on XDP, with --watch-all too.
 func TestTrafficCountsWhoHas(t *testing.T) {
 	t.Parallel()
 	responders := []struct {
@@ -237,7 +237,7 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 	}
 	for _, resp := range responders {
 		for _, all := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/all-traffic=%v", resp.name, all), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/watch-all=%v", resp.name, all), func(t *testing.T) {
 				t.Parallel()
 				l := labtest.New(t,
 					lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24")},
@@ -247,7 +247,7 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 				sock := filepath.Join(sockDir(t), "b.sock")
 				args := resp.args
 				if all {
-					args = append(args, "--all-traffic")
+					args = append(args, "--watch-all")
 				}
 				startAgent(t, b, sock, args...)
 				mustVip(t, b, sock, "claim", "192.0.2.10") // its own probes must not count as requests
@@ -304,7 +304,7 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 				received := status(t, b, sock).Captures[0].Received - before
 				switch {
 				case all && (!ok || e.Requests != 3):
-					t.Errorf("--all-traffic: entry for 192.0.2.20 %+v (present %v), want 3 requests", e, ok)
+					t.Errorf("--watch-all: entry for 192.0.2.20 %+v (present %v), want 3 requests", e, ok)
 				case !all && ok:
 					t.Errorf("default scope: entry for 192.0.2.20, which is not held: %+v; want none", e)
 				case !all && !resp.ebpf && received != 4:
@@ -312,7 +312,7 @@ func TestTrafficCountsWhoHas(t *testing.T) {
 				case !all && resp.ebpf && received != 0:
 					t.Errorf("default scope, in-kernel responder: the capture received %d frames, want none (the program answers the requests and remembers who asked)", received)
 				case all && resp.ebpf && received != 3:
-					t.Errorf("--all-traffic, in-kernel responder: the capture received %d frames, want the 3 for 192.0.2.20 alone (the program answered the others before the capture reads)", received)
+					t.Errorf("--watch-all, in-kernel responder: the capture received %d frames, want the 3 for 192.0.2.20 alone (the program answered the others before the capture reads)", received)
 				}
 			})
 		}

@@ -117,7 +117,7 @@ func solicitation(asker net.HardwareAddr, src, target netip.Addr) ([]byte, error
 // TestRandomFloodKeepsHeldAnswered floods a host holding two VIPs with
 // 100,000 requests a second for random targets from random askers, for a
 // minute: the agent's memory stays bounded, its who-has table (the agent
-// takes all traffic in, --all-traffic) evicts and says so, and the held VIPs are still answered, once per request.
+// takes all traffic in, --watch-all) evicts and says so, and the held VIPs are still answered, once per request.
 func TestRandomFloodKeepsHeldAnswered(t *testing.T) {
 	t.Parallel()
 	if raceBuild {
@@ -132,7 +132,7 @@ func TestRandomFloodKeepsHeldAnswered(t *testing.T) {
 	sock := filepath.Join(sockDir(t), "b.sock")
 	// The whole flood reaches the who-has table: the agent's worst case
 	// for memory. (By default it would not even see it.)
-	agent := startAgent(t, b, sock, "--all-traffic")
+	agent := startAgent(t, b, sock, "--watch-all")
 	mustVip(t, b, sock, "claim", "192.0.2.10", "2001:db8::10")
 	rssBefore := rssKB(t, agent.Pid())
 

@@ -35,9 +35,9 @@ type Config struct {
 	Rate float64
 	// Filter is a libpcap expression ANDed with the capture's filter.
 	Filter string
-	// AllTraffic captures the who-has traffic for every address on the
+	// WatchAll captures the who-has traffic for every address on the
 	// claimed interfaces, not only for the held ones (see SnifferConfig).
-	AllTraffic bool
+	WatchAll bool
 	// Metrics, if its Addr is set, serves Prometheus metrics.
 	Metrics MetricsConfig
 	// Responder says what answers who-has requests: eBPF or sockets.
@@ -167,7 +167,7 @@ func (d *daemon) startEngine() (*announce.Deadline, error) {
 		ecfg.Assigner = d.vip.assigner(d.assigner)
 	}
 	d.cfg.Responder.Configure(&ecfg)
-	rt, err := Start(ecfg, SnifferConfig{Filter: d.cfg.Filter, AllTraffic: d.cfg.AllTraffic}, d.log)
+	rt, err := Start(ecfg, SnifferConfig{Filter: d.cfg.Filter, WatchAll: d.cfg.WatchAll}, d.log)
 	if err != nil {
 		return nil, err
 	}

@@ -23,13 +23,13 @@ import (
 type SnifferConfig struct {
 	// Filter is a libpcap expression ANDed with the capture's own filter.
 	Filter string
-	// AllTraffic keeps each capture open to the neighbour traffic of every
+	// WatchAll keeps each capture open to the neighbour traffic of every
 	// address on its interface: the who-has table then shows who asks for
 	// anything, and owner changes of other addresses are reported. By
 	// default a capture is narrowed to the addresses held on its interface
 	// (sniff.Capture.Narrow), so that a flood of requests for others is
 	// dropped in the kernel and costs the agent nothing.
-	AllTraffic bool
+	WatchAll bool
 	// Open opens a capture; nil means sniff.Open.
 	Open func(iface string, opts sniff.Options) (*sniff.Capture, error)
 	Log  *slog.Logger
@@ -327,7 +327,7 @@ type scopeChange struct {
 // narrowLocked returns the captures whose scope differs from the addresses
 // held on their interface, and records the new scopes.
 func (g *Sniffer) narrowLocked(want map[string]sniff.Scope) []scopeChange {
-	if g.cfg.AllTraffic {
+	if g.cfg.WatchAll {
 		return nil
 	}
 	var out []scopeChange
@@ -412,7 +412,7 @@ func (g *Sniffer) openLocked(ctx context.Context, name string, afterIngress bool
 	}
 	cctx, cancel := context.WithCancel(ctx)
 	gc := &sniffedCapture{cap: c, cancel: cancel, afterIngress: afterIngress}
-	if g.cfg.AllTraffic {
+	if g.cfg.WatchAll {
 		gc.scopeState = "all"
 	}
 	g.captures[name] = gc
@@ -524,7 +524,7 @@ func asker(a sniff.Asker, n uint64) api.Asker {
 // none in most runs on a busy 2-core machine and up to 2% in the others,
 // with libpcap's ring before as with this socket.
 func (g *Sniffer) bufferSize() int {
-	if g.cfg.AllTraffic {
+	if g.cfg.WatchAll {
 		return 0
 	}
 	return 1 << 20

@@ -281,7 +281,7 @@ type CaptureStat struct {
 	// "held-userspace", the same, but more addresses are held than the
 	// kernel's filter can name, so the kernel hands over all neighbour
 	// traffic; "all", who-has traffic for any address (vip agent
-	// --all-traffic). Empty until the capture is set up.
+	// --watch-all). Empty until the capture is set up.
 	Scope string `json:"scope,omitempty"`
 	// FromResponder counts the held addresses of the interface whose
 	// requests the who-has table counts from the in-kernel responder,
