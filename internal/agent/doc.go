@@ -13,7 +13,7 @@
 //     agent runs one, and so does a foreground vip claim; ServeMetrics
 //     serves a Runtime's Prometheus metrics.
 //   - Sniffer watches the wire of every interface with a claim: it fills
-//     the who-has who-has table, tells the engine of competing claimers,
+//     the who-has table, tells the engine of competing claimers,
 //     and reports ownership changes of other addresses as events.
 //   - With a store configured, Run joins the fleet (package fleet) so that
 //     every claim is guarded by the agent's lease, re-adopts a dead
