@@ -138,7 +138,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Autostarted: o.Autostarted,
 		Rate:        o.Rate,
 		Filter:      o.Capture.Filter,
-		WatchAll:  o.Capture.WatchAll,
+		WatchAll:    o.Capture.WatchAll,
 		Responder:   responder,
 		Metrics:     o.Metrics.config(),
 		Store:       o.Store.config(),

@@ -11,7 +11,7 @@ import (
 // captureOptions are the flags that shape the capture that finds competing
 // claimers, the same on vip agent and vip claim --foreground.
 type captureOptions struct {
-	Filter     string
+	Filter   string
 	WatchAll bool
 }
 
