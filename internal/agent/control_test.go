@@ -171,19 +171,21 @@ func TestServerCutsOffSlowClients(t *testing.T) {
 			cuts <- cut{time.Since(began), err}
 		}()
 	}
-	// Meanwhile, ordinary requests are served promptly, again and again:
-	// each well within the 5 s the slow clients hold on for, which is how
-	// long one would wait behind them if they blocked the server.
+	// Meanwhile, ordinary requests are served, one after another, each
+	// finished while every slow client still holds its connection: a
+	// server that waited behind them would answer only once they were cut
+	// off. How fast each claim is depends on the machine, so what is
+	// checked is the order of events, not a rate.
+	const ordinary = 5
 	var longest time.Duration
-	for i := 0; time.Since(start) < 3*time.Second; i++ {
+	for i := range ordinary {
 		t0 := time.Now()
 		if _, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{fmt.Sprintf("192.0.2.%d", 10+i)}}); err != nil {
 			t.Fatalf("claim while %d clients stall: %v", slow, err)
 		}
-		took := time.Since(t0)
-		longest = max(longest, took)
-		if took > 2*time.Second {
-			t.Errorf("claim while %d clients stall took %v, want well under the 5 s they stall for", slow, took)
+		longest = max(longest, time.Since(t0))
+		if n := len(cuts); n > 0 {
+			t.Fatalf("claim %d of %d was answered only after %d slow clients had been cut off (%v after they began), want it answered while they stall", i+1, ordinary, n, time.Since(start).Round(time.Millisecond))
 		}
 		time.Sleep(100 * time.Millisecond) // a steady trickle of requests
 	}
@@ -205,8 +207,8 @@ func TestServerCutsOffSlowClients(t *testing.T) {
 		}
 	}
 	t.Logf("the slow clients were cut off %v to %v after their first byte", first.Round(time.Millisecond), last.Round(time.Millisecond))
-	if n := eng.claimCalls(); n < 10 {
-		t.Errorf("the engine got %d claims while the slow clients stalled, want one every 100 ms or so", n)
+	if n := eng.claimCalls(); n != ordinary {
+		t.Errorf("the engine got %d claims while the slow clients stalled, want the %d sent", n, ordinary)
 	}
 }
 
