@@ -105,9 +105,10 @@ func TestProbeFlags(t *testing.T) {
 		args []string
 		want probeOptions
 	}{
-		{"defaults", []string{"192.0.2.10"}, probeOptions{Addrs: []string{"192.0.2.10"}, Count: 2, Wait: time.Second}},
-		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--count", "5", "--wait", "3s", "--json"}, probeOptions{
-			Addrs: []string{"192.0.2.10", "2001:db8::10"}, Interface: "eth0", Count: 5, Wait: 3 * time.Second, JSON: true}},
+		{"defaults", []string{"192.0.2.10"}, probeOptions{Addrs: []string{"192.0.2.10"}, Count: 2, Wait: time.Second, Store: storeOptions{Prefix: store.DefaultPrefix}}},
+		{"every flag", []string{"192.0.2.10", "2001:db8::10", "-i", "eth0", "--count", "5", "--wait", "3s", "--json", "--expect", "b", "--store", "etcd://192.0.2.5:2379", "--store-prefix", "/lab/"}, probeOptions{
+			Addrs: []string{"192.0.2.10", "2001:db8::10"}, Interface: "eth0", Count: 5, Wait: 3 * time.Second, JSON: true,
+			Expect: "b", Store: storeOptions{URL: "etcd://192.0.2.5:2379", Prefix: "/lab/", given: []string{"store-prefix"}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

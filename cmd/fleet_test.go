@@ -126,6 +126,11 @@ func TestStoreFlagsRefused(t *testing.T) {
 		{"fleet, bad store", "", []string{"fleet", "--store", "etcd://"}, "is not etcd://HOST:PORT"},
 		{"move without --to", st, []string{"move", "192.0.2.10"}, "--to NODE"},
 		{"fleet with an argument", st, []string{"fleet", "a"}, "unknown command"},
+		{"probe expecting a node without a store", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "b"}, "names a node, which vip looks up in the store"},
+		{"probe expecting a long MAC", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "02:00:5e:10:00:00:00:01"}, "not an Ethernet MAC"},
+		{"probe expecting nonsense", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "a b"}, "neither a MAC nor a node name"},
+		{"probe, store flag without a store", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--store-ca", "ca.pem"}, "--store-ca shapes how vip reaches the store"},
+		{"probe expecting, bad store", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "b", "--store", "etcd://"}, "is not etcd://HOST:PORT"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

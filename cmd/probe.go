@@ -2,8 +2,10 @@ package cmd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/probe"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // probeOptions are the flags and arguments of vip probe.
@@ -21,6 +24,10 @@ type probeOptions struct {
 	Count     int
 	Wait      time.Duration
 	JSON      bool
+	// Expect is whom the addresses should be answered by: a node of the
+	// store, or a MAC.
+	Expect string
+	Store  storeOptions
 }
 
 // newProbeCmd builds vip probe; runF, when set, runs instead of the probes,
@@ -35,9 +42,16 @@ neighbor solicitations (from ::) for each ADDR, as vip does for its claims, and
 lists every MAC that answers. It claims nothing and needs no agent.
 
 It exits 3 when anyone answers, so a script can check that an address is free
-before it claims it, and that the old owner is silent after a failover.`,
+before it claims it, and that the old owner is silent after a failover.
+
+With --expect NODE or --expect MAC it checks the owner from the wire instead:
+it exits 0 when exactly the expected owner answers for every address, and 3
+otherwise, saying who did answer (nobody, another MAC, or the owner beside
+another one). A NODE is looked up in the store (--store): any of the MACs
+its agent registered counts, and every answering MAC a node has is named.`,
 		Example: `  sudo vip probe 192.0.2.10 -i eth0
-  sudo vip probe 192.0.2.10 2001:db8::10 --json`,
+  sudo vip probe 192.0.2.10 2001:db8::10 --json
+  sudo vip probe 192.0.2.10 2001:db8::10 --expect b --store etcd://192.0.2.5:2379`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return badInput("probe needs at least one address, like: vip probe 192.0.2.10 -i eth0")
@@ -47,6 +61,7 @@ before it claims it, and that the old owner is silent after a failover.`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Addrs = args
+			o.Store.parsed(c, storeFlagNames...)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -59,6 +74,9 @@ before it claims it, and that the old owner is silent after a failover.`,
 	f.IntVar(&o.Count, "count", 2, "probes per address")
 	f.DurationVar(&o.Wait, "wait", time.Second, "how long to listen for answers after the last probe")
 	f.BoolVar(&o.JSON, "json", false, "print the results as JSON")
+	f.StringVar(&o.Expect, "expect", "", "exit 0 only when exactly this owner answers for each address: a node of the store (--store), or a MAC")
+	_ = c.RegisterFlagCompletionFunc("expect", cobra.NoFileCompletions)
+	o.Store.addFlags(c)
 	return c
 }
 
@@ -73,6 +91,10 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 	if err != nil {
 		return err
 	}
+	exp, nodes, err := o.expected(ctx, d)
+	if err != nil {
+		return err
+	}
 	log, err := d.logger()
 	if err != nil {
 		return err
@@ -80,6 +102,16 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 	results, err := probe.Run(ctx, plan.Requests, probe.Config{Count: o.Count, Wait: o.Wait, Log: log})
 	if err != nil {
 		return err
+	}
+	if o.Expect != "" {
+		unexpected := exp.Judge(results, nodes)
+		if err := printProbe(d, o, results); err != nil {
+			return err
+		}
+		if unexpected > 0 {
+			return fmt.Errorf("%w: %d of %d addresses were not answered by %s alone (each is listed above)", errUnexpected, unexpected, len(results), exp.Name)
+		}
+		return nil
 	}
 	if err := printProbe(d, o, results); err != nil {
 		return err
@@ -99,10 +131,14 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 // printProbe prints who answered for each address, as JSON or a table.
 func printProbe(d *deps, o *probeOptions, results []api.ProbeResult) error {
 	if o.JSON {
-		return writeJSON(d, api.ProbeResponse{Results: results})
+		return writeJSON(d, api.ProbeResponse{Expect: o.Expect, Results: results})
 	}
 	w := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
 	for _, r := range results {
+		if r.AsExpected != nil {
+			fmt.Fprintf(w, "%s\ton %s\t%s\n", r.Addr, r.Interface, r.Verdict)
+			continue
+		}
 		if len(r.Claimers) == 0 {
 			fmt.Fprintf(w, "%s\ton %s\tno answer\n", r.Addr, r.Interface)
 		}
@@ -111,4 +147,88 @@ func printProbe(d *deps, o *probeOptions, results []api.ProbeResult) error {
 		}
 	}
 	return w.Flush()
+}
+
+// errUnexpected makes probe --expect exit 3: the addresses were not
+// answered by the expected owner alone.
+var errUnexpected = errors.New("unexpected owner")
+
+// expected resolves --expect: a MAC stands for itself, a node for the MACs
+// its agent registered in the store. With a store, nodes maps every MAC a
+// live node registered to its name, so that whoever answers is named; for
+// a MAC the store only names, so vip goes on without it when it is out of
+// reach, and says so.
+func (o *probeOptions) expected(ctx context.Context, d *deps) (probe.Expected, map[string]string, error) {
+	if o.Expect == "" {
+		if len(o.Store.given) > 0 {
+			return probe.Expected{}, nil, o.Store.check()
+		}
+		return probe.Expected{}, nil, nil
+	}
+	if err := o.Store.check(); err != nil {
+		return probe.Expected{}, nil, err
+	}
+	if mac, err := net.ParseMAC(o.Expect); err == nil {
+		if len(mac) != 6 {
+			return probe.Expected{}, nil, badInput("--expect %s is not an Ethernet MAC: give one of 6 bytes, such as 02:00:5e:00:53:01, or a node", o.Expect)
+		}
+		exp := probe.Expected{Name: mac.String(), MACs: []net.HardwareAddr{mac}}
+		if o.Store.URL == "" {
+			return exp, nil, nil
+		}
+		nodes, _, err := o.fleetMACs(ctx)
+		if err != nil {
+			fmt.Fprintf(d.io.ErrOut, "vip: answering MACs are not named by node: %v\n", err)
+		}
+		return exp, nodes, nil
+	}
+	if err := store.CheckNode(o.Expect); err != nil {
+		return probe.Expected{}, nil, badInput("--expect %q is neither a MAC nor a node name: %v", o.Expect, err)
+	}
+	if o.Store.URL == "" {
+		return probe.Expected{}, nil, badInput("--expect %s names a node, which vip looks up in the store: give --store etcd://HOST:PORT (or set %s), or expect a MAC", o.Expect, storeEnv)
+	}
+	nodes, live, err := o.fleetMACs(ctx)
+	if err != nil {
+		return probe.Expected{}, nil, err
+	}
+	exp := probe.Expected{Name: o.Expect}
+	for mac, node := range nodes {
+		if node == o.Expect {
+			hw, _ := net.ParseMAC(mac)
+			exp.MACs = append(exp.MACs, hw)
+		}
+	}
+	if len(exp.MACs) == 0 {
+		if len(live) == 0 {
+			live = []string{"none"}
+		}
+		return exp, nil, badInput("--expect %s: no live node of that name in the store has registered a MAC (live nodes: %s)", o.Expect, strings.Join(live, ", "))
+	}
+	return exp, nodes, nil
+}
+
+// fleetMACs reads the fleet's live nodes from the store: each registered
+// MAC (in net.HardwareAddr's form) to its node, and the nodes' names.
+func (o *probeOptions) fleetMACs(ctx context.Context) (map[string]string, []string, error) {
+	c, err := o.Store.open(ctx, "probe --expect")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	v, err := c.Fleet(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := map[string]string{}
+	var live []string
+	for _, n := range v.Nodes {
+		live = append(live, n.Node)
+		for _, ifc := range n.Interfaces {
+			if hw, err := net.ParseMAC(ifc.MAC); err == nil {
+				nodes[hw.String()] = n.Node
+			}
+		}
+	}
+	return nodes, live, nil
 }

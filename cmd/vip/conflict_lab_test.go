@@ -195,6 +195,16 @@ func TestProbe(t *testing.T) {
 			t.Errorf("probe %s: got claimers %+v, want a's %s alone", r.Addr, r.Claimers, mac(a, "eth0"))
 		}
 	}
+	// --expect checks the owner from the wire: a's MAC is the one
+	// expected, b's is not, and the verdict names who did answer.
+	out, code = vipOn(t, b, sa, "probe", "192.0.2.10", "2001:db8::10", "--expect", mac(a, "eth0"))
+	if code != 0 || strings.Count(out, "as expected") != 2 {
+		t.Errorf("probe --expect a's MAC: got exit %d, %q; want 0 and both as expected", code, out)
+	}
+	out, code = vipOn(t, b, sa, "probe", "192.0.2.10", "2001:db8::10", "--expect", mac(b, "eth0"))
+	if code != 3 || strings.Count(out, "not by "+mac(b, "eth0")) != 2 || !strings.Contains(out, mac(a, "eth0")) {
+		t.Errorf("probe --expect b's MAC: got exit %d, %q; want 3, naming a's MAC as the one that answered", code, out)
+	}
 
 	// A plain host that has the addresses as its own: its kernel answers.
 	mustRun(t, stale, "ip", "addr", "add", "192.0.2.20/32", "dev", "eth0")

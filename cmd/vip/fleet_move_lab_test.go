@@ -81,6 +81,16 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 	if hasAddr(t, a, "192.0.2.10") {
 		t.Error("a kept the address on eth0 after the move")
 	}
+	// The owner checked from the wire, by node: b answers alone, and an
+	// operator who expected a is told that b (named as a node) did.
+	out, code = vipOn(t, client, sc, "probe", "192.0.2.10", "--expect", "b", "--store", storeURL)
+	if code != 0 || !strings.Contains(out, "(node b), as expected") {
+		t.Errorf("probe --expect b after the move: exit %d, want 0 and b as expected:\n%s", code, out)
+	}
+	out, code = vipOn(t, client, sc, "probe", "192.0.2.10", "--expect", "a", "--store", storeURL)
+	if code != 3 || !strings.Contains(out, mac(b, "eth0")+" (node b), not by a") {
+		t.Errorf("probe --expect a after the move: exit %d, want 3 naming node b:\n%s", code, out)
+	}
 
 	// Drain b back to a.
 	mustVip(t, b, sb, "claim", "192.0.2.20")

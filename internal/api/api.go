@@ -227,7 +227,10 @@ type ClaimTraffic struct {
 
 // Claimer is a MAC other than ours that answers for a held address.
 type Claimer struct {
-	MAC       string    `json:"mac"`
+	MAC string `json:"mac"`
+	// Node is the fleet's node whose interface has MAC, where vip knows
+	// it (vip probe with a store).
+	Node      string    `json:"node,omitempty"`
 	Kind      string    `json:"kind"`
 	FirstSeen time.Time `json:"first_seen"`
 	LastSeen  time.Time `json:"last_seen"`
