@@ -184,24 +184,30 @@ func checkNDP(t *testing.T, b, client *lab.Host) {
 		out, _ := client.Run(ctx, "ip", "-6", "neigh", "show", vip6.String(), "dev", "eth0")
 		return strings.Contains(out, "REACHABLE"), "neighbour entry: " + out
 	})
+	// The entry is REACHABLE once the kernel took the advertisement,
+	// which tcpdump may not have written yet: the capture is read until
+	// it holds both frames (stopping it at once would lose what tcpdump
+	// had not read from the kernel).
 	var unicastNS, solicitedNA bool
-	for _, pk := range capture.Packets(t) {
-		ip, _ := pk.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
-		if ip == nil {
-			continue
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		unicastNS, solicitedNA = false, false
+		for _, pk := range capture.Snapshot(t) {
+			ip, _ := pk.Layer(layers.LayerTypeIPv6).(*layers.IPv6)
+			if ip == nil {
+				continue
+			}
+			if ns, ok := pk.Layer(layers.LayerTypeICMPv6NeighborSolicitation).(*layers.ICMPv6NeighborSolicitation); ok &&
+				addrOf(ns.TargetAddress) == vip6 && addrOf(ip.DstIP) == vip6 {
+				unicastNS = true
+			}
+			if na, ok := pk.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement); ok &&
+				addrOf(na.TargetAddress) == vip6 && na.Solicited() && na.Override() && !addrOf(ip.DstIP).IsMulticast() {
+				solicitedNA = true
+			}
 		}
-		if ns, ok := pk.Layer(layers.LayerTypeICMPv6NeighborSolicitation).(*layers.ICMPv6NeighborSolicitation); ok &&
-			addrOf(ns.TargetAddress) == vip6 && addrOf(ip.DstIP) == vip6 {
-			unicastNS = true
-		}
-		if na, ok := pk.Layer(layers.LayerTypeICMPv6NeighborAdvertisement).(*layers.ICMPv6NeighborAdvertisement); ok &&
-			addrOf(na.TargetAddress) == vip6 && na.Solicited() && na.Override() && !addrOf(ip.DstIP).IsMulticast() {
-			solicitedNA = true
-		}
-	}
-	if !unicastNS || !solicitedNA {
-		t.Errorf("NUD: got unicast NS to %s %v, solicited NA back %v; want both", vip6, unicastNS, solicitedNA)
-	}
+		return unicastNS && solicitedNA, fmt.Sprintf("NUD: got unicast NS to %s %v, solicited NA back %v; want both", vip6, unicastNS, solicitedNA)
+	})
+	capture.Packets(t) // the kernel dropped none
 
 	// Duplicate address detection: the client tries to take the address
 	// and the kernel must find it in use.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -54,13 +55,17 @@ func interfaceChange(c ifwatch.Change, sys netcheck.System, log *slog.Logger) an
 	if c.MasterIndex == 0 || c.Deleted {
 		return out
 	}
-	l, err := sys.InterfaceByIndex(c.Index)
-	if err == nil {
-		out.Master, _, err = netcheck.MasterOf(sys, l)
-	}
+	// The change itself says the interface has a master: only what kind
+	// is looked up (a VRF takes no frames; a bridge or bond does).
+	var err error
+	out.Master, _, err = netcheck.MasterOf(sys, netcheck.Interface{Name: c.Name, Index: c.Index, MasterIndex: c.MasterIndex})
 	if err != nil {
-		// Gone again, most likely; the next change tells.
-		log.Debug("look up the master of an interface", "interface", c.Name, "err", err)
+		// The master could not be read (gone again, or a lookup that
+		// failed): the interface is taken as a port all the same, so
+		// that its claims wait rather than answer with a MAC whose
+		// frames the master may take; the next change tells again.
+		out.Master = fmt.Sprintf("a port of the interface of index %d", c.MasterIndex)
+		log.Warn("look up the master of an interface: its claims wait as on a port until the next change", "interface", c.Name, "master_index", c.MasterIndex, "err", err)
 	}
 	return out
 }
