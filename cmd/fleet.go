@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,8 +28,10 @@ type moveOptions struct {
 	// Traffic is the window after the move over which the target counts
 	// what arrives for each address.
 	Traffic time.Duration
-	JSON    bool
-	Store   storeOptions
+	// Force moves to a cordoned node all the same.
+	Force bool
+	JSON  bool
+	Store storeOptions
 }
 
 // newMoveCmd builds vip move; runF, when set, runs instead, so tests check
@@ -47,8 +50,9 @@ move returns once the target is live, printing a timeline in milliseconds
 An owner that does not answer (dead, or cut off from the store) is waited for
 until its lease expires; move then completes, and says that it waited. It
 never overlaps. An address nobody holds is claimed on NODE. A move to a node
-that is not alive, or that has no interface for an address, is refused
-before anything changes (exit 1). Standbys of the addresses stay in place.
+that is not alive, that is cordoned (vip cordon; --force moves there all the
+same), or that has no interface for an address, is refused before anything
+changes (exit 1). Standbys of the addresses stay in place.
 
 With --all --from NODE, move drains NODE: every address it holds moves to
 --to, for maintenance.
@@ -75,6 +79,7 @@ or else the one of the owner's name.`,
 	f.StringVarP(&o.Interface, "interface", "i", "", "the target's interface (default: the one whose prefix holds each address)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: as long as the owners' leases make necessary, twice the TTL and 10s)")
 	f.DurationVar(&o.Traffic, "traffic-window", time.Second, "once live, count the traffic arriving for each address at the target over this long and print it (0: do not wait for it)")
+	f.BoolVar(&o.Force, "force", false, "move to --to even while it is cordoned (vip cordon)")
 	f.BoolVar(&o.JSON, "json", false, "print the moves as JSON")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("to", cobra.NoFileCompletions)
@@ -88,7 +93,7 @@ or else the one of the owner's name.`,
 func (o *moveOptions) request() (store.MoveRequest, error) {
 	r, err := fleet.ParseMoveRequest(api.MoveRequest{
 		Addrs: o.Addrs, All: o.All, From: o.From, To: o.To, Interface: o.Interface,
-		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic),
+		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic), Force: o.Force,
 	})
 	if err != nil {
 		return r, &inputError{err: err}
@@ -206,14 +211,15 @@ func runFleet(ctx context.Context, d *deps, o *fleetOptions) error {
 	if err != nil {
 		return err
 	}
-	f := v.API()
+	now := time.Now()
+	f := v.API(now)
 	for _, s := range f.Skipped {
 		fmt.Fprintf(d.io.ErrOut, "vip: skipped %s: %s\n", s.Key, s.Error)
 	}
 	if o.JSON {
 		return writeJSON(d, f)
 	}
-	return printFleet(d.io.Out, f, time.Now())
+	return printFleet(d.io.Out, f, now)
 }
 
 // printFleet prints the fleet as two tables, the nodes and the claims.
@@ -222,7 +228,7 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 	if len(f.Nodes) == 0 {
 		fmt.Fprintln(w, "no live node: start agents with vip agent --store")
 	} else {
-		fmt.Fprintln(w, "NODE\tVERSION\tHOST\tPID\tLEASE TTL\tINTERFACES")
+		fmt.Fprintln(w, "NODE\tVERSION\tHOST\tPID\tLEASE TTL\tINTERFACES\tCORDON")
 		for _, n := range f.Nodes {
 			ifs := make([]string, len(n.Interfaces))
 			for i, ifc := range n.Interfaces {
@@ -234,11 +240,18 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 					ifs[i] += " (down)"
 				}
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\n", n.Node, n.Version, n.Host, n.PID, time.Duration(n.LeaseTTL), orDash(strings.Join(ifs, ", ")))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Node, n.Version, n.Host, n.PID, time.Duration(n.LeaseTTL), orDash(strings.Join(ifs, ", ")),
+				orDash(cordonOf(f.Cordons, n.Node, now)))
 		}
 	}
 	if err := w.Flush(); err != nil {
 		return err
+	}
+	// Cordons of nodes not alive now hold when they come back.
+	for _, c := range f.Cordons {
+		if !slices.ContainsFunc(f.Nodes, func(n api.FleetNode) bool { return n.Node == c.Node }) {
+			fmt.Fprintf(out, "node %s, not alive now, is cordoned: %s\n", c.Node, describeCordon(c, now))
+		}
 	}
 	fmt.Fprintln(out)
 	if len(f.Claims) == 0 {
@@ -255,6 +268,34 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 			c.State, orDash(strings.Join(c.Standbys, ",")), orDash(c.MovingTo))
 	}
 	return w.Flush()
+}
+
+// cordonOf describes node's cordon among cordons, or is empty.
+func cordonOf(cordons []api.Cordon, node string, now time.Time) string {
+	i := slices.IndexFunc(cordons, func(c api.Cordon) bool { return c.Node == node })
+	if i < 0 {
+		return ""
+	}
+	return describeCordon(cordons[i], now)
+}
+
+// describeCordon says in a phrase why a node is cordoned and for how long
+// more: `"kernel upgrade", 41m0s left, cordoned 4m0s ago by ops@c`.
+func describeCordon(c api.Cordon, now time.Time) string {
+	var parts []string
+	if c.Reason != "" {
+		parts = append(parts, fmt.Sprintf("%q", c.Reason))
+	}
+	if c.Until.IsZero() {
+		parts = append(parts, "until uncordoned")
+	} else {
+		parts = append(parts, c.Until.Sub(now).Round(time.Second).String()+" left")
+	}
+	when := "cordoned " + now.Sub(c.Since).Round(time.Second).String() + " ago"
+	if c.By != "" {
+		when += " by " + c.By
+	}
+	return strings.Join(append(parts, when), ", ")
 }
 
 func orDash(s string) string {

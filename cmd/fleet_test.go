@@ -226,6 +226,10 @@ var (
 			{Addr: "192.0.2.11", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-time.Second), State: api.FleetMoving, MovingTo: "b"},
 			{Addr: "2001:db8::10", State: api.FleetFree, Standbys: []string{"a", "b"}},
 		},
+		Cordons: []api.Cordon{
+			{Node: "b", Reason: "kernel upgrade", By: "ops@c.example", Since: fleetNow.Add(-4 * time.Minute), Until: fleetNow.Add(41 * time.Minute), Left: ptr(api.Duration(41 * time.Minute))},
+			{Node: "c", Since: fleetNow.Add(-time.Hour)},
+		},
 		Skipped: []api.FleetSkipped{{Key: "/vip/claims/nope", Error: `key "/vip/claims/nope" does not end in an IP address`}},
 	}
 	movesFixture = []api.MoveResult{
@@ -292,6 +296,16 @@ func TestStatusStoreGolden(t *testing.T) {
 		t.Errorf("got %q, want it to say %q", got, want)
 	}
 
+	// Cordoned: the reason and the time left.
+	cordoned := *st.Agent.Store
+	left := api.Duration(41 * time.Minute)
+	cordoned.Cordon = &api.Cordon{Node: "a", Reason: "kernel upgrade", By: "ops@c", Since: time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC),
+		Until: time.Date(2026, 11, 30, 1, 43, 2, 0, time.UTC), Left: &left}
+	want = `CORDONED ("kernel upgrade", 41m0s left, cordoned 2m2s ago by ops@c): it takes no address by move, take-over or standby`
+	if got := storeLine(cordoned, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to say %q", got, want)
+	}
+
 	// The answer deadline: ahead, then passed with frames withheld.
 	for _, tc := range []struct {
 		left     time.Duration
@@ -317,3 +331,5 @@ func TestStatusStoreGolden(t *testing.T) {
 
 // ms is a step of a move's timeline in a fixture.
 func ms(v float64) *float64 { return &v }
+
+func ptr[T any](v T) *T { return &v }

@@ -241,6 +241,9 @@ func storeLine(s api.Store, now time.Time) string {
 	if !s.Fenced.IsZero() {
 		line += ", FENCED since " + s.Fenced.Local().Format(time.TimeOnly) + ": it answers for no guarded claim until it renews its lease"
 	}
+	if c := s.Cordon; c != nil {
+		line += ", CORDONED (" + describeCordon(*c, now) + "): it takes no address by move, take-over or standby"
+	}
 	return line
 }
 

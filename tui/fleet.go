@@ -136,6 +136,7 @@ func (m *Model) moveDone(msg moveDoneMsg) tea.Cmd {
 func (m *Model) pickView() string {
 	names := make([]string, len(m.pick.nodes))
 	for i, n := range m.pick.nodes {
+		n = m.nodeName(n)
 		names[i] = "  " + n + " "
 		if i == m.pick.idx {
 			names[i] = "[" + selectMark + n + "]"
@@ -148,7 +149,7 @@ func (m *Model) pickView() string {
 func (m *Model) fleetTitle(shown int) string {
 	names := make([]string, len(m.fleet.Nodes))
 	for i, n := range m.fleet.Nodes {
-		names[i] = n.Node
+		names[i] = m.nodeName(n.Node)
 	}
 	nodes := "no live node"
 	if len(names) > 0 {
@@ -179,6 +180,15 @@ func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 		keys = append(keys, c.Addr)
 	}
 	return cols, rows, keys
+}
+
+// nodeName is a node as the fleet pane names it: marked when cordoned, as
+// a move there is refused.
+func (m *Model) nodeName(node string) string {
+	if slices.ContainsFunc(m.fleet.Cordons, func(c api.Cordon) bool { return c.Node == node }) {
+		return node + " (cordoned)"
+	}
+	return node
 }
 
 func dash(s string) string {

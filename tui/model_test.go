@@ -778,3 +778,17 @@ func TestFleetPolls(t *testing.T) {
 		}
 	}
 }
+
+// TestHeaderShowsCordon: the agent's own node cordoned is said in the
+// header, with the time left and the reason, beside the node's name.
+func TestHeaderShowsCordon(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	left := api.Duration(41 * time.Minute)
+	b.status.Agent.Store.Cordon = &api.Cordon{Node: "a", Reason: "kernel upgrade", Since: t0.Add(-time.Minute), Until: t0.Add(41 * time.Minute), Left: &left}
+	h := connected(t, b, Options{}, 120, 40)
+	h.settle()
+	if got := h.draw(); !strings.Contains(got, "node a CORDONED 41m0s left (kernel upgrade)") {
+		t.Errorf("the header does not say a is cordoned:\n%s", got)
+	}
+}

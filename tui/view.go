@@ -80,6 +80,15 @@ func (m *Model) headerView(w int) string {
 		if !s.Fenced.IsZero() {
 			node += " FENCED since " + s.Fenced.In(m.opt.Location).Format("15:04:05")
 		}
+		if c := s.Cordon; c != nil {
+			node += " CORDONED"
+			if c.Left != nil {
+				node += " " + time.Duration(*c.Left).Round(time.Second).String() + " left"
+			}
+			if c.Reason != "" {
+				node += fmt.Sprintf(" (%s)", c.Reason)
+			}
+		}
 		parts = append(parts, node)
 	}
 	if m.filter != "" {

@@ -508,7 +508,7 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, v.API())
+	writeJSON(w, v.API(time.Now()))
 }
 
 func (s *Server) move(w http.ResponseWriter, r *http.Request) {

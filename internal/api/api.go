@@ -160,6 +160,8 @@ type Store struct {
 	DeadlineLeft   Duration  `json:"deadline_left"`
 	DeadlineClosed bool      `json:"deadline_closed,omitempty"`
 	Withheld       uint64    `json:"withheld"`
+	// Cordon is this node's cordon while it holds (vip cordon).
+	Cordon *Cordon `json:"cordon,omitempty"`
 }
 
 // The states of a Claim: the engine's (announcing, holding, waiting,

@@ -9,8 +9,33 @@ type FleetResponse struct {
 	Revision int64        `json:"revision"`
 	Nodes    []FleetNode  `json:"nodes"`
 	Claims   []FleetClaim `json:"claims"`
+	// Cordons are the nodes' cordons that hold, live nodes or not.
+	Cordons []Cordon `json:"cordons,omitempty"`
 	// Skipped are keys under the prefix that are not vip records.
 	Skipped []FleetSkipped `json:"skipped,omitempty"`
+}
+
+// Cordon is a node's cordon: it takes no address by move, take-over or
+// standby while it holds, and keeps what it holds. Until, when set, is
+// when it lifts by itself, and Left how long until then.
+type Cordon struct {
+	Node   string    `json:"node"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	Since  time.Time `json:"since"`
+	Until  time.Time `json:"until,omitzero"`
+	Left   *Duration `json:"left,omitempty"`
+}
+
+// CordonResponse is what vip cordon and vip uncordon print with --json:
+// the cordon as written, or as it was when lifted (Lifted; nil when there
+// was none).
+type CordonResponse struct {
+	Cordon *Cordon `json:"cordon,omitempty"`
+	Lifted bool    `json:"lifted,omitempty"`
+	// Live says whether the node is alive in the store now: a node may be
+	// cordoned before it comes back.
+	Live bool `json:"live"`
 }
 
 // FleetNode is a live agent.
@@ -70,6 +95,8 @@ type MoveRequest struct {
 	// for each address over that long once it is live, and the move wait
 	// for the count.
 	TrafficWindow Duration `json:"traffic_window,omitempty"`
+	// Force moves to a cordoned node all the same.
+	Force bool `json:"force,omitempty"`
 }
 
 // MoveResponse says how each address's move went.

@@ -46,6 +46,9 @@ const (
 	// this node took as a standby when its owner's lease expired.
 	Move    Kind = "move"
 	Standby Kind = "standby"
+	// Cordon reports this node cordoned (it takes no address by move,
+	// take-over or standby) or uncordoned.
+	Cordon Kind = "cordon"
 	// Withheld counts frames not sent because a guarded agent's answer
 	// deadline had passed (its lease not renewed in time); Stall reports
 	// an agent that did not run past that deadline (frozen or starved)

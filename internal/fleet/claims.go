@@ -340,13 +340,15 @@ func (m *Member) claimRecord(a netip.Addr, ifname, mac string, since time.Time, 
 
 // takeKey creates a's key for this node on ifname, bound to the lease, if
 // it is absent and the move of it is the one created at moveRev (0: none,
-// for a standby; the move that brings it here, for its target). It
-// returns whether it did, and the store's revision then.
-func (m *Member) takeKey(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage, moveRev int64) (bool, int64, error) {
+// for a standby; the move that brings it here, for its target), and, for
+// a standby, this node's cordon is still the one it read (cordonRev, see
+// Ledger.Take; -1 for a move's target). It returns whether it did, and
+// the store's revision then.
+func (m *Member) takeKey(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage, moveRev, cordonRev int64) (bool, int64, error) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	return m.l.Take(ctx, lease, m.claimRecord(a, ifname, m.macs()[ifname], m.clock.Now(), opts), moveRev)
+	return m.l.Take(ctx, lease, m.claimRecord(a, ifname, m.macs()[ifname], m.clock.Now(), opts), moveRev, cordonRev)
 }
 
 // claimTaken has the engine claim a, whose key takeKey took, with the

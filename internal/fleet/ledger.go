@@ -86,9 +86,13 @@ type Ledger interface {
 	Acquire(ctx context.Context, lease LeaseID, rec store.Claim) (fresh bool, err error)
 	// Take creates the claim rec under lease if its key is absent and
 	// the address's move is the one created at moveRev (0: none is under
-	// way): a standby's takeover and a move's arrival. It says whether it
-	// did, and the store's revision then.
-	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64) (took bool, rev int64, err error)
+	// way): a standby's takeover and a move's arrival. With cordonRev of
+	// 0 or more, rec.Node's cordon must also be the one last modified at
+	// cordonRev (0: none), so that a cordon written since the taker
+	// looked refuses it; below 0 the cordon is not looked at (a move's
+	// arrival: its mover looked). It says whether it did, and the store's
+	// revision then.
+	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64) (took bool, rev int64, err error)
 	// Drop deletes a's claim if it is still bound to lease.
 	Drop(ctx context.Context, lease LeaseID, a netip.Addr) error
 
@@ -100,6 +104,13 @@ type Ledger interface {
 	// Standbys reads node's standby records (each with its Lease), and
 	// the revision they were read at.
 	Standbys(ctx context.Context, node string) ([]store.Standby, int64, error)
+
+	// Cordon reads node's cordon (nil: none), and the revision read.
+	Cordon(ctx context.Context, node string) (*store.Cordon, int64, error)
+	// WatchCordon watches node's cordon from after rev, calling fn with
+	// it each time it is written (nil when it is lifted), until the
+	// watch breaks or ctx is done; it returns the revision it got to.
+	WatchCordon(ctx context.Context, node string, rev int64, fn func(*store.Cordon)) int64
 
 	// Inbox reads the addresses node's inbox tells of.
 	Inbox(ctx context.Context, node string) ([]netip.Addr, error)
@@ -143,9 +154,11 @@ type Ledger interface {
 	Grant(ctx context.Context, ttl time.Duration) (LeaseID, error)
 	// Ask writes the move record mv under lease, and tells the target
 	// (mv.To) and the owner (mv.From, if any) in their inboxes, in one
-	// transaction, if no move of the address is under way and its claim
-	// is the one created at claimRev (0: none). It says whether it did.
-	Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev int64) (bool, error)
+	// transaction, if no move of the address is under way, its claim
+	// is the one created at claimRev (0: none) and the target's cordon
+	// the one last modified at cordonRev (0: none). It says whether it
+	// did.
+	Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev, cordonRev int64) (bool, error)
 	// WatchMoves sends, batch by batch from after rev, every change of a
 	// move record and every deletion of a claim, whichever addresses
 	// they are of; a change may come twice after the watch broke. The

@@ -174,7 +174,7 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	return true, nil
 }
 
-func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64) (bool, int64, error) {
+func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64) (bool, int64, error) {
 	val, err := claimValue(rec)
 	if err != nil {
 		return false, 0, err
@@ -182,8 +182,13 @@ func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, m
 	key := l.k.Claim(rec.Addr)
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRev)).
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+		clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRev)}
+	if cordonRev >= 0 {
+		// An absent key compares as revision 0.
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(rec.Node)), "=", cordonRev))
+	}
+	resp, err := l.c.Txn(rctx).If(cmps...).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
 	if err != nil {
 		return false, 0, l.c.Explain(err)
@@ -245,6 +250,31 @@ func (l *etcdLedger) Standbys(ctx context.Context, node string) ([]store.Standby
 		mine = append(mine, s)
 	})
 	return mine, rev, err
+}
+
+func (l *etcdLedger) Cordon(ctx context.Context, node string) (*store.Cordon, int64, error) {
+	key := l.k.Cordon(node)
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Get(rctx, key)
+	if err != nil {
+		return nil, 0, l.c.Explain(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, resp.Header.Revision, nil
+	}
+	return decodeCordon(node, resp.Kvs[0]), resp.Header.Revision, nil
+}
+
+// decodeCordon reads node's cordon from its key. One that does not decode
+// is a cordon all the same: a node is kept out when in doubt.
+func decodeCordon(node string, kv *mvccpb.KeyValue) *store.Cordon {
+	c, err := store.Decode[store.Cordon](string(kv.Key), kv.Value)
+	if err != nil {
+		c = store.Cordon{Reason: "a cordon record vip cannot read (" + err.Error() + ")"}
+	}
+	c.Node, c.Rev = node, kv.ModRevision
+	return &c
 }
 
 func (l *etcdLedger) Inbox(ctx context.Context, node string) ([]netip.Addr, error) {
@@ -346,7 +376,7 @@ func (l *etcdLedger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, err
 	return LeaseID(g.ID), nil
 }
 
-func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev int64) (bool, error) {
+func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev, cordonRev int64) (bool, error) {
 	val, err := store.Encode(mv)
 	if err != nil {
 		return false, fmt.Errorf("encode the move of %s: %w", mv.Addr, err)
@@ -365,6 +395,7 @@ func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, mv store.Move, clai
 	resp, err := l.c.Txn(rctx).If(
 		clientv3.Compare(clientv3.CreateRevision(mkey), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(l.k.Claim(mv.Addr)), "=", claimRev),
+		clientv3.Compare(clientv3.ModRevision(l.k.Cordon(mv.To)), "=", cordonRev),
 	).Then(ops...).Commit()
 	if err != nil {
 		return false, l.c.Explain(err)

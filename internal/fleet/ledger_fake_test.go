@@ -34,7 +34,10 @@ type fakeStore struct {
 	standbys  map[string]fakeKV[store.Standby] // by addr/node
 	moves     map[netip.Addr]fakeKV[store.Move]
 	inbox     map[string]fakeKV[netip.Addr] // by node/addr
-	events    []fakeEvent
+	// cordons are the nodes' cordons, each with its Rev; they are bound
+	// to no lease here (their Until says when they end).
+	cordons map[string]store.Cordon
+	events  []fakeEvent
 	// changed is closed, and replaced, on every write: the watches wait
 	// on it.
 	changed chan struct{}
@@ -78,6 +81,8 @@ type fakeEvent struct {
 	addr netip.Addr
 	prev store.Claim
 	mv   store.Move
+	// cordon is node's cordon as written; nil when lifted.
+	cordon *store.Cordon
 }
 
 type fakeEventKind int
@@ -87,6 +92,7 @@ const (
 	evClaimGone
 	evMoveWritten
 	evMoveGone
+	evCordon
 )
 
 // errUnreachable is what a node cut off from the store is told.
@@ -97,8 +103,8 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 		clock: clock, leases: map[fleet.LeaseID]fakeLease{}, nodes: map[string]fakeKV[store.Node]{},
 		claims: map[netip.Addr]fakeKV[store.Claim]{}, standbys: map[string]fakeKV[store.Standby]{},
 		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
-		changed: make(chan struct{}),
-		cut:     map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
+		cordons: map[string]store.Cordon{}, changed: make(chan struct{}),
+		cut: map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
 		nodeWrites: map[string]int{},
 	}
 }
@@ -252,6 +258,25 @@ func (s *fakeStore) deleteMoveLocked(a netip.Addr) {
 	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), kind: evMoveGone, addr: a})
 }
 
+// cordon writes node's cordon, as vip cordon does; nil lifts it.
+func (s *fakeStore) cordon(node string, c *store.Cordon) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rev := s.bumpLocked()
+	ev := fakeEvent{rev: rev, kind: evCordon, node: node}
+	if c == nil {
+		delete(s.cordons, node)
+	} else {
+		rec := *c
+		rec.Node, rec.Rev = node, rev
+		s.cordons[node] = rec
+		ev.cordon = &rec
+	}
+	s.events = append(s.events, ev)
+}
+
+func (s *fakeStore) cordonRevLocked(node string) int64 { return s.cordons[node].Rev }
+
 func (s *fakeStore) moveRevLocked(a netip.Addr) int64 {
 	if kv, ok := s.moves[a]; ok {
 		return kv.create
@@ -403,7 +428,7 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 	return true, nil
 }
 
-func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Claim, moveRev int64) (bool, int64, error) {
+func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Claim, moveRev, cordonRev int64) (bool, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
@@ -413,7 +438,7 @@ func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Clai
 		s.failTakes[l.node]--
 		return false, 0, errUnreachable
 	}
-	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev {
+	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev || cordonRev >= 0 && s.cordonRevLocked(rec.Node) != cordonRev {
 		return false, s.rev, nil
 	}
 	if _, ok := s.leases[lease]; !ok {
@@ -555,6 +580,27 @@ func (l *fakeLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn 
 	})
 }
 
+func (l *fakeLedger) Cordon(_ context.Context, node string) (*store.Cordon, int64, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return nil, 0, err
+	}
+	defer s.mu.Unlock()
+	c, ok := s.cordons[node]
+	if !ok {
+		return nil, s.rev, nil
+	}
+	return &c, s.rev, nil
+}
+
+func (l *fakeLedger) WatchCordon(ctx context.Context, node string, rev int64, fn func(*store.Cordon)) int64 {
+	return l.s.watch(ctx, l.node, rev, func(ev fakeEvent) bool { return ev.kind == evCordon && ev.node == node }, func(evs []fakeEvent) {
+		for _, ev := range evs {
+			fn(ev.cordon)
+		}
+	})
+}
+
 func (l *fakeLedger) Fleet(context.Context) (store.View, error) {
 	return store.View{}, errors.New("the fake store has no fleet view")
 }
@@ -579,6 +625,9 @@ func (l *fakeLedger) MoveView(_ context.Context, _ []netip.Addr, _ bool) (store.
 		}
 		v.Claims = append(v.Claims, cv)
 	}
+	for _, c := range s.cordons {
+		v.Cordons = append(v.Cordons, c)
+	}
 	slices.SortFunc(v.Claims, func(x, y store.ClaimView) int { return x.Claim.Addr.Compare(y.Claim.Addr) })
 	slices.SortFunc(v.Nodes, func(x, y store.Node) int { return strings.Compare(x.Node, y.Node) })
 	return v, nil
@@ -595,7 +644,7 @@ func (l *fakeLedger) Grant(_ context.Context, ttl time.Duration) (fleet.LeaseID,
 	return s.nextLease, nil
 }
 
-func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, mv store.Move, claimRev int64) (bool, error) {
+func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, mv store.Move, claimRev, cordonRev int64) (bool, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, err
@@ -608,7 +657,7 @@ func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, mv store.Move, 
 	if kv, ok := s.claims[mv.Addr]; ok {
 		create = kv.create
 	}
-	if s.moveRevLocked(mv.Addr) != 0 || create != claimRev {
+	if s.moveRevLocked(mv.Addr) != 0 || create != claimRev || s.cordonRevLocked(mv.To) != cordonRev {
 		return false, nil
 	}
 	s.putMoveLocked(mv, lease, s.rev+1)

@@ -10,6 +10,18 @@ import (
 	"github.com/vipctl/vip/internal/store"
 )
 
+// broken says whether the watch response ends the watch, and from which
+// revision to watch again then: past a compaction, from what is left.
+func broken(wr clientv3.WatchResponse, rev int64) (int64, bool) {
+	if wr.Err() == nil {
+		return rev, false
+	}
+	if wr.CompactRevision > rev {
+		rev = wr.CompactRevision - 1
+	}
+	return rev, true
+}
+
 // The etcdLedger's watches. Each watch requires a leader, so that a
 // member cut off with a minority hears that the watch broke rather than
 // nothing; a broken watch returns the revision it got to, and its caller
@@ -42,11 +54,8 @@ func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn 
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Claim(a), clientv3.WithRev(rev+1),
 		clientv3.WithFilterPut(), clientv3.WithPrevKV())
 	for wr := range wch {
-		if err := wr.Err(); err != nil {
-			if wr.CompactRevision > rev {
-				rev = wr.CompactRevision - 1
-			}
-			return rev
+		if at, ok := broken(wr, rev); ok {
+			return at
 		}
 		for _, ev := range wr.Events {
 			var prev *store.Claim
@@ -59,6 +68,24 @@ func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn 
 				prev = &c
 			}
 			fn(prev)
+		}
+		rev = wr.Header.Revision
+	}
+	return rev
+}
+
+func (l *etcdLedger) WatchCordon(ctx context.Context, node string, rev int64, fn func(*store.Cordon)) int64 {
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Cordon(node), clientv3.WithRev(rev+1))
+	for wr := range wch {
+		if at, ok := broken(wr, rev); ok {
+			return at
+		}
+		for _, ev := range wr.Events {
+			if ev.Type == clientv3.EventTypeDelete {
+				fn(nil)
+			} else {
+				fn(decodeCordon(node, ev.Kv))
+			}
 		}
 		rev = wr.Header.Revision
 	}

@@ -167,6 +167,12 @@ type Member struct {
 	fenced  map[netip.Addr]owned
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
+	// cordon is this node's cordon as last read (nil: none), cordoned
+	// whether it held when last looked at; cordonEnd fires at its Until
+	// (see setCordon).
+	cordon    *store.Cordon
+	cordoned  bool
+	cordonEnd clockwork.Timer
 	// incoming are the moves to this node whose owner has not let go;
 	// polling, those whose record is read again soon (pollIncoming).
 	incoming map[netip.Addr]MoveRecord
@@ -251,9 +257,10 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	if r, ok := eng.(selfReleaser); ok {
 		r.OnRelease(m.engineReleased)
 	}
-	m.wg.Add(2)
+	m.wg.Add(3)
 	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
 	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()
+	go func() { defer m.wg.Done(); m.cordonLoop(runCtx) }()
 	endpoints, _ := m.l.Where()
 	m.log.Info("joined the fleet", "store", strings.Join(endpoints, ","), "lease_ttl", cfg.TTL,
 		"fence_after", m.timing.FenceAfter(), "renew_every", m.timing.Renew)
@@ -466,6 +473,9 @@ func (m *Member) Close() {
 func (m *Member) halt() {
 	m.mu.Lock()
 	m.closed = true
+	if m.cordonEnd != nil {
+		m.cordonEnd.Stop()
+	}
 	m.mu.Unlock()
 	m.stop()
 	m.wg.Wait()
@@ -490,6 +500,9 @@ func (m *Member) Info() api.Store {
 		Endpoints: endpoints, Prefix: prefix, Node: m.cfg.Node, Lease: strconv.FormatInt(id, 16),
 		LeaseTTL: api.Duration(m.timing.TTL), FenceAfter: api.Duration(m.timing.FenceAfter()),
 		Renewed: renewed, Fenced: fencedAt,
+	}
+	if c, ok := m.Cordon(); ok {
+		st.Cordon = c.API(m.clock.Now())
 	}
 	if d := m.cfg.Deadline; d != nil {
 		st.Withheld = d.Withheld()

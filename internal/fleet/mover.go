@@ -52,7 +52,10 @@ type pendingMove struct {
 	window time.Duration
 	// claimRev is the creation revision of the claim the move was
 	// planned on (0: none), which asking compares.
-	claimRev      int64
+	claimRev int64
+	// cordonRev is the modification revision of the target's cordon the
+	// move was planned on (0: none), which asking compares too.
+	cordonRev     int64
 	ownerReleased bool
 	claimGone     bool
 	end           bool
@@ -67,7 +70,7 @@ func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveR
 	if err != nil {
 		return nil, err
 	}
-	moves, err := planMoves(v, req)
+	moves, err := planMoves(v, req, mv.clock.Now())
 	if err != nil {
 		return nil, err
 	}
@@ -217,9 +220,9 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 				TrafficWindow: store.Duration(m.window),
 			}
 			m.res.Asked = mv.clock.Now()
-			asked, err := mv.l.Ask(ctx, lease, rec, m.claimRev)
+			asked, err := mv.l.Ask(ctx, lease, rec, m.claimRev, m.cordonRev)
 			if err == nil && !asked {
-				err = fmt.Errorf("%s changed while the move was asked (another move, a release or a claim): run vip move again", m.res.Addr)
+				err = fmt.Errorf("%s changed while the move was asked (another move, a release, a claim, or a cordon of %s): run vip move again", m.res.Addr, m.res.To)
 			}
 			if err != nil {
 				mu.Lock()

@@ -11,9 +11,10 @@ import (
 	"github.com/vipctl/vip/internal/store"
 )
 
-// planMoves checks the request against the fleet and picks each target
-// interface. It changes nothing; any refusal refuses the whole move.
-func planMoves(v store.View, req store.MoveRequest) ([]*pendingMove, error) {
+// planMoves checks the request against the fleet as it is at now and
+// picks each target interface. It changes nothing; any refusal refuses the
+// whole move.
+func planMoves(v store.View, req store.MoveRequest, now time.Time) ([]*pendingMove, error) {
 	to, ok := v.NodeByName(req.To)
 	if !ok {
 		names := make([]string, len(v.Nodes))
@@ -25,6 +26,15 @@ func planMoves(v store.View, req store.MoveRequest) ([]*pendingMove, error) {
 			live = strings.Join(names, ", ")
 		}
 		return nil, fmt.Errorf("%w: node %s is not alive in the store (live nodes: %s)", store.ErrRefused, req.To, live)
+	}
+	// The target's cordon as read: asking compares it, so that one
+	// written since refuses the move too.
+	var cordonRev int64
+	if c, ok := v.CordonOf(req.To); ok {
+		cordonRev = c.Rev
+		if c.Active(now) && !req.Force {
+			return nil, fmt.Errorf("%w: %s: uncordon it first (vip uncordon %s), or move there all the same with --force", store.ErrRefused, c.Describe(now), req.To)
+		}
 	}
 	addrs := req.Addrs
 	if req.All {
@@ -49,7 +59,7 @@ func planMoves(v store.View, req store.MoveRequest) ([]*pendingMove, error) {
 			continue
 		}
 		seen[a] = true
-		m := &pendingMove{res: store.MoveResult{Addr: a, To: req.To}}
+		m := &pendingMove{res: store.MoveResult{Addr: a, To: req.To}, cordonRev: cordonRev}
 		m.opts, m.window = req.Options, req.TrafficWindow
 		if ifname, own := to.OwnAddress(a); own {
 			errs = append(errs, fmt.Errorf("%s is node %s's own address on %s, which its kernel answers for: a VIP cannot move there", a, req.To, ifname))

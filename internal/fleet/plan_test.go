@@ -10,6 +10,9 @@ import (
 	"github.com/vipctl/vip/internal/store"
 )
 
+// planNow is when the plans of the tests are made.
+var planNow = time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+
 func fleetOf(nodes []store.Node, claims ...store.ClaimView) store.View {
 	return store.View{Nodes: nodes, Claims: claims}
 }
@@ -28,31 +31,31 @@ func TestPlanMoves(t *testing.T) {
 		store.ClaimView{Claim: store.Claim{Addr: b, Node: "b", Interface: "eth1"}, CreateRev: 9},
 	)
 	t.Run("the interface whose prefix holds the address", func(t *testing.T) {
-		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"})
+		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}, planNow)
 		if err != nil || len(ms) != 1 || ms[0].res.Interface != "eth1" || ms[0].res.From != "a" || ms[0].claimRev != 7 {
 			t.Fatalf("got %+v, %v", ms, err)
 		}
 	})
 	t.Run("already there", func(t *testing.T) {
-		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{b}, To: "b"})
+		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{b}, To: "b"}, planNow)
 		if err != nil || !ms[0].res.Already {
 			t.Fatalf("got %+v, %v", ms, err)
 		}
 	})
 	t.Run("nobody holds it", func(t *testing.T) {
-		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.50")}, To: "a"})
+		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.50")}, To: "a"}, planNow)
 		if err != nil || !ms[0].res.Unheld || ms[0].res.Interface != "eth0" {
 			t.Fatalf("got %+v, %v", ms, err)
 		}
 	})
 	t.Run("drain", func(t *testing.T) {
-		ms, err := planMoves(fleetOf(nodes, v.Claims[1:]...), store.MoveRequest{All: true, From: "a", To: "b"})
+		ms, err := planMoves(fleetOf(nodes, v.Claims[1:]...), store.MoveRequest{All: true, From: "a", To: "b"}, planNow)
 		if err != nil || len(ms) != 1 || ms[0].res.Addr != a {
 			t.Fatalf("got %+v, %v", ms, err)
 		}
 	})
 	t.Run("a drain of a node with a claim of its own address", func(t *testing.T) {
-		if _, err := planMoves(v, store.MoveRequest{All: true, From: "a", To: "b"}); !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "not vip's to hand over") {
+		if _, err := planMoves(v, store.MoveRequest{All: true, From: "a", To: "b"}, planNow); !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "not vip's to hand over") {
 			t.Errorf("got %v, want the whole drain refused", err)
 		}
 	})
@@ -70,15 +73,37 @@ func TestPlanMoves(t *testing.T) {
 		{"from the node whose own address it is", store.MoveRequest{Addrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}, To: "b"}, "198.51.100.1 is node a's own address on eth0, which its kernel answers for: it is not vip's to hand over"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := planMoves(v, tc.req)
+			_, err := planMoves(v, tc.req, planNow)
 			if !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("got %v, want a refusal saying %q", err, tc.want)
 			}
 		})
 	}
+	t.Run("to a cordoned node", func(t *testing.T) {
+		cordoned := v
+		cordoned.Cordons = []store.Cordon{{Node: "b", Reason: "kernel upgrade", Since: planNow.Add(-time.Minute), Until: planNow.Add(time.Hour), Rev: 31}}
+		_, err := planMoves(cordoned, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}, planNow)
+		if !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), `node b is cordoned`) || !strings.Contains(err.Error(), `"kernel upgrade"`) ||
+			!strings.Contains(err.Error(), "1h0m0s left") || !strings.Contains(err.Error(), "--force") {
+			t.Errorf("got %v, want a refusal naming the cordon, its reason, the time left and --force", err)
+		}
+		ms, err := planMoves(cordoned, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b", Force: true}, planNow)
+		if err != nil || len(ms) != 1 || ms[0].cordonRev != 31 {
+			t.Errorf("forced: got %+v, %v; want the move planned on the cordon's revision", ms, err)
+		}
+		// One whose end has passed, its key not yet gone, holds no more.
+		ms, err = planMoves(cordoned, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}, planNow.Add(2*time.Hour))
+		if err != nil || len(ms) != 1 || ms[0].cordonRev != 31 {
+			t.Errorf("after its end: got %+v, %v; want the move planned", ms, err)
+		}
+		// A cordon of another node is none of this move's business.
+		if _, err := planMoves(cordoned, store.MoveRequest{Addrs: []netip.Addr{b}, To: "a"}, planNow); err != nil {
+			t.Errorf("from the cordoned node: %v", err)
+		}
+	})
 	t.Run("a move under way", func(t *testing.T) {
 		busy := fleetOf(nodes, store.ClaimView{Claim: store.Claim{Addr: a, Node: "a"}, Move: &store.Move{To: "b"}})
-		if _, err := planMoves(busy, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}); !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "already under way") {
+		if _, err := planMoves(busy, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}, planNow); !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "already under way") {
 			t.Errorf("got %v", err)
 		}
 	})

@@ -152,9 +152,26 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Cl
 			}
 		}
 	}
+	// A cordoned node takes nothing: the cordon is read now, and the
+	// take compares it, so that one written since refuses it too.
+	c, _, err := m.l.Cordon(ctx, m.cfg.Node)
+	if err != nil {
+		m.log.Warn("read this node's cordon: not taking over", "addr", a, "err", err)
+		return
+	}
+	cordonRev := int64(0)
+	if c != nil {
+		if now := m.clock.Now(); c.Active(now) {
+			m.setCordon(c)
+			m.log.Warn("a standby for an address whose owner's lease expired does not take it: this node is cordoned", "addr", a, "cordon", c.Describe(now))
+			m.notify(event.Standby, a, s.Interface, fmt.Sprintf("not taken: the lease of its owner %s expired, but %s", owner.Node, c.Describe(now)))
+			return
+		}
+		cordonRev = c.Rev
+	}
 	m.leaseOps.RLock()
 	defer m.leaseOps.RUnlock()
-	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, 0)
+	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, 0, cordonRev)
 	if err != nil || !took {
 		m.log.Debug("another took the address first", "addr", a, "err", err)
 		return

@@ -29,6 +29,7 @@ type StoreCollector struct {
 	fenced, ttl, age, fenceAft *prometheus.Desc
 	deadline, withheld         *prometheus.Desc
 	claims                     *prometheus.Desc
+	cordoned, cordonLeft       *prometheus.Desc
 }
 
 // NewStoreCollector returns the store's metrics of s; now nil is time.Now.
@@ -38,19 +39,21 @@ func NewStoreCollector(s Store, now func() time.Time) *StoreCollector {
 	}
 	return &StoreCollector{
 		s: s, now: now,
-		fenced:   desc("vip_store_fenced", "Whether the agent is fenced (1): it could not renew its lease in the store and stopped answering for every guarded claim.", "node"),
-		ttl:      desc("vip_store_lease_ttl_seconds", "The time to live of the agent's lease in the store.", "node"),
-		fenceAft: desc("vip_store_fence_after_seconds", "How long after the last renewal sent the agent fences: the TTL less the margin.", "node"),
-		age:      desc("vip_store_last_renewal_age_seconds", "Seconds since the agent sent the last renewal of its lease that succeeded; it fences when this reaches vip_store_fence_after_seconds.", "node"),
-		deadline: desc("vip_store_answer_deadline_seconds", "Seconds left before the answer deadline (negative once it passed): no frame for a guarded claim leaves after it unless a renewal the store acknowledges moves it. It is checked where frames leave, in the kernel too, on CLOCK_BOOTTIME.", "node"),
-		withheld: desc("vip_store_withheld_frames_total", "Frames not sent because the answer deadline had passed: answers (the in-kernel responder's requests passed on unanswered included), gratuitous frames and probes.", "node"),
-		claims:   desc("vip_store_claims", "Claims the store keeps out of the engine, by state: fenced (waiting for the store), lost (another node took it while this one was fenced), standby.", "node", "state"),
+		fenced:     desc("vip_store_fenced", "Whether the agent is fenced (1): it could not renew its lease in the store and stopped answering for every guarded claim.", "node"),
+		ttl:        desc("vip_store_lease_ttl_seconds", "The time to live of the agent's lease in the store.", "node"),
+		fenceAft:   desc("vip_store_fence_after_seconds", "How long after the last renewal sent the agent fences: the TTL less the margin.", "node"),
+		age:        desc("vip_store_last_renewal_age_seconds", "Seconds since the agent sent the last renewal of its lease that succeeded; it fences when this reaches vip_store_fence_after_seconds.", "node"),
+		deadline:   desc("vip_store_answer_deadline_seconds", "Seconds left before the answer deadline (negative once it passed): no frame for a guarded claim leaves after it unless a renewal the store acknowledges moves it. It is checked where frames leave, in the kernel too, on CLOCK_BOOTTIME.", "node"),
+		withheld:   desc("vip_store_withheld_frames_total", "Frames not sent because the answer deadline had passed: answers (the in-kernel responder's requests passed on unanswered included), gratuitous frames and probes.", "node"),
+		cordoned:   desc("vip_store_cordoned", "Whether the agent's node is cordoned (1, vip cordon): it takes no address by move, take-over or standby, and keeps what it holds.", "node"),
+		cordonLeft: desc("vip_store_cordon_remaining_seconds", "Seconds until the node's cordon lifts by itself; absent for a cordon that holds until vip uncordon, or none.", "node"),
+		claims:     desc("vip_store_claims", "Claims the store keeps out of the engine, by state: fenced (waiting for the store), lost (another node took it while this one was fenced), standby.", "node", "state"),
 	}
 }
 
 // Describe sends the descriptions of the metrics.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.fenced, c.ttl, c.fenceAft, c.age, c.deadline, c.withheld, c.claims} {
+	for _, d := range []*prometheus.Desc{c.fenced, c.ttl, c.fenceAft, c.age, c.deadline, c.withheld, c.claims, c.cordoned, c.cordonLeft} {
 		ch <- d
 	}
 }
@@ -69,6 +72,10 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 		// Closed (fenced, or no lease granted yet): no time left.
 		gauge(c.deadline, time.Duration(info.DeadlineLeft).Seconds(), info.Node)
 		ch <- prometheus.MustNewConstMetric(c.withheld, prometheus.CounterValue, float64(info.Withheld), info.Node)
+	}
+	gauge(c.cordoned, b2f(info.Cordon != nil), info.Node)
+	if info.Cordon != nil && info.Cordon.Left != nil {
+		gauge(c.cordonLeft, time.Duration(*info.Cordon.Left).Seconds(), info.Node)
 	}
 	counts := c.s.Kept()
 	for _, s := range storeStates {

@@ -19,9 +19,11 @@ func (f fakeStore) Info() api.Store      { return f.info }
 func (f fakeStore) Kept() map[string]int { return f.kept }
 
 func TestStoreCollector(t *testing.T) {
+	left := api.Duration(90 * time.Second)
 	s := fakeStore{
 		info: api.Store{Node: "a", LeaseTTL: api.Duration(6 * time.Second), FenceAfter: api.Duration(4500 * time.Millisecond),
-			Renewed: now.Add(-5 * time.Second), Fenced: now.Add(-500 * time.Millisecond)},
+			Renewed: now.Add(-5 * time.Second), Fenced: now.Add(-500 * time.Millisecond),
+			Cordon: &api.Cordon{Node: "a", Reason: "kernel upgrade", Since: now.Add(-time.Minute), Until: now.Add(90 * time.Second), Left: &left}},
 		kept: map[string]int{"fenced": 2, "lost": 1},
 	}
 	c := NewStoreCollector(s, func() time.Time { return now })
@@ -31,6 +33,12 @@ func TestStoreCollector(t *testing.T) {
 vip_store_claims{node="a",state="fenced"} 2
 vip_store_claims{node="a",state="lost"} 1
 vip_store_claims{node="a",state="standby"} 0
+# HELP vip_store_cordon_remaining_seconds Seconds until the node's cordon lifts by itself; absent for a cordon that holds until vip uncordon, or none.
+# TYPE vip_store_cordon_remaining_seconds gauge
+vip_store_cordon_remaining_seconds{node="a"} 90
+# HELP vip_store_cordoned Whether the agent's node is cordoned (1, vip cordon): it takes no address by move, take-over or standby, and keeps what it holds.
+# TYPE vip_store_cordoned gauge
+vip_store_cordoned{node="a"} 1
 # HELP vip_store_fence_after_seconds How long after the last renewal sent the agent fences: the TTL less the margin.
 # TYPE vip_store_fence_after_seconds gauge
 vip_store_fence_after_seconds{node="a"} 4.5

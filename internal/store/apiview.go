@@ -6,8 +6,19 @@ import (
 	"github.com/vipctl/vip/internal/api"
 )
 
-// API returns the view as clients see it (vip fleet --json, /v1/fleet).
-func (v View) API() api.FleetResponse {
+// API returns the cordon as clients see it at now.
+func (c Cordon) API(now time.Time) *api.Cordon {
+	out := &api.Cordon{Node: c.Node, Reason: c.Reason, By: c.By, Since: c.Since, Until: c.Until}
+	if !c.Until.IsZero() {
+		left := api.Duration(max(c.Until.Sub(now), 0))
+		out.Left = &left
+	}
+	return out
+}
+
+// API returns the view as clients see it at now (vip fleet --json,
+// /v1/fleet).
+func (v View) API(now time.Time) api.FleetResponse {
 	out := api.FleetResponse{Revision: v.Revision, Nodes: []api.FleetNode{}, Claims: []api.FleetClaim{}}
 	for _, n := range v.Nodes {
 		fn := api.FleetNode{Node: n.Node, Version: n.Version, Host: n.Host, PID: n.PID, Started: n.Started,
@@ -42,6 +53,11 @@ func (v View) API() api.FleetResponse {
 	}
 	for _, cv := range v.Free {
 		add(cv)
+	}
+	for _, c := range v.Cordons {
+		if c.Active(now) {
+			out.Cordons = append(out.Cordons, *c.API(now))
+		}
 	}
 	for _, s := range v.Skipped {
 		out.Skipped = append(out.Skipped, api.FleetSkipped(s))

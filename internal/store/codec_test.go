@@ -42,3 +42,32 @@ func TestRecordFormat(t *testing.T) {
 		t.Errorf("a move with a bad duration decoded: %+v", m)
 	}
 }
+
+// TestCordonActive: a cordon with no end holds until lifted; one with an
+// end holds until then, whatever its key does after.
+func TestCordonActive(t *testing.T) {
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	forever := Cordon{Node: "b", Since: now.Add(-time.Hour)}
+	timed := Cordon{Node: "b", Reason: "kernel upgrade", By: "ops@c", Since: now.Add(-time.Minute), Until: now.Add(30 * time.Minute)}
+	if !forever.Active(now.Add(1000*time.Hour)) || !timed.Active(now) || timed.Active(timed.Until) {
+		t.Errorf("Active: forever %v, timed now %v, timed at its end %v; want true, true, false",
+			forever.Active(now.Add(1000*time.Hour)), timed.Active(now), timed.Active(timed.Until))
+	}
+	got := timed.Describe(now)
+	for _, want := range []string{"node b is cordoned since", `reason "kernel upgrade"`, "by ops@c", "30m0s left"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Describe: %q, want it to say %q", got, want)
+		}
+	}
+	if got := forever.Describe(now); !strings.Contains(got, "until uncordoned") {
+		t.Errorf("Describe of a cordon with no end: %q", got)
+	}
+	b, err := Encode(timed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode[Cordon]("/vip/cordons/b", b)
+	if err != nil || back.Reason != timed.Reason || !back.Until.Equal(timed.Until) || back.Format != Format {
+		t.Errorf("the cordon does not round-trip: %+v, %v", back, err)
+	}
+}

@@ -31,6 +31,8 @@ type MoveRequest struct {
 	// for each address over that long once it is live, and Move wait for
 	// it: the proof that traffic follows the move.
 	TrafficWindow time.Duration
+	// Force moves to a cordoned node all the same.
+	Force bool
 }
 
 // MoveResult is how one address's move went, in the mover's own clock

@@ -20,6 +20,7 @@ const (
 	standbyDir = "standby/"
 	movesDir   = "moves/"
 	inboxDir   = "inbox/"
+	cordonsDir = "cordons/"
 )
 
 // maxRecordBytes bounds a value vip will decode: anything larger under the
@@ -124,6 +125,47 @@ type Traffic struct {
 	Window  Duration `json:"window"`
 }
 
+// Cordon keeps new claims off a node: no move, take-over or standby's
+// takeover makes it the owner of an address while the cordon holds (a
+// forced move excepted), and what it holds stays until it is drained.
+type Cordon struct {
+	Versioned
+	Node   string    `json:"node"`
+	Reason string    `json:"reason,omitempty"`
+	By     string    `json:"by,omitempty"`
+	Since  time.Time `json:"since"`
+	// Until, when set, is when the cordon lifts itself. Its key lives
+	// under a lease that ends then, so that it goes with nobody
+	// connected; readers take it as lifted from Until on all the same,
+	// since etcd renews every lease in full when its leader changes.
+	Until time.Time `json:"until,omitzero"`
+	// Rev is the key's modification revision, read from the key: a
+	// takeover and a move compare it, so that a cordon written since they
+	// looked refuses them.
+	Rev int64 `json:"-"`
+}
+
+// Active says whether the cordon holds at now.
+func (c Cordon) Active(now time.Time) bool { return c.Until.IsZero() || now.Before(c.Until) }
+
+// Describe says what the cordon is in a phrase: since when, why, by whom
+// and for how long more.
+func (c Cordon) Describe(now time.Time) string {
+	var parts []string
+	if c.Reason != "" {
+		parts = append(parts, fmt.Sprintf("reason %q", c.Reason))
+	}
+	if c.By != "" {
+		parts = append(parts, "by "+c.By)
+	}
+	if c.Until.IsZero() {
+		parts = append(parts, "until uncordoned")
+	} else {
+		parts = append(parts, fmt.Sprintf("%s left", c.Until.Sub(now).Round(time.Second)))
+	}
+	return fmt.Sprintf("node %s is cordoned since %s (%s)", c.Node, c.Since.Local().Format("2006-01-02 15:04:05"), strings.Join(parts, ", "))
+}
+
 // Keys names the records under one prefix.
 type Keys struct{ Prefix string }
 
@@ -161,6 +203,9 @@ func (k Keys) Inbox(node string, a netip.Addr) string {
 	return k.Prefix + inboxDir + node + "/" + a.String()
 }
 
+// Cordon is the key of node's cordon.
+func (k Keys) Cordon(node string) string { return k.Prefix + cordonsDir + node }
+
 // InboxOf is the directory of node's inbox.
 func (k Keys) InboxOf(node string) string { return k.Prefix + inboxDir + node + "/" }
 
@@ -169,6 +214,7 @@ func (k Keys) Nodes() string    { return k.Prefix + nodesDir }
 func (k Keys) Claims() string   { return k.Prefix + claimsDir }
 func (k Keys) Standbys() string { return k.Prefix + standbyDir }
 func (k Keys) Moves() string    { return k.Prefix + movesDir }
+func (k Keys) Cordons() string  { return k.Prefix + cordonsDir }
 
 // Kind says what a key under the prefix names.
 type Kind int
@@ -181,6 +227,7 @@ const (
 	KindStandby
 	KindMove
 	KindInbox
+	KindCordon
 )
 
 // Parsed is a key under the prefix, split.
@@ -197,12 +244,16 @@ func (k Keys) Parse(key string) (Parsed, error) {
 		return Parsed{}, fmt.Errorf("key %q is not under %s", key, k.Prefix)
 	}
 	switch {
-	case strings.HasPrefix(rest, nodesDir):
-		n := rest[len(nodesDir):]
+	case strings.HasPrefix(rest, nodesDir), strings.HasPrefix(rest, cordonsDir):
+		kind, dir := KindNode, nodesDir
+		if strings.HasPrefix(rest, cordonsDir) {
+			kind, dir = KindCordon, cordonsDir
+		}
+		n := rest[len(dir):]
 		if err := CheckNode(n); err != nil {
 			return Parsed{}, err
 		}
-		return Parsed{Kind: KindNode, Node: n}, nil
+		return Parsed{Kind: kind, Node: n}, nil
 	case strings.HasPrefix(rest, claimsDir), strings.HasPrefix(rest, movesDir):
 		kind, dir := KindClaim, claimsDir
 		if strings.HasPrefix(rest, movesDir) {

@@ -47,6 +47,8 @@ func TestKeysParse(t *testing.T) {
 		{key: k.Claim(a), want: Parsed{Kind: KindClaim, Addr: a}},
 		{key: k.Move(a), want: Parsed{Kind: KindMove, Addr: a}},
 		{key: k.Standby(a, "b"), want: Parsed{Kind: KindStandby, Addr: a, Node: "b"}},
+		{key: k.Cordon("b"), want: Parsed{Kind: KindCordon, Node: "b"}},
+		{key: "/vip/cordons/bad name", bad: true},
 		{key: k.Claim(netip.MustParseAddr("2001:db8::10")), want: Parsed{Kind: KindClaim, Addr: netip.MustParseAddr("2001:db8::10")}},
 		{key: "/vip/claims/not-an-address", bad: true},
 		{key: "/vip/claims/fe80::1%eth0", bad: true},

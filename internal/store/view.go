@@ -17,6 +17,9 @@ type View struct {
 	Claims   []ClaimView
 	// Free are addresses with standbys or a move but no owner.
 	Free []ClaimView
+	// Cordons are the nodes' cordons, live nodes or not, by node; one
+	// whose Until has passed may linger until its lease ends (Active).
+	Cordons []Cordon
 	// Skipped are keys under the prefix that could not be read.
 	Skipped []Skipped
 
@@ -87,14 +90,14 @@ func (c *Client) Fleet(ctx context.Context) (View, error) {
 const maxTxnAddrs = 60
 
 // FleetOf reads what a move of addrs needs to plan, at one revision: the
-// nodes, and each address's claim and move. A few addresses are read in
+// nodes and their cordons, and each address's claim and move. A few addresses are read in
 // one transaction rather than the whole fleet, which at 100,000 claims is
 // twenty pages.
 func (c *Client) FleetOf(ctx context.Context, addrs []netip.Addr) (View, error) {
 	if len(addrs) == 0 || len(addrs) > maxTxnAddrs {
 		return c.Fleet(ctx)
 	}
-	ops := []clientv3.Op{clientv3.OpGet(c.Keys.Nodes(), clientv3.WithPrefix())}
+	ops := []clientv3.Op{clientv3.OpGet(c.Keys.Nodes(), clientv3.WithPrefix()), clientv3.OpGet(c.Keys.Cordons(), clientv3.WithPrefix())}
 	for _, a := range addrs {
 		ops = append(ops, clientv3.OpGet(c.Keys.Claim(a)), clientv3.OpGet(c.Keys.Move(a)))
 	}
@@ -171,6 +174,14 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 		s.Addr, s.Node, s.Lease = p.Addr, p.Node, lease
 		cv := b.get(p.Addr)
 		cv.Standbys = append(cv.Standbys, s)
+	case KindCordon:
+		c, err := Decode[Cordon](key, value)
+		if err != nil {
+			b.skip(key, err)
+			return
+		}
+		c.Node, c.Rev = p.Node, kv.ModRevision
+		b.v.Cordons = append(b.v.Cordons, c)
 	case KindInbox:
 		// A move's notice to an agent: the move record says it all.
 	case KindMove:
@@ -199,7 +210,18 @@ func (b *viewBuilder) view(rev int64) View {
 	slices.SortFunc(v.Claims, byAddr)
 	slices.SortFunc(v.Free, byAddr)
 	slices.SortFunc(v.Nodes, func(x, y Node) int { return strings.Compare(x.Node, y.Node) })
+	slices.SortFunc(v.Cordons, func(x, y Cordon) int { return strings.Compare(x.Node, y.Node) })
 	return v
+}
+
+// CordonOf returns node's cordon record, whether or not it still holds
+// (Cordon.Active).
+func (v View) CordonOf(node string) (Cordon, bool) {
+	i := slices.IndexFunc(v.Cordons, func(c Cordon) bool { return c.Node == node })
+	if i < 0 {
+		return Cordon{}, false
+	}
+	return v.Cordons[i], true
 }
 
 // NodeByName returns the live node called name.

@@ -1,0 +1,130 @@
+package main_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/labtest"
+)
+
+// TestCordon, against a real etcd and real agents: vip cordon from a host
+// with no agent keeps new addresses off node b (a move, a take-over and a
+// standby's takeover are refused, each naming the cordon, and a --force
+// move is not), b keeps what it holds and shows the cordon in its status;
+// vip uncordon lets b take as a standby what nobody took meanwhile; and a
+// cordon with --for lifts itself with nobody connected.
+func TestCordon(t *testing.T) {
+	t.Parallel()
+	labtest.RequireTool(t, "arping")
+	f := newFleetLab(t)
+	st := f.storeURL
+	fleetNow := func() api.FleetResponse {
+		t.Helper()
+		out := mustVip(t, f.client, f.sc, "fleet", "--json", "--store", st)
+		var fl api.FleetResponse
+		if err := json.Unmarshal([]byte(out), &fl); err != nil {
+			t.Fatalf("vip fleet --json: %v:\n%s", err, out)
+		}
+		return fl
+	}
+	ownerOf := func(fl api.FleetResponse, addr string) string {
+		for _, c := range fl.Claims {
+			if c.Addr == addr {
+				return c.Node
+			}
+		}
+		return ""
+	}
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	mustVip(t, f.b, f.sb, "claim", "192.0.2.20")
+
+	out := mustVip(t, f.client, f.sc, "cordon", "b", "--reason", "kernel upgrade", "--store", st)
+	if !strings.Contains(out, "node b is cordoned until vip uncordon b") || !strings.Contains(out, "keeps what it holds") {
+		t.Errorf("vip cordon b said:\n%s", out)
+	}
+	fl := fleetNow()
+	if len(fl.Cordons) != 1 || fl.Cordons[0].Node != "b" || fl.Cordons[0].Reason != "kernel upgrade" || fl.Cordons[0].By == "" || fl.Cordons[0].Left != nil {
+		t.Errorf("vip fleet's cordons: %+v, want b's with its reason, who, and no end", fl.Cordons)
+	}
+	if ownerOf(fl, "192.0.2.20") != "b" {
+		t.Error("the cordoned node let go of what it held")
+	}
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		s := status(t, f.b, f.sb).Agent.Store
+		return s != nil && s.Cordon != nil && s.Cordon.Reason == "kernel upgrade", fmt.Sprintf("b's status does not show its cordon: %+v", s)
+	})
+	if out := mustVip(t, f.b, f.sb, "status"); !strings.Contains(out, `CORDONED ("kernel upgrade", until uncordoned`) {
+		t.Errorf("b's plain status does not say it is cordoned:\n%s", out)
+	}
+
+	// A move and a take-over to b are refused before anything changes.
+	out, code := vipOn(t, f.client, f.sc, "move", "192.0.2.10", "--to", "b", "--store", st)
+	if code != 1 || !strings.Contains(out, "node b is cordoned") || !strings.Contains(out, `"kernel upgrade"`) || !strings.Contains(out, "--force") {
+		t.Errorf("move to the cordoned b: exit %d, want 1 naming the cordon and --force:\n%s", code, out)
+	}
+	out, code = vipOn(t, f.b, f.sb, "claim", "192.0.2.10", "--take-over")
+	if code == 0 || !strings.Contains(out, "node b is cordoned") {
+		t.Errorf("take-over on the cordoned b: exit %d, want a refusal naming the cordon:\n%s", code, out)
+	}
+	if got := ownerOf(fleetNow(), "192.0.2.10"); got != "a" {
+		t.Fatalf("after the refusals 192.0.2.10 is on %q, want a", got)
+	}
+	// --force moves there all the same.
+	out, code = vipOn(t, f.client, f.sc, "move", "192.0.2.30", "--to", "b", "--force", "--store", st)
+	if code != 0 {
+		t.Errorf("a forced move to the cordoned b: exit %d:\n%s", code, out)
+	}
+
+	// The owner dies: the cordoned standby does not take its address.
+	mustVip(t, f.b, f.sb, "claim", "192.0.2.10", "--standby")
+	f.agentA.Kill(t)
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		_, ok := findLog(logLines(t, f.agentB.Output()), "a standby for an address whose owner's lease expired does not take it: this node is cordoned", "192.0.2.10")
+		return ok, "b's log does not say it left 192.0.2.10 alone for its cordon"
+	})
+	if got := ownerOf(fleetNow(), "192.0.2.10"); got != "" {
+		t.Fatalf("192.0.2.10 is on %q while its only standby is cordoned, want nobody", got)
+	}
+	if out, _ := arping(t, f.client, "-c", "2", "-w", "2", "192.0.2.10"); len(replyMACs(out)) != 0 {
+		t.Errorf("someone answers for 192.0.2.10 while nobody holds it: %v", replyMACs(out))
+	}
+
+	// Uncordon: b takes what it stood by for, and answers for it.
+	if out := mustVip(t, f.client, f.sc, "uncordon", "b", "--store", st); !strings.Contains(out, "node b is uncordoned") {
+		t.Errorf("vip uncordon b said:\n%s", out)
+	}
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		got := ownerOf(fleetNow(), "192.0.2.10")
+		return got == "b", "after the uncordon 192.0.2.10 is on " + got + ", want b"
+	})
+	macB := mac(f.b, "eth0")
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		out, _ := arping(t, f.client, "-c", "1", "-w", "1", "192.0.2.10")
+		macs := replyMACs(out)
+		return len(macs) == 1 && macs[0] == macB, fmt.Sprintf("192.0.2.10 is answered by %v, want b alone", macs)
+	})
+	if out := mustVip(t, f.client, f.sc, "uncordon", "b", "--store", st); !strings.Contains(out, "was not cordoned") {
+		t.Errorf("a second uncordon said:\n%s", out)
+	}
+
+	// --for: the cordon lifts by itself, with no client connected.
+	out = mustVip(t, f.client, f.sc, "cordon", "b", "--for", "3s", "--json", "--store", st)
+	var cr api.CordonResponse
+	if err := json.Unmarshal([]byte(out), &cr); err != nil || cr.Cordon == nil || cr.Cordon.Left == nil || !cr.Live {
+		t.Fatalf("vip cordon --for 3s --json: %v:\n%s", err, out)
+	}
+	if out, code := vipOn(t, f.client, f.sc, "move", "192.0.2.40", "--to", "b", "--store", st); code != 1 || !strings.Contains(out, "left") {
+		t.Errorf("move during the 3 s cordon: exit %d, want 1 with the time left:\n%s", code, out)
+	}
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		fl := fleetNow()
+		return len(fl.Cordons) == 0, fmt.Sprintf("the 3 s cordon still holds: %+v", fl.Cordons)
+	})
+	if out, code := vipOn(t, f.client, f.sc, "move", "192.0.2.40", "--to", "b", "--store", st); code != 0 {
+		t.Errorf("move after the cordon lifted by itself: exit %d:\n%s", code, out)
+	}
+}

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// MaxCordonFor bounds how long a cordon may last by itself (a year); one
+// meant to last longer is given without --for, until uncordoned.
+const MaxCordonFor = 366 * 24 * time.Hour
+
+// PutCordon writes rec as its node's cordon, over any cordon there. With
+// lasts, the record lives under a lease of its own that ends then (Until
+// says so in the record too), so that the cordon lifts itself with nobody
+// connected; without, it stays until DeleteCordon. It returns the record
+// as written.
+func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration) (Cordon, error) {
+	if err := CheckNode(rec.Node); err != nil {
+		return Cordon{}, err
+	}
+	if lasts < 0 || lasts > MaxCordonFor {
+		return Cordon{}, fmt.Errorf("a cordon lasts from 1s to %v, or until uncordoned", MaxCordonFor)
+	}
+	var opts []clientv3.OpOption
+	if lasts > 0 {
+		rec.Until = rec.Since.Add(lasts)
+		// The lease ends on the second at or after Until.
+		secs := int64((lasts + time.Second - 1) / time.Second)
+		rctx, cancel := c.ctx(ctx)
+		g, err := c.Grant(rctx, secs)
+		cancel()
+		if err != nil {
+			return Cordon{}, c.Explain(err)
+		}
+		opts = append(opts, clientv3.WithLease(g.ID))
+	}
+	val, err := Encode(rec)
+	if err != nil {
+		return Cordon{}, err
+	}
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Put(rctx, c.Keys.Cordon(rec.Node), string(val), opts...)
+	if err != nil {
+		return Cordon{}, c.Explain(err)
+	}
+	rec.Rev = resp.Header.Revision
+	return rec, nil
+}
+
+// DeleteCordon lifts node's cordon and returns it; ok is false when there
+// was none (or it had lifted itself).
+func (c *Client) DeleteCordon(ctx context.Context, node string) (rec Cordon, ok bool, err error) {
+	key := c.Keys.Cordon(node)
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Delete(rctx, key, clientv3.WithPrevKV())
+	if err != nil {
+		return Cordon{}, false, c.Explain(err)
+	}
+	if len(resp.PrevKvs) == 0 {
+		return Cordon{}, false, nil
+	}
+	rec, err = Decode[Cordon](key, resp.PrevKvs[0].Value)
+	if err != nil {
+		// Not a record vip can read, and gone now all the same.
+		return Cordon{Node: node}, true, nil
+	}
+	rec.Node = node
+	return rec, true, nil
+}
+
+// CordonOf reads node's cordon: ok is false when there is none. The
+// record may have passed its Until (Cordon.Active).
+func (c *Client) CordonOf(ctx context.Context, node string) (rec Cordon, ok bool, err error) {
+	key := c.Keys.Cordon(node)
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Get(rctx, key)
+	if err != nil {
+		return Cordon{}, false, c.Explain(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Cordon{}, false, nil
+	}
+	rec, err = Decode[Cordon](key, resp.Kvs[0].Value)
+	if err != nil {
+		return Cordon{}, false, err
+	}
+	rec.Node, rec.Rev = node, resp.Kvs[0].ModRevision
+	return rec, true, nil
+}
+
+// Live says whether node is alive in the store: its registration is there.
+func (c *Client) Live(ctx context.Context, node string) (bool, error) {
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Get(rctx, c.Keys.Node(node), clientv3.WithCountOnly())
+	if err != nil {
+		return false, c.Explain(err)
+	}
+	return resp.Count > 0, nil
+}
