@@ -30,6 +30,8 @@ type agentOptions struct {
 	Responder   responderOptions
 	Metrics     metricsOptions
 	Store       agentStoreOptions
+	// OnStop is what a guarded agent does with its claims when it stops.
+	OnStop string
 }
 
 // newAgentCmd builds vip agent; runF, when set, runs instead of the agent,
@@ -49,14 +51,25 @@ a new agent re-adopts them with a fresh burst; with --clean it only removes
 what the crashed agent left (addresses it added, the state file) and exits.
 
 SIGINT or SIGTERM releases every claim and removes the addresses the agent
-added. The socket is for root alone unless --group opens it to one group.
+added; a guarded agent (below) keeps its claims for a restart instead, unless
+--on-stop hand-over. The socket is for root alone unless --group opens it to
+one group.
 
 With --store (or $VIP_STORE), every claim is guarded by an etcd store: the
 agent holds one lease there, a claim is live only once its key is this
 node's (--node, default the host name), and an agent that cannot renew its
 lease stops answering for every guarded claim before the lease can expire
 (the claim's state is then fenced). See vip claim --standby and --take-over,
-vip move and vip fleet.`,
+vip move and vip fleet.
+
+A guarded agent that stops (SIGTERM, as systemctl restart sends) keeps its
+claims for a restart by default (--on-stop keep): it falls silent at once
+but leaves its keys in the store and its claims in the state file, so that
+an agent started again within the lease's TTL answers again with a fresh
+burst and no standby takes over; one that stays away longer has its
+addresses taken by their standbys when the lease expires, as after a crash.
+--on-stop hand-over gives every address to its standby at once instead, for
+a host about to be powered off.`,
 		Example: `  sudo vip agent
   sudo vip agent --socket /run/vip/test.sock --group vip
   sudo vip agent --store etcd://192.0.2.5:2379 --node a
@@ -82,6 +95,8 @@ vip move and vip fleet.`,
 	o.Responder.addFlags(c, "")
 	o.Metrics.addFlags(c, "")
 	o.Store.addFlags(c)
+	f.StringVar(&o.OnStop, "on-stop", string(agent.OnStopKeep), "what a guarded agent does with its claims when it stops: keep (for a restart within the lease's TTL) or hand-over (to the standbys at once)")
+	_ = c.RegisterFlagCompletionFunc("on-stop", cobra.FixedCompletions([]string{string(agent.OnStopKeep), string(agent.OnStopHandOver)}, cobra.ShellCompDirectiveNoFileComp))
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
@@ -101,6 +116,10 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	}
 	if err := o.Store.check(); err != nil {
 		return err
+	}
+	onStop, err := agent.ParseOnStop(o.OnStop)
+	if err != nil {
+		return &inputError{err: err}
 	}
 	responder, err := o.Responder.config()
 	if err != nil {
@@ -142,6 +161,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Responder:   responder,
 		Metrics:     o.Metrics.config(),
 		Store:       o.Store.config(),
+		OnStop:      onStop,
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,

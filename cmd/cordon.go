@@ -3,14 +3,17 @@ package cmd
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/user"
+	"strings"
 	"time"
 	"unicode"
 
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/store"
 )
 
@@ -19,8 +22,12 @@ type cordonOptions struct {
 	Node   string
 	For    time.Duration
 	Reason string
-	JSON   bool
-	Store  storeOptions
+	// Return, for uncordon, moves home every address whose home is Node.
+	Return bool
+	// Force, for cordon, cordons a node that is not alive now.
+	Force bool
+	JSON  bool
+	Store storeOptions
 }
 
 // maxReasonLen bounds a cordon's reason: a sentence, not a file.
@@ -41,9 +48,12 @@ metrics show the cordon, its reason and the time left.
 
 With --for, the cordon lifts itself at the end, even with nobody connected
 then: its record lives under a lease of the store that ends with it. Without,
-it holds until vip uncordon NODE. A node that is not alive can be cordoned:
-the cordon holds when it comes back. Cordoning a cordoned node replaces its
-cordon.`,
+it holds until vip uncordon NODE. A node that is not alive is refused (a
+typo would leave the real node open), unless --force: the cordon then holds
+when it comes back. Cordoning a cordoned node replaces its cordon, and says
+whose it replaced. A move asked before the cordon still completes, and a
+plain vip claim on the node itself is not refused: the operator there asks
+for it.`,
 		Example: `  vip cordon a --for 30m --reason "kernel upgrade"
   vip cordon a --store etcd://192.0.2.5:2379`,
 		Args:              cordonArgs("cordon"),
@@ -53,6 +63,7 @@ cordon.`,
 	f := c.Flags()
 	f.DurationVar(&o.For, "for", 0, "lift the cordon by itself after this long (default: until vip uncordon)")
 	f.StringVar(&o.Reason, "reason", "", "why the node is cordoned, shown wherever the cordon is")
+	f.BoolVar(&o.Force, "force", false, "cordon NODE even though it is not alive in the store now")
 	f.BoolVar(&o.JSON, "json", false, "print the cordon as JSON")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("for", cobra.NoFileCompletions)
@@ -69,14 +80,21 @@ func newUncordonCmd(d *deps, runF func(context.Context, *cordonOptions) error) *
 		Long: `Uncordon lifts NODE's cordon (vip cordon) in the store: the node takes
 addresses again by move, take-over and as a standby, and as a standby it
 takes at once what it stands by for and what nobody took while it was
-cordoned. Uncordoning a node that is not cordoned changes nothing.`,
+cordoned. Uncordoning a node that is not cordoned changes nothing.
+
+With --return it then moves home every address whose home is NODE (the node
+a move or a standby took it from: vip fleet shows each address's home while
+it is away), as vip move does, with its timeline and the traffic counted at
+NODE in the second after each is live. It exits 1 if any did not move.`,
 		Example: `  vip uncordon a
+  vip uncordon a --return
   vip uncordon a --json --store etcd://192.0.2.5:2379`,
 		Args:              cordonArgs("uncordon"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE:              o.runE(d, runF, runUncordon),
 	}
-	c.Flags().BoolVar(&o.JSON, "json", false, "print the cordon lifted as JSON")
+	c.Flags().BoolVar(&o.Return, "return", false, "then move home every address whose home is NODE")
+	c.Flags().BoolVar(&o.JSON, "json", false, "print the cordon lifted (and the moves home) as JSON")
 	o.Store.addFlags(c)
 	return c
 }
@@ -135,14 +153,27 @@ func runCordon(ctx context.Context, d *deps, o *cordonOptions) error {
 		return err
 	}
 	defer c.Close()
-	now := time.Now()
-	rec, err := c.PutCordon(ctx, store.Cordon{Node: o.Node, Reason: o.Reason, By: whoAmI(), Since: now.UTC()}, o.For)
+	live, err := c.Live(ctx, o.Node)
 	if err != nil {
 		return fmt.Errorf("cordon node %s: %w", o.Node, err)
 	}
-	live := nodeLive(ctx, c, o.Node)
+	if !live && !o.Force {
+		return badInput("node %s is not alive in the store (live nodes: %s): check the name, or give --force to cordon it for when it comes back", o.Node, liveNodes(ctx, c))
+	}
+	now := time.Now()
+	rec, replaced, err := c.PutCordon(ctx, store.Cordon{Node: o.Node, Reason: o.Reason, By: whoAmI(), Since: now.UTC()}, o.For)
+	if err != nil {
+		return fmt.Errorf("cordon node %s: %w", o.Node, err)
+	}
 	if o.JSON {
-		return writeJSON(d, api.CordonResponse{Cordon: rec.API(now), Live: live})
+		resp := api.CordonResponse{Cordon: rec.API(now), Live: live}
+		if replaced != nil && replaced.Active(now) {
+			resp.Replaced = replaced.API(now)
+		}
+		return writeJSON(d, resp)
+	}
+	if replaced != nil && replaced.Active(now) {
+		fmt.Fprintf(d.io.Out, "replaced the cordon of node %s: %s\n", o.Node, describeCordon(*replaced.API(now), now))
 	}
 	lasts := "until vip uncordon " + o.Node
 	if o.For > 0 {
@@ -170,19 +201,65 @@ func runUncordon(ctx context.Context, d *deps, o *cordonOptions) error {
 	}
 	ok = ok && rec.Active(now)
 	live := nodeLive(ctx, c, o.Node)
-	if o.JSON {
-		resp := api.CordonResponse{Lifted: ok, Live: live}
-		if ok {
-			resp.Cordon = rec.API(now)
+	resp := api.CordonResponse{Lifted: ok, Live: live}
+	if ok {
+		resp.Cordon = rec.API(now)
+	}
+	var moveErr error
+	if o.Return {
+		if resp.Moves, moveErr = moveHome(ctx, c, o.Node); moveErr == nil {
+			moveErr = movesError(resp.Moves)
 		}
-		return writeJSON(d, resp)
+	}
+	if o.JSON {
+		if err := writeJSON(d, resp); err != nil {
+			return err
+		}
+		return moveErr
 	}
 	if !ok {
-		fmt.Fprintf(d.io.Out, "node %s was not cordoned: nothing changed\n", o.Node)
-		return nil
+		fmt.Fprintf(d.io.Out, "node %s was not cordoned\n", o.Node)
+	} else {
+		fmt.Fprintf(d.io.Out, "node %s is uncordoned: it takes addresses again by move, take-over and standby\n", o.Node)
 	}
-	fmt.Fprintf(d.io.Out, "node %s is uncordoned: it takes addresses again by move, take-over and standby\n", o.Node)
-	return nil
+	if o.Return {
+		if len(resp.Moves) == 0 && moveErr == nil {
+			fmt.Fprintf(d.io.Out, "no address has node %s as its home: nothing to move\n", o.Node)
+		}
+		if err := printMoves(d.io.Out, d.io.ErrOut, resp.Moves); err != nil {
+			return err
+		}
+	}
+	return moveErr
+}
+
+// moveHome moves to node every address whose home it is, and counts the
+// traffic that reaches node in the second after each is live.
+func moveHome(ctx context.Context, c *store.Client, node string) ([]api.MoveResult, error) {
+	v, err := c.Fleet(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var addrs []netip.Addr
+	for _, cv := range v.Claims {
+		if cv.Claim.Home == node {
+			addrs = append(addrs, cv.Claim.Addr)
+		}
+	}
+	if len(addrs) == 0 {
+		return nil, nil
+	}
+	mover := fleet.NewMover(c)
+	defer mover.Close()
+	results, err := mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: node, TrafficWindow: time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("move home to %s: %w", node, err)
+	}
+	out := make([]api.MoveResult, len(results))
+	for i, r := range results {
+		out[i] = r.API()
+	}
+	return out, nil
 }
 
 // nodeLive says whether node is alive in the store; a store that does not
@@ -190,6 +267,15 @@ func runUncordon(ctx context.Context, d *deps, o *cordonOptions) error {
 func nodeLive(ctx context.Context, c *store.Client, node string) bool {
 	live, err := c.Live(ctx, node)
 	return err == nil && live
+}
+
+// liveNodes names the live nodes, for a refusal.
+func liveNodes(ctx context.Context, c *store.Client) string {
+	v, err := c.Nodes(ctx)
+	if err != nil || len(v) == 0 {
+		return "none"
+	}
+	return strings.Join(v, ", ")
 }
 
 // whoAmI names the operator for the record: the user (the one behind

@@ -30,6 +30,8 @@ type moveOptions struct {
 	Traffic time.Duration
 	// Force moves to a cordoned node all the same.
 	Force bool
+	// Home, when set, is the home the moved addresses take.
+	Home  string
 	JSON  bool
 	Store storeOptions
 }
@@ -53,6 +55,11 @@ never overlaps. An address nobody holds is claimed on NODE. A move to a node
 that is not alive, that is cordoned (vip cordon; --force moves there all the
 same), or that has no interface for an address, is refused before anything
 changes (exit 1). Standbys of the addresses stay in place.
+
+A moved address remembers its home: the node it was first moved (or taken by
+a standby) from, or the one --home names. vip fleet shows it while the address
+is away, and vip uncordon NODE --return moves home every address whose home is
+NODE. A move back home clears it.
 
 With --all --from NODE, move drains NODE: every address it holds moves to
 --to, for maintenance.
@@ -80,6 +87,8 @@ or else the one of the owner's name.`,
 	f.DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: as long as the owners' leases make necessary, twice the TTL and 10s)")
 	f.DurationVar(&o.Traffic, "traffic-window", time.Second, "once live, count the traffic arriving for each address at the target over this long and print it (0: do not wait for it)")
 	f.BoolVar(&o.Force, "force", false, "move to --to even while it is cordoned (vip cordon)")
+	f.StringVar(&o.Home, "home", "", "the node each address lives on when at home, which vip uncordon --return takes it back to (default: the home it has, else the node it leaves)")
+	_ = c.RegisterFlagCompletionFunc("home", cobra.NoFileCompletions)
 	f.BoolVar(&o.JSON, "json", false, "print the moves as JSON")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("to", cobra.NoFileCompletions)
@@ -93,7 +102,7 @@ or else the one of the owner's name.`,
 func (o *moveOptions) request() (store.MoveRequest, error) {
 	r, err := fleet.ParseMoveRequest(api.MoveRequest{
 		Addrs: o.Addrs, All: o.All, From: o.From, To: o.To, Interface: o.Interface,
-		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic), Force: o.Force,
+		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic), Force: o.Force, Home: o.Home,
 	})
 	if err != nil {
 		return r, &inputError{err: err}
@@ -258,14 +267,14 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 		_, err := fmt.Fprintln(out, "no claims in the store")
 		return err
 	}
-	fmt.Fprintln(w, "ADDRESS\tNODE\tINTERFACE\tMAC\tSINCE\tSTATE\tSTANDBYS\tMOVING TO")
+	fmt.Fprintln(w, "ADDRESS\tNODE\tINTERFACE\tMAC\tSINCE\tSTATE\tSTANDBYS\tMOVING TO\tHOME")
 	for _, c := range f.Claims {
 		since := "-"
 		if !c.Since.IsZero() {
 			since = now.Sub(c.Since).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Addr, orDash(c.Node), orDash(c.Interface), orDash(c.MAC), since,
-			c.State, orDash(strings.Join(c.Standbys, ",")), orDash(c.MovingTo))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Addr, orDash(c.Node), orDash(c.Interface), orDash(c.MAC), since,
+			c.State, orDash(strings.Join(c.Standbys, ",")), orDash(c.MovingTo), orDash(c.Home))
 	}
 	return w.Flush()
 }
@@ -291,9 +300,15 @@ func describeCordon(c api.Cordon, now time.Time) string {
 	} else {
 		parts = append(parts, c.Until.Sub(now).Round(time.Second).String()+" left")
 	}
-	when := "cordoned " + now.Sub(c.Since).Round(time.Second).String() + " ago"
+	when := "cordoned"
+	if !c.Since.IsZero() {
+		when += " " + now.Sub(c.Since).Round(time.Second).String() + " ago"
+	}
 	if c.By != "" {
 		when += " by " + c.By
+	}
+	if when == "cordoned" {
+		return strings.Join(parts, ", ")
 	}
 	return strings.Join(append(parts, when), ", ")
 }

@@ -126,6 +126,7 @@ func TestStoreFlagsRefused(t *testing.T) {
 		{"fleet, bad store", "", []string{"fleet", "--store", "etcd://"}, "is not etcd://HOST:PORT"},
 		{"move without --to", st, []string{"move", "192.0.2.10"}, "--to NODE"},
 		{"fleet with an argument", st, []string{"fleet", "a"}, "unknown command"},
+		{"agent, a stop that is neither", st, []string{"agent", "--on-stop", "release"}, "--on-stop \"release\": give keep"},
 		{"probe expecting a node without a store", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "b"}, "names a node, which vip looks up in the store"},
 		{"probe expecting a long MAC", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "02:00:5e:10:00:00:00:01"}, "not an Ethernet MAC"},
 		{"probe expecting nonsense", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "a b"}, "neither a MAC nor a node name"},
@@ -223,7 +224,7 @@ var (
 		},
 		Claims: []api.FleetClaim{
 			{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-90 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}},
-			{Addr: "192.0.2.11", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-time.Second), State: api.FleetMoving, MovingTo: "b"},
+			{Addr: "192.0.2.11", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-time.Second), State: api.FleetMoving, MovingTo: "b", Home: "c"},
 			{Addr: "2001:db8::10", State: api.FleetFree, Standbys: []string{"a", "b"}},
 		},
 		Cordons: []api.Cordon{

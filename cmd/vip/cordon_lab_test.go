@@ -20,6 +20,7 @@ import (
 func TestCordon(t *testing.T) {
 	t.Parallel()
 	labtest.RequireTool(t, "arping")
+	labtest.RequireTool(t, "etcdctl")
 	f := newFleetLab(t)
 	st := f.storeURL
 	fleetNow := func() api.FleetResponse {
@@ -42,9 +43,19 @@ func TestCordon(t *testing.T) {
 	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
 	mustVip(t, f.b, f.sb, "claim", "192.0.2.20")
 
+	// A name no node has is a typo until --force says otherwise.
+	if out, code := vipOn(t, f.client, f.sc, "cordon", "bb", "--store", st); code != 2 || !strings.Contains(out, "node bb is not alive in the store (live nodes: a, b)") {
+		t.Errorf("cordon of a node not alive: exit %d, want 2 naming the live nodes:\n%s", code, out)
+	}
+	if out := mustVip(t, f.client, f.sc, "cordon", "c", "--force", "--store", st); !strings.Contains(out, "not alive in the store now, and the cordon holds when it comes back") {
+		t.Errorf("vip cordon c --force said:\n%s", out)
+	}
+	mustVip(t, f.client, f.sc, "uncordon", "c", "--store", st)
+	mustVip(t, f.client, f.sc, "cordon", "b", "--reason", "first", "--store", st)
 	out := mustVip(t, f.client, f.sc, "cordon", "b", "--reason", "kernel upgrade", "--store", st)
-	if !strings.Contains(out, "node b is cordoned until vip uncordon b") || !strings.Contains(out, "keeps what it holds") {
-		t.Errorf("vip cordon b said:\n%s", out)
+	if !strings.Contains(out, "node b is cordoned until vip uncordon b") || !strings.Contains(out, "keeps what it holds") ||
+		!strings.Contains(out, `replaced the cordon of node b: "first"`) {
+		t.Errorf("vip cordon b over a cordon said:\n%s", out)
 	}
 	fl := fleetNow()
 	if len(fl.Cordons) != 1 || fl.Cordons[0].Node != "b" || fl.Cordons[0].Reason != "kernel upgrade" || fl.Cordons[0].By == "" || fl.Cordons[0].Left != nil {
@@ -75,8 +86,8 @@ func TestCordon(t *testing.T) {
 	}
 	// --force moves there all the same.
 	out, code = vipOn(t, f.client, f.sc, "move", "192.0.2.30", "--to", "b", "--force", "--store", st)
-	if code != 0 {
-		t.Errorf("a forced move to the cordoned b: exit %d:\n%s", code, out)
+	if got := ownerOf(fleetNow(), "192.0.2.30"); code != 0 || got != "b" {
+		t.Errorf("a forced move to the cordoned b: exit %d, 192.0.2.30 on %q, want b:\n%s", code, got, out)
 	}
 
 	// The owner dies: the cordoned standby does not take its address.
@@ -111,18 +122,20 @@ func TestCordon(t *testing.T) {
 		t.Errorf("a second uncordon said:\n%s", out)
 	}
 
-	// --for: the cordon lifts by itself, with no client connected.
-	out = mustVip(t, f.client, f.sc, "cordon", "b", "--for", "3s", "--json", "--store", st)
+	// --for: the cordon lifts by itself, with no client connected: its
+	// key goes with its lease.
+	out = mustVip(t, f.client, f.sc, "cordon", "b", "--for", "5s", "--json", "--store", st)
 	var cr api.CordonResponse
 	if err := json.Unmarshal([]byte(out), &cr); err != nil || cr.Cordon == nil || cr.Cordon.Left == nil || !cr.Live {
-		t.Fatalf("vip cordon --for 3s --json: %v:\n%s", err, out)
+		t.Fatalf("vip cordon --for 5s --json: %v:\n%s", err, out)
 	}
 	if out, code := vipOn(t, f.client, f.sc, "move", "192.0.2.40", "--to", "b", "--store", st); code != 1 || !strings.Contains(out, "left") {
-		t.Errorf("move during the 3 s cordon: exit %d, want 1 with the time left:\n%s", code, out)
+		t.Errorf("move during the 5 s cordon: exit %d, want 1 with the time left:\n%s", code, out)
 	}
+	storeHost := f.l.Host("store")
 	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
-		fl := fleetNow()
-		return len(fl.Cordons) == 0, fmt.Sprintf("the 3 s cordon still holds: %+v", fl.Cordons)
+		out, _ := storeHost.Run(ctxFor(t, 5*time.Second), "etcdctl", "--endpoints", f.etcd.Endpoint(), "get", "--prefix", "--keys-only", "/vip/cordons/")
+		return strings.TrimSpace(out) == "" && len(fleetNow().Cordons) == 0, "the 5 s cordon's key is still in the store: " + out
 	})
 	if out, code := vipOn(t, f.client, f.sc, "move", "192.0.2.40", "--to", "b", "--store", st); code != 0 {
 		t.Errorf("move after the cordon lifted by itself: exit %d:\n%s", code, out)

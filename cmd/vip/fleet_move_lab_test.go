@@ -92,6 +92,37 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 		t.Errorf("probe --expect a after the move: exit %d, want 3 naming node b:\n%s", code, out)
 	}
 
+	// The address remembers its home, a, where it came from; uncordon
+	// --return (a is not cordoned: nothing to lift) takes it back there,
+	// and at home it has none.
+	homeOf := func(addr string) (string, string) {
+		t.Helper()
+		out := mustVip(t, client, sc, "fleet", "--json", "--store", storeURL)
+		var fl api.FleetResponse
+		if err := json.Unmarshal([]byte(out), &fl); err != nil {
+			t.Fatalf("vip fleet --json: %v:\n%s", err, out)
+		}
+		for _, c := range fl.Claims {
+			if c.Addr == addr {
+				return c.Node, c.Home
+			}
+		}
+		return "", ""
+	}
+	if node, home := homeOf("192.0.2.10"); node != "b" || home != "a" {
+		t.Errorf("after the move 192.0.2.10 is on %q with home %q, want on b with home a", node, home)
+	}
+	out, code = vipOn(t, client, sc, "uncordon", "a", "--return", "--store", storeURL)
+	if code != 0 || !strings.Contains(out, "was not cordoned") || !strings.Contains(out, "moved 192.0.2.10 from b to a") {
+		t.Fatalf("uncordon a --return: exit %d, want 0 and 192.0.2.10 moved home:\n%s", code, out)
+	}
+	if node, home := homeOf("192.0.2.10"); node != "a" || home != "" {
+		t.Errorf("back home 192.0.2.10 is on %q with home %q, want on a with none", node, home)
+	}
+	if out, code := vipOn(t, client, sc, "uncordon", "a", "--return", "--store", storeURL); code != 0 || !strings.Contains(out, "no address has node a as its home") {
+		t.Errorf("a second uncordon a --return: exit %d, want 0 and nothing to move:\n%s", code, out)
+	}
+
 	// Drain b back to a.
 	mustVip(t, b, sb, "claim", "192.0.2.20")
 	out, code = vipOn(t, client, sc, "move", "--all", "--from", "b", "--to", "a", "--store", storeURL)

@@ -44,7 +44,11 @@ type Config struct {
 	Responder ResponderConfig
 	// Store, when its URL is set, guards every claim with a lease in the
 	// coordination store (see package fleet).
-	Store   StoreConfig
+	Store StoreConfig
+	// OnStop is what a guarded agent does with its claims when it stops
+	// (SIGINT, SIGTERM): OnStopKeep (the default) or OnStopHandOver. An
+	// agent without a store releases them.
+	OnStop  OnStop
 	Version string
 	Sys     netcheck.System
 	Log     *slog.Logger
@@ -59,6 +63,35 @@ type StoreConfig struct {
 	Node string
 	// TTL is the lease's time to live; zero takes fleet.DefaultTTL.
 	TTL time.Duration
+}
+
+// OnStop says what a guarded agent does with its claims when it stops.
+type OnStop string
+
+const (
+	// OnStopKeep keeps them for a restart: the agent falls silent at
+	// once, leaves its keys in the store under its lease, which it does
+	// not revoke, and its claims in the state file. An agent started
+	// again within the lease's TTL binds the keys to its new lease and
+	// answers again, and no standby takes over; one that does not come
+	// back within it has its addresses taken by their standbys at the
+	// lease's expiry, as after a crash (the others are free then, and
+	// claimed again when it comes back, unless another node claimed
+	// them).
+	OnStopKeep OnStop = "keep"
+	// OnStopHandOver releases every claim and revokes the lease, so that
+	// each standby takes its address at once (before powering a host
+	// off); an address with no standby is free.
+	OnStopHandOver OnStop = "hand-over"
+)
+
+// ParseOnStop reads --on-stop.
+func ParseOnStop(s string) (OnStop, error) {
+	switch o := OnStop(s); o {
+	case OnStopKeep, OnStopHandOver:
+		return o, nil
+	}
+	return "", netcheck.Invalidf("--on-stop %q: give keep (the claims wait in the store for a restart) or hand-over (to the standbys at once)", s)
 }
 
 // idleGrace is how long an autostarted agent that holds nothing waits for
@@ -97,6 +130,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	d.deadline = deadline
 	defer d.stop()
 	if d.cfg.Store.URL != "" {
 		if err := d.joinFleet(ctx, deadline); err != nil {
@@ -129,6 +163,9 @@ type daemon struct {
 	// addresses on the host are vip's; both nil without a store.
 	member *fleet.Member
 	vip    *vipAddrs
+	// deadline is the answer deadline the lease keeps open; nil
+	// without a store.
+	deadline *announce.Deadline
 }
 
 // openState opens the state file and netlink, and reads the claims an
@@ -176,8 +213,13 @@ func (d *daemon) startEngine() (*announce.Deadline, error) {
 }
 
 // stop releases every claim, then gives up the lease, and removes the
-// state file if nothing is held.
+// state file if nothing is held; a guarded agent that keeps its claims
+// (OnStopKeep) falls silent and leaves them instead.
 func (d *daemon) stop() {
+	if d.member != nil && d.cfg.OnStop != OnStopHandOver {
+		d.stopKeeping()
+		return
+	}
 	if err := d.rt.Stop(); err != nil {
 		d.log.Error("release at exit", "err", err)
 	}
@@ -189,6 +231,29 @@ func (d *daemon) stop() {
 	if len(d.rt.Engine.Held()) == 0 {
 		_ = d.book.Remove()
 	}
+}
+
+// stopKeeping stops a guarded agent for a restart (OnStopKeep): nothing
+// leaves from the moment it begins (the answer deadline closes, for the
+// program in the kernel and the sockets alike), the member stops renewing
+// without revoking the lease, and the engine lets every claim go without
+// forgetting it in the state file, removing the addresses it added (the
+// kernel would answer for them with nobody renewing the lease). The keys
+// stay in the store until the lease expires, one TTL after the last
+// renewal at most.
+func (d *daemon) stopKeeping() {
+	_ = d.deadline.Close()
+	d.member.Leave()
+	held := d.rt.Engine.Held()
+	if _, _, err := d.rt.Engine.Suspend(held, "the agent stopped for a restart: the claim waits in the store and the state file"); err != nil {
+		d.log.Error("fall silent at exit", "err", err)
+	}
+	if err := d.rt.Stop(); err != nil {
+		d.log.Error("stop at exit", "err", err)
+	}
+	id, _, _ := d.member.Lease()
+	d.log.Info("agent stopped, keeping its guarded claims for a restart: started again within the lease's TTL it answers again with no standby taking over; after it, standbys take them (vip agent --on-stop hand-over gives them to the standbys at once)",
+		"claims", len(held), "lease", fmt.Sprintf("%x", id), "lease_ttl", d.member.Timing().TTL)
 }
 
 // joinFleet joins the fleet in the store, whose lease keeps deadline open,
@@ -277,7 +342,11 @@ func (d *daemon) serve(ctx context.Context) error {
 		d.cfg.Ready()
 	}
 	err = srv.Serve(serveCtx, ln)
-	d.log.Info("agent stopping: releasing every claim")
+	if d.member != nil && d.cfg.OnStop != OnStopHandOver {
+		d.log.Info("agent stopping: keeping its guarded claims for a restart")
+	} else {
+		d.log.Info("agent stopping: releasing every claim")
+	}
 	return err
 }
 

@@ -32,10 +32,14 @@ type Cordon struct {
 // was none).
 type CordonResponse struct {
 	Cordon *Cordon `json:"cordon,omitempty"`
-	Lifted bool    `json:"lifted,omitempty"`
+	Lifted bool    `json:"lifted"`
+	// Replaced is the cordon vip cordon wrote over, if any.
+	Replaced *Cordon `json:"replaced,omitempty"`
 	// Live says whether the node is alive in the store now: a node may be
 	// cordoned before it comes back.
 	Live bool `json:"live"`
+	// Moves are the moves home of vip uncordon --return.
+	Moves []MoveResult `json:"moves,omitempty"`
 }
 
 // FleetNode is a live agent.
@@ -74,6 +78,9 @@ type FleetClaim struct {
 	State     string    `json:"state"`
 	Standbys  []string  `json:"standbys,omitempty"`
 	MovingTo  string    `json:"moving_to,omitempty"`
+	// Home is the node the address was moved or taken from, while it is
+	// away from it (vip uncordon --return takes it back).
+	Home string `json:"home,omitempty"`
 }
 
 // FleetSkipped is a key that could not be read as a vip record.
@@ -97,6 +104,8 @@ type MoveRequest struct {
 	TrafficWindow Duration `json:"traffic_window,omitempty"`
 	// Force moves to a cordoned node all the same.
 	Force bool `json:"force,omitempty"`
+	// Home, when set, is the home the moved addresses take.
+	Home string `json:"home,omitempty"`
 }
 
 // MoveResponse says how each address's move went.

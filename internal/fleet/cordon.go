@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"net/netip"
+	"time"
 
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
@@ -36,72 +37,101 @@ func (m *Member) cordonLoop(ctx context.Context) {
 
 // setCordon records this node's cordon as the store has it now (nil:
 // none). A cordon that lifts, by uncordon or at its end, has the standbys
-// look at the addresses they stand by for.
+// look again at the addresses they left alone while it held.
 func (m *Member) setCordon(c *store.Cordon) {
-	now := m.clock.Now()
 	m.mu.Lock()
-	was := m.cordoned
-	same := c != nil && m.cordon != nil && c.Rev == m.cordon.Rev
+	tr := m.applyCordonLocked(c)
+	m.mu.Unlock()
+	m.reportCordon(tr)
+}
+
+// cordonTransition is what a change of the cordon did, for reportCordon.
+type cordonTransition struct {
+	c             *store.Cordon
+	now           time.Time
+	was, is, same bool
+}
+
+// applyCordonLocked records c and arms its end. Called with m.mu held.
+func (m *Member) applyCordonLocked(c *store.Cordon) cordonTransition {
+	now := m.clock.Now()
+	tr := cordonTransition{c: c, now: now, was: m.cordoned, same: c != nil && m.cordon != nil && c.Rev == m.cordon.Rev}
 	m.cordon = c
 	if m.cordonEnd != nil {
 		m.cordonEnd.Stop()
 		m.cordonEnd = nil
 	}
-	is := c != nil && c.Active(now)
-	m.cordoned = is
-	if is && !c.Until.IsZero() && !m.closed {
+	tr.is = c != nil && c.Active(now)
+	m.cordoned = tr.is
+	if tr.is && !c.Until.IsZero() && !m.closed {
 		// The key may outlive Until (etcd renews leases in full on a
 		// new leader): the cordon ends at Until all the same.
 		rev := c.Rev
 		m.cordonEnd = m.clock.AfterFunc(c.Until.Sub(now), func() { m.cordonEnded(rev) })
 	}
-	m.mu.Unlock()
+	return tr
+}
+
+// reportCordon says what a change of the cordon did, and has the standbys
+// look again once it lifted.
+func (m *Member) reportCordon(tr cordonTransition) {
 	switch {
-	case is && !was:
-		m.log.Warn("this node is cordoned: it takes no address by move, take-over or standby", "cordon", c.Describe(now))
-		m.notify(event.Cordon, netip.Addr{}, "", c.Describe(now)+": takes no address by move, take-over or standby, and keeps what it holds")
-	case is && !same:
-		m.log.Info("this node's cordon changed", "cordon", c.Describe(now))
-	case was && !is:
+	case tr.is && !tr.was:
+		m.log.Warn("this node is cordoned: it takes no address by move, take-over or standby", "cordon", tr.c.Describe(tr.now))
+		m.notify(event.Cordon, netip.Addr{}, "", tr.c.Describe(tr.now)+": takes no address by move, take-over or standby, and keeps what it holds")
+	case tr.is && !tr.same:
+		m.log.Info("this node's cordon changed", "cordon", tr.c.Describe(tr.now))
+	case tr.was && !tr.is:
 		m.log.Info("this node's cordon lifted")
 		m.notify(event.Cordon, netip.Addr{}, "", "cordon lifted: this node takes addresses again")
 		m.afterUncordon()
 	}
 }
 
-// cordonEnded is called at the end of the cordon last modified at rev.
+// cordonEnded is called at the end of the cordon last modified at rev: if
+// it is still the one recorded, it lifts (checked and applied at once, so
+// that a cordon written meanwhile stays).
 func (m *Member) cordonEnded(rev int64) {
 	m.mu.Lock()
-	c := m.cordon
-	m.mu.Unlock()
-	if c != nil && c.Rev == rev {
-		// Recorded again as it is: no longer active, so it lifts.
-		m.setCordon(c)
+	if m.closed || m.cordon == nil || m.cordon.Rev != rev {
+		m.mu.Unlock()
+		return
 	}
+	tr := m.applyCordonLocked(m.cordon)
+	m.mu.Unlock()
+	m.reportCordon(tr)
 }
 
-// afterUncordon has the standbys look at their addresses once the cordon
-// lifted: one whose owner's lease expired while the node was cordoned is
-// free, and is taken now.
+// afterUncordon has the standbys look again at the addresses they left
+// alone while the node was cordoned, each with the owner whose lease had
+// expired then: one still free is taken now. An address an owner released
+// on purpose, with its lease alive, is not among them, and stays free.
 func (m *Member) afterUncordon() {
 	m.mu.Lock()
 	if m.closed || m.runCtx == nil {
 		m.mu.Unlock()
 		return
 	}
-	addrs := make([]netip.Addr, 0, len(m.standby))
-	for a := range m.standby {
-		addrs = append(addrs, a)
+	type look struct {
+		a    netip.Addr
+		prev store.Claim
 	}
+	var looks []look
+	for a, prev := range m.passedOver {
+		if _, ok := m.standby[a]; ok {
+			looks = append(looks, look{a, prev})
+		}
+	}
+	clear(m.passedOver)
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go func() {
 		defer m.wg.Done()
-		for _, a := range addrs {
+		for _, l := range looks {
 			if m.runCtx.Err() != nil {
 				return
 			}
-			m.gone(a, nil)
+			m.gone(l.a, &l.prev)
 		}
 	}()
 }

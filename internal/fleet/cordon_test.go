@@ -36,6 +36,11 @@ func TestFakeCordon(t *testing.T) {
 			f.standby(b, vip)
 			other := vip.Next()
 			f.claim(b, other)
+			// released is an address a lets go of on purpose while b,
+			// its standby, is cordoned: it stays free after, too.
+			released := other.Next()
+			f.claim(a, released)
+			f.standby(b, released)
 			c := &store.Cordon{Reason: "kernel upgrade", By: "ops@c", Since: f.clock.Now()}
 			if tc.lasts > 0 {
 				c.Until = f.clock.Now().Add(tc.lasts)
@@ -57,6 +62,9 @@ func TestFakeCordon(t *testing.T) {
 				t.Fatal("a refused take-over changed the owner")
 			}
 
+			if _, _, err := a.Release(context.Background(), []netip.Addr{released}); err != nil {
+				t.Fatal(err)
+			}
 			// The owner dies: the cordoned standby does not take over.
 			f.crash("a")
 			aEng.drop([]netip.Addr{vip})
@@ -78,6 +86,10 @@ func TestFakeCordon(t *testing.T) {
 				f.advanceTo(tc.lasts + fakeTiming.Renew)
 			}
 			eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "b did not take the address once its cordon lifted")
+			if c, _, _ := f.s.claim(vip); c.Home != "a" {
+				t.Errorf("taken from the dead a, the address's home is %q, want a", c.Home)
+			}
+			never(t, func() bool { return bEng.holds(released) }, "after the uncordon b took an address its owner had released on purpose")
 			if _, ok := b.Cordon(); ok {
 				t.Error("b still reports its cordon after it lifted")
 			}

@@ -1,6 +1,12 @@
 package fleet
 
-import "github.com/jonboulle/clockwork"
+import (
+	"log/slog"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/vipctl/vip/internal/store"
+)
 
 // Crash stops the member as kill -9 would: no release, no revoke, so its
 // lease runs out in the store.
@@ -10,3 +16,7 @@ func (m *Member) Crash() {
 
 // NewTestMover returns a Mover over l, on clock.
 func NewTestMover(l Ledger, clock clockwork.Clock) *Mover { return &Mover{l: l, clock: clock} }
+
+// NewEtcdLedger returns the Ledger over c, for the tests of its
+// transactions against a real etcd.
+func NewEtcdLedger(c *store.Client) Ledger { return newEtcdLedger(c, slog.New(slog.DiscardHandler)) }

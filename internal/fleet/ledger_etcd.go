@@ -162,7 +162,14 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	if LeaseID(kvs[0].Lease) == lease {
 		return false, nil
 	}
-	// This node's key under another lease: its dead agent's.
+	// This node's key under another lease: its dead (or restarted)
+	// agent's, whose record's home stays.
+	if rec.Home == "" && cur.Home != "" {
+		rec.Home = cur.Home
+		if val, err = claimValue(rec); err != nil {
+			return false, err
+		}
+	}
 	r2, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
 	if err != nil {

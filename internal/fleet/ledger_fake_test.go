@@ -423,6 +423,8 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 		return false, &fleet.HeldError{Addr: rec.Addr, Node: cur.v.Node, Since: cur.v.Since, Self: rec.Node}
 	case cur.lease == lease:
 		return false, nil
+	case rec.Home == "":
+		rec.Home = cur.v.Home // a dead agent's key: its home stays
 	}
 	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: s.bumpLocked()}
 	return true, nil

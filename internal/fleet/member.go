@@ -173,6 +173,9 @@ type Member struct {
 	cordon    *store.Cordon
 	cordoned  bool
 	cordonEnd clockwork.Timer
+	// passedOver are the addresses this node stood by for and left alone
+	// while cordoned, with the owner whose lease expired.
+	passedOver map[netip.Addr]store.Claim
 	// incoming are the moves to this node whose owner has not let go;
 	// polling, those whose record is read again soon (pollIncoming).
 	incoming map[netip.Addr]MoveRecord
@@ -236,7 +239,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
 		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
-		goneWatch: map[netip.Addr]context.CancelFunc{},
+		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
 	prev, err := m.register(ctx)
@@ -467,6 +470,17 @@ func (m *Member) Close() {
 	m.halt()
 	m.l.Close()
 	m.revokeLease()
+}
+
+// Leave stops renewing and watching without revoking the lease, for an
+// agent that stops to be started again (agent.OnStopKeep): the lease and
+// every key bound to it (claims, standbys, registration) stay until the
+// lease expires, one TTL after the last renewal, and an agent of this node
+// started again on this host before then takes them over. The agent has
+// closed the answer deadline first, so nothing answers meanwhile.
+func (m *Member) Leave() {
+	m.halt()
+	m.l.Close()
 }
 
 // halt stops the member's goroutines and waits for them.

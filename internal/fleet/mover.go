@@ -55,7 +55,9 @@ type pendingMove struct {
 	claimRev int64
 	// cordonRev is the modification revision of the target's cordon the
 	// move was planned on (0: none), which asking compares too.
-	cordonRev     int64
+	cordonRev int64
+	// home is the home the target records (Move.Home).
+	home          string
 	ownerReleased bool
 	claimGone     bool
 	end           bool
@@ -217,7 +219,7 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 			rec := store.Move{
 				Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
 				ID: strconv.FormatInt(int64(lease), 16), Asked: mv.clock.Now().UTC(), Options: m.opts,
-				TrafficWindow: store.Duration(m.window),
+				TrafficWindow: store.Duration(m.window), Home: m.home,
 			}
 			m.res.Asked = mv.clock.Now()
 			asked, err := mv.l.Ask(ctx, lease, rec, m.claimRev, m.cordonRev)

@@ -18,7 +18,7 @@ const MaxTrafficWindow = time.Minute
 // mover takes it. An error wraps netcheck.ErrInvalid and names the fix.
 func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
 	out := store.MoveRequest{All: r.All, From: r.From, To: r.To, Interface: r.Interface,
-		Timeout: time.Duration(r.Timeout), TrafficWindow: time.Duration(r.TrafficWindow), Force: r.Force}
+		Timeout: time.Duration(r.Timeout), TrafficWindow: time.Duration(r.TrafficWindow), Force: r.Force, Home: r.Home}
 	switch {
 	case r.To == "":
 		return out, netcheck.Invalidf("name the node to move to with --to NODE, like: vip move 192.0.2.10 --to b")
@@ -33,7 +33,7 @@ func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
 	case out.TrafficWindow < 0 || out.TrafficWindow > MaxTrafficWindow:
 		return out, netcheck.Invalidf("--traffic-window %s must be from 0 (do not count) to %s", out.TrafficWindow, "1m")
 	}
-	for _, n := range []string{r.To, r.From} {
+	for _, n := range []string{r.To, r.From, r.Home} {
 		if n == "" {
 			continue
 		}

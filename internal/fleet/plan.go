@@ -72,6 +72,7 @@ func planMoves(v store.View, req store.MoveRequest, now time.Time) ([]*pendingMo
 				continue
 			}
 		}
+		m.home = homeAfter(cur, held, req)
 		if held {
 			m.res.From = cur.Claim.Node
 			m.claimRev = cur.CreateRev
@@ -104,6 +105,25 @@ func planMoves(v store.View, req store.MoveRequest, now time.Time) ([]*pendingMo
 		return nil, fmt.Errorf("%w: %w", store.ErrRefused, errors.Join(errs...))
 	}
 	return out, nil
+}
+
+// homeAfter is the home an address has once moved as req asks: the one
+// asked for, else the one it has, else the node it is taken from; none
+// when that is the target (the address is back home) or nobody held it.
+func homeAfter(cur store.ClaimView, held bool, req store.MoveRequest) string {
+	home := req.Home
+	switch {
+	case home != "":
+	case !held:
+	case cur.Claim.Home != "":
+		home = cur.Claim.Home
+	default:
+		home = cur.Claim.Node
+	}
+	if home == req.To {
+		return ""
+	}
+	return home
 }
 
 // pickInterface chooses the target's interface for a: the one asked for,

@@ -101,6 +101,30 @@ func TestPlanMoves(t *testing.T) {
 			t.Errorf("from the cordoned node: %v", err)
 		}
 	})
+	t.Run("homes", func(t *testing.T) {
+		away := store.ClaimView{Claim: store.Claim{Addr: a, Node: "b", Home: "a"}}
+		for _, tc := range []struct {
+			name string
+			cur  store.ClaimView
+			held bool
+			req  store.MoveRequest
+			want string
+		}{
+			{"first move: the node it leaves", v.Claims[1], true, store.MoveRequest{To: "b"}, "a"},
+			{"moved on: it keeps its home", away, true, store.MoveRequest{To: "c"}, "a"},
+			{"back home: none", away, true, store.MoveRequest{To: "a"}, ""},
+			{"asked for", v.Claims[1], true, store.MoveRequest{To: "b", Home: "c"}, "c"},
+			{"nobody held it: none", store.ClaimView{}, false, store.MoveRequest{To: "b"}, ""},
+		} {
+			if got := homeAfter(tc.cur, tc.held, tc.req); got != tc.want {
+				t.Errorf("%s: home %q, want %q", tc.name, got, tc.want)
+			}
+		}
+		ms, err := planMoves(v, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}, planNow)
+		if err != nil || ms[0].home != "a" {
+			t.Errorf("planned: %+v, %v; want home a", ms, err)
+		}
+	})
 	t.Run("a move under way", func(t *testing.T) {
 		busy := fleetOf(nodes, store.ClaimView{Claim: store.Claim{Addr: a, Node: "a"}, Move: &store.Move{To: "b"}})
 		if _, err := planMoves(busy, store.MoveRequest{Addrs: []netip.Addr{a}, To: "b"}, planNow); !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "already under way") {

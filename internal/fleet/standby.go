@@ -152,32 +152,14 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Cl
 			}
 		}
 	}
-	// A cordoned node takes nothing: the cordon is read now, and the
-	// take compares it, so that one written since refuses it too.
-	c, _, err := m.l.Cordon(ctx, m.cfg.Node)
-	if err != nil {
-		m.log.Warn("read this node's cordon: not taking over", "addr", a, "err", err)
-		return
+	// Taken from a dead owner, the address keeps its home, or makes the
+	// owner its home: vip uncordon --return takes it back there.
+	home := owner.Home
+	if home == "" {
+		home = owner.Node
 	}
-	cordonRev := int64(0)
-	if c != nil {
-		if now := m.clock.Now(); c.Active(now) {
-			m.setCordon(c)
-			m.log.Warn("a standby for an address whose owner's lease expired does not take it: this node is cordoned", "addr", a, "cordon", c.Describe(now))
-			m.notify(event.Standby, a, s.Interface, fmt.Sprintf("not taken: the lease of its owner %s expired, but %s", owner.Node, c.Describe(now)))
-			return
-		}
-		cordonRev = c.Rev
-	}
-	m.leaseOps.RLock()
-	defer m.leaseOps.RUnlock()
-	took, _, err := m.takeKey(ctx, a, s.Interface, s.Options, 0, cordonRev)
+	took, err := m.takeUncordoned(ctx, a, s, owner, prev, home)
 	if err != nil || !took {
-		m.log.Debug("another took the address first", "addr", a, "err", err)
-		return
-	}
-	if err := m.claimTaken(ctx, a, s.Interface, s.Options); err != nil {
-		m.log.Error("take over as a standby", "addr", a, "err", err)
 		return
 	}
 	// The owner now, it stands by no more: the fleet lists the others.
@@ -187,4 +169,70 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Cl
 	msg := fmt.Sprintf("took the address as a standby: the lease of its owner %s expired", owner.Node)
 	m.log.Warn("standby took over", "addr", a, "interface", s.Interface, "from", owner.Node)
 	m.notify(event.Standby, a, s.Interface, msg)
+}
+
+// maxCordonLooks bounds how often a standby reads its cordon again when
+// the cordon changed between its read and its take.
+const maxCordonLooks = 3
+
+// takeUncordoned takes a's key as a standby, and claims the address, unless
+// this node is cordoned: the cordon is read now, and the take compares it,
+// so that one written since refuses it too; one that changed meanwhile is
+// read again. An address left alone for a cordon is kept (passedOver) for
+// when it lifts. It says whether it took the address. Called with a locked.
+func (m *Member) takeUncordoned(ctx context.Context, a netip.Addr, s store.Standby, owner store.Claim, prev *store.Claim, home string) (bool, error) {
+	for range maxCordonLooks {
+		c, _, err := m.l.Cordon(ctx, m.cfg.Node)
+		if err != nil {
+			m.log.Warn("read this node's cordon: not taking over", "addr", a, "err", err)
+			return false, err
+		}
+		cordonRev := int64(0)
+		if c != nil {
+			if now := m.clock.Now(); c.Active(now) {
+				if prev != nil {
+					// Kept for when the cordon lifts: the owner
+					// it was taken from becomes its home.
+					m.mu.Lock()
+					m.passedOver[a] = *prev
+					m.mu.Unlock()
+				}
+				m.log.Warn("a standby for an address whose owner's lease expired does not take it: this node is cordoned", "addr", a, "cordon", c.Describe(now))
+				m.notify(event.Standby, a, s.Interface, fmt.Sprintf("not taken: the lease of its owner %s expired, but %s", owner.Node, c.Describe(now)))
+				return false, nil
+			}
+			cordonRev = c.Rev
+		}
+		took, again, err := m.takeAsStandbyOnce(ctx, a, s, cordonRev, home)
+		if err != nil || took || !again {
+			return took, err
+		}
+	}
+	return false, nil
+}
+
+// takeAsStandbyOnce takes a's key if it is free and the cordon is the one
+// at cordonRev, and claims the address. again says the take was refused
+// with the key still free: the cordon changed since it was read.
+func (m *Member) takeAsStandbyOnce(ctx context.Context, a netip.Addr, s store.Standby, cordonRev int64, home string) (took, again bool, err error) {
+	m.leaseOps.RLock()
+	defer m.leaseOps.RUnlock()
+	took, _, err = m.takeKey(ctx, a, taking{ifname: s.Interface, opts: s.Options, cordonRev: cordonRev, home: home})
+	if err != nil {
+		m.log.Debug("take an address as a standby", "addr", a, "err", err)
+		return false, false, err
+	}
+	if !took {
+		c, _, err := m.l.Cordon(ctx, m.cfg.Node)
+		changed := err == nil && (c == nil && cordonRev != 0 || c != nil && c.Rev != cordonRev)
+		if !changed {
+			m.log.Debug("another took the address first", "addr", a)
+		}
+		return false, changed, nil
+	}
+	if err := m.claimTaken(ctx, a, s.Interface, s.Options); err != nil {
+		m.log.Error("take over as a standby", "addr", a, "err", err)
+		return false, false, err
+	}
+	return true, false, nil
 }

@@ -231,7 +231,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// batch: the move was taken already.
 		return
 	}
-	took, rev, err := m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, crev, -1)
+	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cordonRev: -1, home: mv.Home})
 	givenUp := false
 	if err == nil && !took {
 		givenUp, err = m.moveGone(ctx, mv.Addr, crev)
@@ -241,7 +241,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// an address its owner let go is taken here all the same, as
 		// the operator asked, if no move and no claim of it came since;
 		// one its owner kept stays there.
-		took, rev, err = m.takeKey(ctx, mv.Addr, mv.Interface, mv.Options, 0, -1)
+		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cordonRev: -1, home: mv.Home})
 		if err == nil && !took {
 			m.forgetIncoming(mv.Addr)
 			m.log.Info("a move here gave up while its owner held the address: not taken", "addr", mv.Addr)

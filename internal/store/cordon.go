@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -16,13 +17,13 @@ const MaxCordonFor = 366 * 24 * time.Hour
 // lasts, the record lives under a lease of its own that ends then (Until
 // says so in the record too), so that the cordon lifts itself with nobody
 // connected; without, it stays until DeleteCordon. It returns the record
-// as written.
-func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration) (Cordon, error) {
+// as written, and the one it replaced, if any.
+func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration) (written Cordon, replaced *Cordon, err error) {
 	if err := CheckNode(rec.Node); err != nil {
-		return Cordon{}, err
+		return Cordon{}, nil, err
 	}
 	if lasts < 0 || lasts > MaxCordonFor {
-		return Cordon{}, fmt.Errorf("a cordon lasts from 1s to %v, or until uncordoned", MaxCordonFor)
+		return Cordon{}, nil, fmt.Errorf("a cordon lasts from 1s to %v, or until uncordoned", MaxCordonFor)
 	}
 	var opts []clientv3.OpOption
 	if lasts > 0 {
@@ -33,22 +34,31 @@ func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration)
 		g, err := c.Grant(rctx, secs)
 		cancel()
 		if err != nil {
-			return Cordon{}, c.Explain(err)
+			return Cordon{}, nil, c.Explain(err)
 		}
 		opts = append(opts, clientv3.WithLease(g.ID))
 	}
 	val, err := Encode(rec)
 	if err != nil {
-		return Cordon{}, err
+		return Cordon{}, nil, err
 	}
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.Put(rctx, c.Keys.Cordon(rec.Node), string(val), opts...)
+	key := c.Keys.Cordon(rec.Node)
+	resp, err := c.Put(rctx, key, string(val), append(opts, clientv3.WithPrevKV())...)
 	if err != nil {
-		return Cordon{}, c.Explain(err)
+		return Cordon{}, nil, c.Explain(err)
 	}
 	rec.Rev = resp.Header.Revision
-	return rec, nil
+	if kv := resp.PrevKv; kv != nil {
+		old, err := Decode[Cordon](key, kv.Value)
+		if err != nil {
+			old = Cordon{Reason: "a cordon record vip cannot read"}
+		}
+		old.Node, old.Rev = rec.Node, kv.ModRevision
+		replaced = &old
+	}
+	return rec, replaced, nil
 }
 
 // DeleteCordon lifts node's cordon and returns it; ok is false when there
@@ -73,27 +83,6 @@ func (c *Client) DeleteCordon(ctx context.Context, node string) (rec Cordon, ok 
 	return rec, true, nil
 }
 
-// CordonOf reads node's cordon: ok is false when there is none. The
-// record may have passed its Until (Cordon.Active).
-func (c *Client) CordonOf(ctx context.Context, node string) (rec Cordon, ok bool, err error) {
-	key := c.Keys.Cordon(node)
-	rctx, cancel := c.ctx(ctx)
-	defer cancel()
-	resp, err := c.Get(rctx, key)
-	if err != nil {
-		return Cordon{}, false, c.Explain(err)
-	}
-	if len(resp.Kvs) == 0 {
-		return Cordon{}, false, nil
-	}
-	rec, err = Decode[Cordon](key, resp.Kvs[0].Value)
-	if err != nil {
-		return Cordon{}, false, err
-	}
-	rec.Node, rec.Rev = node, resp.Kvs[0].ModRevision
-	return rec, true, nil
-}
-
 // Live says whether node is alive in the store: its registration is there.
 func (c *Client) Live(ctx context.Context, node string) (bool, error) {
 	rctx, cancel := c.ctx(ctx)
@@ -103,4 +92,15 @@ func (c *Client) Live(ctx context.Context, node string) (bool, error) {
 		return false, c.Explain(err)
 	}
 	return resp.Count > 0, nil
+}
+
+// Nodes names the live nodes, in order.
+func (c *Client) Nodes(ctx context.Context) ([]string, error) {
+	var names []string
+	_, err := c.Range(ctx, c.Keys.Nodes(), func(kv *mvccpb.KeyValue) {
+		if p, err := c.Keys.Parse(string(kv.Key)); err == nil && p.Kind == KindNode {
+			names = append(names, p.Node)
+		}
+	})
+	return names, err
 }

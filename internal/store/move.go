@@ -33,6 +33,10 @@ type MoveRequest struct {
 	TrafficWindow time.Duration
 	// Force moves to a cordoned node all the same.
 	Force bool
+	// Home, when set, is the home the addresses take (Claim.Home);
+	// otherwise a moved address keeps its home, or makes the node it
+	// leaves its home if it has none.
+	Home string
 }
 
 // MoveResult is how one address's move went, in the mover's own clock

@@ -77,6 +77,10 @@ type Claim struct {
 	// Options are the claim's settings as the owning agent encodes them,
 	// so that a move or a standby takes the address with the same ones.
 	Options json.RawMessage `json:"options,omitempty"`
+	// Home is the node the address was moved or taken from, where it
+	// lives when it is at home (vip uncordon --return takes it back);
+	// empty while it is there, or was never moved.
+	Home string `json:"home,omitempty"`
 	// Lease is the owner's lease, read from the key.
 	Lease int64 `json:"lease,omitempty"`
 }
@@ -113,6 +117,9 @@ type Move struct {
 	// write it in Traffic before it deletes the record.
 	TrafficWindow Duration `json:"traffic_window,omitempty"`
 	Traffic       *Traffic `json:"traffic,omitempty"`
+	// Home is what the target records as the address's home (see
+	// Claim.Home): empty when To is its home.
+	Home string `json:"home,omitempty"`
 }
 
 // Traffic is what arrived for an address at its new owner in the window

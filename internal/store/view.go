@@ -177,8 +177,10 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 	case KindCordon:
 		c, err := Decode[Cordon](key, value)
 		if err != nil {
+			// A cordon all the same, as its agent takes it: a node is
+			// kept out when in doubt, and a move compares its revision.
 			b.skip(key, err)
-			return
+			c = Cordon{Reason: "a cordon record vip cannot read (" + err.Error() + ")"}
 		}
 		c.Node, c.Rev = p.Node, kv.ModRevision
 		b.v.Cordons = append(b.v.Cordons, c)
