@@ -44,9 +44,12 @@ type claimOptions struct {
 	ProbeEvery   time.Duration
 	Standby      bool
 	TakeOver     bool
-	Capture      captureOptions
-	Responder    responderOptions
-	Metrics      metricsOptions
+	// Force, with TakeOver, takes the addresses to this node even while
+	// it is cordoned.
+	Force     bool
+	Capture   captureOptions
+	Responder responderOptions
+	Metrics   metricsOptions
 	// given holds the burst and probe flags the user gave (shapeFlags):
 	// the request carries those alone, so that the agent decides every
 	// default, and an explicit --window 0 (a single round) or
@@ -139,6 +142,7 @@ address when its owner's lease expires (dead or cut off from the store).`,
 	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
 	f.BoolVar(&o.Standby, "standby", false, "stand by for the addresses: take them when their owner's lease expires (an agent with --store)")
 	f.BoolVar(&o.TakeOver, "take-over", false, "move the addresses here from the node that holds them, once it has stopped answering (an agent with --store)")
+	f.BoolVar(&o.Force, "force", false, "with --take-over: take the addresses here even while this node is cordoned (vip cordon)")
 	o.Capture.addFlags(c, " (--foreground)")
 	o.Responder.addFlags(c, " (--foreground)")
 	o.Metrics.addFlags(c, " (--foreground)")
@@ -165,6 +169,9 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 	if o.Standby && o.TakeOver {
 		return api.ClaimRequest{}, badInput("--standby waits for the owner to go, --take-over moves the addresses here now: give one of them")
 	}
+	if o.Force && !o.TakeOver {
+		return api.ClaimRequest{}, badInput("--force goes with --take-over, to take addresses to a cordoned node: give both, or neither")
+	}
 	r := api.ClaimRequest{
 		Addrs:      addrs,
 		Interface:  o.Interface,
@@ -172,6 +179,7 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 		OnConflict: o.OnConflict,
 		Standby:    o.Standby,
 		TakeOver:   o.TakeOver,
+		Force:      o.Force,
 	}
 	given := func(name string, v time.Duration) *api.Duration {
 		if !o.given[name] {

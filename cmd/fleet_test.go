@@ -126,6 +126,7 @@ func TestStoreFlagsRefused(t *testing.T) {
 		{"fleet, bad store", "", []string{"fleet", "--store", "etcd://"}, "is not etcd://HOST:PORT"},
 		{"move without --to", st, []string{"move", "192.0.2.10"}, "--to NODE"},
 		{"fleet with an argument", st, []string{"fleet", "a"}, "unknown command"},
+		{"claim --force without --take-over", st, []string{"claim", "192.0.2.10", "--force"}, "--force goes with --take-over"},
 		{"agent, a stop that is neither", st, []string{"agent", "--on-stop", "release"}, "--on-stop \"release\": give keep"},
 		{"probe expecting a node without a store", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "b"}, "names a node, which vip looks up in the store"},
 		{"probe expecting a long MAC", "", []string{"probe", "192.0.2.10", "-i", "eth0", "--expect", "02:00:5e:10:00:00:00:01"}, "not an Ethernet MAC"},

@@ -162,21 +162,37 @@ func (m *Model) fleetTitle(shown int) string {
 	return title
 }
 
+// homeMinWidth is the narrowest pane with a HOME column.
+const homeMinWidth = 100
+
 func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
-	const nodeW, movingW = 10, 10
+	const nodeW, movingW, homeW = 10, 10, 8
+	// HOME (where an address away lives at home) only where it fits
+	// beside a whole address.
+	withHome := w >= homeMinWidth
 	standbyW := max(12, w/6)
 	fixed := markW + nodeW + ifaceW + stateW + standbyW + movingW
+	if withHome {
+		fixed += homeW + 1
+	}
 	addrW := min(max(w-fixed-7, minAddrW), maxAddrW)
 	cols := []table.Column{
 		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "NODE", Width: nodeW},
 		{Title: "INTERFACE", Width: ifaceW}, {Title: "STATE", Width: stateW},
 		{Title: "STANDBYS", Width: standbyW}, {Title: "MOVING TO", Width: movingW},
 	}
+	if withHome {
+		cols = append(cols, table.Column{Title: "HOME", Width: homeW})
+	}
 	rows := make([]table.Row, 0, len(m.fleet.Claims))
 	keys := make([]string, 0, len(m.fleet.Claims))
 	for _, c := range m.fleet.Claims {
-		rows = append(rows, table.Row{"", c.Addr, dash(c.Node), dash(c.Interface), c.State,
-			dash(strings.Join(c.Standbys, ",")), dash(c.MovingTo)})
+		row := table.Row{"", c.Addr, dash(c.Node), dash(c.Interface), c.State,
+			dash(strings.Join(c.Standbys, ",")), dash(c.MovingTo)}
+		if withHome {
+			row = append(row, dash(c.Home))
+		}
+		rows = append(rows, row)
 		keys = append(keys, c.Addr)
 	}
 	return cols, rows, keys

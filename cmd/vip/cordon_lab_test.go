@@ -40,7 +40,7 @@ func TestCordon(t *testing.T) {
 		}
 		return ""
 	}
-	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10", "192.0.2.50")
 	mustVip(t, f.b, f.sb, "claim", "192.0.2.20")
 
 	// A name no node has is a typo until --force says otherwise.
@@ -88,6 +88,10 @@ func TestCordon(t *testing.T) {
 	out, code = vipOn(t, f.client, f.sc, "move", "192.0.2.30", "--to", "b", "--force", "--store", st)
 	if got := ownerOf(fleetNow(), "192.0.2.30"); code != 0 || got != "b" {
 		t.Errorf("a forced move to the cordoned b: exit %d, 192.0.2.30 on %q, want b:\n%s", code, got, out)
+	}
+
+	if out, code := vipOn(t, f.b, f.sb, "claim", "192.0.2.50", "--take-over", "--force"); code != 0 || ownerOf(fleetNow(), "192.0.2.50") != "b" {
+		t.Errorf("a forced take-over on the cordoned b: exit %d, want 0 and 192.0.2.50 on b:\n%s", code, out)
 	}
 
 	// The owner dies: the cordoned standby does not take its address.

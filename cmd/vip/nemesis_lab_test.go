@@ -377,8 +377,12 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 		wake := freezeAgent(t, n.agents[target])
 		time.Sleep(s.Hold)
 		wake()
-	case nemesis.Kill:
-		n.agents[target].Kill(t)
+	case nemesis.Kill, nemesis.Term:
+		if s.Kind == nemesis.Kill {
+			n.agents[target].Kill(t)
+		} else if code := n.agents[target].Stop(t); code != 0 {
+			stepErr = fmt.Errorf("the agent of %s exited %d on SIGTERM", target, code)
+		}
 		// Restarted only once a standby holds both addresses.
 		err := waitFor(settleTimeout, func() (bool, string) {
 			for _, v := range n.vips {
@@ -389,9 +393,14 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 			return true, ""
 		})
 		n.startAgent(t, target)
-		stepErr = err
+		stepErr = errors.Join(stepErr, err)
 	case nemesis.KillRestart:
 		n.agents[target].Kill(t)
+		n.startAgent(t, target)
+	case nemesis.TermRestart:
+		if code := n.agents[target].Stop(t); code != 0 {
+			stepErr = fmt.Errorf("the agent of %s exited %d on SIGTERM", target, code)
+		}
 		n.startAgent(t, target)
 	case nemesis.CutStore:
 		var peers []netip.Addr

@@ -61,7 +61,9 @@ type Watcher interface {
 // its claims are guarded by one (fleet.Member).
 type Fleet interface {
 	Standby(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
-	TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
+	// TakeOver moves the addresses here; force moves them even while
+	// this node is cordoned.
+	TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions, force bool) ([]announce.Status, error)
 	Fleet(ctx context.Context) (store.View, error)
 	Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error)
 	// Notes says what the store says of claims that need it.
@@ -314,13 +316,18 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 	case req.Standby && req.TakeOver:
 		writeError(w, http.StatusBadRequest, api.CodeBadInput, "a claim is --standby or --take-over, not both")
 		return
+	case req.Force && !req.TakeOver:
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, "--force goes with --take-over (to take addresses to a cordoned node): give both, or neither")
+		return
 	case (req.Standby || req.TakeOver) && s.cfg.Fleet == nil:
 		writeError(w, http.StatusConflict, api.CodeNoStore, "--standby and --take-over need an agent guarded by a store: start it with --store etcd://HOST:PORT (or $VIP_STORE)")
 		return
 	case req.Standby:
 		claim = s.cfg.Fleet.Standby
 	case req.TakeOver:
-		claim = s.cfg.Fleet.TakeOver
+		claim = func(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error) {
+			return s.cfg.Fleet.TakeOver(ctx, reqs, opts, req.Force)
+		}
 	}
 	st, err := claim(r.Context(), plan.Requests, plan.Options)
 	var refused *announce.RefusedError

@@ -71,6 +71,9 @@ type ClaimRequest struct {
 	// holds them. At most one of the two.
 	Standby  bool `json:"standby,omitempty"`
 	TakeOver bool `json:"take_over,omitempty"`
+	// Force, with TakeOver, moves them here even while this node is
+	// cordoned (vip cordon).
+	Force bool `json:"force,omitempty"`
 }
 
 // ClaimResponse lists the claims as they are once live, and the addresses

@@ -538,7 +538,8 @@ func (m *Member) notify(kind event.Kind, a netip.Addr, ifname, msg string) {
 
 // TakeOver moves addresses to this node: a move from whoever holds each
 // (which waits for a dead owner's lease), a claim of those nobody holds.
-func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error) {
+// A cordoned node refuses, unless force.
+func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions, force bool) ([]announce.Status, error) {
 	if since, fenced := m.isFenced(); fenced {
 		return nil, fencedError(since)
 	}
@@ -554,7 +555,7 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 	}
 	var refused []announce.Refusal
 	for ifname, addrs := range byIface {
-		res, err := m.mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw})
+		res, err := m.mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw, Force: force})
 		if err != nil {
 			return nil, err
 		}

@@ -54,7 +54,7 @@ func TestFakeCordon(t *testing.T) {
 
 			// A take-over to the cordoned node is refused, naming the
 			// cordon; nothing changes.
-			_, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{})
+			_, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}, false)
 			if !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "node b is cordoned") || !strings.Contains(err.Error(), `"kernel upgrade"`) {
 				t.Fatalf("take-over on a cordoned node: %v, want a refusal naming the cordon", err)
 			}

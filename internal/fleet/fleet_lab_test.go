@@ -457,7 +457,7 @@ func TestTakeOverIsAMoveHere(t *testing.T) {
 	free := netip.MustParseAddr("198.51.100.20")
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	st, err := b.TakeOver(ctx, []announce.Request{{Addr: vip, Interface: "eth0"}, {Addr: free, Interface: "eth0"}}, announce.ClaimOptions{})
+	st, err := b.TakeOver(ctx, []announce.Request{{Addr: vip, Interface: "eth0"}, {Addr: free, Interface: "eth0"}}, announce.ClaimOptions{}, false)
 	if err != nil || len(st) != 2 {
 		t.Fatalf("take over on b: %+v, %v", st, err)
 	}

@@ -457,7 +457,7 @@ func TestFakeMoves(t *testing.T) {
 			}
 			done := make(chan result, 1)
 			go func() {
-				st, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{})
+				st, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}, false)
 				done <- result{st, err}
 			}()
 			if tc.cutOwner {

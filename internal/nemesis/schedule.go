@@ -37,6 +37,13 @@ const (
 	// StoreDown stops every etcd member for longer than the TTL, then
 	// starts them again on their data.
 	StoreDown
+	// TermRestart stops the owner's agent with SIGTERM (as systemctl
+	// restart does; a guarded agent keeps its claims for a restart) and
+	// starts it again at once.
+	TermRestart
+	// Term stops it with SIGTERM and starts it again only once a standby
+	// holds its addresses, past its lease.
+	Term
 	// Move is `vip move ADDR... --to NODE` to a node that does not own it.
 	Move
 	// TakeOver is `vip claim ADDR... --take-over` on a node that does not
@@ -49,7 +56,7 @@ const (
 
 // Faults lists the faults, Actions the operator's actions.
 var (
-	faults  = []Kind{FreezeShort, FreezeLong, Kill, KillRestart, CutStore, CutClient, CutAll, LeaderKill, StoreDown}
+	faults  = []Kind{FreezeShort, FreezeLong, Kill, KillRestart, CutStore, CutClient, CutAll, LeaderKill, StoreDown, TermRestart, Term}
 	actions = []Kind{Move, TakeOver, ReleaseClaim}
 )
 
@@ -86,6 +93,10 @@ func (k Kind) String() string {
 		return "etcd leader killed"
 	case StoreDown:
 		return "all of etcd down > TTL"
+	case TermRestart:
+		return "SIGTERM, restart at once"
+	case Term:
+		return "SIGTERM, restart later"
 	case Move:
 		return "vip move"
 	case TakeOver:
@@ -176,7 +187,7 @@ func hold(r *rand.Rand, k Kind, ttl time.Duration) time.Duration {
 	case LeaderKill:
 		return between(r, time.Second, ttl)
 	}
-	// Kill waits for the standby; the actions take what they take.
+	// Kill and Term wait for the standby; the actions take what they take.
 	return 0
 }
 
@@ -184,7 +195,7 @@ func hold(r *rand.Rand, k Kind, ttl time.Duration) time.Duration {
 var names = map[string]Kind{
 	"freeze-short": FreezeShort, "freeze-long": FreezeLong, "kill": Kill, "kill-restart": KillRestart,
 	"cut-store": CutStore, "cut-client": CutClient, "cut-all": CutAll, "leader-kill": LeaderKill,
-	"store-down": StoreDown, "move": Move, "take-over": TakeOver, "release-claim": ReleaseClaim,
+	"store-down": StoreDown, "term-restart": TermRestart, "term": Term, "move": Move, "take-over": TakeOver, "release-claim": ReleaseClaim,
 }
 
 // ParseKinds reads a comma-separated list of short names, such as
