@@ -121,6 +121,25 @@ func (p *Proc) Stop(t TB) int {
 	return p.stop(t, syscall.SIGTERM)
 }
 
+// StopOrKill sends SIGTERM and, if the program is still there after
+// grace, SIGKILL, for a program whose slow shutdown is not what the test
+// is about (it says so in the log, and the test goes on); it returns the
+// exit code.
+func (p *Proc) StopOrKill(t TB, grace time.Duration) int {
+	t.Helper()
+	if !p.exited() {
+		p.signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(grace):
+			t.Logf("%s still running %v after SIGTERM: killed", p.name, grace)
+			p.signal(syscall.SIGKILL)
+			<-p.done
+		}
+	}
+	return p.exitCode(t)
+}
+
 // Kill sends SIGKILL to the program's process group, as a crash or `kill -9`
 // would end it, waits for it to exit and returns its exit code (-1).
 func (p *Proc) Kill(t TB) int {
