@@ -126,14 +126,12 @@ func Run(ctx context.Context, cfg Config) error {
 	if d.cfg.Clean {
 		return clean(ctx, d.book, d.assigner, d.recorded, d.log)
 	}
-	deadline, err := d.startEngine()
-	if err != nil {
+	if err := d.startEngine(); err != nil {
 		return err
 	}
-	d.deadline = deadline
 	defer d.stop()
 	if d.cfg.Store.URL != "" {
-		if err := d.joinFleet(ctx, deadline); err != nil {
+		if err := d.joinFleet(ctx); err != nil {
 			return err
 		}
 	}
@@ -185,31 +183,30 @@ func (d *daemon) openState(ctx context.Context) error {
 	return nil
 }
 
-// startEngine starts the engine and the sniffer. With a store, it returns
-// the deadline the lease keeps open.
-func (d *daemon) startEngine() (*announce.Deadline, error) {
+// startEngine starts the engine and the sniffer. With a store, it makes
+// the deadline the lease keeps open (d.deadline).
+func (d *daemon) startEngine() error {
 	ecfg := announce.EngineConfig{
 		Burst:    announce.SchedulerConfig{Rate: d.cfg.Rate},
 		Book:     d.book,
 		Assigner: d.assigner,
 		Log:      d.log,
 	}
-	var deadline *announce.Deadline
 	if d.cfg.Store.URL != "" {
 		// Closed until the store grants the lease (fleet.Join): nothing
 		// is sent for a guarded claim before.
-		deadline = announce.NewDeadline(nil)
-		d.cfg.Responder.Deadline = deadline
+		d.deadline = announce.NewDeadline(nil)
+		d.cfg.Responder.Deadline = d.deadline
 		d.vip = newVIPAddrs(d.recorded)
 		ecfg.Assigner = d.vip.assigner(d.assigner)
 	}
 	d.cfg.Responder.Configure(&ecfg)
 	rt, err := Start(ecfg, SnifferConfig{Filter: d.cfg.Filter, WatchAll: d.cfg.WatchAll}, d.log)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	d.rt = rt
-	return deadline, nil
+	return nil
 }
 
 // stop releases every claim, then gives up the lease, and removes the
@@ -256,11 +253,11 @@ func (d *daemon) stopKeeping() {
 		"claims", len(held), "lease", fmt.Sprintf("%x", id), "lease_ttl", d.member.Timing().TTL)
 }
 
-// joinFleet joins the fleet in the store, whose lease keeps deadline open,
+// joinFleet joins the fleet in the store, whose lease keeps d.deadline open,
 // and has the registration follow the host's interfaces and addresses.
-func (d *daemon) joinFleet(ctx context.Context, deadline *announce.Deadline) error {
+func (d *daemon) joinFleet(ctx context.Context) error {
 	var err error
-	if d.member, err = joinFleet(ctx, d.cfg, d.rt.Engine, d.book, d.vip, deadline, d.log); err != nil {
+	if d.member, err = joinFleet(ctx, d.cfg, d.rt.Engine, d.book, d.vip, d.deadline, d.log); err != nil {
 		return err
 	}
 	// From here the registration follows the host's interfaces and

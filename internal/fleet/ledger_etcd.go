@@ -270,18 +270,8 @@ func (l *etcdLedger) Cordon(ctx context.Context, node string) (*store.Cordon, in
 	if len(resp.Kvs) == 0 {
 		return nil, resp.Header.Revision, nil
 	}
-	return decodeCordon(node, resp.Kvs[0]), resp.Header.Revision, nil
-}
-
-// decodeCordon reads node's cordon from its key. One that does not decode
-// is a cordon all the same: a node is kept out when in doubt.
-func decodeCordon(node string, kv *mvccpb.KeyValue) *store.Cordon {
-	c, err := store.Decode[store.Cordon](string(kv.Key), kv.Value)
-	if err != nil {
-		c = store.Cordon{Reason: "a cordon record vip cannot read (" + err.Error() + ")"}
-	}
-	c.Node, c.Rev = node, kv.ModRevision
-	return &c
+	c, _ := store.ReadCordon(node, resp.Kvs[0])
+	return &c, resp.Header.Revision, nil
 }
 
 func (l *etcdLedger) Inbox(ctx context.Context, node string) ([]netip.Addr, error) {

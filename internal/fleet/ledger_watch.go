@@ -84,7 +84,8 @@ func (l *etcdLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 			if ev.Type == clientv3.EventTypeDelete {
 				fn(nil)
 			} else {
-				fn(decodeCordon(node, ev.Kv))
+				c, _ := store.ReadCordon(node, ev.Kv)
+				fn(&c)
 			}
 		}
 		rev = wr.Header.Revision

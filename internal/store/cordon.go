@@ -51,14 +51,23 @@ func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration)
 	}
 	rec.Rev = resp.Header.Revision
 	if kv := resp.PrevKv; kv != nil {
-		old, err := Decode[Cordon](key, kv.Value)
-		if err != nil {
-			old = Cordon{Reason: "a cordon record vip cannot read"}
-		}
-		old.Node, old.Rev = rec.Node, kv.ModRevision
+		old, _ := ReadCordon(rec.Node, kv)
 		replaced = &old
 	}
 	return rec, replaced, nil
+}
+
+// ReadCordon reads node's cordon from its key, with its modification
+// revision. One that does not decode is a cordon all the same, its reason
+// saying so (a node is kept out when in doubt, and a move compares its
+// revision); the error says why, for a reader that reports it.
+func ReadCordon(node string, kv *mvccpb.KeyValue) (Cordon, error) {
+	c, err := Decode[Cordon](string(kv.Key), kv.Value)
+	if err != nil {
+		c = Cordon{Reason: "a cordon record vip cannot read (" + err.Error() + ")"}
+	}
+	c.Node, c.Rev = node, kv.ModRevision
+	return c, err
 }
 
 // DeleteCordon lifts node's cordon and returns it; ok is false when there
@@ -74,12 +83,8 @@ func (c *Client) DeleteCordon(ctx context.Context, node string) (rec Cordon, ok 
 	if len(resp.PrevKvs) == 0 {
 		return Cordon{}, false, nil
 	}
-	rec, err = Decode[Cordon](key, resp.PrevKvs[0].Value)
-	if err != nil {
-		// Not a record vip can read, and gone now all the same.
-		return Cordon{Node: node}, true, nil
-	}
-	rec.Node = node
+	// One vip cannot read is gone now all the same.
+	rec, _ = ReadCordon(node, resp.PrevKvs[0])
 	return rec, true, nil
 }
 

@@ -175,14 +175,11 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 		cv := b.get(p.Addr)
 		cv.Standbys = append(cv.Standbys, s)
 	case KindCordon:
-		c, err := Decode[Cordon](key, value)
+		// Listed even when it does not decode, as its agent takes it.
+		c, err := ReadCordon(p.Node, kv)
 		if err != nil {
-			// A cordon all the same, as its agent takes it: a node is
-			// kept out when in doubt, and a move compares its revision.
 			b.skip(key, err)
-			c = Cordon{Reason: "a cordon record vip cannot read (" + err.Error() + ")"}
 		}
-		c.Node, c.Rev = p.Node, kv.ModRevision
 		b.v.Cordons = append(b.v.Cordons, c)
 	case KindInbox:
 		// A move's notice to an agent: the move record says it all.
