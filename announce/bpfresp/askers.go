@@ -65,35 +65,12 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 	return r.eachAskerLocked(emit)
 }
 
-// eachAskerLocked calls fn with every entry of the askers map, read in
-// batches of askersBatch (one by one on a kernel without batch lookups).
+// eachAskerLocked calls fn with every entry of the askers map.
 func (r *Responder) eachAskerLocked(fn func(responderAskerKey, responderAskerValue)) error {
-	keys := make([]responderAskerKey, askersBatch)
-	vals := make([]responderAskerValue, askersBatch)
-	var cursor ebpf.MapBatchCursor
-	for {
-		n, err := r.maps.Askers.BatchLookup(&cursor, keys, vals, nil)
-		for i := range n {
-			fn(keys[i], vals[i])
-		}
-		switch {
-		case errors.Is(err, ebpf.ErrKeyNotExist):
-			return nil
-		case errors.Is(err, ebpf.ErrNotSupported):
-			var k responderAskerKey
-			var v responderAskerValue
-			it := r.maps.Askers.Iterate()
-			for it.Next(&k, &v) {
-				fn(k, v)
-			}
-			if err := it.Err(); err != nil {
-				return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
-			}
-			return nil
-		case err != nil:
-			return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
-		}
+	if err := eachEntry(r.maps.Askers, fn); err != nil {
+		return fmt.Errorf("read the askers on %s: %w", r.ifname, err)
 	}
+	return nil
 }
 
 // forgetAskersLocked deletes the askers of the addresses in gone, so that

@@ -16,6 +16,12 @@
  * latest came: vip's capture then need not see those requests (on XDP it
  * cannot), and its traffic table still knows who asks.
  *
+ * An address released with a linger (HELD_LINGER) is answered no more, but
+ * for a while the program still counts what arrives for it sent to this
+ * interface's MAC, and who sent it (the map "stale"): the hosts whose
+ * caches still name this node after the address moved away. vip's drain
+ * waits on those counts to say the old owner has gone quiet.
+ *
  * A guarded agent (one whose claims an etcd lease guards) also writes its
  * answer deadline into the map "deadline", and the program answers only
  * while the clock is before it: past it, a request passes on unanswered
@@ -80,6 +86,16 @@ char __license[] SEC("license") = "Dual MIT/GPL";
  * kernel falls silent with the claim's owner (see past_deadline). */
 #define HELD_ANSWER 1
 #define HELD_KERNEL 2
+/* HELD_LINGER marks an address released a moment ago: neither answered
+ * nor the kernel's, its traffic to this MAC counted and its senders
+ * remembered in "stale" (see linger). vip takes the entry out when the
+ * linger ends. */
+#define HELD_LINGER 4
+
+/* MAX_STALE bounds the senders remembered of the lingering addresses of
+ * one interface; beyond it the least recently seen make room. Their
+ * address's counters stay exact. */
+#define MAX_STALE 4096
 
 /* DROP_FRAME is what respond returns for a request to drop: one for an
  * address the kernel answers for, past the deadline. */
@@ -122,11 +138,13 @@ struct asker_value {
 	__u64 last_ns;
 };
 
-/* counters are one CPU's counts for a held address. */
+/* counters are one CPU's counts for a held address; for a lingering one,
+ * last_ns is when the latest packet counted came (bpf_ktime_get_ns). */
 struct counters {
 	__u64 answered;
 	__u64 packets;
 	__u64 bytes;
+	__u64 last_ns;
 };
 
 /* scratch is one CPU's working memory: the frame, with room past SCRATCH
@@ -168,6 +186,15 @@ struct {
 	__type(key, struct asker_key);
 	__type(value, struct asker_value);
 } askers SEC(".maps");
+
+/* stale remembers who sent to a lingering address: an asker_key whose
+ * from and mac are the packet's source, and requests counts its packets. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, MAX_STALE);
+	__type(key, struct asker_key);
+	__type(value, struct asker_value);
+} stale SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -286,19 +313,66 @@ static __always_inline void count(struct held_key *k, __u64 answered, __u64 byte
 	}
 }
 
-/* count_traffic counts a packet arriving for a held address (dst, 4 or 16
- * bytes of family). */
-static __always_inline void count_traffic(__u32 ifindex, __u8 family, const __u8 *dst, __u64 bytes)
+/* linger counts a packet of bytes for the lingering address a->target,
+ * sent from a->from and a->mac, with its sender. */
+static __always_inline void linger(struct asker_key *a, __u64 bytes)
 {
-	struct held_key k = { .ifindex = ifindex, .family = family };
-	if (family == FAMILY_IPV4) {
-		k.addr[10] = 0xff;
-		k.addr[11] = 0xff;
-		copy(&k.addr[12], dst, 4);
-	} else {
-		copy(k.addr, dst, 16);
+	__u64 now = bpf_ktime_get_ns();
+	struct counters *c = bpf_map_lookup_elem(&counters, &a->target);
+	if (c) {
+		c->packets++;
+		c->bytes += bytes;
+		c->last_ns = now;
 	}
-	count(&k, 0, bytes);
+	struct asker_value *v = bpf_map_lookup_elem(&stale, a);
+	if (v) {
+		__sync_fetch_and_add(&v->requests, 1);
+		v->last_ns = now;
+		return;
+	}
+	struct asker_value fresh = { .requests = 1, .last_ns = now };
+	if (bpf_map_update_elem(&stale, a, &fresh, BPF_NOEXIST)) {
+		v = bpf_map_lookup_elem(&stale, a);
+		if (v)
+			__sync_fetch_and_add(&v->requests, 1);
+	}
+}
+
+/* count_traffic counts a packet arriving for a held or lingering address:
+ * the destination of the IPv4 or IPv6 packet in f (family), of bytes. For
+ * a lingering one only a packet sent to this interface's MAC counts (a
+ * bridge floods others to every port, and a capture in promiscuous mode
+ * lets them in), with its sender. */
+static __always_inline void count_traffic(__u32 ifindex, __u8 family, const __u8 *f, __u64 bytes)
+{
+	struct asker_key a = {};
+	a.target.ifindex = ifindex;
+	a.target.family = family;
+	if (family == FAMILY_IPV4) {
+		a.target.addr[10] = 0xff;
+		a.target.addr[11] = 0xff;
+		copy(&a.target.addr[12], &f[30], 4);
+	} else {
+		copy(a.target.addr, &f[38], 16);
+	}
+	struct held_value *h = bpf_map_lookup_elem(&held, &a.target);
+	if (!h)
+		return;
+	if (!(h->flags & HELD_LINGER)) {
+		count(&a.target, 0, bytes);
+		return;
+	}
+	if (!same_mac(f, h->mac))
+		return;
+	if (family == FAMILY_IPV4) {
+		a.from[10] = 0xff;
+		a.from[11] = 0xff;
+		copy(&a.from[12], &f[26], 4);
+	} else {
+		copy(a.from, &f[22], 16);
+	}
+	copy(a.mac, &f[6], 6);
+	linger(&a, bytes);
 }
 
 /* add_to adds one request at now to the entry of a, which must exist. */
@@ -372,11 +446,11 @@ static __always_inline int past_deadline(void)
 	return 1;
 }
 
-/* lookup returns how to answer for k, or 0 when the program does not
- * answer for it; *kernel says the kernel answers for it instead. */
-static __always_inline struct held_value *lookup(struct held_key *k, int *kernel)
+/* answerable returns how to answer for an address whose held entry is v
+ * (0 when it has none), or 0 when the program does not answer for it;
+ * *kernel says the kernel answers for it instead. */
+static __always_inline struct held_value *answerable(struct held_value *v, int *kernel)
 {
-	struct held_value *v = bpf_map_lookup_elem(&held, k);
 	*kernel = v && (v->flags & HELD_KERNEL) && !(v->flags & HELD_ANSWER);
 	if (!v || !(v->flags & (HELD_ANSWER | HELD_KERNEL)))
 		return 0;
@@ -385,8 +459,9 @@ static __always_inline struct held_value *lookup(struct held_key *k, int *kernel
 
 /* answer_arp turns an ARP request for a held address, in f, into its reply
  * (announce's answerARP) and returns the reply's length, or 0 when the frame
- * is not answered. n is how many bytes of the frame f holds. */
-static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct asker_key *ak)
+ * is not answered. n is how many bytes of the frame f holds, len how long
+ * the frame is. */
+static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 len, __u32 ifindex, struct asker_key *ak)
 {
 	struct held_key *k = &ak->target;
 	if (n < ARP_FRAME_LEN)
@@ -400,8 +475,22 @@ static __always_inline __u32 answer_arp(__u8 *f, __u32 n, __u32 ifindex, struct 
 	k->addr[10] = 0xff;
 	k->addr[11] = 0xff;
 	copy(&k->addr[12], &f[38], 4);
+	struct held_value *l = bpf_map_lookup_elem(&held, k);
+	if (l && (l->flags & HELD_LINGER)) {
+		/* A request sent to this MAC for a lingering address is a
+		 * stale cache checking it (Linux's unicast probe): counted,
+		 * not answered. A broadcast one every node hears. */
+		if (same_mac(f, l->mac)) {
+			ak->from[10] = 0xff;
+			ak->from[11] = 0xff;
+			copy(&ak->from[12], &f[28], 4);
+			copy(ak->mac, &f[22], 6);
+			linger(ak, len);
+		}
+		return 0;
+	}
 	int kernel;
-	struct held_value *h = lookup(k, &kernel);
+	struct held_value *h = answerable(l, &kernel);
 	if (!h)
 		return 0;
 	__u8 me[6];
@@ -524,9 +613,9 @@ static __always_inline __u32 answer_ns(struct scratch *s, __u32 n, __u32 len, __
 	k->family = FAMILY_IPV6;
 	copy(k->addr, target, 16);
 	int kernel;
-	struct held_value *h = lookup(k, &kernel);
+	struct held_value *h = answerable(bpf_map_lookup_elem(&held, k), &kernel);
 	if (!h)
-		return 0;
+		return 0; /* a lingering one's NUD solicitation is traffic, counted */
 	__u8 me[6];
 	copy(me, h->mac, 6);
 	if (same_mac(&f[6], me))
@@ -618,15 +707,15 @@ static __always_inline __u32 respond(void *ctx, int xdp, __u32 len, __u32 ifinde
 	__u16 type = (__u16)f[12] << 8 | f[13];
 	if (type == 0x0800) {
 		if (n >= ETH_LEN + 20 && f[14] >> 4 == 4)
-			count_traffic(ifindex, FAMILY_IPV4, &f[30], len);
+			count_traffic(ifindex, FAMILY_IPV4, f, len);
 		return 0;
 	}
 	*out = f;
 	if (type == 0x0806)
-		return answer_arp(f, n, ifindex, ak); /* n holds all of it */
+		return answer_arp(f, n, len, ifindex, ak); /* n holds all of it */
 	if (type != 0x86dd || n < ICMP6_OFF || f[14] >> 4 != 6)
 		return 0;
-	count_traffic(ifindex, FAMILY_IPV6, &f[38], len);
+	count_traffic(ifindex, FAMILY_IPV6, f, len);
 	if (f[20] != 58 || len <= ICMP6_OFF)
 		return 0;
 	/* A solicitation, perhaps: read the rest. */

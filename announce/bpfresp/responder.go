@@ -67,6 +67,7 @@ const Kind = "ebpf"
 const (
 	heldAnswer = 1
 	heldKernel = 2
+	heldLinger = 4
 )
 
 // Families of responderHeldKey.
@@ -97,7 +98,11 @@ type Responder struct {
 	// counted are the addresses whose traffic is counted but not
 	// answered (Count): the kernel owns them.
 	counted map[netip.Addr]bool
-	closed  bool
+	// linger is how long a dropped address lingers (SetLinger), and
+	// lingering the addresses that do, with their times.
+	linger    time.Duration
+	lingering map[netip.Addr]lingerTimes
+	closed    bool
 
 	// dlMu guards the deadline's writes and reads against Close, apart
 	// from mu: a renewal's write of the deadline must never wait behind
@@ -157,6 +162,7 @@ func loadDetached(ifname string, ifindex int, me wire.MAC, hook Hook, log *slog.
 		ifname: ifname, ifindex: ifindex, hook: hook, log: log, cpus: cpus,
 		maps: maps, prog: prog,
 		mac: me, addrs: map[netip.Addr]bool{}, counted: map[netip.Addr]bool{},
+		lingering: map[netip.Addr]lingerTimes{},
 	}, nil
 }
 
@@ -252,6 +258,7 @@ func (r *Responder) Hold(addrs ...netip.Addr) error {
 		r.addrs[a] = true
 		delete(r.counted, a)
 	}
+	r.endLingerLocked(fresh)
 	return nil
 }
 
@@ -311,6 +318,9 @@ func (r *Responder) dropLocked(addrs []netip.Addr) error {
 			gone[a] = true
 		}
 	}
+	if r.linger > 0 {
+		return r.lingerLocked(heldAddrs, uncounted, gone)
+	}
 	var errs []error
 	// The held entries first, so that the program stops answering before
 	// the counters go; those it went past are no longer held, whatever
@@ -363,6 +373,11 @@ func (r *Responder) SetMAC(mac net.HardwareAddr) error {
 	for a := range r.counted {
 		if err := r.maps.Held.Update(r.key(a), responderHeldValue{Mac: me, Flags: heldKernel}, ebpf.UpdateExist); err != nil {
 			errs = append(errs, fmt.Errorf("count for %s from %s on %s: %w", a, mac, r.ifname, err))
+		}
+	}
+	for a := range r.lingering {
+		if err := r.maps.Held.Update(r.key(a), responderHeldValue{Mac: me, Flags: heldLinger}, ebpf.UpdateExist); err != nil {
+			errs = append(errs, fmt.Errorf("count what is sent to %s for %s on %s: %w", mac, a, r.ifname, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -435,6 +450,7 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 	for _, a := range fresh {
 		r.counted[a] = true
 	}
+	r.endLingerLocked(fresh)
 	return nil
 }
 
@@ -486,6 +502,7 @@ func (r *Responder) Close() error {
 	r.dlClosed = true
 	r.dlMu.Unlock()
 	r.addrs, r.counted = map[netip.Addr]bool{}, map[netip.Addr]bool{}
+	r.lingering = map[netip.Addr]lingerTimes{}
 	var err error
 	if r.link != nil {
 		err = r.link.Close()
@@ -500,7 +517,8 @@ func (r *Responder) Close() error {
 // snapshotBatch is how many addresses one system call of Snapshot reads.
 const snapshotBatch = 1024
 
-// Snapshot calls fn with the counts of every address held or counted, read
+// Snapshot calls fn with the counts of every address held or counted (not
+// the lingering ones: see Lingering), read
 // from the per-CPU map in batches of snapshotBatch: a status of 10,000
 // claims costs ten system calls, not 10,000. A kernel without batch
 // lookups is read address by address.
@@ -522,7 +540,9 @@ func (r *Responder) Snapshot(fn func(a netip.Addr, answered, packets, bytes uint
 				c.Packets += p.Packets
 				c.Bytes += p.Bytes
 			}
-			fn(keys[i].addr(), c.Answered, c.Packets, c.Bytes)
+			if a := keys[i].addr(); !r.isLingering(a) {
+				fn(a, c.Answered, c.Packets, c.Bytes)
+			}
 		}
 		switch {
 		case errors.Is(err, ebpf.ErrKeyNotExist):

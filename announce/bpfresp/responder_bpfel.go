@@ -39,6 +39,7 @@ type responderCounters struct {
 	Answered uint64
 	Packets  uint64
 	Bytes    uint64
+	LastNs   uint64
 }
 
 type responderHeldKey struct {
@@ -76,6 +77,7 @@ const (
 	responderMapDeadline = "deadline"
 	responderMapHeld     = "held"
 	responderMapScratch  = "scratch"
+	responderMapStale    = "stale"
 	responderMapWithheld = "withheld"
 	responderProgVipTc   = "vip_tc"
 	responderProgVipXdp  = "vip_xdp"
@@ -137,6 +139,7 @@ type responderMapSpecs struct {
 	Deadline *ebpf.MapSpec `ebpf:"deadline"`
 	Held     *ebpf.MapSpec `ebpf:"held"`
 	Scratch  *ebpf.MapSpec `ebpf:"scratch"`
+	Stale    *ebpf.MapSpec `ebpf:"stale"`
 	Withheld *ebpf.MapSpec `ebpf:"withheld"`
 }
 
@@ -172,6 +175,7 @@ type responderMaps struct {
 	Deadline *ebpf.Map `ebpf:"deadline"`
 	Held     *ebpf.Map `ebpf:"held"`
 	Scratch  *ebpf.Map `ebpf:"scratch"`
+	Stale    *ebpf.Map `ebpf:"stale"`
 	Withheld *ebpf.Map `ebpf:"withheld"`
 }
 
@@ -183,6 +187,7 @@ func (m *responderMaps) Close() error {
 		m.Deadline,
 		m.Held,
 		m.Scratch,
+		m.Stale,
 		m.Withheld,
 	)
 }
