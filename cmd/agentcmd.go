@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/api"
 )
@@ -32,6 +33,8 @@ type agentOptions struct {
 	Store       agentStoreOptions
 	// OnStop is what a guarded agent does with its claims when it stops.
 	OnStop string
+	// Linger is how long a released address's traffic is still counted.
+	Linger time.Duration
 }
 
 // newAgentCmd builds vip agent; runF, when set, runs instead of the agent,
@@ -97,6 +100,8 @@ a host about to be powered off.`,
 	o.Store.addFlags(c)
 	f.StringVar(&o.OnStop, "on-stop", string(agent.OnStopKeep), "what a guarded agent does with its claims when it stops: keep (for a restart within the lease's TTL) or hand-over (to the standbys at once)")
 	_ = c.RegisterFlagCompletionFunc("on-stop", cobra.FixedCompletions([]string{string(agent.OnStopKeep), string(agent.OnStopHandOver)}, cobra.ShellCompDirectiveNoFileComp))
+	f.DurationVar(&o.Linger, "linger", agent.DefaultLinger, "how long the eBPF responder keeps counting the traffic of an address after releasing it (what vip drain waits on), from 0 to 1h")
+	_ = c.RegisterFlagCompletionFunc("linger", cobra.NoFileCompletions)
 	f.BoolVar(&o.Autostarted, "autostarted", false, "exit once nothing is held and no client is attached")
 	_ = f.MarkHidden("autostarted")
 	f.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile (pprof) to this file, for performance work")
@@ -125,6 +130,10 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.Linger < 0 || o.Linger > bpfresp.MaxLinger {
+		return badInput("--linger %v: give how long a released address's traffic is counted, from 0 (not at all) to %v", o.Linger, bpfresp.MaxLinger)
+	}
+	responder.Linger = o.Linger
 	if o.LogFile != "" {
 		f, err := os.OpenFile(o.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 		if err != nil {

@@ -26,7 +26,7 @@ const (
 	ExitOK          ExitCode = 0 // success
 	ExitFailure     ExitCode = 1 // the operation failed
 	ExitBadInput    ExitCode = 2 // bad flags, addresses or interfaces
-	ExitConflict    ExitCode = 3 // a competing claimer is present, a guarded claim is fenced or lost, or probe --expect saw another owner
+	ExitConflict    ExitCode = 3 // a competing claimer is present, a guarded claim is fenced or lost, probe --expect saw another owner, or drain's node still gets traffic
 	ExitUnreachable ExitCode = 4 // the agent or the store is unreachable
 	ExitHeld        ExitCode = 5 // another node holds the address in the store
 )
@@ -67,7 +67,7 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitCode(child.code), nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
-	case errors.Is(err, errConflict), errors.Is(err, errUnguarded), errors.Is(err, errUnexpected):
+	case errors.Is(err, errConflict), errors.Is(err, errUnguarded), errors.Is(err, errUnexpected), errors.Is(err, errNotQuiet):
 		return ExitConflict, err
 	case errors.Is(err, errHeld):
 		return ExitHeld, err

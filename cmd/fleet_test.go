@@ -30,6 +30,9 @@ func TestMoveFleetFlags(t *testing.T) {
 		{"fleet", parse(t, newFleetCmd), fleetOptions{Store: def}},
 		{"fleet --json", parse(t, newFleetCmd, "--json", "--store-ca", "ca.pem"), fleetOptions{JSON: true, Store: storeOptions{URL: def.URL, Prefix: def.Prefix, CA: "ca.pem", given: []string{"store-ca"}}}},
 		{"claim --take-over", parse(t, newClaimCmd, "192.0.2.10", "--take-over").TakeOver, true},
+		{"drain", parse(t, newDrainCmd, "a"), drainOptions{Node: "a", Quiet: DefaultQuiet, Timeout: DefaultDrainTimeout, Store: def}},
+		{"drain every flag", parse(t, newDrainCmd, "a", "--to", "b", "--quiet", "3s", "--timeout", "1m", "--reason", "kernel", "--force", "--json"),
+			drainOptions{Node: "a", To: "b", Quiet: 3 * time.Second, Timeout: time.Minute, Reason: "kernel", Force: true, JSON: true, Store: def}},
 	} {
 		if fmt.Sprint(tt.got) != fmt.Sprint(tt.want) {
 			t.Errorf("%s: got %+v, want %+v", tt.name, tt.got, tt.want)
@@ -335,3 +338,28 @@ func TestStatusStoreGolden(t *testing.T) {
 func ms(v float64) *float64 { return &v }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestDrainCheck refuses bad drain flags with a sentence naming the fix.
+func TestDrainCheck(t *testing.T) {
+	for _, tt := range []struct {
+		o    drainOptions
+		want string
+	}{
+		{drainOptions{Quiet: -time.Second, Timeout: time.Minute}, "--quiet -1s"},
+		{drainOptions{Quiet: 2 * time.Hour, Timeout: 3 * time.Hour}, "to 1h"},
+		{drainOptions{Quiet: time.Minute, Timeout: time.Second}, "--timeout 1s is shorter than --quiet 1m0s"},
+		{drainOptions{To: "b/c", Quiet: time.Second, Timeout: time.Minute}, "--to: node name"},
+		{drainOptions{Quiet: time.Second, Timeout: time.Minute, Reason: "a\nb"}, "control character"},
+	} {
+		err := tt.o.check()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: got %v, want %q", tt.o, err, tt.want)
+		}
+		if code, _ := exitCode(err); code != ExitBadInput {
+			t.Errorf("%+v: exit %d, want 2", tt.o, code)
+		}
+	}
+	if err := (&drainOptions{Timeout: 0}).check(); err != nil {
+		t.Errorf("--quiet 0 with no timeout: %v", err)
+	}
+}

@@ -267,3 +267,27 @@ func eachEntry(m *ebpf.Map, fn func(responderAskerKey, responderAskerValue)) err
 		}
 	}
 }
+
+// LingerEnds returns when the last lingering address stops lingering; zero
+// when none lingers.
+func (r *Responder) LingerEnds() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var end time.Time
+	for _, t := range r.lingering {
+		if t.until.After(end) {
+			end = t.until
+		}
+	}
+	return end
+}
+
+// Same says whether the responder answers on interface ifindex from mac:
+// one kept open for its lingering addresses after its port closed can
+// serve a new port of the same interface.
+func (r *Responder) Same(ifindex int, mac net.HardwareAddr) bool {
+	me, ok := wire.MACOf(mac)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return ok && !r.closed && r.ifindex == ifindex && r.mac == me
+}

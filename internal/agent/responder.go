@@ -7,6 +7,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/announce/bpfresp"
@@ -44,15 +45,21 @@ type ResponderConfig struct {
 	// Deadline, when set, is a guarded agent's answer deadline: every
 	// port checks it where its frames leave (announce.Link.Guard).
 	Deadline *announce.Deadline
+	// Linger is how long the in-kernel responder counts the traffic of
+	// an address after releasing it (bpfresp.Responder.SetLinger); zero
+	// counts nothing after.
+	Linger time.Duration
 }
 
 // Configure sets cfg's Open to open ports that answer as rc says, and its
 // Kernel to the interfaces' own addresses (which the engine keeps silent
-// for). cfg.Log logs the fallbacks.
-func (rc ResponderConfig) Configure(cfg *announce.EngineConfig) {
+// for). cfg.Log logs the fallbacks. It returns the book of what the ports
+// count after their releases.
+func (rc ResponderConfig) Configure(cfg *announce.EngineConfig) *lingerBook {
 	o := newPortOpener(rc, cfg.Log)
 	cfg.Open = o.open
 	cfg.Kernel = announce.InterfaceAddrs
+	return o.lingers
 }
 
 // portOpener opens a port per interface as its ResponderConfig says. It
@@ -66,6 +73,9 @@ type portOpener struct {
 	openBPF  func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.KernelResponder, error)
 	openLink func(ifi *net.Interface, resp announce.KernelResponder, log *slog.Logger) (announce.Port, error)
 
+	// lingers knows which ports count after a release.
+	lingers *lingerBook
+
 	mu     sync.Mutex
 	logged map[string]bool
 }
@@ -78,7 +88,7 @@ func newPortOpener(rc ResponderConfig, log *slog.Logger) *portOpener {
 		rc.Mode = ResponderAuto
 	}
 	return &portOpener{
-		rc: rc, log: log, logged: map[string]bool{},
+		rc: rc, log: log, logged: map[string]bool{}, lingers: newLingerBook(rc.Linger),
 		openBPF: func(ifi *net.Interface, hook bpfresp.Hook, log *slog.Logger) (announce.KernelResponder, error) {
 			return bpfresp.Open(ifi.Name, ifi.Index, ifi.HardwareAddr, hook, log)
 		},
@@ -111,17 +121,18 @@ func (o *portOpener) openPort(name string) (announce.Port, error) {
 		return nil, fmt.Errorf("interface %s: %w", name, err)
 	}
 	if o.rc.Mode == ResponderSocket {
-		return o.openLink(ifi, nil, o.log)
+		return o.openSockets(ifi)
 	}
-	resp, err := o.openBPF(ifi, o.rc.Hook, o.log)
+	resp, err := o.openParkedOrBPF(ifi)
 	switch {
 	case err != nil && o.rc.Mode == ResponderEBPF:
 		return nil, err
 	case err != nil:
 		o.fallback(name, err)
-		return o.openLink(ifi, nil, o.log)
+		return o.openSockets(ifi)
 	}
-	p, err := o.openLink(ifi, resp, o.log)
+	o.lingers.opened(name, resp, o.log)
+	p, err := o.openLink(ifi, o.lingers.wrap(name, resp), o.log)
 	if err != nil {
 		_ = resp.Close()
 		return nil, err
@@ -134,6 +145,24 @@ func (o *portOpener) openPort(name string) (announce.Port, error) {
 			"interface", name, "hook", o.rc.Hook.String())
 	}
 	return p, nil
+}
+
+// openParkedOrBPF returns the in-kernel responder still open on ifi for
+// its lingering addresses, or opens one.
+func (o *portOpener) openParkedOrBPF(ifi *net.Interface) (announce.KernelResponder, error) {
+	if resp := o.lingers.takeParked(ifi); resp != nil {
+		return resp, nil
+	}
+	return o.openBPF(ifi, o.rc.Hook, o.log)
+}
+
+// openSockets opens a port that answers on packet sockets.
+func (o *portOpener) openSockets(ifi *net.Interface) (announce.Port, error) {
+	p, err := o.openLink(ifi, nil, o.log)
+	if err == nil {
+		o.lingers.opened(ifi.Name, nil, o.log)
+	}
+	return p, err
 }
 
 // fallback logs, once per interface, why the sockets answer there: a

@@ -164,6 +164,8 @@ type daemon struct {
 	// deadline is the answer deadline the lease keeps open; nil
 	// without a store.
 	deadline *announce.Deadline
+	// lingers reads what reached the addresses released a moment ago.
+	lingers *lingerBook
 }
 
 // openState opens the state file and netlink, and reads the claims an
@@ -200,7 +202,7 @@ func (d *daemon) startEngine() error {
 		d.vip = newVIPAddrs(d.recorded)
 		ecfg.Assigner = d.vip.assigner(d.assigner)
 	}
-	d.cfg.Responder.Configure(&ecfg)
+	d.lingers = d.cfg.Responder.Configure(&ecfg)
 	rt, err := Start(ecfg, SnifferConfig{Filter: d.cfg.Filter, WatchAll: d.cfg.WatchAll}, d.log)
 	if err != nil {
 		return err
@@ -220,6 +222,7 @@ func (d *daemon) stop() {
 	if err := d.rt.Stop(); err != nil {
 		d.log.Error("release at exit", "err", err)
 	}
+	d.lingers.closeParked()
 	// The lease goes after the engine stopped answering, so that no
 	// answer outlives its key.
 	if d.member != nil {
@@ -248,6 +251,7 @@ func (d *daemon) stopKeeping() {
 	if err := d.rt.Stop(); err != nil {
 		d.log.Error("stop at exit", "err", err)
 	}
+	d.lingers.closeParked()
 	id, _, _ := d.member.Lease()
 	d.log.Info("agent stopped, keeping its guarded claims for a restart: started again within the lease's TTL it answers again with no standby taking over; after it, standbys take them (vip agent --on-stop hand-over gives them to the standbys at once)",
 		"claims", len(held), "lease", fmt.Sprintf("%x", id), "lease_ttl", d.member.Timing().TTL)
@@ -331,6 +335,14 @@ func (d *daemon) serve(ctx context.Context) error {
 	})
 	serveCtx, stopServe := context.WithCancel(ctx)
 	defer stopServe()
+	if d.member != nil {
+		published := make(chan struct{})
+		go func() {
+			defer close(published)
+			publishLingering(serveCtx, d.lingers, d.member, lingerEvery, d.log)
+		}()
+		defer func() { stopServe(); <-published }()
+	}
 	if d.cfg.Autostarted {
 		go exitWhenIdle(serveCtx, stopServe, srv, engine, d.log)
 	}

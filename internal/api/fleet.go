@@ -148,3 +148,44 @@ type MoveResult struct {
 	OK      bool   `json:"ok"`
 	Error   string `json:"error,omitempty"`
 }
+
+// DrainResponse is what vip drain prints with --json: the node's cordon,
+// each move, and per address what still reached the node after it.
+type DrainResponse struct {
+	Node   string       `json:"node"`
+	Cordon *Cordon      `json:"cordon,omitempty"`
+	Moves  []MoveResult `json:"moves"`
+	// Quiet is the time without traffic asked for (--quiet); zero when
+	// the drain did not wait.
+	Quiet Duration `json:"quiet"`
+	// Addrs are the moved addresses as the node counted them after.
+	Addrs []DrainAddr `json:"addrs,omitempty"`
+	// Done says every moved address is quiet (or the drain did not wait).
+	Done bool `json:"done"`
+}
+
+// DrainAddr is what reached the drained node for one address after it let
+// it go: packets sent to its MAC, the last one's time (the node's clock),
+// and who sent them (hosts whose caches still name it).
+type DrainAddr struct {
+	Addr string `json:"addr"`
+	To   string `json:"to"`
+	// Counted says the node counted the address after its release.
+	Counted bool `json:"counted"`
+	// Quiet says nothing new reached it for the quiet asked for.
+	Quiet   bool          `json:"quiet"`
+	Packets uint64        `json:"packets"`
+	Bytes   uint64        `json:"bytes"`
+	Last    time.Time     `json:"last,omitzero"`
+	Senders []DrainSender `json:"senders,omitempty"`
+	// MoreSenders is how many senders the node left out.
+	MoreSenders int `json:"more_senders,omitempty"`
+}
+
+// DrainSender is one host that sent to the drained node for an address.
+type DrainSender struct {
+	MAC     string    `json:"mac"`
+	From    string    `json:"from"`
+	Packets uint64    `json:"packets"`
+	Last    time.Time `json:"last"`
+}

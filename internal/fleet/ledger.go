@@ -105,6 +105,10 @@ type Ledger interface {
 	// the revision they were read at.
 	Standbys(ctx context.Context, node string) ([]store.Standby, int64, error)
 
+	// PutLingering writes the node's counts after its releases
+	// (store.Lingering) under lease.
+	PutLingering(ctx context.Context, lease LeaseID, rec store.Lingering) error
+
 	// Cordon reads node's cordon (nil: none), and the revision read.
 	Cordon(ctx context.Context, node string) (*store.Cordon, int64, error)
 	// WatchCordon watches node's cordon from after rev, calling fn with

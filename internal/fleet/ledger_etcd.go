@@ -233,6 +233,10 @@ func (l *etcdLedger) StandBy(ctx context.Context, lease LeaseID, recs []store.St
 	return resp.Header.Revision, nil
 }
 
+func (l *etcdLedger) PutLingering(ctx context.Context, lease LeaseID, rec store.Lingering) error {
+	return l.c.PutLingering(ctx, int64(lease), rec)
+}
+
 func (l *etcdLedger) DropStandby(ctx context.Context, a netip.Addr, node string) error {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()

@@ -34,6 +34,8 @@ type fakeStore struct {
 	standbys  map[string]fakeKV[store.Standby] // by addr/node
 	moves     map[netip.Addr]fakeKV[store.Move]
 	inbox     map[string]fakeKV[netip.Addr] // by node/addr
+	// lingering are the Lingering records written, in order.
+	lingering []store.Lingering
 	// cordons are the nodes' cordons, each with its Rev; they are bound
 	// to no lease here (their Until says when they end).
 	cordons map[string]store.Cordon
@@ -481,6 +483,16 @@ func (l *fakeLedger) DropStandby(_ context.Context, a netip.Addr, node string) e
 	}
 	defer l.s.mu.Unlock()
 	delete(l.s.standbys, a.String()+"/"+node)
+	l.s.bumpLocked()
+	return nil
+}
+
+func (l *fakeLedger) PutLingering(_ context.Context, _ fleet.LeaseID, rec store.Lingering) error {
+	if err := l.s.begin(l.node); err != nil {
+		return err
+	}
+	defer l.s.mu.Unlock()
+	l.s.lingering = append(l.s.lingering, rec)
 	l.s.bumpLocked()
 	return nil
 }

@@ -463,6 +463,16 @@ func (m *Member) isFenced() (time.Time, bool) {
 	return m.fencedAt, !m.fencedAt.IsZero()
 }
 
+// PublishLingering writes rec, this node's counts after its releases,
+// under the member's lease, so that it goes with the agent.
+func (m *Member) PublishLingering(ctx context.Context, rec store.Lingering) error {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	rec.Node = m.cfg.Node
+	return m.l.PutLingering(ctx, lease, rec)
+}
+
 // Close stops renewing and watching and revokes the lease, which deletes
 // this node's records (claims, standbys, registration) at once. The agent
 // releases its claims in the engine first, so no answer outlives its key.

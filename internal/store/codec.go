@@ -22,7 +22,7 @@ func (v *Versioned) versioned() *Versioned { return v }
 
 // Record is one of the records vip keeps in the store.
 type Record interface {
-	Node | Claim | Standby | Move | Cordon
+	Node | Claim | Standby | Move | Cordon | Lingering
 }
 
 // Encode writes rec as the store keeps it, stamped with this vip's Format.
@@ -42,7 +42,11 @@ func Decode[T Record, P interface {
 	versioned() *Versioned
 }](key string, value []byte) (T, error) {
 	var v T
-	if len(value) > maxRecordBytes {
+	limit := maxRecordBytes
+	if _, ok := any(v).(Lingering); ok {
+		limit = maxLingeringBytes
+	}
+	if len(value) > limit {
 		return v, fmt.Errorf("the value of %s is %d bytes, too large for a vip record", key, len(value))
 	}
 	if err := json.Unmarshal(value, &v); err != nil {

@@ -21,6 +21,7 @@ const (
 	movesDir   = "moves/"
 	inboxDir   = "inbox/"
 	cordonsDir = "cordons/"
+	lingerDir  = "lingering/"
 )
 
 // maxRecordBytes bounds a value vip will decode: anything larger under the
@@ -213,6 +214,9 @@ func (k Keys) Inbox(node string, a netip.Addr) string {
 // Cordon is the key of node's cordon.
 func (k Keys) Cordon(node string) string { return k.Prefix + cordonsDir + node }
 
+// Lingering is the key of node's Lingering record.
+func (k Keys) Lingering(node string) string { return k.Prefix + lingerDir + node }
+
 // InboxOf is the directory of node's inbox.
 func (k Keys) InboxOf(node string) string { return k.Prefix + inboxDir + node + "/" }
 
@@ -235,6 +239,7 @@ const (
 	KindMove
 	KindInbox
 	KindCordon
+	KindLingering
 )
 
 // Parsed is a key under the prefix, split.
@@ -251,10 +256,13 @@ func (k Keys) Parse(key string) (Parsed, error) {
 		return Parsed{}, fmt.Errorf("key %q is not under %s", key, k.Prefix)
 	}
 	switch {
-	case strings.HasPrefix(rest, nodesDir), strings.HasPrefix(rest, cordonsDir):
+	case strings.HasPrefix(rest, nodesDir), strings.HasPrefix(rest, cordonsDir), strings.HasPrefix(rest, lingerDir):
 		kind, dir := KindNode, nodesDir
-		if strings.HasPrefix(rest, cordonsDir) {
+		switch {
+		case strings.HasPrefix(rest, cordonsDir):
 			kind, dir = KindCordon, cordonsDir
+		case strings.HasPrefix(rest, lingerDir):
+			kind, dir = KindLingering, lingerDir
 		}
 		n := rest[len(dir):]
 		if err := CheckNode(n); err != nil {

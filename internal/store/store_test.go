@@ -83,3 +83,16 @@ func TestCheckPrefixAndNode(t *testing.T) {
 		}
 	}
 }
+
+// TestParseLingering: a node's counts after its releases are one of vip's
+// records, not a skipped key.
+func TestParseLingering(t *testing.T) {
+	k := NewKeys(DefaultPrefix)
+	p, err := k.Parse(k.Lingering("a"))
+	if err != nil || p.Kind != KindLingering || p.Node != "a" {
+		t.Errorf("Parse(%s): %+v, %v", k.Lingering("a"), p, err)
+	}
+	if _, err := k.Parse(k.Prefix + "lingering/a/b"); err == nil {
+		t.Error("a lingering key with a slash in its node parsed")
+	}
+}

@@ -181,8 +181,9 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 			b.skip(key, err)
 		}
 		b.v.Cordons = append(b.v.Cordons, c)
-	case KindInbox:
-		// A move's notice to an agent: the move record says it all.
+	case KindInbox, KindLingering:
+		// A move's notice to an agent: the move record says it all. A
+		// node's counts after its releases: vip drain reads them.
 	case KindMove:
 		m, err := Decode[Move](key, value)
 		if err != nil {

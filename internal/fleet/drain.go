@@ -1,0 +1,176 @@
+package fleet
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vipctl/vip/internal/store"
+)
+
+// DrainPlan is where each address a drained node holds goes.
+type DrainPlan struct {
+	// To is each address's target, by address.
+	To map[netip.Addr]string
+	// Nowhere are the addresses with no target: no --to, and no standby
+	// that is live and not cordoned.
+	Nowhere []netip.Addr
+}
+
+// Targets returns the plan's addresses by target, targets sorted.
+func (p DrainPlan) Targets() (targets []string, addrs map[string][]netip.Addr) {
+	addrs = map[string][]netip.Addr{}
+	for a, to := range p.To {
+		addrs[to] = append(addrs[to], a)
+	}
+	for to := range addrs {
+		slices.SortFunc(addrs[to], netip.Addr.Compare)
+		targets = append(targets, to)
+	}
+	slices.Sort(targets)
+	return targets, addrs
+}
+
+// PlanDrain says where each address node holds in v goes: to to when it is
+// given, else to the first of its standbys (by name) that is live and not
+// cordoned at now. It refuses a to that cannot take them (node itself, not
+// live, or cordoned unless force), with one sentence.
+func PlanDrain(v store.View, node, to string, force bool, now time.Time) (DrainPlan, error) {
+	usable := func(n string) bool {
+		if _, live := v.NodeByName(n); !live || n == node {
+			return false
+		}
+		c, ok := v.CordonOf(n)
+		return !ok || !c.Active(now)
+	}
+	if to != "" {
+		switch _, live := v.NodeByName(to); {
+		case to == node:
+			return DrainPlan{}, fmt.Errorf("--to %s is the node drained: name another node", to)
+		case !live:
+			return DrainPlan{}, fmt.Errorf("--to %s is not alive in the store (live nodes: %s): name a live node", to, liveNames(v))
+		}
+		if c, ok := v.CordonOf(to); ok && c.Active(now) && !force {
+			return DrainPlan{}, fmt.Errorf("--to %s: %s: name another node, uncordon it, or give --force", to, c.Describe(now))
+		}
+	}
+	p := DrainPlan{To: map[netip.Addr]string{}}
+	for _, cv := range v.Claims {
+		if cv.Claim.Node != node {
+			continue
+		}
+		a := cv.Claim.Addr
+		if to != "" {
+			p.To[a] = to
+			continue
+		}
+		var names []string
+		for _, s := range cv.Standbys {
+			names = append(names, s.Node)
+		}
+		slices.Sort(names)
+		if i := slices.IndexFunc(names, usable); i >= 0 {
+			p.To[a] = names[i]
+		} else {
+			p.Nowhere = append(p.Nowhere, a)
+		}
+	}
+	slices.SortFunc(p.Nowhere, netip.Addr.Compare)
+	return p, nil
+}
+
+func liveNames(v store.View) string {
+	var names []string
+	for _, n := range v.Nodes {
+		names = append(names, n.Node)
+	}
+	if len(names) == 0 {
+		return "none"
+	}
+	return strings.Join(names, ", ")
+}
+
+// Quiet follows the traffic that still reaches a drained node for the
+// addresses it let go, as its Lingering records tell, in the drainer's
+// clock: an address is quiet once no new packet for it was counted for
+// the wanted time since it was released or since the count last grew.
+// The node writes its record at most once a second, so a packet is seen
+// up to that late.
+type Quiet struct {
+	want  time.Duration
+	addrs map[netip.Addr]*QuietAddr
+}
+
+// QuietAddr is what Quiet knows of one address.
+type QuietAddr struct {
+	Addr netip.Addr
+	// Released is when the node let it go (the move's release), in the
+	// drainer's clock; Changed when its count last grew, or Released.
+	Released time.Time
+	Changed  time.Time
+	// Counted says the node's record lists the address: it counts it.
+	Counted bool
+	// Linger is the address as the record last listed it.
+	Linger store.LingerAddr
+}
+
+// NewQuiet follows addrs, each released at its time, wanting want of
+// quiet.
+func NewQuiet(want time.Duration, released map[netip.Addr]time.Time) *Quiet {
+	q := &Quiet{want: want, addrs: map[netip.Addr]*QuietAddr{}}
+	for a, t := range released {
+		q.addrs[a] = &QuietAddr{Addr: a, Released: t, Changed: t}
+	}
+	return q
+}
+
+// Observe takes the node's record as read at now (nil: none).
+func (q *Quiet) Observe(rec *store.Lingering, now time.Time) {
+	if rec == nil {
+		return
+	}
+	for a, qa := range q.addrs {
+		la, ok := rec.Of(a)
+		if !ok || la.Since.IsZero() {
+			continue
+		}
+		if qa.Counted && la.Packets > qa.Linger.Packets {
+			qa.Changed = now
+		}
+		if !qa.Counted && la.Packets > 0 {
+			// Packets counted since the release, before this first
+			// look: the latest may be as late as now (the node's
+			// clock, in Last, is not compared with this one).
+			qa.Changed = now
+		}
+		qa.Counted = true
+		qa.Linger = la
+	}
+}
+
+// Done says whether every address is quiet at now.
+func (q *Quiet) Done(now time.Time) bool {
+	for _, qa := range q.addrs {
+		if !q.IsQuiet(qa, now) {
+			return false
+		}
+	}
+	return true
+}
+
+// IsQuiet says whether qa is counted and quiet at now.
+func (q *Quiet) IsQuiet(qa *QuietAddr, now time.Time) bool {
+	return qa.Counted && now.Sub(qa.Changed) >= q.want
+}
+
+// Addrs returns what is known of each address, sorted.
+func (q *Quiet) Addrs() []*QuietAddr {
+	out := make([]*QuietAddr, 0, len(q.addrs))
+	for _, qa := range q.addrs {
+		out = append(out, qa)
+	}
+	slices.SortFunc(out, func(x, y *QuietAddr) int { return x.Addr.Compare(y.Addr) })
+	return out
+}

@@ -1,0 +1,109 @@
+package fleet_test
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
+)
+
+func drainView(now time.Time) store.View {
+	a10, a20, a30 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("2001:db8::30")
+	return store.View{
+		Nodes: []store.Node{{Node: "a"}, {Node: "b"}, {Node: "c"}},
+		Claims: []store.ClaimView{
+			// c is cordoned, d is dead: b is the one to take it.
+			{Claim: store.Claim{Addr: a10, Node: "a"}, Standbys: []store.Standby{{Node: "d"}, {Node: "c"}, {Node: "b"}}},
+			// Only a cordoned standby: nowhere to go.
+			{Claim: store.Claim{Addr: a20, Node: "a"}, Standbys: []store.Standby{{Node: "c"}}},
+			{Claim: store.Claim{Addr: a30, Node: "b"}, Standbys: []store.Standby{{Node: "a"}}},
+		},
+		Cordons: []store.Cordon{{Node: "c", Reason: "disk", Since: now.Add(-time.Minute)}},
+	}
+}
+
+// TestPlanDrain: each address goes to its first standby that is live and
+// not cordoned; one with none has nowhere to go; --to takes them all, and
+// a --to that cannot take them is refused with a sentence.
+func TestPlanDrain(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	v := drainView(now)
+	p, err := fleet.PlanDrain(v, "a", "", false, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.To) != 1 || p.To[netip.MustParseAddr("192.0.2.10")] != "b" {
+		t.Errorf("plan: %v, want 192.0.2.10 to b alone", p.To)
+	}
+	if len(p.Nowhere) != 1 || p.Nowhere[0] != netip.MustParseAddr("192.0.2.20") {
+		t.Errorf("nowhere: %v, want 192.0.2.20", p.Nowhere)
+	}
+	p, err = fleet.PlanDrain(v, "a", "b", false, now)
+	if err != nil || len(p.To) != 2 || len(p.Nowhere) != 0 {
+		t.Errorf("--to b: %+v, %v; want both to b", p, err)
+	}
+	targets, by := p.Targets()
+	if len(targets) != 1 || targets[0] != "b" || len(by["b"]) != 2 || by["b"][0] != netip.MustParseAddr("192.0.2.10") {
+		t.Errorf("targets: %v %v", targets, by)
+	}
+	for _, tt := range []struct {
+		to    string
+		force bool
+		want  string
+	}{
+		{"a", false, "--to a is the node drained"},
+		{"d", false, "--to d is not alive in the store (live nodes: a, b, c)"},
+		{"c", false, `node c is cordoned`},
+	} {
+		if _, err := fleet.PlanDrain(v, "a", tt.to, tt.force, now); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("--to %s: got %v, want %q", tt.to, err, tt.want)
+		}
+	}
+	if p, err := fleet.PlanDrain(v, "a", "c", true, now); err != nil || len(p.To) != 2 {
+		t.Errorf("--to c --force: %+v, %v; want both to c", p, err)
+	}
+	// A cordon whose end has passed keeps nobody out.
+	v.Cordons[0].Until = now.Add(-time.Second)
+	if p, _ := fleet.PlanDrain(v, "a", "", false, now); len(p.Nowhere) != 0 || p.To[netip.MustParseAddr("192.0.2.20")] != "c" {
+		t.Errorf("after c's cordon ended: %+v, want 192.0.2.20 to c", p)
+	}
+}
+
+// TestQuiet, on a fake clock: an address is quiet once its count stayed
+// the same for the quiet wanted since its release or its last growth; a
+// first look that finds packets counts them as just arrived; an address
+// the node never listed is not quiet.
+func TestQuiet(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	a10, a20, a30 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("192.0.2.20"), netip.MustParseAddr("192.0.2.30")
+	q := fleet.NewQuiet(10*time.Second, map[netip.Addr]time.Time{a10: t0, a20: t0, a30: t0})
+	rec := func(p10, p20 uint64) *store.Lingering {
+		return &store.Lingering{Addrs: []store.LingerAddr{{Addr: a10, Since: t0, Packets: p10}, {Addr: a20, Since: t0, Packets: p20}}}
+	}
+	q.Observe(rec(0, 3), t0.Add(time.Second))
+	q.Observe(nil, t0.Add(2*time.Second))
+	q.Observe(rec(0, 5), t0.Add(4*time.Second))
+	at := func(d time.Duration) map[netip.Addr]bool {
+		out := map[netip.Addr]bool{}
+		for _, qa := range q.Addrs() {
+			out[qa.Addr] = q.IsQuiet(qa, t0.Add(d))
+		}
+		return out
+	}
+	if got := at(10 * time.Second); !got[a10] || got[a20] || got[a30] {
+		t.Errorf("at 10s: %v, want 192.0.2.10 alone quiet", got)
+	}
+	if got := at(14 * time.Second); !got[a20] || got[a30] {
+		t.Errorf("at 14s: %v, want 192.0.2.20 quiet (10s after its last growth), 192.0.2.30 not (never counted)", got)
+	}
+	if q.Done(t0.Add(time.Hour)) {
+		t.Error("Done while 192.0.2.30 was never counted")
+	}
+	q.Observe(&store.Lingering{Addrs: []store.LingerAddr{{Addr: a30, Since: t0}}}, t0.Add(20*time.Second))
+	if !q.Done(t0.Add(20 * time.Second)) {
+		t.Error("not Done with every address counted and quiet")
+	}
+}
