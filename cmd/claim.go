@@ -92,8 +92,9 @@ When the agent is guarded by a store (vip agent --store), an address is live
 only once its key in the store is this node's. An address another node holds
 is not applied, and claim exits 5 naming the node: move it here with vip move,
 or take it with --take-over (a move to this node, which waits until the owner
-has stopped answering). --standby instead registers this node to take the
-address when its owner's lease expires (dead or cut off from the store).`,
+has stopped answering). --standby instead adds this node to the address's
+standbys, to take it when its owner's lease expires (dead or cut off from the
+store); the set lasts through restarts, moves and takeovers (vip standby).`,
 		Example: `  sudo vip claim 192.0.2.10 -i eth0
   sudo vip claim 192.0.2.10 2001:db8::10 --assign
   sudo vip claim -f vips.txt -i eth0

@@ -54,7 +54,8 @@ until its lease expires; move then completes, and says that it waited. It
 never overlaps. An address nobody holds is claimed on NODE. A move to a node
 that is not alive, that is cordoned (vip cordon; --force moves there all the
 same), or that has no interface for an address, is refused before anything
-changes (exit 1). Standbys of the addresses stay in place.
+changes (exit 1). Standbys of the addresses stay in place, and the old owner
+joins them: it stands by in the target's place.
 
 A moved address remembers its home: the node it was first moved (or taken by
 a standby) from, or the one --home names. vip fleet shows it while the address

@@ -30,6 +30,10 @@ func TestMoveFleetFlags(t *testing.T) {
 		{"fleet", parse(t, newFleetCmd), fleetOptions{Store: def}},
 		{"fleet --json", parse(t, newFleetCmd, "--json", "--store-ca", "ca.pem"), fleetOptions{JSON: true, Store: storeOptions{URL: def.URL, Prefix: def.Prefix, CA: "ca.pem", given: []string{"store-ca"}}}},
 		{"claim --take-over", parse(t, newClaimCmd, "192.0.2.10", "--take-over").TakeOver, true},
+		{"standby", parse(t, newStandbyCmd, "192.0.2.10", "2001:db8::10", "--on", "b"), standbyOptions{Addrs: []string{"192.0.2.10", "2001:db8::10"}, On: "b", Store: def}},
+		{"standby every flag", parse(t, newStandbyCmd, "192.0.2.10", "--on", "b", "-i", "eth1", "--force", "--json"),
+			standbyOptions{Addrs: []string{"192.0.2.10"}, On: "b", Interface: "eth1", Force: true, JSON: true, Store: def}},
+		{"standby --remove", parse(t, newStandbyCmd, "192.0.2.10", "--on", "b", "--remove").Remove, true},
 		{"drain", parse(t, newDrainCmd, "a"), drainOptions{Node: "a", Quiet: DefaultQuiet, Timeout: DefaultDrainTimeout, Store: def}},
 		{"drain every flag", parse(t, newDrainCmd, "a", "--to", "b", "--quiet", "3s", "--timeout", "1m", "--reason", "kernel", "--force", "--json"),
 			drainOptions{Node: "a", To: "b", Quiet: 3 * time.Second, Timeout: time.Minute, Reason: "kernel", Force: true, JSON: true, Store: def}},
@@ -361,5 +365,26 @@ func TestDrainCheck(t *testing.T) {
 	}
 	if err := (&drainOptions{Timeout: 0}).check(); err != nil {
 		t.Errorf("--quiet 0 with no timeout: %v", err)
+	}
+}
+
+// TestStandbyCheck refuses bad standby requests before anything connects.
+func TestStandbyCheck(t *testing.T) {
+	for _, tt := range []struct {
+		o    standbyOptions
+		want string
+	}{
+		{standbyOptions{Addrs: []string{"192.0.2.10"}}, "--on NODE"},
+		{standbyOptions{Addrs: []string{"192.0.2.10"}, On: "b c"}, "--on: node name"},
+		{standbyOptions{Addrs: []string{"192.0.2.10"}, On: "b", Interface: "eth0", Remove: true}, "drop one of them"},
+		{standbyOptions{Addrs: []string{"192.0.2"}, On: "b"}, "192.0.2"},
+	} {
+		_, err := tt.o.check()
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%+v: got %v, want %q", tt.o, err, tt.want)
+		}
+		if code, _ := exitCode(err); code != ExitBadInput {
+			t.Errorf("%+v: exit %d, want 2", tt.o, code)
+		}
 	}
 }

@@ -189,3 +189,19 @@ type DrainSender struct {
 	Packets uint64    `json:"packets"`
 	Last    time.Time `json:"last"`
 }
+
+// StandbyResponse is what vip standby prints with --json: for each
+// address, whether the node stands by for it now.
+type StandbyResponse struct {
+	Node  string          `json:"node"`
+	Addrs []StandbyChange `json:"addrs"`
+}
+
+// StandbyChange is one address's standby on the node: added (with its
+// interface), removed, or as it was (Already).
+type StandbyChange struct {
+	Addr      string `json:"addr"`
+	Interface string `json:"interface,omitempty"`
+	Standby   bool   `json:"standby"`
+	Already   bool   `json:"already,omitempty"`
+}

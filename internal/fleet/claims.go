@@ -407,15 +407,19 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		_, f := m.fenced[a]
 		_, l := m.lost[a]
 		_, s := m.standby[a]
+		_, o := m.owned[a]
 		switch {
 		case f || l:
 			delete(m.fenced, a)
 			delete(m.lost, a)
 			local = append(local, a)
-		case s:
-			standbys = append(standbys, a)
-		default:
+		case !s || o:
 			inEngine = append(inEngine, a)
+		}
+		// Released here, the address has this node as a standby no
+		// more either: the operator gives it up.
+		if s {
+			standbys = append(standbys, a)
 		}
 	}
 	m.mu.Unlock()
@@ -443,6 +447,8 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 	}
 	released = append(append(released, local...), standbys...)
 	slices.SortFunc(released, func(x, y netip.Addr) int { return x.Compare(y) })
+	released = slices.Compact(released)
+	notHeld = slices.DeleteFunc(notHeld, func(a netip.Addr) bool { return slices.Contains(standbys, a) })
 	return released, notHeld, nil
 }
 
@@ -493,7 +499,7 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 		}
 	}
 	for a, s := range m.standby {
-		if want(a) {
+		if want(a) && m.standbyOnlyLocked(a) {
 			var opts announce.ClaimOptions
 			_ = json.Unmarshal(s.Options, &opts)
 			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: api.StateStandby})
@@ -509,7 +515,24 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 func (m *Member) Kept() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: len(m.standby)}
+	standby := 0
+	for a := range m.standby {
+		if m.standbyOnlyLocked(a) {
+			standby++
+		}
+	}
+	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: standby}
+}
+
+// standbyOnlyLocked says whether this node only stands by for a: it is in
+// a's standbys, and neither holds it nor keeps it fenced or lost (the set
+// lasts through its turns as owner). Called with m.mu held.
+func (m *Member) standbyOnlyLocked(a netip.Addr) bool {
+	_, s := m.standby[a]
+	_, o := m.owned[a]
+	_, f := m.fenced[a]
+	_, l := m.lost[a]
+	return s && !o && !f && !l
 }
 
 // Notes says, for the claims that need it, what the store says of them:
@@ -526,7 +549,9 @@ func (m *Member) Notes() map[netip.Addr]string {
 		out[a] = fmt.Sprintf("lost to %s at %s, while this node was fenced", l.to, l.at.Local().Format("15:04:05"))
 	}
 	for a := range m.standby {
-		out[a] = "standby: takes the address if its owner's lease expires"
+		if m.standbyOnlyLocked(a) {
+			out[a] = "standby: takes the address if its owner's lease expires"
+		}
 	}
 	return out
 }

@@ -24,6 +24,10 @@ type MoveRecord struct {
 	Move  store.Move
 	Rev   int64
 	Lease LeaseID
+	// Standby, when set, is the owner's standby record that HandOver
+	// writes with the hand-over: the old owner stands by in the
+	// target's place.
+	Standby *store.Standby
 }
 
 // MoveChange is a change of the store that a move turns on.
@@ -96,11 +100,16 @@ type Ledger interface {
 	// Drop deletes a's claim if it is still bound to lease.
 	Drop(ctx context.Context, lease LeaseID, a netip.Addr) error
 
-	// StandBy writes the standby records, bound to lease, in one
-	// transaction, and returns the store's revision then.
-	StandBy(ctx context.Context, lease LeaseID, recs []store.Standby) (rev int64, err error)
+	// StandBy writes the standby records in one transaction, and returns
+	// the store's revision then. No lease binds them: an address's
+	// standbys are a set that lasts, through its owners' moves and
+	// takeovers and its standbys' restarts, until dropped.
+	StandBy(ctx context.Context, recs []store.Standby) (rev int64, err error)
 	// DropStandby deletes node's standby record for a.
 	DropStandby(ctx context.Context, a netip.Addr, node string) error
+	// StandbyOf reads node's standby record for a (nil: none), and the
+	// revision read.
+	StandbyOf(ctx context.Context, a netip.Addr, node string) (*store.Standby, int64, error)
 	// Standbys reads node's standby records (each with its Lease), and
 	// the revision they were read at.
 	Standbys(ctx context.Context, node string) ([]store.Standby, int64, error)
@@ -126,9 +135,11 @@ type Ledger interface {
 	// to lease, writes the move record (Released set by the caller) and
 	// tells the target in its inbox, all in one transaction, if the move
 	// is still the one read.
-	// It says whether it did: false when the key is no longer this
-	// lease's or the move record changed (the move was given up).
-	HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, error)
+	// With r.Standby it writes that standby record too. It says whether
+	// it did, and the store's revision then: false when the key is no
+	// longer this lease's or the move record changed (the move was given
+	// up).
+	HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, int64, error)
 	// MarkMove writes the move record as mv is now, if the move is still
 	// the one created at rev; with done it then deletes the record, for
 	// the mover's watch to see the end.

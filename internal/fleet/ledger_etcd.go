@@ -215,14 +215,14 @@ func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr) erro
 	return nil
 }
 
-func (l *etcdLedger) StandBy(ctx context.Context, lease LeaseID, recs []store.Standby) (int64, error) {
+func (l *etcdLedger) StandBy(ctx context.Context, recs []store.Standby) (int64, error) {
 	ops := make([]clientv3.Op, len(recs))
 	for i, s := range recs {
-		val, err := store.Encode(s)
+		op, err := l.standbyPut(s)
 		if err != nil {
 			return 0, err
 		}
-		ops[i] = clientv3.OpPut(l.k.Standby(s.Addr, s.Node), string(val), clientv3.WithLease(clientv3.LeaseID(lease)))
+		ops[i] = op
 	}
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
@@ -231,6 +231,44 @@ func (l *etcdLedger) StandBy(ctx context.Context, lease LeaseID, recs []store.St
 		return 0, l.c.Explain(err)
 	}
 	return resp.Header.Revision, nil
+}
+
+// standbyPut is the put of a standby record, bound to no lease.
+func (l *etcdLedger) standbyPut(s store.Standby) (clientv3.Op, error) {
+	s.Lease = 0
+	val, err := store.Encode(s)
+	if err != nil {
+		return clientv3.Op{}, err
+	}
+	return clientv3.OpPut(l.k.Standby(s.Addr, s.Node), string(val)), nil
+}
+
+func (l *etcdLedger) StandbyOf(ctx context.Context, a netip.Addr, node string) (*store.Standby, int64, error) {
+	key := l.k.Standby(a, node)
+	kv, rev, err := l.getOne(ctx, key)
+	if err != nil || kv == nil {
+		return nil, rev, err
+	}
+	s, err := store.Decode[store.Standby](key, kv.Value)
+	if err != nil {
+		return nil, 0, err
+	}
+	s.Addr, s.Node, s.Lease = a, node, kv.Lease
+	return &s, rev, nil
+}
+
+// getOne reads key: nil when it is absent, with the revision read.
+func (l *etcdLedger) getOne(ctx context.Context, key string) (*mvccpb.KeyValue, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Get(rctx, key)
+	if err != nil {
+		return nil, 0, l.c.Explain(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, resp.Header.Revision, nil
+	}
+	return resp.Kvs[0], resp.Header.Revision, nil
 }
 
 func (l *etcdLedger) PutLingering(ctx context.Context, lease LeaseID, rec store.Lingering) error {
@@ -264,18 +302,12 @@ func (l *etcdLedger) Standbys(ctx context.Context, node string) ([]store.Standby
 }
 
 func (l *etcdLedger) Cordon(ctx context.Context, node string) (*store.Cordon, int64, error) {
-	key := l.k.Cordon(node)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
-	defer cancel()
-	resp, err := l.c.Get(rctx, key)
-	if err != nil {
-		return nil, 0, l.c.Explain(err)
+	kv, rev, err := l.getOne(ctx, l.k.Cordon(node))
+	if err != nil || kv == nil {
+		return nil, rev, err
 	}
-	if len(resp.Kvs) == 0 {
-		return nil, resp.Header.Revision, nil
-	}
-	c, _ := store.ReadCordon(node, resp.Kvs[0])
-	return &c, resp.Header.Revision, nil
+	c, _ := store.ReadCordon(node, kv)
+	return &c, rev, nil
 }
 
 func (l *etcdLedger) Inbox(ctx context.Context, node string) ([]netip.Addr, error) {
@@ -315,25 +347,33 @@ func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecor
 	return out, nil
 }
 
-func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, error) {
+func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, int64, error) {
 	mv := r.Move
 	val, err := store.Encode(mv)
 	if err != nil {
-		return false, err
+		return false, 0, err
 	}
 	key, mkey := l.k.Claim(mv.Addr), l.k.Move(mv.Addr)
+	// The target hears of it in its inbox, under the mover's lease.
+	ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
+		clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(clientv3.LeaseID(r.Lease)))}
+	if r.Standby != nil {
+		op, err := l.standbyPut(*r.Standby)
+		if err != nil {
+			return false, 0, err
+		}
+		ops = append(ops, op)
+	}
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	// The target hears of it in its inbox, under the mover's lease.
 	resp, err := l.c.Txn(rctx).If(
 		clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease)),
 		clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.Rev),
-	).Then(clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
-		clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(clientv3.LeaseID(r.Lease)))).Commit()
+	).Then(ops...).Commit()
 	if err != nil {
-		return false, l.c.Explain(err)
+		return false, 0, l.c.Explain(err)
 	}
-	return resp.Succeeded, nil
+	return resp.Succeeded, resp.Header.Revision, nil
 }
 
 func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error {

@@ -464,7 +464,7 @@ func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr) 
 	return nil
 }
 
-func (l *fakeLedger) StandBy(_ context.Context, lease fleet.LeaseID, recs []store.Standby) (int64, error) {
+func (l *fakeLedger) StandBy(_ context.Context, recs []store.Standby) (int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return 0, err
@@ -472,9 +472,27 @@ func (l *fakeLedger) StandBy(_ context.Context, lease fleet.LeaseID, recs []stor
 	defer s.mu.Unlock()
 	rev := s.bumpLocked()
 	for _, r := range recs {
-		s.standbys[r.Addr.String()+"/"+r.Node] = fakeKV[store.Standby]{v: r, lease: lease, create: rev}
+		s.putStandbyLocked(r, rev)
 	}
 	return rev, nil
+}
+
+func (s *fakeStore) putStandbyLocked(r store.Standby, rev int64) {
+	r.Lease = 0
+	s.standbys[r.Addr.String()+"/"+r.Node] = fakeKV[store.Standby]{v: r, create: rev}
+}
+
+func (l *fakeLedger) StandbyOf(_ context.Context, a netip.Addr, node string) (*store.Standby, int64, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, 0, err
+	}
+	defer l.s.mu.Unlock()
+	kv, ok := l.s.standbys[a.String()+"/"+node]
+	if !ok {
+		return nil, l.s.rev, nil
+	}
+	v := kv.v
+	return &v, l.s.rev, nil
 }
 
 func (l *fakeLedger) DropStandby(_ context.Context, a netip.Addr, node string) error {
@@ -541,10 +559,10 @@ func (l *fakeLedger) Moves(_ context.Context, addrs []netip.Addr) ([]fleet.MoveR
 	return out, nil
 }
 
-func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.MoveRecord) (bool, error) {
+func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.MoveRecord) (bool, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
-		return false, err
+		return false, 0, err
 	}
 	defer s.mu.Unlock()
 	if s.onHandOver != nil {
@@ -552,12 +570,15 @@ func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.Mo
 	}
 	a := r.Move.Addr
 	if kv, ok := s.claims[a]; !ok || kv.lease != lease || s.moveRevLocked(a) != r.Rev {
-		return false, nil // a transaction whose compares fail changes nothing
+		return false, s.rev, nil // a transaction whose compares fail changes nothing
 	}
 	s.deleteClaimLocked(a)
 	s.putMoveLocked(r.Move, s.moves[a].lease, r.Rev)
 	s.putInboxLocked(r.Move.To, a, r.Lease)
-	return true, nil
+	if r.Standby != nil {
+		s.putStandbyLocked(*r.Standby, s.rev)
+	}
+	return true, s.rev, nil
 }
 
 func (l *fakeLedger) MarkMove(_ context.Context, mv store.Move, rev int64, done bool) error {

@@ -242,15 +242,14 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
-	prev, err := m.register(ctx)
-	if err != nil {
+	if _, err := m.register(ctx); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())
 	m.mu.Lock()
 	m.runCtx, m.stop = runCtx, stop
 	m.mu.Unlock()
-	rev, err := m.rebindStandbys(ctx, prev)
+	rev, err := m.loadStandbys(ctx)
 	if err != nil {
 		stop()
 		m.wg.Wait()

@@ -90,7 +90,7 @@ func planMoves(v store.View, req store.MoveRequest, now time.Time) ([]*pendingMo
 		} else {
 			m.res.Unheld = true
 		}
-		ifname, err := pickInterface(to, a, req.Interface, cur.Claim.Interface)
+		ifname, err := PickInterface(to, a, req.Interface, cur.Claim.Interface)
 		if err != nil {
 			errs = append(errs, err)
 			continue
@@ -126,9 +126,9 @@ func homeAfter(cur store.ClaimView, held bool, req store.MoveRequest) string {
 	return home
 }
 
-// pickInterface chooses the target's interface for a: the one asked for,
+// PickInterface chooses the target's interface for a: the one asked for,
 // else the one whose prefix holds a, else the owner's interface by name.
-func pickInterface(to store.Node, a netip.Addr, asked, owners string) (string, error) {
+func PickInterface(to store.Node, a netip.Addr, asked, owners string) (string, error) {
 	names := make([]string, len(to.Interfaces))
 	for i, ifc := range to.Interfaces {
 		names[i] = ifc.Name

@@ -10,7 +10,6 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
-	"github.com/vipctl/vip/internal/store"
 )
 
 // resume brings the fenced claims back once the store answers again. When
@@ -73,12 +72,6 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 	defer unlock()
 	defer func() { again = again || m.fencedBeyond(addrs) }()
 	if leaseLost {
-		m.mu.Lock()
-		standbys := make([]store.Standby, 0, len(m.standby))
-		for _, s := range m.standby {
-			standbys = append(standbys, s)
-		}
-		m.mu.Unlock()
 		// The claims in flight under the lost lease finish first: each
 		// commits as fenced, for the next pass (fencedBeyond).
 		m.leaseOps.Lock()
@@ -87,9 +80,6 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		if err != nil {
 			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
 			return false
-		}
-		if err := m.putStandbys(ctx, standbys, 0); err != nil {
-			m.log.Warn("keep the standbys under the new lease", "err", err)
 		}
 	}
 	m.mu.Lock()

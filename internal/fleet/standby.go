@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
@@ -30,7 +31,6 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		return nil, err
 	}
 	m.mu.Lock()
-	lease := m.lease
 	for _, r := range reqs {
 		if _, ok := m.owned[r.Addr]; ok {
 			m.mu.Unlock()
@@ -55,7 +55,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		for i, r := range batch {
 			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw}
 		}
-		rev, err := m.l.StandBy(ctx, lease, recs)
+		rev, err := m.l.StandBy(ctx, recs)
 		if err != nil {
 			what := batch[0].Addr.String()
 			if len(batch) > 1 {
@@ -88,39 +88,64 @@ func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
 	return nil
 }
 
-// rebindStandbys reads this node's standbys from the store: those of a
-// dead predecessor (under prev) are bound to this agent's lease, so they
-// survive it. It returns the revision read, from which the watch starts.
-func (m *Member) rebindStandbys(ctx context.Context, prev LeaseID) (int64, error) {
+// standbyOf is this node's standby record for the claim c, as of now.
+func (m *Member) standbyOf(c announce.Claim, now time.Time) *store.Standby {
+	raw, err := json.Marshal(c.Options)
+	if err != nil {
+		return nil
+	}
+	return &store.Standby{Addr: c.Addr, Node: m.cfg.Node, Interface: c.Interface, Since: now, Options: raw}
+}
+
+// loadStandbys reads this node's standbys from the store, which no lease
+// binds (an agent that restarts finds them there), and watches their
+// addresses. It returns the revision read, from which the watch starts.
+func (m *Member) loadStandbys(ctx context.Context) (int64, error) {
 	mine, rev, err := m.l.Standbys(ctx, m.cfg.Node)
 	if err != nil {
 		return 0, err
 	}
-	return rev, m.putStandbys(ctx, mine, prev)
+	for _, s := range mine {
+		m.keepStandby(s, rev)
+	}
+	return rev, nil
 }
 
-// putStandbys binds standbys held under old (or every one, when old is
-// zero) to the member's lease.
-func (m *Member) putStandbys(ctx context.Context, list []store.Standby, old LeaseID) error {
+// keepStandby notes this node's standby record s, read or written at rev,
+// and watches its address.
+func (m *Member) keepStandby(s store.Standby, rev int64) {
+	s.Lease = 0
 	m.mu.Lock()
-	lease := m.lease
+	m.standby[s.Addr] = s
 	m.mu.Unlock()
-	for _, s := range list {
-		if old != 0 && LeaseID(s.Lease) != old {
-			continue
-		}
-		// The lease is the key's, not the record's.
-		s.Lease = 0
-		rev, err := m.l.StandBy(ctx, lease, []store.Standby{s})
-		if err != nil {
-			return fmt.Errorf("keep the standby for %s: %w", s.Addr, err)
-		}
-		m.mu.Lock()
-		m.standby[s.Addr] = s
-		m.mu.Unlock()
-		m.watchGone(s.Addr, rev)
+	m.watchGone(s.Addr, rev)
+}
+
+// syncStandby reads this node's standby record for a again, after a notice
+// in its inbox (vip standby --on, from any host), and stands by for a, or
+// no more, as the store says. Called with a locked.
+func (m *Member) syncStandby(ctx context.Context, a netip.Addr) {
+	s, rev, err := m.l.StandbyOf(ctx, a, m.cfg.Node)
+	if err != nil {
+		m.log.Warn("read this node's standby record after a notice", "addr", a, "err", err)
+		return
 	}
-	return nil
+	m.mu.Lock()
+	old, had := m.standby[a]
+	m.mu.Unlock()
+	switch {
+	case s != nil && (!had || old.Interface != s.Interface || string(old.Options) != string(s.Options)):
+		m.keepStandby(*s, rev)
+		m.log.Info("standby", "addr", a, "interface", s.Interface, "by", "the store")
+		m.notify(event.Standby, a, s.Interface, "made a standby in the store (vip standby): takes the address if its owner's lease expires")
+	case s == nil && had:
+		m.mu.Lock()
+		delete(m.standby, a)
+		m.mu.Unlock()
+		m.unwatchGone(a)
+		m.log.Info("no longer a standby", "addr", a, "by", "the store")
+		m.notify(event.Standby, a, old.Interface, "removed from the address's standbys in the store (vip standby --remove)")
+	}
 }
 
 // takeAsStandby is called when a's owner's key vanished: if this node
@@ -162,10 +187,8 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Cl
 	if err != nil || !took {
 		return
 	}
-	// The owner now, it stands by no more: the fleet lists the others.
-	if err := m.dropStandby(ctx, a); err != nil {
-		m.log.Warn("forget the standby record of a claim taken", "addr", a, "err", err)
-	}
+	// The standby record stays: the set lasts, and this node stands by
+	// again once the address leaves it.
 	msg := fmt.Sprintf("took the address as a standby: the lease of its owner %s expired", owner.Node)
 	m.log.Warn("standby took over", "addr", a, "interface", s.Interface, "from", owner.Node)
 	m.notify(event.Standby, a, s.Interface, msg)

@@ -73,6 +73,13 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 				m.arrive(ctx, in)
 			}
 		}
+		// A notice with no move of its address is a change of this
+		// node's standby record (vip standby --on, from any host).
+		for _, a := range batch {
+			if !slices.ContainsFunc(recs, func(r MoveRecord) bool { return r.Move.Addr == a }) {
+				m.syncStandby(ctx, a)
+			}
+		}
 		for _, rec := range recs {
 			mv := rec.Move
 			if !mv.Live.IsZero() || mv.Error != "" {
@@ -150,7 +157,12 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 		mv := r.Move
 		mv.Released = now
 		r.Move = mv
-		done, err := m.l.HandOver(ctx, lease, r)
+		// The old owner stands by in the target's place, with the
+		// claim's interface and options, written with the hand-over.
+		if o, ok := was[mv.Addr]; ok {
+			r.Standby = m.standbyOf(o.claim, now)
+		}
+		done, rev, err := m.l.HandOver(ctx, lease, r)
 		switch {
 		case err != nil:
 			// The target takes it when the key goes (it watches it):
@@ -169,7 +181,10 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 			continue
 		}
 		m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
-		m.notify(event.Move, mv.Addr, "", "released for a move to "+mv.To)
+		m.notify(event.Move, mv.Addr, "", "released for a move to "+mv.To+"; this node stands by for it")
+		if r.Standby != nil {
+			m.keepStandby(*r.Standby, rev)
+		}
 	}
 }
 

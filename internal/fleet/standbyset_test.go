@@ -1,0 +1,84 @@
+package fleet_test
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
+)
+
+// standbyNodes lists the nodes of the store's standby records for a.
+func (f *fakeFleet) standbyNodes(a netip.Addr) []string {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	var out []string
+	for _, kv := range f.s.standbys {
+		if kv.v.Addr == a {
+			out = append(out, kv.v.Node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// stateOf is m's state of a in its status ("" when it has none).
+func stateOf(m *fleet.Member, a netip.Addr) []string {
+	var out []string
+	for _, s := range m.Status(a) {
+		out = append(out, s.State)
+	}
+	return out
+}
+
+// TestFakeStandbySetLasts: an address's standbys are a set that lasts. A
+// move makes the old owner a standby in the target's place, the standby
+// that became the owner stays in the set (its status says held, not
+// standby), a takeover consumes nothing, and a standby's record outlives
+// its agent's lease; a release takes the node out.
+func TestFakeStandbySetLasts(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	b, bEng := f.join("b")
+	f.claim(a, vip)
+	f.standby(b, vip)
+	if got := f.standbyNodes(vip); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("standbys before the move: %v, want b", got)
+	}
+	if _, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return slices.Equal(f.standbyNodes(vip), []string{"a", "b"}) }, "after the move the old owner a is not a standby beside b")
+	eventually(t, func() bool { return slices.Equal(stateOf(a, vip), []string{api.StateStandby}) }, "a's status does not say it stands by")
+	if got := stateOf(b, vip); slices.Contains(got, api.StateStandby) {
+		t.Errorf("b holds the address and its status says %v: want held alone", got)
+	}
+	if n := b.Kept()[api.StateStandby]; n != 0 {
+		t.Errorf("b counts %d standbys while it holds the address, want 0", n)
+	}
+
+	// b dies: a, the old owner, takes the address back at its lease's
+	// expiry; b's standby record stays, for when it returns.
+	f.crash("b")
+	bEng.drop([]netip.Addr{vip})
+	f.advanceTo(fakeTTL + fakeTiming.Renew)
+	eventually(t, func() bool { return aEng.holds(vip) }, "a, standing by since the move, did not take the address back")
+	if got := f.owner(vip); got != "a" {
+		t.Errorf("the store's owner: %q, want a", got)
+	}
+	if got := f.standbyNodes(vip); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("standbys after the takeover and b's lease expired: %v, want a and b (the set lasts)", got)
+	}
+
+	// A release on a takes a out of the set as well.
+	if _, _, err := a.Release(context.Background(), []netip.Addr{vip}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return slices.Equal(f.standbyNodes(vip), []string{"b"}) }, "a released the address and stays a standby")
+	if got := stateOf(a, vip); len(got) != 0 {
+		t.Errorf("after its release a's status says %v, want nothing", got)
+	}
+}
