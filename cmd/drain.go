@@ -47,9 +47,18 @@ const drainPoll = 250 * time.Millisecond
 // owner's record to list a moved address before it says it is not counted.
 const drainUnlisted = 5 * time.Second
 
+// drainStale is how long the old owner's record may go unwritten while
+// addresses linger there: its agent writes it at least every
+// agent.lingerHeartbeat (5 s) then.
+const drainStale = 15 * time.Second
+
 // errNotQuiet makes vip drain exit 3 when traffic still reaches the old
 // owner at --timeout.
 var errNotQuiet = errors.New("still gets traffic")
+
+// errUncounted makes vip drain exit 3 when the old owner did not count a
+// moved address: its quiet is not shown.
+var errUncounted = errors.New("did not count")
 
 func newDrainCmd(d *deps, runF func(context.Context, *drainOptions) error) *cobra.Command {
 	o := &drainOptions{}
@@ -187,16 +196,16 @@ func runDrain(ctx context.Context, d *deps, o *drainOptions) error {
 	moveErr := movesError(resp.Moves)
 
 	var quiet *fleet.Quiet
+	var waitErr error
 	if o.Quiet > 0 && len(released) > 0 {
 		quiet = fleet.NewQuiet(o.Quiet, released)
-		if err := o.waitQuiet(ctx, c, quiet); err != nil {
-			return err
-		}
+		// The moves are printed whatever became of the wait.
+		waitErr = o.waitQuiet(ctx, c, quiet)
 		for _, qa := range quiet.Addrs() {
 			resp.Addrs = append(resp.Addrs, drainAddr(qa, to[qa.Addr], quiet.IsQuiet(qa, time.Now())))
 		}
 	}
-	resp.Done = moveErr == nil && (quiet == nil || quiet.Done(time.Now()))
+	resp.Done = moveErr == nil && waitErr == nil && (quiet == nil || quiet.Done(time.Now()))
 
 	if o.JSON {
 		if err := writeJSON(d, resp); err != nil {
@@ -207,6 +216,9 @@ func runDrain(ctx context.Context, d *deps, o *drainOptions) error {
 	}
 	if moveErr != nil {
 		return moveErr
+	}
+	if waitErr != nil {
+		return waitErr
 	}
 	return drainError(resp)
 }
@@ -219,11 +231,13 @@ func (o *drainOptions) canProve(counts *store.Lingering, v store.View, plan flee
 	const without = "give --quiet 0 to drain without waiting for quiet"
 	switch {
 	case counts == nil:
-		return badInput("node %s's agent writes no counts of traffic after a release (a vip older than this one): %s", o.Node, without)
+		return badInput("node %s's agent has written no counts of traffic after a release (it is a vip older than this one, or could not write to the store yet): %s", o.Node, without)
 	case counts.Linger == 0:
 		return badInput("node %s's agent runs with --linger 0 and counts no traffic after a release: %s, or restart it without --linger 0", o.Node, without)
 	case time.Duration(counts.Linger) < o.Timeout:
 		return badInput("--timeout %v is past node %s's --linger %v, when it stops counting: give a timeout of at most %v", o.Timeout, o.Node, time.Duration(counts.Linger), time.Duration(counts.Linger))
+	case len(plan.To) > store.MaxLingerAddrs:
+		return badInput("node %s holds %d addresses, and its counts after a release list at most %d: move some first with vip move, or %s", o.Node, len(plan.To), store.MaxLingerAddrs, without)
 	}
 	for a := range plan.To {
 		cv, _ := v.ClaimOf(a)
@@ -262,6 +276,8 @@ func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.
 		rec, err := c.ReadLingering(ctx, o.Node)
 		now := time.Now()
 		switch {
+		case err != nil && !errors.Is(err, store.ErrUnreachable):
+			return fmt.Errorf("drain node %s: the moves are done, but its counts cannot be read: %w", o.Node, err)
 		case err != nil:
 			// A store that does not answer for a moment is read again.
 		case rec == nil:
@@ -273,7 +289,12 @@ func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.
 			missing = 0
 			q.Observe(rec, now)
 		}
-		if q.Done(now) || !now.Before(deadline) {
+		if q.Stale(now) > drainStale {
+			return fmt.Errorf("node %s has not written its counts for %v while addresses linger there (its agent is stuck, or cannot write to the store): the moves are done, but quiet cannot be shown; check its agent's log", o.Node, q.Stale(now).Round(time.Second))
+		}
+		// Past drainUnlisted an address still not counted will not be:
+		// waiting longer shows nothing.
+		if q.Done(now) || !now.Before(deadline) || now.Sub(start) > drainUnlisted && q.Uncounted() {
 			return nil
 		}
 		select {
@@ -287,7 +308,7 @@ func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.
 func drainAddr(qa *fleet.QuietAddr, to string, quiet bool) api.DrainAddr {
 	l := qa.Linger
 	out := api.DrainAddr{
-		Addr: qa.Addr.String(), To: to, Counted: qa.Counted, Quiet: quiet,
+		Addr: qa.Addr.String(), To: to, Counted: qa.Counted && !qa.Lost, Quiet: quiet,
 		Packets: l.Packets, Bytes: l.Bytes, Last: l.Last, MoreSenders: l.MoreSenders,
 	}
 	for _, s := range l.Senders {
@@ -321,7 +342,7 @@ func describeDrained(a api.DrainAddr, node string, quiet time.Duration) string {
 	var b strings.Builder
 	switch {
 	case !a.Counted:
-		fmt.Fprintf(&b, "%s: not counted: node %s never listed it among its released addresses", a.Addr, node)
+		fmt.Fprintf(&b, "%s: not counted: node %s did not count it after the release (or stopped: its agent restarted)", a.Addr, node)
 		return b.String()
 	case a.Quiet && a.Packets == 0:
 		fmt.Fprintf(&b, "%s: quiet: no packet reached %s after the move (%v waited)", a.Addr, node, quiet)
@@ -344,27 +365,35 @@ func describeDrained(a api.DrainAddr, node string, quiet time.Duration) string {
 	return b.String()
 }
 
-// drainError names the addresses that are not quiet, and who still sends.
+// drainError names the addresses that are not quiet, and who still sends,
+// and those the old owner did not count.
 func drainError(r api.DrainResponse) error {
-	var loud []string
+	var loud, uncounted []string
 	for _, a := range r.Addrs {
-		if a.Quiet {
-			continue
+		switch {
+		case a.Quiet:
+		case !a.Counted:
+			uncounted = append(uncounted, a.Addr)
+		default:
+			from := "no sender remembered"
+			if len(a.Senders) > 0 {
+				var s []string
+				for _, x := range a.Senders {
+					s = append(s, x.From+" "+x.MAC)
+				}
+				from = strings.Join(s, ", ")
+			}
+			loud = append(loud, fmt.Sprintf("%s (from %s)", a.Addr, from))
 		}
-		if !a.Counted {
-			loud = append(loud, a.Addr+" (not counted)")
-			continue
-		}
-		var from []string
-		for _, s := range a.Senders {
-			from = append(from, s.From+" "+s.MAC)
-		}
-		loud = append(loud, fmt.Sprintf("%s (from %s)", a.Addr, strings.Join(from, ", ")))
 	}
-	if len(loud) == 0 {
-		return nil
+	var errs []error
+	if len(loud) > 0 {
+		errs = append(errs, fmt.Errorf("node %s %w for %s: their caches still name it; wait longer (--timeout), or clear them (ip neigh flush on those hosts)", r.Node, errNotQuiet, strings.Join(loud, "; ")))
 	}
-	return fmt.Errorf("node %s %w for %s: their caches still name it; wait longer (--timeout), or clear them (ip neigh flush on those hosts)", r.Node, errNotQuiet, strings.Join(loud, "; "))
+	if len(uncounted) > 0 {
+		errs = append(errs, fmt.Errorf("node %s %w %s after the release (its agent restarted, or stopped counting): check with tcpdump on it", r.Node, errUncounted, strings.Join(uncounted, ", ")))
+	}
+	return errors.Join(errs...)
 }
 
 func joinAddrs(addrs []netip.Addr) string {

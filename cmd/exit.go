@@ -67,7 +67,7 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitCode(child.code), nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
-	case errors.Is(err, errConflict), errors.Is(err, errUnguarded), errors.Is(err, errUnexpected), errors.Is(err, errNotQuiet):
+	case errors.Is(err, errConflict), errors.Is(err, errUnguarded), errors.Is(err, errUnexpected), errors.Is(err, errNotQuiet), errors.Is(err, errUncounted):
 		return ExitConflict, err
 	case errors.Is(err, errHeld):
 		return ExitHeld, err

@@ -18,6 +18,10 @@ import (
 // held map, whose room is for addresses held.
 const MaxLinger = time.Hour
 
+// maxHeld is MAX_HELD of responder.c: the room of the held map, which
+// lingering addresses share with the held ones.
+const maxHeld = 16384
+
 // lingerTimes are when an address began to linger and when it stops.
 type lingerTimes struct{ since, until time.Time }
 
@@ -80,37 +84,72 @@ func (r *Responder) lingerLocked(held, counted []netip.Addr, gone map[netip.Addr
 		keys[i] = r.key(a)
 		vals[i] = responderHeldValue{Mac: r.mac, Flags: heldLinger}
 	}
-	if err := r.forgetSendersLocked(addrs); err != nil {
-		r.log.Warn("the senders to addresses released before stay remembered", "err", err)
-	}
+	// Marked first, then counted from zero, then the senders of an
+	// earlier linger and of the moment between forgotten: what counts is
+	// what came after the release, and nothing before.
 	var errs []error
-	if _, err := r.zeroCounters(keys); err != nil {
-		errs = append(errs, fmt.Errorf("count anew the traffic of %d released addresses on %s: %w", len(keys), r.ifname, err))
-	}
 	n, err := batchUpdate(r.maps.Held, keys, vals, 1)
 	if err != nil {
-		// Those not marked are answered still: take them out instead.
-		if _, derr := batchDelete(r.maps.Held, keys[n:]); derr != nil {
-			errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(keys)-n, r.ifname, derr))
+		// Those not marked are answered still: take them out instead,
+		// or keep them held (and say so) where that fails too.
+		d, derr := batchDelete(r.maps.Held, keys[n:])
+		if derr != nil {
+			errs = append(errs, fmt.Errorf("drop %d addresses on %s: %w", len(keys)-n-d, r.ifname, derr))
 		}
-		_, _ = batchDelete(r.maps.Counters, keys[n:])
+		_, _ = batchDelete(r.maps.Counters, keys[n:n+d])
+		for _, a := range addrs[n : n+d] {
+			delete(r.addrs, a)
+			delete(r.counted, a)
+		}
+	}
+	if _, err := r.zeroCounters(keys[:n]); err != nil {
+		errs = append(errs, fmt.Errorf("count anew the traffic of %d released addresses on %s: %w", n, r.ifname, err))
+	}
+	if err := r.forgetSendersLocked(addrs[:n]); err != nil {
+		r.log.Warn("the senders to addresses released before stay remembered", "err", err)
 	}
 	now := time.Now()
 	times := lingerTimes{since: now, until: now.Add(r.linger)}
-	for _, a := range addrs {
+	for _, a := range addrs[:n] {
 		delete(r.addrs, a)
 		delete(r.counted, a)
-	}
-	for _, a := range addrs[:n] {
 		r.lingering[a] = times
 	}
 	if n > 0 {
-		time.AfterFunc(r.linger, r.expire)
+		r.expireByLocked(times.until)
 	}
 	if err := r.forgetAskersLocked(gone); err != nil {
 		r.log.Warn("the askers of released addresses stay remembered", "err", err)
 	}
 	return errors.Join(errs...)
+}
+
+// expireByLocked has expire run by at the latest: one timer for every
+// linger, set to the earliest end.
+func (r *Responder) expireByLocked(at time.Time) {
+	if r.expiry != nil && !at.Before(r.expiryAt) {
+		return
+	}
+	if r.expiry != nil {
+		r.expiry.Stop()
+	}
+	r.expiryAt = at
+	r.expiry = time.AfterFunc(time.Until(at), r.expire)
+}
+
+// makeRoomLocked ends the oldest lingers so that n more addresses fit in
+// the held map: a claim takes precedence over counting a release.
+func (r *Responder) makeRoomLocked(n int) {
+	over := len(r.addrs) + len(r.counted) + len(r.lingering) + n - maxHeld
+	if over <= 0 || len(r.lingering) == 0 {
+		return
+	}
+	oldest := make([]netip.Addr, 0, len(r.lingering))
+	for a := range r.lingering {
+		oldest = append(oldest, a)
+	}
+	slices.SortFunc(oldest, func(x, y netip.Addr) int { return r.lingering[x].since.Compare(r.lingering[y].since) })
+	r.endLingersLocked(oldest[:min(over, len(oldest))])
 }
 
 // endLingerLocked forgets the senders of addrs that lingered and are held
@@ -128,37 +167,56 @@ func (r *Responder) endLingerLocked(addrs []netip.Addr) {
 	}
 }
 
-// expire takes out the addresses whose linger has ended.
+// expire takes out the addresses whose linger has ended, and sets the
+// timer for the next end.
 func (r *Responder) expire() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.expiry = nil
 	if r.closed {
 		return
 	}
 	now := time.Now()
 	var due []netip.Addr
-	var keys []responderHeldKey
+	next := time.Time{}
 	for a, t := range r.lingering {
 		if !now.Before(t.until) {
 			due = append(due, a)
-			keys = append(keys, r.key(a))
+		} else if next.IsZero() || t.until.Before(next) {
+			next = t.until
 		}
 	}
-	if len(due) == 0 {
-		return
+	if left := r.endLingersLocked(due); left > 0 {
+		// Tried again in a second: an entry left would count for ever.
+		next = now.Add(time.Second)
+	}
+	if !next.IsZero() {
+		r.expireByLocked(next)
+	}
+}
+
+// endLingersLocked takes the lingering addrs out of the maps, and returns
+// how many it could not.
+func (r *Responder) endLingersLocked(addrs []netip.Addr) int {
+	if len(addrs) == 0 {
+		return 0
+	}
+	keys := make([]responderHeldKey, len(addrs))
+	for i, a := range addrs {
+		keys[i] = r.key(a)
 	}
 	n, err := batchDelete(r.maps.Held, keys)
 	if err != nil {
 		r.log.Warn("released addresses linger on", "interface", r.ifname, "count", len(keys)-n, "err", err)
-		// Tried again with the next linger's end, or when held again.
 	}
 	_, _ = batchDelete(r.maps.Counters, keys[:n])
-	for _, a := range due[:n] {
+	for _, a := range addrs[:n] {
 		delete(r.lingering, a)
 	}
-	if err := r.forgetSendersLocked(due[:n]); err != nil {
+	if err := r.forgetSendersLocked(addrs[:n]); err != nil {
 		r.log.Warn("the senders to addresses no longer lingering stay remembered", "err", err)
 	}
+	return len(addrs) - n
 }
 
 // forgetSendersLocked deletes the senders remembered of addrs.

@@ -139,3 +139,36 @@ func TestSetLingerBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestLingerMakesRoom: lingering addresses share the held map with the
+// held ones, and a claim that needs their room ends the oldest lingers
+// rather than fail.
+func TestLingerMakesRoom(t *testing.T) {
+	r := requireBPF(t, TCX)
+	if err := r.SetLinger(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	addr := func(i int) netip.Addr {
+		return netip.AddrFrom16([16]byte{0x20, 0x01, 0x0d, 0xb8, 12: byte(i >> 16), 13: byte(i >> 8), 14: byte(i), 15: 1})
+	}
+	var first []netip.Addr
+	for i := range 100 {
+		first = append(first, addr(i))
+	}
+	if err := r.Hold(first...); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Drop(first...); err != nil {
+		t.Fatal(err)
+	}
+	var more []netip.Addr
+	for i := 100; len(more) < maxHeld-2-100+16; i++ {
+		more = append(more, addr(i))
+	}
+	if err := r.Hold(more...); err != nil {
+		t.Fatalf("hold %d addresses beside 100 lingering: %v", len(more), err)
+	}
+	if got := len(lingers(t, r)); got != 84 {
+		t.Errorf("%d addresses linger, want 84: the 16 oldest ended to make room", got)
+	}
+}

@@ -102,7 +102,10 @@ type Responder struct {
 	// lingering the addresses that do, with their times.
 	linger    time.Duration
 	lingering map[netip.Addr]lingerTimes
-	closed    bool
+	// expiry ends the lingers, at expiryAt (the earliest end).
+	expiry   *time.Timer
+	expiryAt time.Time
+	closed   bool
 
 	// dlMu guards the deadline's writes and reads against Close, apart
 	// from mu: a renewal's write of the deadline must never wait behind
@@ -247,6 +250,7 @@ func (r *Responder) Hold(addrs ...netip.Addr) error {
 	if len(fresh) == 0 {
 		return nil
 	}
+	r.makeRoomLocked(len(fresh))
 	if err := r.putLocked(fresh); err != nil {
 		what := fresh[0].String()
 		if len(fresh) > 1 {
@@ -431,6 +435,7 @@ func (r *Responder) Count(addrs ...netip.Addr) error {
 		fresh = append(fresh, a)
 		keys = append(keys, r.key(a))
 	}
+	r.makeRoomLocked(len(fresh))
 	n, err := r.zeroCounters(keys)
 	if err != nil {
 		_, _ = batchDelete(r.maps.Counters, keys[:n])
@@ -503,6 +508,9 @@ func (r *Responder) Close() error {
 	r.dlMu.Unlock()
 	r.addrs, r.counted = map[netip.Addr]bool{}, map[netip.Addr]bool{}
 	r.lingering = map[netip.Addr]lingerTimes{}
+	if r.expiry != nil {
+		r.expiry.Stop()
+	}
 	var err error
 	if r.link != nil {
 		err = r.link.Close()

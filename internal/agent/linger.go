@@ -27,6 +27,11 @@ const DefaultLinger = 5 * time.Minute
 // addresses and, when it changed, writes it to the store.
 const lingerEvery = time.Second
 
+// lingerHeartbeat is how often the agent writes the record while
+// addresses linger, changed or not, so that vip drain can tell a quiet
+// node from one whose writes stopped.
+const lingerHeartbeat = 5 * time.Second
+
 // lingerer is a port's responder that counts after a release
 // (bpfresp.Responder).
 type lingerer interface {
@@ -92,8 +97,27 @@ func (b *lingerBook) park(ifname string, resp announce.KernelResponder) error {
 	if old != nil && old != resp {
 		_ = old.Close()
 	}
-	time.AfterFunc(time.Until(end)+100*time.Millisecond, func() { b.unpark(ifname, resp, true) })
+	b.closeWhenDone(ifname, resp, l, end)
 	return nil
+}
+
+// closeWhenDone closes the parked resp once its last linger has ended: at
+// end, or later if addresses began to linger on it since (it served a port
+// again meanwhile), unless a port took it back.
+func (b *lingerBook) closeWhenDone(ifname string, resp announce.KernelResponder, l lingerer, end time.Time) {
+	time.AfterFunc(time.Until(end)+100*time.Millisecond, func() {
+		b.mu.Lock()
+		parked := b.parked[ifname] == resp
+		b.mu.Unlock()
+		if !parked {
+			return
+		}
+		if later := l.LingerEnds(); later.After(time.Now()) {
+			b.closeWhenDone(ifname, resp, l, later)
+			return
+		}
+		b.unpark(ifname, resp, true)
+	})
 }
 
 // unpark takes resp off the parked ones, closing it if asked, when it is
@@ -178,17 +202,50 @@ func (b *lingerBook) record(log *slog.Logger) store.Lingering {
 			log.Warn("read the traffic of released addresses", "interface", name, "err", err)
 		}
 	}
-	slices.SortFunc(rec.Addrs, func(x, y store.LingerAddr) int {
-		if c := y.Last.Compare(x.Last); c != 0 {
-			return c
-		}
-		return x.Addr.Compare(y.Addr)
-	})
+	slices.SortFunc(rec.Addrs, func(x, y store.LingerAddr) int { return x.Addr.Compare(y.Addr) })
 	if len(rec.Addrs) > store.MaxLingerAddrs {
 		rec.Omitted = len(rec.Addrs) - store.MaxLingerAddrs
 		rec.Addrs = rec.Addrs[:store.MaxLingerAddrs]
 	}
+	boundSenders(rec.Addrs)
 	return rec
+}
+
+// boundSenders keeps MaxLingerSendersAll senders in all, given to the
+// addresses with the latest traffic first.
+func boundSenders(addrs []store.LingerAddr) {
+	order := make([]int, len(addrs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int { return addrs[y].Last.Compare(addrs[x].Last) })
+	left := store.MaxLingerSendersAll
+	for _, i := range order {
+		la := &addrs[i]
+		keep := min(len(la.Senders), left)
+		la.MoreSenders += len(la.Senders) - keep
+		la.Senders = la.Senders[:keep]
+		left -= keep
+	}
+}
+
+// sameCounts says whether two records tell the same counts: the times of
+// the latest packets, which each read of the kernel's clock moves by a
+// little, are left out.
+func sameCounts(x, y store.Lingering) bool {
+	strip := func(l store.Lingering) store.Lingering {
+		l.Addrs = slices.Clone(l.Addrs)
+		for i := range l.Addrs {
+			la := &l.Addrs[i]
+			la.Last = time.Time{}
+			la.Senders = slices.Clone(la.Senders)
+			for j := range la.Senders {
+				la.Senders[j].Last = time.Time{}
+			}
+		}
+		return l
+	}
+	return reflect.DeepEqual(strip(x), strip(y))
 }
 
 func lingerAddr(ifname string, g bpfresp.Linger) store.LingerAddr {
@@ -225,16 +282,18 @@ func publishLingering(ctx context.Context, b *lingerBook, p lingerPublisher, eve
 	defer t.Stop()
 	var last *store.Lingering
 	var lastLease int64
+	var written time.Time
 	for {
 		rec := b.record(log)
 		lease, _, _ := p.Lease()
-		if last == nil || lease != lastLease || !reflect.DeepEqual(*last, rec) {
+		beat := len(rec.Addrs) > 0 && time.Since(written) >= lingerHeartbeat
+		if last == nil || lease != lastLease || beat || !sameCounts(*last, rec) {
 			stamped := rec
 			stamped.Updated = time.Now().UTC()
 			if err := p.PublishLingering(ctx, stamped); err != nil {
 				log.Debug("write the traffic of released addresses to the store", "err", err)
 			} else {
-				last, lastLease = &rec, lease
+				last, lastLease, written = &rec, lease, time.Now()
 			}
 		}
 		select {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce/bpfresp"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // lingeringResp is a responder with addresses lingering until ends.
@@ -23,12 +24,21 @@ type lingeringResp struct {
 
 func (r *lingeringResp) SetLinger(d time.Duration) error { r.linger = d; return nil }
 func (r *lingeringResp) Lingering(fn func(bpfresp.Linger)) error {
-	if !r.ends.IsZero() {
-		fn(bpfresp.Linger{Addr: netip.MustParseAddr("192.0.2.10"), Until: r.ends, Packets: 3})
+	if ends := r.LingerEnds(); !ends.IsZero() {
+		fn(bpfresp.Linger{Addr: netip.MustParseAddr("192.0.2.10"), Until: ends, Packets: 3})
 	}
 	return nil
 }
-func (r *lingeringResp) LingerEnds() time.Time { return r.ends }
+func (r *lingeringResp) LingerEnds() time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.ends
+}
+func (r *lingeringResp) setEnds(t time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ends = t
+}
 func (r *lingeringResp) Same(i int, m net.HardwareAddr) bool {
 	return i == r.index && m.String() == r.mac.String()
 }
@@ -102,5 +112,61 @@ func TestLingerBookParks(t *testing.T) {
 	b.closeParked()
 	if !last.isClosed() {
 		t.Error("closeParked left a parked responder open")
+	}
+}
+
+// TestLingerBookParkedTwice: a parked responder that served a port again
+// and was parked with a later linger is not closed at the first one's end.
+func TestLingerBookParkedTwice(t *testing.T) {
+	mac := net.HardwareAddr{0x02, 0, 0x5e, 0, 0x53, 1}
+	ifi := &net.Interface{Name: "eth0", Index: 7, HardwareAddr: mac}
+	b := newLingerBook(time.Minute)
+	r := &lingeringResp{index: 7, mac: mac}
+	r.setEnds(time.Now().Add(100 * time.Millisecond))
+	_ = b.wrap("eth0", r).Close()
+	if b.takeParked(ifi) != r {
+		t.Fatal("the parked responder was not served again")
+	}
+	r.setEnds(time.Now().Add(time.Hour))
+	_ = b.wrap("eth0", r).Close()
+	time.Sleep(400 * time.Millisecond) // past the first linger's end and its timer
+	if r.isClosed() {
+		t.Fatal("the responder closed at its first linger's end, while a later one lasts")
+	}
+	b.closeParked()
+}
+
+// TestLingerRecordBounds: the record counts senders in all, the addresses
+// with the latest traffic first, and a read whose only change is the
+// times of the latest packets is the same counts.
+func TestLingerRecordBounds(t *testing.T) {
+	now := time.Now()
+	var addrs []store.LingerAddr
+	for i := range store.MaxLingerSendersAll {
+		a := store.LingerAddr{Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(i % 250)}), Last: now.Add(-time.Duration(i) * time.Second)}
+		for range store.MaxLingerSenders {
+			a.Senders = append(a.Senders, store.LingerSender{MAC: "02:00:5e:00:53:01"})
+		}
+		addrs = append(addrs, a)
+	}
+	boundSenders(addrs)
+	kept := 0
+	for _, a := range addrs {
+		kept += len(a.Senders)
+	}
+	if kept != store.MaxLingerSendersAll || len(addrs[0].Senders) != store.MaxLingerSenders || len(addrs[len(addrs)-1].Senders) != 0 || addrs[len(addrs)-1].MoreSenders != store.MaxLingerSenders {
+		t.Errorf("kept %d senders (newest address %d, oldest %d), want %d in all, the newest first", kept, len(addrs[0].Senders), len(addrs[len(addrs)-1].Senders), store.MaxLingerSendersAll)
+	}
+	x := store.Lingering{Addrs: []store.LingerAddr{{Addr: netip.MustParseAddr("192.0.2.10"), Packets: 3, Last: now, Senders: []store.LingerSender{{MAC: "m", Packets: 3, Last: now}}}}}
+	y := store.Lingering{Addrs: []store.LingerAddr{{Addr: netip.MustParseAddr("192.0.2.10"), Packets: 3, Last: now.Add(time.Microsecond), Senders: []store.LingerSender{{MAC: "m", Packets: 3, Last: now.Add(time.Microsecond)}}}}}
+	if !sameCounts(x, y) {
+		t.Error("records that differ only in the times' jitter are not the same counts")
+	}
+	y.Addrs[0].Packets = 4
+	if sameCounts(x, y) {
+		t.Error("records with other counts are the same counts")
+	}
+	if x.Addrs[0].Last.IsZero() {
+		t.Error("sameCounts changed its argument")
 	}
 }

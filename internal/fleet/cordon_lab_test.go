@@ -33,6 +33,14 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 	if took, _, err := l.Take(ctx, lease, rec, 0, 0); err != nil || took {
 		t.Fatalf("take looking at no cordon while one is there: took %v, %v; want refused", took, err)
 	}
+	if took, _, err := l.Take(ctx, lease, rec, 0, cord.Rev); err != nil || took {
+		t.Fatalf("a standby's take with no standby record of b: took %v, %v; want refused", took, err)
+	}
+	// b stands by for the addresses taken as a standby below.
+	later := taken.Next().Next().Next()
+	if _, err := l.StandBy(ctx, []store.Standby{{Addr: taken, Node: "b", Interface: "eth0"}, {Addr: later, Node: "b", Interface: "eth0"}}); err != nil {
+		t.Fatal(err)
+	}
 	if took, _, err := l.Take(ctx, lease, rec, 0, cord.Rev); err != nil || !took {
 		t.Fatalf("take looking at the cordon as it is: took %v, %v; want taken", took, err)
 	}

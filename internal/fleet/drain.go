@@ -97,10 +97,15 @@ func liveNames(v store.View) string {
 // clock: an address is quiet once no new packet for it was counted for
 // the wanted time since it was released or since the count last grew.
 // The node writes its record at most once a second, so a packet is seen
-// up to that late.
+// up to that late. An address the node stops counting (its record drops
+// it, or starts it again: the agent restarted, or released it anew) is
+// never quiet: Lost.
 type Quiet struct {
 	want  time.Duration
 	addrs map[netip.Addr]*QuietAddr
+	// updated is the record's Updated as last read, and seen when it
+	// last changed, in the drainer's clock.
+	updated, seen time.Time
 }
 
 // QuietAddr is what Quiet knows of one address.
@@ -112,6 +117,8 @@ type QuietAddr struct {
 	Changed  time.Time
 	// Counted says the node's record lists the address: it counts it.
 	Counted bool
+	// Lost says the node stopped counting it after it was Counted.
+	Lost bool
 	// Linger is the address as the record last listed it.
 	Linger store.LingerAddr
 }
@@ -131,9 +138,15 @@ func (q *Quiet) Observe(rec *store.Lingering, now time.Time) {
 	if rec == nil {
 		return
 	}
+	if !rec.Updated.Equal(q.updated) || q.seen.IsZero() {
+		q.updated, q.seen = rec.Updated, now
+	}
 	for a, qa := range q.addrs {
 		la, ok := rec.Of(a)
-		if !ok || la.Since.IsZero() {
+		if qa.Counted && (!ok || !la.Since.Equal(qa.Linger.Since) || la.Packets < qa.Linger.Packets) {
+			qa.Lost = true
+		}
+		if !ok || la.Since.IsZero() || qa.Lost {
 			continue
 		}
 		if qa.Counted && la.Packets > qa.Linger.Packets {
@@ -162,7 +175,26 @@ func (q *Quiet) Done(now time.Time) bool {
 
 // IsQuiet says whether qa is counted and quiet at now.
 func (q *Quiet) IsQuiet(qa *QuietAddr, now time.Time) bool {
-	return qa.Counted && now.Sub(qa.Changed) >= q.want
+	return qa.Counted && !qa.Lost && now.Sub(qa.Changed) >= q.want
+}
+
+// Stale says how long the node's record has gone unchanged, in the
+// drainer's clock, since it was first read (zero before).
+func (q *Quiet) Stale(now time.Time) time.Duration {
+	if q.seen.IsZero() {
+		return 0
+	}
+	return now.Sub(q.seen)
+}
+
+// Uncounted says whether an address is not counted, or counted no more.
+func (q *Quiet) Uncounted() bool {
+	for _, qa := range q.addrs {
+		if !qa.Counted || qa.Lost {
+			return true
+		}
+	}
+	return false
 }
 
 // Addrs returns what is known of each address, sorted.

@@ -102,8 +102,41 @@ func TestQuiet(t *testing.T) {
 	if q.Done(t0.Add(time.Hour)) {
 		t.Error("Done while 192.0.2.30 was never counted")
 	}
-	q.Observe(&store.Lingering{Addrs: []store.LingerAddr{{Addr: a30, Since: t0}}}, t0.Add(20*time.Second))
+	full := rec(0, 5)
+	full.Addrs = append(full.Addrs, store.LingerAddr{Addr: a30, Since: t0})
+	q.Observe(full, t0.Add(20*time.Second))
 	if !q.Done(t0.Add(20 * time.Second)) {
 		t.Error("not Done with every address counted and quiet")
+	}
+
+	// The node stops counting one (its record drops it), and starts
+	// another anew (its agent restarted: a new Since, counts from zero):
+	// neither is quiet, ever, and the drain says they were not counted.
+	again := &store.Lingering{Addrs: []store.LingerAddr{{Addr: a10, Since: t0.Add(21 * time.Second)}, {Addr: a30, Since: t0}}}
+	q.Observe(again, t0.Add(21*time.Second))
+	if got := at(time.Hour); got[a10] || got[a20] || !got[a30] {
+		t.Errorf("after the node dropped 192.0.2.20 and restarted 192.0.2.10: %v, want 192.0.2.30 alone quiet", got)
+	}
+	if !q.Uncounted() || q.Done(t0.Add(time.Hour)) {
+		t.Error("addresses the node stopped counting leave the drain done")
+	}
+}
+
+// TestQuietStale: the record's age, in the drainer's clock, counts from
+// the last change of its Updated.
+func TestQuietStale(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	q := fleet.NewQuiet(time.Second, nil)
+	if q.Stale(t0) != 0 {
+		t.Error("stale before any read")
+	}
+	q.Observe(&store.Lingering{Updated: t0}, t0)
+	q.Observe(&store.Lingering{Updated: t0}, t0.Add(10*time.Second))
+	if got := q.Stale(t0.Add(10 * time.Second)); got != 10*time.Second {
+		t.Errorf("stale %v after 10s of the same record, want 10s", got)
+	}
+	q.Observe(&store.Lingering{Updated: t0.Add(time.Second)}, t0.Add(11*time.Second))
+	if got := q.Stale(t0.Add(12 * time.Second)); got != time.Second {
+		t.Errorf("stale %v a second after a new record, want 1s", got)
 	}
 }

@@ -94,8 +94,9 @@ type Ledger interface {
 	// 0 or more, rec.Node's cordon must also be the one last modified at
 	// cordonRev (0: none), so that a cordon written since the taker
 	// looked refuses it; below 0 the cordon is not looked at (a move's
-	// arrival: its mover looked). It says whether it did, and the store's
-	// revision then.
+	// arrival: its mover looked), and rec.Node's standby record for the
+	// address must exist (a standby removed since it looked takes
+	// nothing). It says whether it did, and the store's revision then.
 	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64) (took bool, rev int64, err error)
 	// Drop deletes a's claim if it is still bound to lease.
 	Drop(ctx context.Context, lease LeaseID, a netip.Addr) error

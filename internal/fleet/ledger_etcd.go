@@ -192,8 +192,11 @@ func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, m
 	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRev)}
 	if cordonRev >= 0 {
-		// An absent key compares as revision 0.
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(rec.Node)), "=", cordonRev))
+		// A standby's take: its cordon is the one it read (an absent
+		// key compares as revision 0), and it is still a standby (its
+		// record was not removed meanwhile).
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(rec.Node)), "=", cordonRev),
+			clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
 	}
 	resp, err := l.c.Txn(rctx).If(cmps...).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()

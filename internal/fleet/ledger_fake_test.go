@@ -442,7 +442,8 @@ func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Clai
 		s.failTakes[l.node]--
 		return false, 0, errUnreachable
 	}
-	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev || cordonRev >= 0 && s.cordonRevLocked(rec.Node) != cordonRev {
+	_, standby := s.standbys[rec.Addr.String()+"/"+rec.Node]
+	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev || cordonRev >= 0 && (s.cordonRevLocked(rec.Node) != cordonRev || !standby) {
 		return false, s.rev, nil
 	}
 	if _, ok := s.leases[lease]; !ok {

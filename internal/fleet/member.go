@@ -473,8 +473,10 @@ func (m *Member) PublishLingering(ctx context.Context, rec store.Lingering) erro
 }
 
 // Close stops renewing and watching and revokes the lease, which deletes
-// this node's records (claims, standbys, registration) at once. The agent
-// releases its claims in the engine first, so no answer outlives its key.
+// this node's records bound to it (claims, registration, counts after
+// release) at once; its standby records, bound to no lease, stay. The
+// agent releases its claims in the engine first, so no answer outlives its
+// key.
 func (m *Member) Close() {
 	m.halt()
 	m.l.Close()
@@ -483,7 +485,7 @@ func (m *Member) Close() {
 
 // Leave stops renewing and watching without revoking the lease, for an
 // agent that stops to be started again (agent.OnStopKeep): the lease and
-// every key bound to it (claims, standbys, registration) stay until the
+// every key bound to it (claims, registration) stay until the
 // lease expires, one TTL after the last renewal, and an agent of this node
 // started again on this host before then takes them over. The agent has
 // closed the answer deadline first, so nothing answers meanwhile.

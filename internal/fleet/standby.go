@@ -105,10 +105,68 @@ func (m *Member) loadStandbys(ctx context.Context) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// A record an older vip bound to its agent's lease would go with
+	// it: written again, bound to none.
+	var bound []store.Standby
+	for _, s := range mine {
+		if s.Lease != 0 {
+			bound = append(bound, s)
+		}
+	}
+	if len(bound) > 0 {
+		if rev, err = m.l.StandBy(ctx, bound); err != nil {
+			return 0, fmt.Errorf("keep the standby records an older agent bound to its lease: %w", err)
+		}
+	}
 	for _, s := range mine {
 		m.keepStandby(s, rev)
 	}
 	return rev, nil
+}
+
+// reconcileStandbys reads this node's standby records and stands by as
+// they say: for those it did not know of, and no more for those gone.
+func (m *Member) reconcileStandbys(ctx context.Context) error {
+	mine, rev, err := m.l.Standbys(ctx, m.cfg.Node)
+	if err != nil {
+		return err
+	}
+	have := map[netip.Addr]bool{}
+	for _, s := range mine {
+		have[s.Addr] = true
+		m.mu.Lock()
+		_, known := m.standby[s.Addr]
+		m.mu.Unlock()
+		if !known {
+			m.keepStandby(s, rev)
+		}
+	}
+	m.mu.Lock()
+	var gone []netip.Addr
+	for a := range m.standby {
+		if !have[a] {
+			gone = append(gone, a)
+		}
+	}
+	m.mu.Unlock()
+	for _, a := range gone {
+		m.forgetStandby(a)
+	}
+	return nil
+}
+
+// forgetStandby stops standing by for a, whose record is gone.
+func (m *Member) forgetStandby(a netip.Addr) {
+	m.mu.Lock()
+	s, had := m.standby[a]
+	delete(m.standby, a)
+	m.mu.Unlock()
+	if !had {
+		return
+	}
+	m.unwatchGone(a)
+	m.log.Info("no longer a standby", "addr", a, "by", "the store")
+	m.notify(event.Standby, a, s.Interface, "removed from the address's standbys in the store (vip standby --remove)")
 }
 
 // keepStandby notes this node's standby record s, read or written at rev,
@@ -124,11 +182,11 @@ func (m *Member) keepStandby(s store.Standby, rev int64) {
 // syncStandby reads this node's standby record for a again, after a notice
 // in its inbox (vip standby --on, from any host), and stands by for a, or
 // no more, as the store says. Called with a locked.
-func (m *Member) syncStandby(ctx context.Context, a netip.Addr) {
+func (m *Member) syncStandby(ctx context.Context, a netip.Addr) error {
 	s, rev, err := m.l.StandbyOf(ctx, a, m.cfg.Node)
 	if err != nil {
-		m.log.Warn("read this node's standby record after a notice", "addr", a, "err", err)
-		return
+		m.log.Warn("read this node's standby record after a notice: read again once the store answers", "addr", a, "err", err)
+		return err
 	}
 	m.mu.Lock()
 	old, had := m.standby[a]
@@ -136,16 +194,14 @@ func (m *Member) syncStandby(ctx context.Context, a netip.Addr) {
 	switch {
 	case s != nil && (!had || old.Interface != s.Interface || string(old.Options) != string(s.Options)):
 		m.keepStandby(*s, rev)
-		m.log.Info("standby", "addr", a, "interface", s.Interface, "by", "the store")
-		m.notify(event.Standby, a, s.Interface, "made a standby in the store (vip standby): takes the address if its owner's lease expires")
+		if !had {
+			m.log.Info("standby", "addr", a, "interface", s.Interface, "by", "the store")
+			m.notify(event.Standby, a, s.Interface, "made a standby in the store (vip standby): takes the address if its owner's lease expires")
+		}
 	case s == nil && had:
-		m.mu.Lock()
-		delete(m.standby, a)
-		m.mu.Unlock()
-		m.unwatchGone(a)
-		m.log.Info("no longer a standby", "addr", a, "by", "the store")
-		m.notify(event.Standby, a, old.Interface, "removed from the address's standbys in the store (vip standby --remove)")
+		m.forgetStandby(a)
 	}
+	return nil
 }
 
 // takeAsStandby is called when a's owner's key vanished: if this node

@@ -82,3 +82,24 @@ func TestFakeStandbySetLasts(t *testing.T) {
 		t.Errorf("after its release a's status says %v, want nothing", got)
 	}
 }
+
+// TestFakeRemovedStandbyTakesNothing: a standby whose record was removed
+// from the store (by vip standby --remove, its notice not yet read) does
+// not take the address when the owner dies: the take compares the record.
+func TestFakeRemovedStandbyTakesNothing(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	_, bEng := f.join("b")
+	f.claim(a, vip)
+	f.standby(f.running["b"], vip)
+	f.s.mu.Lock()
+	delete(f.s.standbys, vip.String()+"/b")
+	f.s.mu.Unlock()
+	f.crash("a")
+	aEng.drop([]netip.Addr{vip})
+	f.advanceTo(fakeTTL + 2*fakeTiming.Renew)
+	never(t, func() bool { return bEng.holds(vip) }, "a standby whose record was removed took the address")
+	if got := f.owner(vip); got != "" {
+		t.Errorf("the store's owner: %q, want none", got)
+	}
+}

@@ -29,8 +29,13 @@ func (m *Member) watchLoop(ctx context.Context, rev int64) {
 	}
 }
 
-// resync acts on every move in the inbox, as if each had just come.
+// resync acts on every move in the inbox, as if each had just come, and
+// reads this node's standbys again: a notice of a change may have expired
+// while the watch was broken.
 func (m *Member) resync(ctx context.Context) {
+	if err := m.reconcileStandbys(ctx); err != nil {
+		m.log.Debug("read this node's standbys again", "err", err)
+	}
 	addrs, err := m.l.Inbox(ctx, m.cfg.Node)
 	if err != nil {
 		m.log.Debug("read the inbox", "err", err)
@@ -73,13 +78,16 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 				m.arrive(ctx, in)
 			}
 		}
-		// A notice with no move of its address is a change of this
-		// node's standby record (vip standby --on, from any host).
+		// A notice may be of a change of this node's standby record
+		// (vip standby --on, from any host), whether or not a move of
+		// the address is under way: read it again.
+		var unread []netip.Addr
 		for _, a := range batch {
-			if !slices.ContainsFunc(recs, func(r MoveRecord) bool { return r.Move.Addr == a }) {
-				m.syncStandby(ctx, a)
+			if err := m.syncStandby(ctx, a); err != nil {
+				unread = append(unread, a)
 			}
 		}
+		m.retryMoves(unread)
 		for _, rec := range recs {
 			mv := rec.Move
 			if !mv.Live.IsZero() || mv.Error != "" {

@@ -27,7 +27,7 @@ type Lingering struct {
 	Uncounted []string     `json:"uncounted,omitempty"`
 	Addrs     []LingerAddr `json:"addrs,omitempty"`
 	// Omitted is how many lingering addresses were left out to bound
-	// the record (MaxLingerAddrs), those with the oldest traffic first.
+	// the record (MaxLingerAddrs), the last by address.
 	Omitted int `json:"omitted,omitempty"`
 }
 
@@ -43,7 +43,8 @@ type LingerAddr struct {
 	// Last is when the latest packet came; zero when none did.
 	Last    time.Time      `json:"last,omitzero"`
 	Senders []LingerSender `json:"senders,omitempty"`
-	// MoreSenders is how many senders were left out (MaxLingerSenders).
+	// MoreSenders is how many senders were left out (MaxLingerSenders,
+	// MaxLingerSendersAll).
 	MoreSenders int `json:"more_senders,omitempty"`
 }
 
@@ -56,17 +57,20 @@ type LingerSender struct {
 	Last    time.Time  `json:"last"`
 }
 
-// MaxLingerAddrs and MaxLingerSenders bound a Lingering record (about
-// 300 bytes an address), under maxLingeringBytes.
+// MaxLingerAddrs, MaxLingerSenders and MaxLingerSendersAll bound a
+// Lingering record: addresses (about 230 bytes each), senders of one
+// address, and senders in all (about 110 bytes each, given to the
+// addresses with the latest traffic first), under maxLingeringBytes.
 const (
-	MaxLingerAddrs   = 1000
-	MaxLingerSenders = 4
+	MaxLingerAddrs      = 4096
+	MaxLingerSenders    = 4
+	MaxLingerSendersAll = 1024
 )
 
 // maxLingeringBytes bounds a Lingering record, which lists up to
-// MaxLingerAddrs addresses: larger than the other records, well under
-// etcd's request limit (1.5 MiB by default).
-const maxLingeringBytes = 512 << 10
+// MaxLingerAddrs addresses: larger than the other records (a full one is
+// about 1.05 MB), under etcd's request limit (1.5 MiB by default).
+const maxLingeringBytes = 1280 << 10
 
 // Of returns what the record says of a, if it lists it.
 func (l Lingering) Of(a netip.Addr) (LingerAddr, bool) {
