@@ -23,15 +23,7 @@ func TestCordon(t *testing.T) {
 	labtest.RequireTool(t, "etcdctl")
 	f := newFleetLab(t)
 	st := f.storeURL
-	fleetNow := func() api.FleetResponse {
-		t.Helper()
-		out := mustVip(t, f.client, f.sc, "fleet", "--json", "--store", st)
-		var fl api.FleetResponse
-		if err := json.Unmarshal([]byte(out), &fl); err != nil {
-			t.Fatalf("vip fleet --json: %v:\n%s", err, out)
-		}
-		return fl
-	}
+	fleetNow := func() api.FleetResponse { t.Helper(); return fleetOf(t, f) }
 	ownerOf := func(fl api.FleetResponse, addr string) string {
 		for _, c := range fl.Claims {
 			if c.Addr == addr {

@@ -524,17 +524,6 @@ func (m *Member) Kept() map[string]int {
 	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: standby}
 }
 
-// standbyOnlyLocked says whether this node only stands by for a: it is in
-// a's standbys, and neither holds it nor keeps it fenced or lost (the set
-// lasts through its turns as owner). Called with m.mu held.
-func (m *Member) standbyOnlyLocked(a netip.Addr) bool {
-	_, s := m.standby[a]
-	_, o := m.owned[a]
-	_, f := m.fenced[a]
-	_, l := m.lost[a]
-	return s && !o && !f && !l
-}
-
 // Notes says, for the claims that need it, what the store says of them:
 // who took a lost claim, whom a standby waits on, since when a claim is
 // fenced.

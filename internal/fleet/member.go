@@ -242,7 +242,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
-	if _, err := m.register(ctx); err != nil {
+	if err := m.register(ctx); err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(context.Background())

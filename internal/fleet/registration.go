@@ -10,19 +10,18 @@ import (
 	"github.com/vipctl/vip/internal/store"
 )
 
-// register grants a lease and writes the node's registration under it. It
-// returns the lease of this host's dead predecessor, if it took one over.
-func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
+// register grants a lease and writes the node's registration under it,
+// taking over that of this host's dead predecessor, if any.
+func (m *Member) register(ctx context.Context) error {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	ifs := m.interfaces()
 	lease, other, err := m.l.Register(rctx, m.cfg.TTL, m.nodeRecord(ifs), m.predecessor)
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if other != nil {
-		prev = LeaseID(other.Lease)
 		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
 	}
 	// A lease granted when the request was sent lives at least TTL from
@@ -41,7 +40,7 @@ func (m *Member) register(ctx context.Context) (prev LeaseID, err error) {
 	// the lost lease, before it: compare once more (at join, before the
 	// member runs, this does nothing).
 	m.InterfacesChanged()
-	return prev, nil
+	return nil
 }
 
 // interfaces reads this host's interfaces for the registration.

@@ -75,7 +75,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		// The claims in flight under the lost lease finish first: each
 		// commits as fenced, for the next pass (fencedBeyond).
 		m.leaseOps.Lock()
-		_, err := m.register(ctx)
+		err := m.register(ctx)
 		m.leaseOps.Unlock()
 		if err != nil {
 			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)

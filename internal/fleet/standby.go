@@ -315,3 +315,14 @@ func (m *Member) takeAsStandbyOnce(ctx context.Context, a netip.Addr, s store.St
 	}
 	return true, false, nil
 }
+
+// standbyOnlyLocked says whether this node only stands by for a: it is in
+// a's standbys, and neither holds it nor keeps it fenced or lost (the set
+// lasts through its turns as owner). Called with m.mu held.
+func (m *Member) standbyOnlyLocked(a netip.Addr) bool {
+	_, s := m.standby[a]
+	_, o := m.owned[a]
+	_, f := m.fenced[a]
+	_, l := m.lost[a]
+	return s && !o && !f && !l
+}
