@@ -43,7 +43,15 @@ type Client struct {
 	Keys      Keys
 	Endpoints []string
 	timeout   time.Duration
+	// identity is who the store knows this client as (Identity).
+	identity string
 }
+
+// Identity is who the store authenticated this client as: its etcd user
+// name, or the common name of its client certificate when etcd takes that
+// as the user; empty when the store asked for no authentication. The
+// history records it beside what the operator's environment says.
+func (c *Client) Identity() string { return c.identity }
 
 // ParseURL reads etcd://HOST:PORT[,HOST:PORT...] (or etcds:// for TLS) into
 // endpoints for the etcd client.
