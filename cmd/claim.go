@@ -23,6 +23,7 @@ import (
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/assign"
 	"github.com/vipctl/vip/internal/netcheck"
+	"github.com/vipctl/vip/internal/store"
 	"github.com/vipctl/vip/tui"
 )
 
@@ -44,6 +45,8 @@ type claimOptions struct {
 	ProbeEvery   time.Duration
 	Standby      bool
 	TakeOver     bool
+	// Reason is why, for the history.
+	Reason string
 	// Force, with TakeOver, takes the addresses to this node even while
 	// it is cordoned.
 	Force     bool
@@ -142,6 +145,7 @@ store); the set lasts through restarts, moves and takeovers (vip standby).`,
 	f.StringVar(&o.OnConflict, "on-conflict", string(announce.PolicyDefend), "when another MAC answers for the address: defend (re-arm the burst, at most every 10s), warn, or yield (release it)")
 	f.DurationVar(&o.ProbeEvery, "probe-every", announce.DefaultProbeEvery, "probe for silent competing claimers on this period (0: off)")
 	f.BoolVar(&o.Standby, "standby", false, "stand by for the addresses: take them when their owner's lease expires (an agent with --store)")
+	addReasonFlag(c, &o.Reason, "why the addresses are claimed (an agent with --store)")
 	f.BoolVar(&o.TakeOver, "take-over", false, "move the addresses here from the node that holds them, once it has stopped answering (an agent with --store)")
 	f.BoolVar(&o.Force, "force", false, "with --take-over: take the addresses here even while this node is cordoned (vip cordon)")
 	o.Capture.addFlags(c, " (--foreground)")
@@ -173,7 +177,12 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 	if o.Force && !o.TakeOver {
 		return api.ClaimRequest{}, badInput("--force goes with --take-over, to take addresses to a cordoned node: give both, or neither")
 	}
+	if err := checkReason(o.Reason); err != nil {
+		return api.ClaimRequest{}, err
+	}
 	r := api.ClaimRequest{
+		Reason:     o.Reason,
+		By:         store.LocalUser(),
 		Addrs:      addrs,
 		Interface:  o.Interface,
 		Assign:     o.Assign,

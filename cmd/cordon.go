@@ -4,11 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"os/user"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -29,9 +26,6 @@ type cordonOptions struct {
 	JSON  bool
 	Store storeOptions
 }
-
-// maxReasonLen bounds a cordon's reason: a sentence, not a file.
-const maxReasonLen = 200
 
 // newCordonCmd builds vip cordon; runF, when set, runs instead, so tests
 // check the flags apart.
@@ -62,12 +56,11 @@ for it.`,
 	}
 	f := c.Flags()
 	f.DurationVar(&o.For, "for", 0, "lift the cordon by itself after this long (default: until vip uncordon)")
-	f.StringVar(&o.Reason, "reason", "", "why the node is cordoned, shown wherever the cordon is")
+	addReasonFlag(c, &o.Reason, "why the node is cordoned, shown wherever the cordon is")
 	f.BoolVar(&o.Force, "force", false, "cordon NODE even though it is not alive in the store now")
 	f.BoolVar(&o.JSON, "json", false, "print the cordon as JSON")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("for", cobra.NoFileCompletions)
-	_ = c.RegisterFlagCompletionFunc("reason", cobra.NoFileCompletions)
 	return c
 }
 
@@ -94,6 +87,7 @@ NODE in the second after each is live. It exits 1 if any did not move.`,
 		RunE:              o.runE(d, runF, runUncordon),
 	}
 	c.Flags().BoolVar(&o.Return, "return", false, "then move home every address whose home is NODE")
+	addReasonFlag(c, &o.Reason, "why the cordon is lifted (and the addresses moved home)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the cordon lifted (and the moves home) as JSON")
 	o.Store.addFlags(c)
 	return c
@@ -133,15 +127,7 @@ func (o *cordonOptions) check() error {
 	if o.For > 0 && o.For < time.Second {
 		return badInput("--for %v: the store's leases count whole seconds: give 1s or more", o.For)
 	}
-	if len(o.Reason) > maxReasonLen {
-		return badInput("--reason is %d bytes: say it in at most %d", len(o.Reason), maxReasonLen)
-	}
-	for _, r := range o.Reason {
-		if !unicode.IsPrint(r) {
-			return badInput("--reason holds a control character: give it as one line of text")
-		}
-	}
-	return nil
+	return checkReason(o.Reason)
 }
 
 func runCordon(ctx context.Context, d *deps, o *cordonOptions) error {
@@ -161,7 +147,7 @@ func runCordon(ctx context.Context, d *deps, o *cordonOptions) error {
 		return badInput("node %s is not alive in the store (live nodes: %s): check the name, or give --force to cordon it for when it comes back", o.Node, liveNodes(ctx, c))
 	}
 	now := time.Now()
-	rec, replaced, err := c.PutCordon(ctx, store.Cordon{Node: o.Node, Reason: o.Reason, By: whoAmI(), Since: now.UTC()}, o.For)
+	rec, replaced, err := c.PutCordon(ctx, store.Cordon{Node: o.Node, Reason: o.Reason, By: store.LocalUser(), Since: now.UTC()}, o.For)
 	if err != nil {
 		return fmt.Errorf("cordon node %s: %w", o.Node, err)
 	}
@@ -189,13 +175,16 @@ func runCordon(ctx context.Context, d *deps, o *cordonOptions) error {
 }
 
 func runUncordon(ctx context.Context, d *deps, o *cordonOptions) error {
+	if err := checkReason(o.Reason); err != nil {
+		return err
+	}
 	c, err := o.Store.open(ctx, "uncordon")
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	now := time.Now()
-	rec, ok, err := c.DeleteCordon(ctx, o.Node)
+	rec, ok, err := c.DeleteCordon(ctx, o.Node, c.LocalActor(o.Reason))
 	if err != nil {
 		return fmt.Errorf("uncordon node %s: %w", o.Node, err)
 	}
@@ -207,7 +196,7 @@ func runUncordon(ctx context.Context, d *deps, o *cordonOptions) error {
 	}
 	var moveErr error
 	if o.Return {
-		if resp.Moves, moveErr = moveHome(ctx, c, o.Node); moveErr == nil {
+		if resp.Moves, moveErr = moveHome(ctx, c, o.Node, c.LocalActor(o.Reason)); moveErr == nil {
 			moveErr = movesError(resp.Moves)
 		}
 	}
@@ -235,7 +224,7 @@ func runUncordon(ctx context.Context, d *deps, o *cordonOptions) error {
 
 // moveHome moves to node every address whose home it is, and counts the
 // traffic that reaches node in the second after each is live.
-func moveHome(ctx context.Context, c *store.Client, node string) ([]api.MoveResult, error) {
+func moveHome(ctx context.Context, c *store.Client, node string, who store.Actor) ([]api.MoveResult, error) {
 	v, err := c.Fleet(ctx)
 	if err != nil {
 		return nil, err
@@ -251,7 +240,7 @@ func moveHome(ctx context.Context, c *store.Client, node string) ([]api.MoveResu
 	}
 	mover := fleet.NewMover(c)
 	defer mover.Close()
-	results, err := mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: node, TrafficWindow: time.Second})
+	results, err := mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: node, TrafficWindow: time.Second, Actor: who})
 	if err != nil {
 		return nil, fmt.Errorf("move home to %s: %w", node, err)
 	}
@@ -276,23 +265,4 @@ func liveNodes(ctx context.Context, c *store.Client) string {
 		return "none"
 	}
 	return strings.Join(v, ", ")
-}
-
-// whoAmI names the operator for the record: the user (the one behind
-// sudo, when run through it) at this host.
-func whoAmI() string {
-	name := os.Getenv("SUDO_USER")
-	if name == "" {
-		if u, err := user.Current(); err == nil {
-			name = u.Username
-		}
-	}
-	host, _ := os.Hostname()
-	switch {
-	case name == "":
-		return host
-	case host == "":
-		return name
-	}
-	return name + "@" + host
 }

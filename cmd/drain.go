@@ -102,12 +102,12 @@ sockets counts nothing after a release, and drain refuses to wait on it; give
 	f.StringVar(&o.To, "to", "", "move every address to this node (default: each to a live standby that is not cordoned)")
 	f.DurationVar(&o.Quiet, "quiet", DefaultQuiet, "how long no traffic may reach the old owner before the drain is done; 0 moves without waiting")
 	f.DurationVar(&o.Timeout, "timeout", DefaultDrainTimeout, "how long to wait for quiet, then exit 3 naming who still sends")
-	f.StringVar(&o.Reason, "reason", "", "why the node is drained, kept in its cordon")
+	addReasonFlag(c, &o.Reason, "why the node is drained, kept in its cordon and its moves")
 	f.BoolVar(&o.Force, "force", false, "move to a cordoned --to all the same")
 	f.BoolVar(&o.JSON, "json", false, "print the drain as JSON")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("to", cobra.NoFileCompletions)
-	for _, name := range []string{"quiet", "timeout", "reason"} {
+	for _, name := range []string{"quiet", "timeout"} {
 		_ = c.RegisterFlagCompletionFunc(name, cobra.NoFileCompletions)
 	}
 	return c
@@ -177,7 +177,8 @@ func runDrain(ctx context.Context, d *deps, o *drainOptions) error {
 	released := map[netip.Addr]time.Time{}
 	to := map[netip.Addr]string{}
 	for _, target := range targets {
-		results, err := mover.Move(ctx, store.MoveRequest{Addrs: byTarget[target], From: o.Node, To: target, TrafficWindow: time.Second, Force: o.Force})
+		results, err := mover.Move(ctx, store.MoveRequest{Addrs: byTarget[target], From: o.Node, To: target, TrafficWindow: time.Second, Force: o.Force,
+			Actor: c.LocalActor(drainReason(o.Reason))})
 		if err != nil {
 			return fmt.Errorf("drain node %s: move to %s: %w", o.Node, target, err)
 		}
@@ -248,16 +249,20 @@ func (o *drainOptions) canProve(counts *store.Lingering, v store.View, plan flee
 	return nil
 }
 
+// drainReason is the reason a drain records, in its cordon and its moves.
+func drainReason(reason string) string {
+	if reason == "" {
+		return "drain"
+	}
+	return "drain: " + reason
+}
+
 // cordon cordons the node unless a cordon holds already, which is kept.
 func (o *drainOptions) cordon(ctx context.Context, c *store.Client, v store.View, now time.Time) (store.Cordon, error) {
 	if rec, ok := v.CordonOf(o.Node); ok && rec.Active(now) {
 		return rec, nil
 	}
-	reason := "drain"
-	if o.Reason != "" {
-		reason = "drain: " + o.Reason
-	}
-	rec, _, err := c.PutCordon(ctx, store.Cordon{Node: o.Node, Reason: reason, By: whoAmI(), Since: now.UTC()}, 0)
+	rec, _, err := c.PutCordon(ctx, store.Cordon{Node: o.Node, Reason: drainReason(o.Reason), By: store.LocalUser(), Since: now.UTC()}, 0)
 	if err != nil {
 		return store.Cordon{}, fmt.Errorf("drain node %s: cordon it: %w", o.Node, err)
 	}

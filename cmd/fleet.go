@@ -31,9 +31,10 @@ type moveOptions struct {
 	// Force moves to a cordoned node all the same.
 	Force bool
 	// Home, when set, is the home the moved addresses take.
-	Home  string
-	JSON  bool
-	Store storeOptions
+	Home   string
+	JSON   bool
+	Reason string
+	Store  storeOptions
 }
 
 // newMoveCmd builds vip move; runF, when set, runs instead, so tests check
@@ -91,6 +92,7 @@ or else the one of the owner's name.`,
 	f.StringVar(&o.Home, "home", "", "the node each address lives on when at home, which vip uncordon --return takes it back to (default: the home it has, else the node it leaves)")
 	_ = c.RegisterFlagCompletionFunc("home", cobra.NoFileCompletions)
 	f.BoolVar(&o.JSON, "json", false, "print the moves as JSON")
+	addReasonFlag(c, &o.Reason, "why the addresses move")
 	o.Store.addFlags(c)
 	_ = c.RegisterFlagCompletionFunc("to", cobra.NoFileCompletions)
 	_ = c.RegisterFlagCompletionFunc("from", cobra.NoFileCompletions)
@@ -104,6 +106,7 @@ func (o *moveOptions) request() (store.MoveRequest, error) {
 	r, err := fleet.ParseMoveRequest(api.MoveRequest{
 		Addrs: o.Addrs, All: o.All, From: o.From, To: o.To, Interface: o.Interface,
 		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic), Force: o.Force, Home: o.Home,
+		Reason: o.Reason,
 	})
 	if err != nil {
 		return r, &inputError{err: err}
@@ -124,6 +127,7 @@ func runMove(ctx context.Context, d *deps, o *moveOptions) error {
 		return err
 	}
 	defer c.Close()
+	req.Actor = c.LocalActor(req.Actor.Reason)
 	mover := fleet.NewMover(c)
 	defer mover.Close()
 	results, err := mover.Move(ctx, req)

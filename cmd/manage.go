@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // errNotHeld makes release --strict and refresh fail: exit 1.
@@ -29,6 +30,8 @@ type addrsOptions struct {
 	All    bool
 	Strict bool
 	JSON   bool
+	// Reason is a release's, for the history.
+	Reason string
 }
 
 func (o *addrsOptions) request() (api.AddrsRequest, error) {
@@ -40,6 +43,12 @@ func (o *addrsOptions) request() (api.AddrsRequest, error) {
 		return api.AddrsRequest{}, badInput("name at least one address, or --all")
 	}
 	r := api.AddrsRequest{Addrs: args, All: o.All}
+	if o.Reason != "" {
+		if err := checkReason(o.Reason); err != nil {
+			return r, err
+		}
+		r.Reason, r.By = o.Reason, store.LocalUser()
+	}
 	if _, err := api.ParseAddrsRequest(r); err != nil {
 		return r, err
 	}
@@ -72,6 +81,7 @@ so scripts can run it twice; --strict makes it exit 1 instead.`,
 	}
 	c.Flags().BoolVar(&o.All, "all", false, "release every held address")
 	c.Flags().BoolVar(&o.Strict, "strict", false, "exit 1 when an address was not held")
+	addReasonFlag(c, &o.Reason, "why the addresses are released (an agent with --store)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	return c
 }

@@ -114,6 +114,7 @@ switches and neighbours learn the new owner at once.`,
 		newDrainCmd(d, nil),
 		newStandbyCmd(d, nil),
 		newProbeCmd(d, nil),
+		newHistoryCmd(d, nil),
 		newVersionCmd(d, nil),
 		newLabCmd(d, nil),
 	)

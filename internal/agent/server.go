@@ -50,6 +50,23 @@ func PeerFrom(ctx context.Context) (Peer, bool) {
 	return p, ok
 }
 
+// withActor carries who asked for a change, and why, to the history: a
+// client running as root names the user behind it (by, which the CLI takes
+// from sudo), any other is named by its socket's credentials.
+func withActor(r *http.Request, reason, by string) (context.Context, error) {
+	if err := store.CheckReason(reason); err != nil {
+		return nil, netcheck.Invalidf("%v", err)
+	}
+	a := store.Actor{Reason: reason}
+	if p, ok := PeerFrom(r.Context()); ok {
+		a.By = store.UserAt(p.UID)
+		if p.UID == 0 && by != "" && len(by) <= 256 {
+			a.By = by
+		}
+	}
+	return store.WithActor(r.Context(), a), nil
+}
+
 // Watcher reports what the captures saw: who-has traffic and capture
 // statistics. Sniffer is one.
 type Watcher interface {
@@ -329,7 +346,12 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 			return s.cfg.Fleet.TakeOver(ctx, reqs, opts, req.Force)
 		}
 	}
-	st, err := claim(r.Context(), plan.Requests, plan.Options)
+	ctx, err := withActor(r, req.Reason, req.By)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	st, err := claim(ctx, plan.Requests, plan.Options)
 	var refused *announce.RefusedError
 	if errors.As(err, &refused) && (len(st) > 0 || allHeld(refused)) {
 		// Some were claimed: say which were not, each with its reason.
@@ -369,28 +391,35 @@ func (s *Server) claimList(st []announce.Status) []api.Claim {
 	return ClaimsFromStatus(st, time.Now())
 }
 
-func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, bool) {
+// addrs reads a request of addresses, and the context that carries who
+// asked (withActor).
+func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, context.Context, bool) {
 	var req api.AddrsRequest
 	if !decode(w, r, &req) {
-		return nil, false
+		return nil, nil, false
 	}
 	addrs, err := api.ParseAddrsRequest(req)
 	if err != nil {
 		s.fail(w, err)
-		return nil, false
+		return nil, nil, false
+	}
+	ctx, err := withActor(r, req.Reason, req.By)
+	if err != nil {
+		s.fail(w, err)
+		return nil, nil, false
 	}
 	if req.All {
 		addrs = s.cfg.Engine.Held()
 	}
-	return addrs, true
+	return addrs, ctx, true
 }
 
 func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
-	addrs, ok := s.addrs(w, r)
+	addrs, ctx, ok := s.addrs(w, r)
 	if !ok {
 		return
 	}
-	refreshed, notHeld, err := s.cfg.Engine.Refresh(r.Context(), addrs)
+	refreshed, notHeld, err := s.cfg.Engine.Refresh(ctx, addrs)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -399,11 +428,11 @@ func (s *Server) refresh(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	addrs, ok := s.addrs(w, r)
+	addrs, ctx, ok := s.addrs(w, r)
 	if !ok {
 		return
 	}
-	released, notHeld, err := s.cfg.Engine.Release(r.Context(), addrs)
+	released, notHeld, err := s.cfg.Engine.Release(ctx, addrs)
 	if err != nil {
 		s.fail(w, err)
 		return
@@ -528,7 +557,13 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	res, err := s.cfg.Fleet.Move(r.Context(), mr)
+	ctx, err := withActor(r, req.Reason, req.By)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	mr.Actor = store.ActorOf(ctx)
+	res, err := s.cfg.Fleet.Move(ctx, mr)
 	if err != nil {
 		s.fail(w, err)
 		return

@@ -44,6 +44,12 @@ func (d *Duration) UnmarshalText(b []byte) error {
 // ClaimRequest asks the agent to claim addresses (or refresh held ones).
 type ClaimRequest struct {
 	Addrs []string `json:"addrs"`
+	// Reason is why, kept in the store's history with the change. By
+	// names who asked, as user@host: the agent takes it from a client
+	// running as root (the user behind sudo), and names any other client
+	// by its socket's credentials.
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
 	// Interface applies to every address; empty picks the interface whose
 	// connected route holds each address.
 	Interface string `json:"interface,omitempty"`
@@ -102,6 +108,10 @@ type Refused struct {
 type AddrsRequest struct {
 	Addrs []string `json:"addrs,omitempty"`
 	All   bool     `json:"all,omitempty"`
+	// Reason and By are kept in the history, for a release (see
+	// ClaimRequest).
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
 }
 
 // RefreshResponse says which addresses were refreshed and which were not

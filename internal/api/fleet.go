@@ -106,6 +106,9 @@ type MoveRequest struct {
 	Force bool `json:"force,omitempty"`
 	// Home, when set, is the home the moved addresses take.
 	Home string `json:"home,omitempty"`
+	// Reason and By are kept in the history (see ClaimRequest).
+	Reason string `json:"reason,omitempty"`
+	By     string `json:"by,omitempty"`
 }
 
 // MoveResponse says how each address's move went.

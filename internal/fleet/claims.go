@@ -233,16 +233,18 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 	if err != nil {
 		return false, err
 	}
-	return m.l.Acquire(ctx, lease, m.claimRecord(c.Addr, c.Interface, mac, c.ClaimedAt, opts))
+	return m.l.Acquire(ctx, lease, m.claimRecord(c.Addr, c.Interface, mac, c.ClaimedAt, opts), store.ActorOf(ctx))
 }
 
-// dropKeys deletes the keys of addrs that are still this node's. A key
+// dropKeys deletes the keys of addrs that are still this node's, each
+// recorded in the history as a release by whoever ctx says asked. A key
 // that cannot be deleted now is left, and said so in the log: it is bound
 // to the lease, so it cannot outlive this agent in any case.
 func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	if len(addrs) == 0 {
 		return
 	}
+	ch := m.releaseChange(ctx)
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
@@ -254,7 +256,7 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	g.SetLimit(keyConcurrency)
 	for _, a := range addrs {
 		g.Go(func() error {
-			if err := m.l.Drop(context.WithoutCancel(ctx), lease, a); err != nil {
+			if err := m.l.Drop(context.WithoutCancel(ctx), lease, a, ch); err != nil {
 				m.log.Warn("delete a released claim's key: deleted once the store answers", "addr", a, "err", err)
 				mu.Lock()
 				failed = append(failed, a)
@@ -264,7 +266,14 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 		})
 	}
 	_ = g.Wait()
-	m.retryDrops(lease, failed)
+	ch.Message = "its key deleted once the store answered again"
+	m.retryDrops(lease, failed, ch)
+}
+
+// releaseChange is the history's record of a release by this node, asked
+// for as ctx says.
+func (m *Member) releaseChange(ctx context.Context) store.Change {
+	return store.Change{Kind: store.ChangeRelease, Node: m.cfg.Node, Actor: store.ActorOf(ctx)}
 }
 
 // retryDrops deletes, in the background, the keys that a release could not
@@ -273,7 +282,8 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 // nobody. It tries again every renewal period until the store takes it, the
 // address is this node's again (claimed, or fenced for a resumption), or
 // the lease changed (the keys went with the old one), or the member stops.
-func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr) {
+// Each deletion is recorded as ch.
+func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr, ch store.Change) {
 	if len(addrs) == 0 {
 		return
 	}
@@ -297,13 +307,13 @@ func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr) {
 		m.mu.Unlock()
 		var left []netip.Addr
 		for _, a := range addrs {
-			if err := m.l.Drop(ctx, lease, a); err != nil {
+			if err := m.l.Drop(ctx, lease, a, ch); err != nil {
 				left = append(left, a)
 				continue
 			}
 			m.log.Info("deleted a released claim's key once the store answered", "addr", a)
 		}
-		m.retryDrops(lease, left)
+		m.retryDrops(lease, left, ch)
 	})
 }
 
@@ -347,6 +357,8 @@ type taking struct {
 	moveRev, cordonRev int64
 	// home is the address's home once here (store.Claim.Home).
 	home string
+	// change is what the history records of the take.
+	change store.Change
 }
 
 // takeKey creates a's key for this node on tk.ifname, bound to the lease,
@@ -363,7 +375,7 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 	if tk.home != m.cfg.Node {
 		rec.Home = tk.home
 	}
-	return m.l.Take(ctx, lease, rec, tk.moveRev, tk.cordonRev)
+	return m.l.Take(ctx, lease, rec, tk.moveRev, tk.cordonRev, tk.change)
 }
 
 // claimTaken has the engine claim a, whose key takeKey took, with the
@@ -569,7 +581,8 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 	}
 	var refused []announce.Refusal
 	for ifname, addrs := range byIface {
-		res, err := m.mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw, Force: force})
+		res, err := m.mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw, Force: force,
+			TakeOver: true, Actor: m.identified(store.ActorOf(ctx))})
 		if err != nil {
 			return nil, err
 		}
@@ -591,5 +604,15 @@ func (m *Member) Fleet(ctx context.Context) (store.View, error) { return m.l.Fle
 
 // Move moves addresses as req says (the live view's move key).
 func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+	req.Actor = m.identified(req.Actor)
 	return m.mover.Move(ctx, req)
+}
+
+// identified is a, asked of this agent, with the identity the store knows
+// the agent by, when a names none.
+func (m *Member) identified(a store.Actor) store.Actor {
+	if a.Identity == "" && m.cfg.Store != nil {
+		a.Identity = m.cfg.Store.Identity()
+	}
+	return a
 }

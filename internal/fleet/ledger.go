@@ -86,8 +86,10 @@ type Ledger interface {
 	// Acquire makes the claim rec this node's under lease: it creates
 	// the key when absent, binds it to lease when rec.Node holds it
 	// under another lease (fresh then), and refuses with a *HeldError
-	// when another node holds it.
-	Acquire(ctx context.Context, lease LeaseID, rec store.Claim) (fresh bool, err error)
+	// when another node holds it. A key created or bound anew is recorded
+	// in the history in the same transaction (store.ChangeClaim,
+	// store.ChangeAdopt), as asked by who.
+	Acquire(ctx context.Context, lease LeaseID, rec store.Claim, who store.Actor) (fresh bool, err error)
 	// Take creates the claim rec under lease if its key is absent and
 	// the address's move is the one created at moveRev (0: none is under
 	// way): a standby's takeover and a move's arrival. With cordonRev of
@@ -96,10 +98,16 @@ type Ledger interface {
 	// looked refuses it; below 0 the cordon is not looked at (a move's
 	// arrival: its mover looked), and rec.Node's standby record for the
 	// address must exist (a standby removed since it looked takes
-	// nothing). It says whether it did, and the store's revision then.
-	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64) (took bool, rev int64, err error)
-	// Drop deletes a's claim if it is still bound to lease.
-	Drop(ctx context.Context, lease LeaseID, a netip.Addr) error
+	// nothing). It says whether it did, and the store's revision then. A
+	// take records ch in the history in its transaction, with rec's
+	// address, node and interface.
+	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (took bool, rev int64, err error)
+	// Drop deletes a's claim if it is still bound to lease, and records
+	// ch (a release) in the history in the same transaction.
+	Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error
+	// Record appends changes no transaction of the ledger made (a fence,
+	// a resumption, a loss) to the history.
+	Record(ctx context.Context, changes []store.Change) error
 
 	// StandBy writes the standby records in one transaction, and returns
 	// the store's revision then. No lease binds them: an address's

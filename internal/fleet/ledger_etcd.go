@@ -21,16 +21,43 @@ type etcdLedger struct {
 	k store.Keys
 	// ren renews the lease, on one keepalive stream.
 	ren *renewer
-	log *slog.Logger
+	// trim trims the history of the subjects written to.
+	trim *trimmer
+	log  *slog.Logger
 }
 
 func newEtcdLedger(c *store.Client, log *slog.Logger) *etcdLedger {
-	return &etcdLedger{c: c, k: c.Keys, ren: newRenewer(c.Client), log: log}
+	return &etcdLedger{c: c, k: c.Keys, ren: newRenewer(c.Client), trim: newTrimmer(c, log), log: log}
 }
 
 func (l *etcdLedger) Where() ([]string, string) { return l.c.Endpoints, l.k.Prefix }
 
-func (l *etcdLedger) Close() { l.ren.close() }
+func (l *etcdLedger) Close() {
+	l.ren.close()
+	l.trim.close()
+}
+
+func (l *etcdLedger) Record(ctx context.Context, changes []store.Change) error {
+	for i := range changes {
+		changes[i] = l.identified(changes[i])
+	}
+	return l.c.AppendHistory(ctx, changes)
+}
+
+// historyPut is the put that records ch, for the transaction that makes
+// the change, and the subject to trim once it commits.
+func (l *etcdLedger) historyPut(ch store.Change) (clientv3.Op, string, error) {
+	return l.k.HistoryPut(l.identified(ch))
+}
+
+// identified is ch with the identity the store knows this ledger's writer
+// by, unless it names who asked already (a mover's, in its move record).
+func (l *etcdLedger) identified(ch store.Change) store.Change {
+	if ch.Identity == "" {
+		ch.Identity = l.c.Identity()
+	}
+	return ch
+}
 
 func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (LeaseID, *store.Node, error) {
 	g, err := l.c.Grant(ctx, int64(ttl/time.Second))
@@ -128,8 +155,13 @@ func claimValue(rec store.Claim) (string, error) {
 	return string(val), err
 }
 
-func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim) (fresh bool, err error) {
+func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim, who store.Actor) (fresh bool, err error) {
 	val, err := claimValue(rec)
+	if err != nil {
+		return false, err
+	}
+	change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}
+	hist, subject, err := l.historyPut(change)
 	if err != nil {
 		return false, err
 	}
@@ -137,12 +169,13 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return false, l.c.Explain(err)
 	}
 	if resp.Succeeded {
+		l.trim.add(subject)
 		return true, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -170,19 +203,29 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 			return false, err
 		}
 	}
+	change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
+	if hist, subject, err = l.historyPut(change); err != nil {
+		return false, err
+	}
 	r2, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).Commit()
 	if err != nil {
 		return false, l.c.Explain(err)
 	}
 	if !r2.Succeeded {
 		return false, fmt.Errorf("claim %s: its key changed while it was taken over: try again", rec.Addr)
 	}
+	l.trim.add(subject)
 	return true, nil
 }
 
-func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64) (bool, int64, error) {
+func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
 	val, err := claimValue(rec)
+	if err != nil {
+		return false, 0, err
+	}
+	ch.Addr, ch.Node, ch.Interface = rec.Addr, rec.Node, rec.Interface
+	hist, subject, err := l.historyPut(ch)
 	if err != nil {
 		return false, 0, err
 	}
@@ -199,21 +242,32 @@ func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, m
 			clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
 	}
 	resp, err := l.c.Txn(rctx).If(cmps...).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
+		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).Commit()
 	if err != nil {
 		return false, 0, l.c.Explain(err)
+	}
+	if resp.Succeeded {
+		l.trim.add(subject)
 	}
 	return resp.Succeeded, resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr) error {
+func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error {
+	ch.Addr = a
+	hist, subject, err := l.historyPut(ch)
+	if err != nil {
+		return err
+	}
 	key := l.k.Claim(a)
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	_, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
-		Then(clientv3.OpDelete(key)).Commit()
+	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
+		Then(clientv3.OpDelete(key), hist).Commit()
 	if err != nil {
 		return l.c.Explain(err)
+	}
+	if resp.Succeeded {
+		l.trim.add(subject)
 	}
 	return nil
 }

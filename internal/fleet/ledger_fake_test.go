@@ -60,6 +60,25 @@ type fakeStore struct {
 	nodeWrites map[string]int
 	// renewedOK says whether each node's last renewal was acknowledged.
 	renewedOK map[string]bool
+	// history is what the ledgers recorded, in order, each with the
+	// revision of its change.
+	history []store.Change
+}
+
+// recordLocked appends ch to the history at revision rev.
+func (s *fakeStore) recordLocked(ch store.Change, rev int64) {
+	if ch.Time.IsZero() {
+		ch.Time = s.clock.Now()
+	}
+	ch.Rev = rev
+	s.history = append(s.history, ch)
+}
+
+// History returns what was recorded, in order.
+func (s *fakeStore) History() []store.Change {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.history)
 }
 
 type fakeLease struct {
@@ -409,7 +428,7 @@ func (l *fakeLedger) LeaseAlive(_ context.Context, lease fleet.LeaseID) (bool, e
 	return ok, nil
 }
 
-func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.Claim) (bool, error) {
+func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.Claim, who store.Actor) (bool, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, err
@@ -419,6 +438,7 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 		return false, fleet.ErrLeaseGone
 	}
 	cur, ok := s.claims[rec.Addr]
+	kind := store.ChangeClaim
 	switch {
 	case !ok:
 	case cur.v.Node != rec.Node:
@@ -427,12 +447,17 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 		return false, nil
 	case rec.Home == "":
 		rec.Home = cur.v.Home // a dead agent's key: its home stays
+		fallthrough
+	default:
+		kind = store.ChangeAdopt
 	}
-	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: s.bumpLocked()}
+	rev := s.bumpLocked()
+	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
+	s.recordLocked(store.Change{Kind: kind, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}, rev)
 	return true, nil
 }
 
-func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Claim, moveRev, cordonRev int64) (bool, int64, error) {
+func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
@@ -451,16 +476,33 @@ func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Clai
 	}
 	rev := s.bumpLocked()
 	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
+	ch.Addr, ch.Node, ch.Interface = rec.Addr, rec.Node, rec.Interface
+	s.recordLocked(ch, rev)
 	return true, rev, nil
 }
 
-func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr) error {
+func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr, ch store.Change) error {
 	if err := l.s.begin(l.node); err != nil {
 		return err
 	}
 	defer l.s.mu.Unlock()
 	if kv, ok := l.s.claims[a]; ok && kv.lease == lease {
 		l.s.deleteClaimLocked(a)
+		ch.Addr = a
+		l.s.recordLocked(ch, l.s.rev)
+	}
+	return nil
+}
+
+func (l *fakeLedger) Record(_ context.Context, changes []store.Change) error {
+	if err := l.s.begin(l.node); err != nil {
+		return err
+	}
+	defer l.s.mu.Unlock()
+	rev := l.s.bumpLocked()
+	for i, ch := range changes {
+		ch.Seq = i
+		l.s.recordLocked(ch, rev)
 	}
 	return nil
 }

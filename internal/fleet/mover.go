@@ -57,7 +57,10 @@ type pendingMove struct {
 	// move was planned on (0: none), which asking compares too.
 	cordonRev int64
 	// home is the home the target records (Move.Home).
-	home          string
+	home string
+	// takeOver and actor are the request's, for the history.
+	takeOver      bool
+	actor         store.Actor
 	ownerReleased bool
 	claimGone     bool
 	end           bool
@@ -220,6 +223,7 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 				Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
 				ID: strconv.FormatInt(int64(lease), 16), Asked: mv.clock.Now().UTC(), Options: m.opts,
 				TrafficWindow: store.Duration(m.window), Home: m.home,
+				TakeOver: m.takeOver, Actor: m.actor,
 			}
 			m.res.Asked = mv.clock.Now()
 			asked, err := mv.l.Ask(ctx, lease, rec, m.claimRev, m.cordonRev)

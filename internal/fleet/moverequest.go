@@ -18,7 +18,11 @@ const MaxTrafficWindow = time.Minute
 // mover takes it. An error wraps netcheck.ErrInvalid and names the fix.
 func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
 	out := store.MoveRequest{All: r.All, From: r.From, To: r.To, Interface: r.Interface,
-		Timeout: time.Duration(r.Timeout), TrafficWindow: time.Duration(r.TrafficWindow), Force: r.Force, Home: r.Home}
+		Timeout: time.Duration(r.Timeout), TrafficWindow: time.Duration(r.TrafficWindow), Force: r.Force, Home: r.Home,
+		Actor: store.Actor{Reason: r.Reason, By: r.By}}
+	if err := store.CheckReason(r.Reason); err != nil {
+		return out, netcheck.Invalidf("%v", err)
+	}
 	switch {
 	case r.To == "":
 		return out, netcheck.Invalidf("name the node to move to with --to NODE, like: vip move 192.0.2.10 --to b")

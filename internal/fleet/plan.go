@@ -59,7 +59,7 @@ func planMoves(v store.View, req store.MoveRequest, now time.Time) ([]*pendingMo
 			continue
 		}
 		seen[a] = true
-		m := &pendingMove{res: store.MoveResult{Addr: a, To: req.To}, cordonRev: cordonRev}
+		m := &pendingMove{res: store.MoveResult{Addr: a, To: req.To}, cordonRev: cordonRev, takeOver: req.TakeOver, actor: req.Actor}
 		m.opts, m.window = req.Options, req.TrafficWindow
 		if ifname, own := to.OwnAddress(a); own {
 			errs = append(errs, fmt.Errorf("%s is node %s's own address on %s, which its kernel answers for: a VIP cannot move there", a, req.To, ifname))

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // resume brings the fenced claims back once the store answers again. When
@@ -110,17 +111,22 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			delete(m.fenced, r.Addr)
 		}
 	}
+	fencedSince := m.fencedAt
 	m.fencedAt = time.Time{}
 	m.mu.Unlock()
 	lostTo := map[netip.Addr]string{}
+	var changes []store.Change
 	for _, r := range refused {
 		var held *HeldError
 		if errors.As(r.Err, &held) {
 			lostTo[r.Addr] = held.Node
+			changes = append(changes, store.Change{Kind: store.ChangeLost, Addr: r.Addr, Node: m.cfg.Node, From: held.Node,
+				Time: now, Message: "taken while this node was fenced"})
 			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node)
 			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced: it stays silent", held.Node))
 		}
 	}
+	m.recordFence(ctx, fencedSince, now, addrs, got, changes)
 	if len(got) == 0 {
 		m.log.Info("the store answers again: unfenced", "resumed", 0, "lost", len(refused))
 		m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed 0 claims, %d lost", len(refused)))
@@ -160,6 +166,26 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 	m.notify(event.Resume, netip.Addr{}, "", msg)
 	m.reportStall(leaseLost, len(st), lostTo)
 	return false
+}
+
+// recordFence writes the fence that lifted at now to the history, with the
+// losses found then: a fenced node reaches no store, so its fence, from
+// since over addrs, is written only once it is over, and the record of
+// the node that took an address (store.ChangeStandby) comes first in the
+// store's order.
+func (m *Member) recordFence(ctx context.Context, since, now time.Time, addrs []netip.Addr, got []taken, lost []store.Change) {
+	fence := store.Change{Kind: store.ChangeFence, Node: m.cfg.Node, Time: since, Since: since,
+		Message: fmt.Sprintf("silent for %s: its lease could not be renewed in time", now.Sub(since).Round(time.Millisecond))}
+	fence.SetAddrs(addrs)
+	resume := store.Change{Kind: store.ChangeResume, Node: m.cfg.Node, Time: now, Since: since}
+	back := make([]netip.Addr, len(got))
+	for i, t := range got {
+		back[i] = t.claim.Addr
+	}
+	resume.SetAddrs(back)
+	if err := m.l.Record(ctx, append([]store.Change{fence}, append(lost, resume)...)); err != nil {
+		m.log.Warn("write the fence to the history: left out of it", "err", err)
+	}
 }
 
 // giveUp releases the fenced claims the engine refused to take back (say,

@@ -282,7 +282,7 @@ func (m *Member) takeUncordoned(ctx context.Context, a netip.Addr, s store.Stand
 			}
 			cordonRev = c.Rev
 		}
-		took, again, err := m.takeAsStandbyOnce(ctx, a, s, cordonRev, home)
+		took, again, err := m.takeAsStandbyOnce(ctx, a, s, cordonRev, home, owner.Node)
 		if err != nil || took || !again {
 			return took, err
 		}
@@ -292,11 +292,13 @@ func (m *Member) takeUncordoned(ctx context.Context, a netip.Addr, s store.Stand
 
 // takeAsStandbyOnce takes a's key if it is free and the cordon is the one
 // at cordonRev, and claims the address. again says the take was refused
-// with the key still free: the cordon changed since it was read.
-func (m *Member) takeAsStandbyOnce(ctx context.Context, a netip.Addr, s store.Standby, cordonRev int64, home string) (took, again bool, err error) {
+// with the key still free: the cordon changed since it was read. from is
+// the owner whose lease expired, for the history.
+func (m *Member) takeAsStandbyOnce(ctx context.Context, a netip.Addr, s store.Standby, cordonRev int64, home, from string) (took, again bool, err error) {
 	m.leaseOps.RLock()
 	defer m.leaseOps.RUnlock()
-	took, _, err = m.takeKey(ctx, a, taking{ifname: s.Interface, opts: s.Options, cordonRev: cordonRev, home: home})
+	ch := store.Change{Kind: store.ChangeStandby, From: from}
+	took, _, err = m.takeKey(ctx, a, taking{ifname: s.Interface, opts: s.Options, cordonRev: cordonRev, home: home, change: ch})
 	if err != nil {
 		m.log.Debug("take an address as a standby", "addr", a, "err", err)
 		return false, false, err

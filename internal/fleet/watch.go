@@ -176,7 +176,8 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 			// The target takes it when the key goes (it watches it):
 			// deleted once the store answers.
 			m.log.Warn("hand a moved claim's key over: its key is deleted once the store answers", "addr", mv.Addr, "err", err)
-			m.retryDrops(lease, []netip.Addr{mv.Addr})
+			m.retryDrops(lease, []netip.Addr{mv.Addr}, store.Change{Kind: store.ChangeRelease, Node: m.cfg.Node,
+				Message: "for a move to " + mv.To + ", whose hand-over failed: its key deleted once the store answered again"})
 			continue
 		case !done:
 			// The move was given up meanwhile (its mover's lease gone),
@@ -254,7 +255,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// batch: the move was taken already.
 		return
 	}
-	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cordonRev: -1, home: mv.Home})
+	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cordonRev: -1, home: mv.Home, change: moveChange(mv)})
 	givenUp := false
 	if err == nil && !took {
 		givenUp, err = m.moveGone(ctx, mv.Addr, crev)
@@ -264,7 +265,9 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// an address its owner let go is taken here all the same, as
 		// the operator asked, if no move and no claim of it came since;
 		// one its owner kept stays there.
-		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cordonRev: -1, home: mv.Home})
+		ch := moveChange(mv)
+		ch.Message = "its mover had given up: taken all the same, as asked"
+		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cordonRev: -1, home: mv.Home, change: ch})
 		if err == nil && !took {
 			m.forgetIncoming(mv.Addr)
 			m.log.Info("a move here gave up while its owner held the address: not taken", "addr", mv.Addr)
@@ -314,6 +317,16 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	}
 	m.log.Info("moved here", "addr", mv.Addr, "interface", mv.Interface, "from", from, "mover_gave_up", givenUp)
 	m.notify(event.Move, mv.Addr, mv.Interface, msg)
+}
+
+// moveChange is the history's record of the move mv arriving here: who
+// asked and why, where from, and its timeline so far.
+func moveChange(mv store.Move) store.Change {
+	ch := store.Change{Kind: store.ChangeMove, From: mv.From, Actor: mv.Actor, Asked: mv.Asked, Released: mv.Released}
+	if mv.TakeOver {
+		ch.Kind = store.ChangeTakeOver
+	}
+	return ch
 }
 
 // pollIncoming reads the move of a again a renewal period from now, and so

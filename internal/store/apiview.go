@@ -82,3 +82,17 @@ func (r MoveResult) API() api.MoveResult {
 	}
 	return out
 }
+
+// API returns the change as vip history --json prints it.
+func (c Change) API() api.HistoryChange {
+	out := api.HistoryChange{Rev: c.Rev, Time: c.Time, Kind: string(c.Kind), Node: c.Node, From: c.From,
+		Interface: c.Interface, By: c.By, Identity: c.Identity, Reason: c.Reason, Asked: c.Asked,
+		Released: c.Released, Since: c.Since, Count: c.Count, Message: c.Message, Summary: c.Describe()}
+	if c.Addr.IsValid() {
+		out.Addr = c.Addr.String()
+	}
+	for _, a := range c.Addrs {
+		out.Addrs = append(out.Addrs, a.String())
+	}
+	return out
+}

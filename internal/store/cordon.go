@@ -17,7 +17,8 @@ const MaxCordonFor = 366 * 24 * time.Hour
 // lasts, the record lives under a lease of its own that ends then (Until
 // says so in the record too), so that the cordon lifts itself with nobody
 // connected; without, it stays until DeleteCordon. It returns the record
-// as written, and the one it replaced, if any.
+// as written, and the one it replaced, if any. The history records it in
+// the same transaction, with rec's By and Reason.
 func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration) (written Cordon, replaced *Cordon, err error) {
 	if err := CheckNode(rec.Node); err != nil {
 		return Cordon{}, nil, err
@@ -42,20 +43,33 @@ func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration)
 	if err != nil {
 		return Cordon{}, nil, err
 	}
+	change := Change{Kind: ChangeCordon, Node: rec.Node, Time: rec.Since, Actor: Actor{By: rec.By, Identity: c.Identity(), Reason: rec.Reason}}
+	if !rec.Until.IsZero() {
+		change.Message = "until " + rec.Until.Local().Format("2006-01-02 15:04:05")
+	}
+	hist, subject, err := c.Keys.HistoryPut(change)
+	if err != nil {
+		return Cordon{}, nil, err
+	}
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
 	key := c.Keys.Cordon(rec.Node)
-	resp, err := c.Put(rctx, key, string(val), append(opts, clientv3.WithPrevKV())...)
+	resp, err := c.Txn(rctx).Then(clientv3.OpPut(key, string(val), append(opts, clientv3.WithPrevKV())...), hist).Commit()
 	if err != nil {
 		return Cordon{}, nil, c.Explain(err)
 	}
 	rec.Rev = resp.Header.Revision
-	if kv := resp.PrevKv; kv != nil {
+	if kv := resp.Responses[0].GetResponsePut().GetPrevKv(); kv != nil {
 		old, _ := ReadCordon(rec.Node, kv)
 		replaced = &old
 	}
+	c.trimQuietly(ctx, subject)
 	return rec, replaced, nil
 }
+
+// trimQuietly trims subject's history after a write: a trim that fails is
+// done by the next write.
+func (c *Client) trimQuietly(ctx context.Context, subject string) { _ = c.TrimHistory(ctx, subject) }
 
 // ReadCordon reads node's cordon from its key, with its modification
 // revision. One that does not decode is a cordon all the same, its reason
@@ -71,20 +85,31 @@ func ReadCordon(node string, kv *mvccpb.KeyValue) (Cordon, error) {
 }
 
 // DeleteCordon lifts node's cordon and returns it; ok is false when there
-// was none (or it had lifted itself).
-func (c *Client) DeleteCordon(ctx context.Context, node string) (rec Cordon, ok bool, err error) {
+// was none (or it had lifted itself). The history records the lifting, as
+// asked by who, in the same transaction.
+func (c *Client) DeleteCordon(ctx context.Context, node string, who Actor) (rec Cordon, ok bool, err error) {
 	key := c.Keys.Cordon(node)
+	hist, subject, err := c.Keys.HistoryPut(Change{Kind: ChangeUncordon, Node: node, Actor: who})
+	if err != nil {
+		return Cordon{}, false, err
+	}
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.Delete(rctx, key, clientv3.WithPrevKV())
+	resp, err := c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
+		Then(clientv3.OpDelete(key, clientv3.WithPrevKV()), hist).Commit()
 	if err != nil {
 		return Cordon{}, false, c.Explain(err)
 	}
-	if len(resp.PrevKvs) == 0 {
+	if !resp.Succeeded {
+		return Cordon{}, false, nil
+	}
+	c.trimQuietly(ctx, subject)
+	prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs()
+	if len(prev) == 0 {
 		return Cordon{}, false, nil
 	}
 	// One vip cannot read is gone now all the same.
-	rec, _ = ReadCordon(node, resp.PrevKvs[0])
+	rec, _ = ReadCordon(node, prev[0])
 	return rec, true, nil
 }
 

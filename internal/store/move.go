@@ -37,6 +37,10 @@ type MoveRequest struct {
 	// otherwise a moved address keeps its home, or makes the node it
 	// leaves its home if it has none.
 	Home string
+	// TakeOver says the move is vip claim --take-over's, for the history.
+	TakeOver bool
+	// Actor is who asked, and why, for the history.
+	Actor Actor
 }
 
 // MoveResult is how one address's move went, in the mover's own clock

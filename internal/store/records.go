@@ -22,6 +22,7 @@ const (
 	inboxDir   = "inbox/"
 	cordonsDir = "cordons/"
 	lingerDir  = "lingering/"
+	historyDir = "history/"
 )
 
 // maxRecordBytes bounds a value vip will decode: anything larger under the
@@ -121,6 +122,10 @@ type Move struct {
 	// Home is what the target records as the address's home (see
 	// Claim.Home): empty when To is its home.
 	Home string `json:"home,omitempty"`
+	// TakeOver says a take-over asked for it; Actor who asked and why:
+	// what the target records in the history when it takes the address.
+	TakeOver bool `json:"take_over,omitempty"`
+	Actor
 }
 
 // Traffic is what arrived for an address at its new owner in the window

@@ -49,7 +49,12 @@ const pageSize = 5000
 // Range reads every key under prefix at one revision, page by page, and
 // calls fn with each.
 func (c *Client) Range(ctx context.Context, prefix string, fn func(kv *mvccpb.KeyValue)) (rev int64, err error) {
-	key, end := prefix, clientv3.GetPrefixRangeEnd(prefix)
+	return c.rangeAt(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, fn)
+}
+
+// rangeAt reads the keys from key to end at revision rev (0: the latest),
+// page by page, calls fn with each, and returns the revision read.
+func (c *Client) rangeAt(ctx context.Context, key, end string, rev int64, fn func(kv *mvccpb.KeyValue)) (int64, error) {
 	for {
 		rctx, cancel := c.ctx(ctx)
 		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(pageSize)}
@@ -74,12 +79,17 @@ func (c *Client) Range(ctx context.Context, prefix string, fn func(kv *mvccpb.Ke
 	}
 }
 
-// Fleet reads the whole fleet: nodes, claims, standbys and moves. A value
-// that is not a vip record is skipped and reported, never fatal.
+// Fleet reads the whole fleet: nodes, claims, standbys and moves, at one
+// revision; the history, which can be large, is left out. A value that is
+// not a vip record is skipped and reported, never fatal.
 func (c *Client) Fleet(ctx context.Context) (View, error) {
 	b := newViewBuilder(c.Keys)
-	rev, err := c.Range(ctx, c.Keys.Prefix, b.add)
+	hist := c.Keys.History()
+	rev, err := c.rangeAt(ctx, c.Keys.Prefix, hist, 0, b.add)
 	if err != nil {
+		return View{}, err
+	}
+	if _, err := c.rangeAt(ctx, clientv3.GetPrefixRangeEnd(hist), clientv3.GetPrefixRangeEnd(c.Keys.Prefix), rev, b.add); err != nil {
 		return View{}, err
 	}
 	return b.view(rev), nil

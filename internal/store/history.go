@@ -1,0 +1,483 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// The history of ownership: every change of an address's owner, and of a
+// node's cordon and fence, as one record appended under
+//
+//	history/addr/ADDR/STAMP   a change of ADDR (claim, release, move, ...)
+//	history/node/NODE/STAMP   a change of NODE (cordon, fence, ...)
+//
+// written in the transaction that makes the change wherever vip makes one
+// (a claim's key created, a release's deleted, a move's or a standby's take,
+// a cordon written), so that the history holds a change if and only if the
+// store does. STAMP is the writer's time in nanoseconds, in hex, and a
+// random suffix: keys sort by it, but the order of the store is the
+// revision (ChangeRev), which readers sort by. Each subject keeps its last
+// HistoryKeep records: whoever writes trims the oldest beyond that
+// (TrimHistory).
+
+// HistoryKeep is how many records each address and each node keep.
+const HistoryKeep = 64
+
+// ChangeKind says what changed.
+type ChangeKind string
+
+// The kinds of change.
+const (
+	// ChangeClaim: the node claimed an address nobody held.
+	ChangeClaim ChangeKind = "claim"
+	// ChangeAdopt: a restarted agent bound its dead agent's claim to its
+	// own lease (the address never changed owner).
+	ChangeAdopt ChangeKind = "adopt"
+	// ChangeRelease: the owner let go (vip release, a stopping agent, a
+	// claim undone).
+	ChangeRelease ChangeKind = "release"
+	// ChangeMove: a move's target took the address (vip move, drain,
+	// uncordon --return, the live view's move).
+	ChangeMove ChangeKind = "move"
+	// ChangeTakeOver: vip claim --take-over moved it here.
+	ChangeTakeOver ChangeKind = "take-over"
+	// ChangeStandby: a standby took an address whose owner's lease
+	// expired.
+	ChangeStandby ChangeKind = "standby-takeover"
+	// ChangeFence and ChangeResume: a node that could not renew its
+	// lease fell silent, and answered again. A fenced node reaches no
+	// store, so both are written when it resumes.
+	ChangeFence  ChangeKind = "fence"
+	ChangeResume ChangeKind = "resume"
+	// ChangeLost: a node found, once it reached the store again, that
+	// another node took its address.
+	ChangeLost ChangeKind = "lost"
+	// ChangeCordon and ChangeUncordon: a node cordoned and uncordoned.
+	ChangeCordon   ChangeKind = "cordon"
+	ChangeUncordon ChangeKind = "uncordon"
+)
+
+// nodeWide says whether a change of kind k is a node's rather than an
+// address's.
+func (k ChangeKind) nodeWide() bool {
+	switch k {
+	case ChangeFence, ChangeResume, ChangeCordon, ChangeUncordon:
+		return true
+	}
+	return false
+}
+
+// Actor is who asked for a change: the user and host that ran the command
+// (for a request to an agent, the user of the socket's peer, which the
+// kernel vouches for), the identity the store authenticated the writer as
+// (Client.Identity; empty when the store asks for none), and the reason
+// given with --reason.
+type Actor struct {
+	By       string `json:"by,omitempty"`
+	Identity string `json:"identity,omitempty"`
+	Reason   string `json:"reason,omitempty"`
+}
+
+// MaxReasonLen bounds a --reason, in bytes: a sentence, not a file.
+const MaxReasonLen = 200
+
+// CheckReason says whether s can be a change's reason: printable, one
+// line, at most MaxReasonLen bytes.
+func CheckReason(s string) error {
+	if len(s) > MaxReasonLen {
+		return fmt.Errorf("--reason is %d bytes: say it in at most %d", len(s), MaxReasonLen)
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return errors.New("--reason holds a control character: give it as one line of text")
+		}
+	}
+	return nil
+}
+
+// UserAt names uid's user at this host, as user@host.
+func UserAt(uid int) string {
+	name := strconv.Itoa(uid)
+	if u, err := user.LookupId(name); err == nil {
+		name = u.Username
+	}
+	return name + "@" + hostname()
+}
+
+func hostname() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "localhost"
+	}
+	return host
+}
+
+// LocalUser names who runs this command, as user@host: the user who ran
+// sudo, if it did ($SUDO_USER, which only root can set otherwise), else
+// the process's user.
+func LocalUser() string {
+	if name := os.Getenv("SUDO_USER"); name != "" {
+		return name + "@" + hostname()
+	}
+	return UserAt(os.Getuid())
+}
+
+// LocalActor is who runs this command (LocalUser), as the store knows this
+// client, with reason.
+func (c *Client) LocalActor(reason string) Actor {
+	return Actor{By: LocalUser(), Identity: c.Identity(), Reason: reason}
+}
+
+type actorKey struct{}
+
+// WithActor carries who asked for what a request changes to the code that
+// writes the history.
+func WithActor(ctx context.Context, a Actor) context.Context {
+	return context.WithValue(ctx, actorKey{}, a)
+}
+
+// ActorOf returns who asked, as WithActor put it; zero when nobody said
+// (the agent's own doing).
+func ActorOf(ctx context.Context) Actor {
+	a, _ := ctx.Value(actorKey{}).(Actor)
+	return a
+}
+
+// Change is one record of the history.
+type Change struct {
+	Versioned
+	// Rev is the store's revision of the change (the record's creation),
+	// read from the key.
+	Rev int64 `json:"rev"`
+	// Seq orders the changes one transaction records (a fence, the
+	// losses found then, the resumption), which share its revision.
+	Seq  int        `json:"seq,omitempty"`
+	Time time.Time  `json:"time"`
+	Kind ChangeKind `json:"kind"`
+	Addr netip.Addr `json:"addr,omitzero"`
+	// Node is the node the change is of: the new owner, the one that let
+	// go, the one cordoned or fenced.
+	Node string `json:"node"`
+	// From is the node an address came from (a move, a takeover), or, for
+	// a loss, the one that took it.
+	From string `json:"from,omitempty"`
+	// Interface is the owner's interface, where there is one.
+	Interface string `json:"interface,omitempty"`
+	Actor
+	// Asked and Released are a move's timeline before the target took
+	// it (Time): when it was asked for, and when the old owner let go, in
+	// each writer's clock.
+	Asked    time.Time `json:"asked,omitzero"`
+	Released time.Time `json:"released,omitzero"`
+	// Since is when a fence began (the record is written when it lifts).
+	Since time.Time `json:"since,omitzero"`
+	// Addrs lists the addresses a node-wide change (a fence) concerned,
+	// up to maxChangeAddrs; Count is how many there were.
+	Addrs   []netip.Addr `json:"addrs,omitempty"`
+	Count   int          `json:"count,omitempty"`
+	Message string       `json:"message,omitempty"`
+}
+
+// maxChangeAddrs bounds the addresses one node-wide record lists.
+const maxChangeAddrs = 256
+
+// SetAddrs lists addrs in a node-wide change, at most maxChangeAddrs of
+// them, and counts them all.
+func (c *Change) SetAddrs(addrs []netip.Addr) {
+	c.Count = len(addrs)
+	c.Addrs = slices.Clone(addrs[:min(len(addrs), maxChangeAddrs)])
+	slices.SortFunc(c.Addrs, netip.Addr.Compare)
+}
+
+// Concerns says whether the change is of address a: its own, or a
+// node-wide one that lists it.
+func (c Change) Concerns(a netip.Addr) bool {
+	return c.Addr == a || slices.Contains(c.Addrs, a)
+}
+
+// Subject is the part of the history a change is kept in.
+func (c Change) Subject() string {
+	if c.Kind.nodeWide() || !c.Addr.IsValid() {
+		return NodeSubject(c.Node)
+	}
+	return AddrSubject(c.Addr)
+}
+
+// AddrSubject and NodeSubject name the history of an address and a node.
+func AddrSubject(a netip.Addr) string { return "addr/" + a.String() }
+func NodeSubject(n string) string     { return "node/" + n }
+
+// History is the directory of the whole history; HistoryOf that of one
+// subject.
+func (k Keys) History() string                 { return k.Prefix + historyDir }
+func (k Keys) HistoryOf(subject string) string { return k.Prefix + historyDir + subject + "/" }
+
+// historyKey is a new key for c.
+func (k Keys) historyKey(c Change) string {
+	var r [4]byte
+	_, _ = rand.Read(r[:])
+	return fmt.Sprintf("%s%016x-%s", k.HistoryOf(c.Subject()), c.Time.UnixNano(), hex.EncodeToString(r[:]))
+}
+
+// HistoryPut is the put that appends c to the history, for a transaction
+// that makes the change. Its time is now unless set; the record is bound to
+// no lease (WithIgnoreLease is not used: a put without a lease has none).
+func (k Keys) HistoryPut(c Change) (op clientv3.Op, subject string, err error) {
+	if c.Time.IsZero() {
+		c.Time = time.Now()
+	}
+	c.Time, c.Rev = c.Time.UTC(), 0
+	val, err := Encode(c)
+	if err != nil {
+		return clientv3.Op{}, "", fmt.Errorf("encode a history record: %w", err)
+	}
+	return clientv3.OpPut(k.historyKey(c), string(val)), c.Subject(), nil
+}
+
+// AppendHistory writes changes in one transaction of their own (at most
+// 100 at a time): the records of changes no transaction of vip's made (a
+// fence, a loss), and trims each subject.
+func (c *Client) AppendHistory(ctx context.Context, changes []Change) error {
+	subjects := map[string]bool{}
+	for batch := range slices.Chunk(changes, 100) {
+		ops := make([]clientv3.Op, 0, len(batch))
+		for i, ch := range batch {
+			ch.Seq = i
+			op, subj, err := c.Keys.HistoryPut(ch)
+			if err != nil {
+				return err
+			}
+			ops = append(ops, op)
+			subjects[subj] = true
+		}
+		rctx, cancel := c.ctx(ctx)
+		_, err := c.Txn(rctx).Then(ops...).Commit()
+		cancel()
+		if err != nil {
+			return c.Explain(err)
+		}
+	}
+	for s := range subjects {
+		if err := c.TrimHistory(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TrimHistory deletes subject's oldest records beyond HistoryKeep: one
+// count, and when over, one read of the oldest keys and their deletion.
+func (c *Client) TrimHistory(ctx context.Context, subject string) error {
+	dir := c.Keys.HistoryOf(subject)
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Get(rctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return c.Explain(err)
+	}
+	over := resp.Count - HistoryKeep
+	if over <= 0 {
+		return nil
+	}
+	old, err := c.Get(rctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend), clientv3.WithLimit(over))
+	if err != nil {
+		return c.Explain(err)
+	}
+	for batch := range slices.Chunk(old.Kvs, 100) {
+		ops := make([]clientv3.Op, len(batch))
+		for i, kv := range batch {
+			ops[i] = clientv3.OpDelete(string(kv.Key))
+		}
+		if _, err := c.Txn(rctx).Then(ops...).Commit(); err != nil {
+			return c.Explain(err)
+		}
+	}
+	return nil
+}
+
+// HistoryQuery says which records to read.
+type HistoryQuery struct {
+	// Addr, when valid, reads the address's records and the node-wide
+	// ones that list it; Node, when set, the node's own records and
+	// those of the addresses it owned, lost or let go. Neither: all.
+	Addr netip.Addr
+	Node string
+	// Since, when set, leaves out records older than it (by their time).
+	Since time.Time
+	// After, when set, leaves out records of that revision or older.
+	After int64
+}
+
+// Match says whether c is one the query reads.
+func (q HistoryQuery) Match(c Change) bool {
+	switch {
+	case q.Addr.IsValid() && !c.Concerns(q.Addr):
+		return false
+	case q.Node != "" && c.Node != q.Node && c.From != q.Node:
+		return false
+	case !q.Since.IsZero() && c.Time.Before(q.Since):
+		return false
+	case q.After > 0 && c.Rev <= q.After:
+		return false
+	}
+	return true
+}
+
+// History reads the records q asks for, in the store's order (by
+// revision), and the revision read. A record vip cannot read is skipped
+// and counted.
+func (c *Client) History(ctx context.Context, q HistoryQuery) (changes []Change, rev int64, skipped int, err error) {
+	prefix := c.Keys.History()
+	if q.Addr.IsValid() && q.Node == "" {
+		// The address's own records, and the nodes' (which a fence lists
+		// it in).
+		var own []Change
+		rev, err = c.Range(ctx, c.Keys.HistoryOf(AddrSubject(q.Addr)), func(kv *mvccpb.KeyValue) {
+			if ch, ok := readChange(kv); ok {
+				own = append(own, ch)
+			} else {
+				skipped++
+			}
+		})
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		prefix = c.Keys.HistoryOf("node")
+		changes = own
+	}
+	r2, err := c.Range(ctx, prefix, func(kv *mvccpb.KeyValue) {
+		ch, ok := readChange(kv)
+		if !ok {
+			skipped++
+			return
+		}
+		changes = append(changes, ch)
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	rev = max(rev, r2)
+	changes = slices.DeleteFunc(changes, func(ch Change) bool { return !q.Match(ch) })
+	SortChanges(changes)
+	return changes, rev, skipped, nil
+}
+
+// SortChanges sorts changes in the store's order: by revision, and the
+// changes of one transaction as it lists them.
+func SortChanges(changes []Change) {
+	slices.SortFunc(changes, func(x, y Change) int {
+		if c := cmp.Compare(x.Rev, y.Rev); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.Seq, y.Seq)
+	})
+}
+
+// readChange decodes a history record with its revision.
+func readChange(kv *mvccpb.KeyValue) (Change, bool) {
+	ch, err := Decode[Change](string(kv.Key), kv.Value)
+	if err != nil {
+		return Change{}, false
+	}
+	ch.Rev = kv.CreateRevision
+	return ch, true
+}
+
+// WatchHistory sends, batch by batch from after rev, the records q matches
+// as they are written, until ctx is done or the watch breaks (the channel
+// closes then; a compacted revision also ends it).
+func (c *Client) WatchHistory(ctx context.Context, q HistoryQuery, rev int64) <-chan []Change {
+	out := make(chan []Change)
+	go func() {
+		defer close(out)
+		wch := c.Watch(clientv3.WithRequireLeader(ctx), c.Keys.History(), clientv3.WithPrefix(), clientv3.WithRev(rev+1),
+			clientv3.WithFilterDelete())
+		for resp := range wch {
+			if resp.Err() != nil {
+				return
+			}
+			var batch []Change
+			for _, ev := range resp.Events {
+				if ch, ok := readChange(ev.Kv); ok && ev.IsCreate() && q.Match(ch) {
+					batch = append(batch, ch)
+				}
+			}
+			if len(batch) == 0 {
+				continue
+			}
+			SortChanges(batch)
+			select {
+			case out <- batch:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// Describe says what the change was, in a phrase after its time.
+func (c Change) Describe() string {
+	var b strings.Builder
+	subject := c.Addr.String()
+	if !c.Addr.IsValid() {
+		subject = "node " + c.Node
+	}
+	switch c.Kind {
+	case ChangeClaim:
+		fmt.Fprintf(&b, "%s claimed by %s", subject, c.Node)
+	case ChangeAdopt:
+		fmt.Fprintf(&b, "%s adopted by %s's new agent", subject, c.Node)
+	case ChangeRelease:
+		fmt.Fprintf(&b, "%s released by %s", subject, c.Node)
+	case ChangeMove, ChangeTakeOver:
+		fmt.Fprintf(&b, "%s moved %s -> %s", subject, orNobody(c.From), c.Node)
+		if c.Kind == ChangeTakeOver {
+			b.WriteString(" (take-over)")
+		}
+		if !c.Asked.IsZero() && !c.Released.IsZero() {
+			fmt.Fprintf(&b, ", released %s after asked, taken %s after", c.Released.Sub(c.Asked).Round(time.Millisecond), c.Time.Sub(c.Released).Round(time.Millisecond))
+		}
+	case ChangeStandby:
+		fmt.Fprintf(&b, "%s taken by standby %s (the lease of %s expired)", subject, c.Node, orNobody(c.From))
+	case ChangeLost:
+		fmt.Fprintf(&b, "%s lost by %s to %s", subject, c.Node, orNobody(c.From))
+	case ChangeFence:
+		fmt.Fprintf(&b, "node %s fenced since %s (%d addresses silent)", c.Node, c.Since.Local().Format("15:04:05.000"), c.Count)
+	case ChangeResume:
+		fmt.Fprintf(&b, "node %s resumed (%d addresses)", c.Node, c.Count)
+	case ChangeCordon:
+		fmt.Fprintf(&b, "node %s cordoned", c.Node)
+	case ChangeUncordon:
+		fmt.Fprintf(&b, "node %s uncordoned", c.Node)
+	default:
+		fmt.Fprintf(&b, "%s %s on %s", c.Kind, subject, c.Node)
+	}
+	if c.Message != "" {
+		b.WriteString(": " + c.Message)
+	}
+	return b.String()
+}
+
+func orNobody(n string) string {
+	if n == "" {
+		return "nobody"
+	}
+	return n
+}
