@@ -33,6 +33,10 @@ type ClaimOptions struct {
 	// OnConflict says what to do when another MAC answers for the
 	// address; empty means PolicyDefend.
 	OnConflict ConflictPolicy `json:"on_conflict,omitempty"`
+	// Group names the unit the address belongs to (vip claim --group):
+	// its addresses are claimed, released and moved together. The engine
+	// keeps it with the claim; it changes nothing of how it answers.
+	Group string `json:"group,omitempty"`
 }
 
 // Claim is the record of one held address: what the book keeps.

@@ -32,6 +32,7 @@ type claimOptions struct {
 	Addrs        []string
 	File         string
 	Interface    string
+	Group        string
 	Foreground   bool
 	NoAutostart  bool
 	JSON         bool
@@ -103,6 +104,7 @@ store); the set lasts through restarts, moves and takeovers (vip standby).`,
   sudo vip claim -f vips.txt -i eth0
   sudo vip claim 192.0.2.10 -i eth0 --foreground --log-format json
   sudo vip claim 192.0.2.10 --standby
+  sudo vip claim 192.0.2.10 2001:db8::10 --group web
   sudo vip claim 192.0.2.10 --take-over`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) == 0 && o.File == "" {
@@ -133,6 +135,7 @@ store); the set lasts through restarts, moves and takeovers (vip standby).`,
 	f.StringVarP(&o.Interface, "interface", "i", "", "interface to claim on (default: the one whose connected route holds ADDR)")
 	_ = c.RegisterFlagCompletionFunc("interface", interfaceCompletion(net.Interfaces))
 	f.StringVarP(&o.File, "file", "f", "", "read addresses from FILE, one or more a line, # for comments (- for standard input)")
+	addGroupFlag(c, &o.Group, "make the addresses one group: claimed whole or not at all, moved, taken over and released together")
 	f.BoolVar(&o.Foreground, "foreground", false, "hold the addresses in this process until SIGINT or SIGTERM, without the agent")
 	addNoAutostartFlag(c, &o.NoAutostart)
 	f.BoolVar(&o.JSON, "json", false, "print the claims as JSON")
@@ -180,6 +183,14 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 	if err := checkReason(o.Reason); err != nil {
 		return api.ClaimRequest{}, err
 	}
+	if o.Group != "" {
+		if err := api.CheckGroup(o.Group); err != nil {
+			return api.ClaimRequest{}, &inputError{err: err}
+		}
+		if len(addrs) > maxGroupAddrs {
+			return api.ClaimRequest{}, badInput("group %s has %d addresses: a group holds at most %d", o.Group, len(addrs), maxGroupAddrs)
+		}
+	}
 	r := api.ClaimRequest{
 		Reason:     o.Reason,
 		By:         store.LocalUser(),
@@ -190,6 +201,7 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 		Standby:    o.Standby,
 		TakeOver:   o.TakeOver,
 		Force:      o.Force,
+		Group:      o.Group,
 	}
 	given := func(name string, v time.Duration) *api.Duration {
 		if !o.given[name] {

@@ -21,6 +21,7 @@ import (
 type moveOptions struct {
 	Addrs     []string
 	All       bool
+	Group     string
 	From      string
 	To        string
 	Interface string
@@ -42,7 +43,7 @@ type moveOptions struct {
 func newMoveCmd(d *deps, runF func(context.Context, *moveOptions) error) *cobra.Command {
 	o := &moveOptions{}
 	c := &cobra.Command{
-		Use:   "move ADDR... --to NODE [-i IFACE] | move --all --from NODE --to NODE",
+		Use:   "move ADDR... --to NODE [-i IFACE] | move --all --from NODE --to NODE | move --group NAME --to NODE",
 		Short: "Move addresses between the nodes of a fleet guarded by a store, without overlap",
 		Long: `Move moves each ADDR to node NODE, through the store (--store, or
 $VIP_STORE) and without an agent on this host: the target claims an address
@@ -63,6 +64,10 @@ a standby) from, or the one --home names. vip fleet shows it while the address
 is away, and vip uncordon NODE --return moves home every address whose home is
 NODE. A move back home clears it.
 
+A group (vip claim --group) moves whole: moving one of its addresses moves
+all of them, --group NAME names them all, and the old owner hands them over in
+one transaction, so no reader of the store sees the group on two nodes.
+
 With --all --from NODE, move drains NODE: every address it holds moves to
 --to, for maintenance.
 
@@ -70,7 +75,8 @@ Without -i, the target picks the interface whose prefix holds the address,
 or else the one of the owner's name.`,
 		Example: `  vip move 192.0.2.10 --to b
   vip move 192.0.2.10 2001:db8::10 --to b -i eth1 --store etcd://192.0.2.5:2379
-  vip move --all --from a --to b`,
+  vip move --all --from a --to b
+  vip move --group web --to b --reason "kernel upgrade on a"`,
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Addrs = args
@@ -84,6 +90,7 @@ or else the one of the owner's name.`,
 	f := c.Flags()
 	f.StringVar(&o.To, "to", "", "the node to move the addresses to (required)")
 	f.BoolVar(&o.All, "all", false, "move every address --from holds (a drain)")
+	addGroupFlag(c, &o.Group, "move every address of the group, wherever it is held")
 	f.StringVar(&o.From, "from", "", "the node the addresses move from: with --all, every address it holds; otherwise a check")
 	f.StringVarP(&o.Interface, "interface", "i", "", "the target's interface (default: the one whose prefix holds each address)")
 	f.DurationVar(&o.Timeout, "timeout", 0, "give up after this long (0: as long as the owners' leases make necessary, twice the TTL and 10s)")
@@ -104,7 +111,7 @@ or else the one of the owner's name.`,
 // agent's POST /v1/move does.
 func (o *moveOptions) request() (store.MoveRequest, error) {
 	r, err := fleet.ParseMoveRequest(api.MoveRequest{
-		Addrs: o.Addrs, All: o.All, From: o.From, To: o.To, Interface: o.Interface,
+		Addrs: o.Addrs, All: o.All, From: o.From, Group: o.Group, To: o.To, Interface: o.Interface,
 		Timeout: api.Duration(o.Timeout), TrafficWindow: api.Duration(o.Traffic), Force: o.Force, Home: o.Home,
 		Reason: o.Reason,
 	})
@@ -272,13 +279,25 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 		_, err := fmt.Fprintln(out, "no claims in the store")
 		return err
 	}
+	// A GROUP column only where groups are: a fleet without them reads
+	// as it always did.
+	grouped := slices.ContainsFunc(f.Claims, func(c api.FleetClaim) bool { return c.Group != "" })
+	group := func(c api.FleetClaim) string {
+		if !grouped {
+			return ""
+		}
+		return orDash(c.Group) + "\t"
+	}
+	if grouped {
+		fmt.Fprint(w, "GROUP\t")
+	}
 	fmt.Fprintln(w, "ADDRESS\tNODE\tINTERFACE\tMAC\tSINCE\tSTATE\tSTANDBYS\tMOVING TO\tHOME")
 	for _, c := range f.Claims {
 		since := "-"
 		if !c.Since.IsZero() {
 			since = now.Sub(c.Since).Round(time.Second).String() + " ago"
 		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", c.Addr, orDash(c.Node), orDash(c.Interface), orDash(c.MAC), since,
+		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", group(c), c.Addr, orDash(c.Node), orDash(c.Interface), orDash(c.MAC), since,
 			c.State, orDash(strings.Join(c.Standbys, ",")), orDash(c.MovingTo), orDash(c.Home))
 	}
 	return w.Flush()

@@ -30,6 +30,8 @@ type addrsOptions struct {
 	All    bool
 	Strict bool
 	JSON   bool
+	// Group names a group's addresses instead.
+	Group string
 	// Reason is a release's, for the history.
 	Reason string
 }
@@ -37,12 +39,15 @@ type addrsOptions struct {
 func (o *addrsOptions) request() (api.AddrsRequest, error) {
 	args := o.Addrs
 	switch {
+	case o.Group != "" && (o.All || len(args) > 0):
+		return api.AddrsRequest{}, badInput("give addresses, --all or --group NAME, one of the three")
+	case o.Group != "":
 	case o.All && len(args) > 0:
 		return api.AddrsRequest{}, badInput("give addresses or --all, not both")
 	case !o.All && len(args) == 0:
-		return api.AddrsRequest{}, badInput("name at least one address, or --all")
+		return api.AddrsRequest{}, badInput("name at least one address, --all or --group NAME")
 	}
-	r := api.AddrsRequest{Addrs: args, All: o.All}
+	r := api.AddrsRequest{Addrs: args, All: o.All, Group: o.Group}
 	if o.Reason != "" {
 		if err := checkReason(o.Reason); err != nil {
 			return r, err
@@ -60,7 +65,7 @@ func (o *addrsOptions) request() (api.AddrsRequest, error) {
 func newReleaseCmd(d *deps, runF func(context.Context, *addrsOptions) error) *cobra.Command {
 	o := &addrsOptions{}
 	c := &cobra.Command{
-		Use:   "release ADDR... | --all",
+		Use:   "release ADDR... | --all | --group NAME",
 		Short: "Give addresses up: stop answering for them at once",
 		Long: `Release stops answering for each address at once, ends its gratuitous window,
 leaves its multicast group and removes the address from the interface if
@@ -69,7 +74,8 @@ leaves its multicast group and removes the address from the interface if
 Releasing an address that is not held is not an error (exit 0, with a note),
 so scripts can run it twice; --strict makes it exit 1 instead.`,
 		Example: `  sudo vip release 192.0.2.10
-  sudo vip release --all`,
+  sudo vip release --all
+  sudo vip release --group web`,
 		ValidArgsFunction: heldCompletion(d),
 		RunE: func(c *cobra.Command, args []string) error {
 			o.Addrs = args
@@ -80,6 +86,7 @@ so scripts can run it twice; --strict makes it exit 1 instead.`,
 		},
 	}
 	c.Flags().BoolVar(&o.All, "all", false, "release every held address")
+	addGroupFlag(c, &o.Group, "release every address of the group (vip claim --group)")
 	c.Flags().BoolVar(&o.Strict, "strict", false, "exit 1 when an address was not held")
 	addReasonFlag(c, &o.Reason, "why the addresses are released (an agent with --store)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
@@ -91,7 +98,7 @@ so scripts can run it twice; --strict makes it exit 1 instead.`,
 func newRefreshCmd(d *deps, runF func(context.Context, *addrsOptions) error) *cobra.Command {
 	o := &addrsOptions{}
 	c := &cobra.Command{
-		Use:   "refresh ADDR... | --all",
+		Use:   "refresh ADDR... | --all | --group NAME",
 		Short: "Re-arm the gratuitous burst of held addresses",
 		Long: `Refresh re-opens the gratuitous window of each held address from now, as
 claiming it again would: the way to re-assert ownership after a split brain or
@@ -107,6 +114,7 @@ when a slow node rejoins. An address that is not held makes it exit 1.`,
 		},
 	}
 	c.Flags().BoolVar(&o.All, "all", false, "refresh every held address")
+	addGroupFlag(c, &o.Group, "refresh every address of the group (vip claim --group)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	return c
 }
@@ -222,6 +230,9 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 		if c.Note != "" {
 			fmt.Fprintf(out, "%s: %s\n", c.Addr, c.Note)
 		}
+	}
+	for _, g := range groupsOf(st.Claims) {
+		fmt.Fprintf(out, "group %s: %s\n", g.name, strings.Join(g.addrs, " "))
 	}
 	return out.Flush()
 }

@@ -65,6 +65,7 @@ func (cv *claimConverter) claim(s *announce.Status) api.Claim {
 		Frames:           cv.framesString(s.Frames),
 		RefreshEvery:     api.Duration(s.Options.RefreshEvery),
 		OnConflict:       string(s.Options.OnConflict),
+		Group:            s.Options.Group,
 	}
 	c.Responder = s.Responder
 	if s.Hook != "" {

@@ -26,7 +26,12 @@ func PlanClaim(r api.ClaimRequest, sys netcheck.System) (Plan, error) {
 	if err != nil {
 		return p, err
 	}
-	opts := announce.ClaimOptions{Assign: r.Assign}
+	opts := announce.ClaimOptions{Assign: r.Assign, Group: r.Group}
+	if r.Group != "" {
+		if err := api.CheckGroup(r.Group); err != nil {
+			return p, err
+		}
+	}
 	if opts.OnConflict, err = announce.ParseConflictPolicy(r.OnConflict); err != nil {
 		return p, netcheck.Invalidf("on-conflict: %v", err)
 	}

@@ -351,8 +351,18 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
+	before := s.cfg.Engine.Status(requestAddrs(plan.Requests)...)
+	if err := groupCheck(before, plan.Requests, req.Group); err != nil {
+		s.fail(w, err)
+		return
+	}
 	st, err := claim(ctx, plan.Requests, plan.Options)
 	var refused *announce.RefusedError
+	if req.Group != "" && errors.As(err, &refused) {
+		// A group is claimed whole or not at all.
+		undoPartial(ctx, s.cfg.Engine, st, before)
+		st = nil
+	}
 	if errors.As(err, &refused) && (len(st) > 0 || allHeld(refused)) {
 		// Some were claimed: say which were not, each with its reason.
 		resp := api.ClaimResponse{Claims: s.claimList(st)}
@@ -408,8 +418,14 @@ func (s *Server) addrs(w http.ResponseWriter, r *http.Request) ([]netip.Addr, co
 		s.fail(w, err)
 		return nil, nil, false
 	}
-	if req.All {
+	switch {
+	case req.All:
 		addrs = s.cfg.Engine.Held()
+	case req.Group != "":
+		if addrs, err = groupHeld(s.cfg.Engine, req.Group); err != nil {
+			s.fail(w, err)
+			return nil, nil, false
+		}
 	}
 	return addrs, ctx, true
 }

@@ -80,6 +80,9 @@ type ClaimRequest struct {
 	// Force, with TakeOver, moves them here even while this node is
 	// cordoned (vip cordon).
 	Force bool `json:"force,omitempty"`
+	// Group makes the addresses one unit (see CheckGroup): all are
+	// claimed or none, and they move and are released together.
+	Group string `json:"group,omitempty"`
 }
 
 // ClaimResponse lists the claims as they are once live, and the addresses
@@ -108,6 +111,9 @@ type Refused struct {
 type AddrsRequest struct {
 	Addrs []string `json:"addrs,omitempty"`
 	All   bool     `json:"all,omitempty"`
+	// Group names the held addresses of that group instead (vip release
+	// --group NAME); at most one of Addrs, All and Group.
+	Group string `json:"group,omitempty"`
 	// Reason and By are kept in the history, for a release (see
 	// ClaimRequest).
 	Reason string `json:"reason,omitempty"`
@@ -215,6 +221,8 @@ type Claim struct {
 	RefreshEvery Duration `json:"refresh_every,omitempty"`
 	// OnConflict is the claim's policy: defend, warn or yield.
 	OnConflict string `json:"on_conflict,omitempty"`
+	// Group is the unit the address belongs to, if any.
+	Group string `json:"group,omitempty"`
 	// Note says what the store says of the claim, when it says anything
 	// (fenced since when, lost to which node, standby for whom).
 	Note string `json:"note,omitempty"`
@@ -346,6 +354,12 @@ const (
 // ParseAddrsRequest checks the addresses of a refresh or release request.
 // With All set, no addresses may be given.
 func ParseAddrsRequest(r AddrsRequest) ([]netip.Addr, error) {
+	if r.Group != "" {
+		if len(r.Addrs) > 0 || r.All {
+			return nil, netcheck.Invalidf("give addresses, all or a group, one of the three")
+		}
+		return nil, CheckGroup(r.Group)
+	}
 	if r.All {
 		if len(r.Addrs) > 0 {
 			return nil, netcheck.Invalidf("give addresses or all, not both")
@@ -376,4 +390,26 @@ func Strings(addrs []netip.Addr) []string {
 		out[i] = a.String()
 	}
 	return out
+}
+
+// MaxGroupLen bounds a group's name.
+const MaxGroupLen = 64
+
+// CheckGroup says whether name can name a group: 1 to 64 letters, digits,
+// dots, dashes and underscores, starting with a letter or digit, so that
+// it reads the same in a table, a store key and an environment variable.
+func CheckGroup(name string) error {
+	bad := len(name) == 0 || len(name) > MaxGroupLen
+	for i, r := range name {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
+		case i > 0 && (r == '.' || r == '-' || r == '_'):
+		default:
+			bad = true
+		}
+	}
+	if bad {
+		return netcheck.Invalidf("group %q is not a group name: give 1 to %d letters, digits, dots, dashes or underscores, starting with a letter or digit, such as web-1", name, MaxGroupLen)
+	}
+	return nil
 }

@@ -81,6 +81,8 @@ type FleetClaim struct {
 	// Home is the node the address was moved or taken from, while it is
 	// away from it (vip uncordon --return takes it back).
 	Home string `json:"home,omitempty"`
+	// Group is the address's group (vip claim --group), if any.
+	Group string `json:"group,omitempty"`
 }
 
 // FleetSkipped is a key that could not be read as a vip record.
@@ -93,7 +95,9 @@ type FleetSkipped struct {
 type MoveRequest struct {
 	Addrs []string `json:"addrs,omitempty"`
 	// All with From moves every address From holds (a drain).
-	All       bool     `json:"all,omitempty"`
+	All bool `json:"all,omitempty"`
+	// Group moves every address of that group, wherever it is held.
+	Group     string   `json:"group,omitempty"`
 	From      string   `json:"from,omitempty"`
 	To        string   `json:"to"`
 	Interface string   `json:"interface,omitempty"`

@@ -203,6 +203,29 @@ func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, 
 		g       errgroup.Group
 	)
 	g.SetLimit(keyConcurrency)
+	items, groups := splitGroups(items)
+	for _, grp := range groups {
+		g.Go(func() error {
+			fresh, err := m.acquireGroup(ctx, grp, macs, lease)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err == nil:
+				for i, c := range grp {
+					got = append(got, taken{claim: c, fresh: fresh[i]})
+				}
+			case isGroupRefusal(err):
+				// A group is taken whole or not at all: each of its
+				// addresses is refused for the one that was.
+				for _, c := range grp {
+					refused = append(refused, announce.Refusal{Addr: c.Addr, Err: fmt.Errorf("group %s not claimed: %w", c.Options.Group, err)})
+				}
+			default:
+				failed = append(failed, err)
+			}
+			return nil
+		})
+	}
 	for _, c := range items {
 		g.Go(func() error {
 			fresh, err := m.acquireOne(ctx, c, macs[c.Interface], lease)
@@ -345,12 +368,14 @@ func (m *Member) afterRenewLocked(fn func(ctx context.Context)) {
 
 // claimRecord is the record of this node's claim of a on ifname.
 func (m *Member) claimRecord(a netip.Addr, ifname, mac string, since time.Time, opts json.RawMessage) store.Claim {
-	return store.Claim{Addr: a, Node: m.cfg.Node, Interface: ifname, MAC: mac, Since: since.UTC(), Options: opts}
+	return store.Claim{Addr: a, Node: m.cfg.Node, Interface: ifname, MAC: mac, Since: since.UTC(), Options: opts, Group: groupOf(opts)}
 }
 
 // taking is how this node takes a free key (Ledger.Take): the options it
 // claims with, and the conditions and record the store keeps.
 type taking struct {
+	// addr is the address taken (takeKeys; takeKey is given it).
+	addr   netip.Addr
 	ifname string
 	opts   json.RawMessage
 	// moveRev and cordonRev are what Ledger.Take compares.

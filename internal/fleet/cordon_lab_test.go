@@ -50,10 +50,10 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 		t.Fatalf("take not looking at the cordon: took %v, %v; want taken", took, err)
 	}
 	mv := store.Move{Addr: arrived.Addr.Next(), To: "b", ID: "test", Asked: time.Now()}
-	if asked, err := l.Ask(ctx, lease, mv, 0, 0); err != nil || asked {
+	if asked, err := l.Ask(ctx, lease, []fleet.Asking{{Move: mv}}); err != nil || asked {
 		t.Fatalf("a move planned on no cordon while one is there: asked %v, %v; want refused", asked, err)
 	}
-	if asked, err := l.Ask(ctx, lease, mv, 0, cord.Rev); err != nil || !asked {
+	if asked, err := l.Ask(ctx, lease, []fleet.Asking{{Move: mv, CordonRev: cord.Rev}}); err != nil || !asked {
 		t.Fatalf("a move planned on the cordon as it is: asked %v, %v; want asked", asked, err)
 	}
 	// Lifted: a take that saw it is refused, one that sees none goes.

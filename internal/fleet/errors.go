@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"time"
+
+	"github.com/vipctl/vip/internal/store"
 )
 
 // HeldError refuses a claim of an address another node holds.
@@ -38,3 +40,25 @@ func fencedError(since time.Time) error {
 // move or a standby's takeover could never make the other node its only
 // owner.
 var ErrOwnAddress = errors.New("an address of this host's own interface")
+
+// GroupError refuses to put an address of one group in another: an
+// address is in one group at most, until it is released.
+type GroupError struct {
+	Addr      netip.Addr
+	Group     string // the group it is in
+	Requested string // the group asked for ("" for none)
+}
+
+func (e *GroupError) Error() string {
+	if e.Requested == "" {
+		return fmt.Sprintf("%s is in group %s in the store: claim it with --group %s, or release the group first (vip release --group %s)", e.Addr, e.Group, e.Group, e.Group)
+	}
+	return fmt.Sprintf("%s is in group %s in the store, not %s: an address is in one group at most; release it first (vip release --group %s)", e.Addr, e.Group, e.Requested, e.Group)
+}
+
+// Is makes a GroupError a refusal of the input (store.ErrRefused's kind).
+func (e *GroupError) Is(target error) bool { return target == store.ErrRefused }
+
+// MaxGroupAddrs bounds the addresses of one group: each is two operations
+// of the one transaction that takes or moves the group (etcd allows 128).
+const MaxGroupAddrs = 32

@@ -30,6 +30,14 @@ type MoveRecord struct {
 	Standby *store.Standby
 }
 
+// Asking is one move a mover asks for (Ledger.Ask): its record, and the
+// revisions of the claim (0: none) and of the target's cordon (0: none)
+// it was planned on.
+type Asking struct {
+	Move                store.Move
+	ClaimRev, CordonRev int64
+}
+
 // MoveChange is a change of the store that a move turns on.
 type MoveChange struct {
 	Kind MoveChangeKind
@@ -90,6 +98,11 @@ type Ledger interface {
 	// in the history in the same transaction (store.ChangeClaim,
 	// store.ChangeAdopt), as asked by who.
 	Acquire(ctx context.Context, lease LeaseID, rec store.Claim, who store.Actor) (fresh bool, err error)
+	// AcquireGroup acquires recs, the addresses of one group, as Acquire
+	// does each, in one transaction: all are this node's after it, or
+	// none (a *HeldError names one another node holds, a *GroupError one
+	// in another group). fresh says which keys it created or bound.
+	AcquireGroup(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) (fresh []bool, err error)
 	// Take creates the claim rec under lease if its key is absent and
 	// the address's move is the one created at moveRev (0: none is under
 	// way): a standby's takeover and a move's arrival. With cordonRev of
@@ -102,6 +115,9 @@ type Ledger interface {
 	// take records ch in the history in its transaction, with rec's
 	// address, node and interface.
 	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (took bool, rev int64, err error)
+	// TakeGroup takes recs, the addresses of one group, as Take does
+	// each (moveRevs[i] for recs[i]), in one transaction: all or none.
+	TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (took bool, rev int64, err error)
 	// Drop deletes a's claim if it is still bound to lease, and records
 	// ch (a release) in the history in the same transaction.
 	Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error
@@ -148,7 +164,9 @@ type Ledger interface {
 	// it did, and the store's revision then: false when the key is no
 	// longer this lease's or the move record changed (the move was given
 	// up).
-	HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, int64, error)
+	// With several records (the moves of one group's addresses) it hands
+	// all of them over in the one transaction, or none.
+	HandOver(ctx context.Context, lease LeaseID, rs []MoveRecord) (bool, int64, error)
 	// MarkMove writes the move record as mv is now, if the move is still
 	// the one created at rev; with done it then deletes the record, for
 	// the mover's watch to see the end.
@@ -182,7 +200,9 @@ type Ledger interface {
 	// is the one created at claimRev (0: none) and the target's cordon
 	// the one last modified at cordonRev (0: none). It says whether it
 	// did.
-	Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev, cordonRev int64) (bool, error)
+	// Several asks (the moves of one group's addresses) are written in
+	// the one transaction, or none.
+	Ask(ctx context.Context, lease LeaseID, asks []Asking) (bool, error)
 	// WatchMoves sends, batch by batch from after rev, every change of a
 	// move record and every deletion of a claim, whichever addresses
 	// they are of; a change may come twice after the watch broke. The

@@ -192,6 +192,9 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	if cur.Node != rec.Node {
 		return false, &HeldError{Addr: rec.Addr, Node: cur.Node, Since: cur.Since, Self: rec.Node}
 	}
+	if cur.Group != "" && cur.Group != rec.Group {
+		return false, &GroupError{Addr: rec.Addr, Group: cur.Group, Requested: rec.Group}
+	}
 	if LeaseID(kvs[0].Lease) == lease {
 		return false, nil
 	}
@@ -220,34 +223,54 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 }
 
 func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
-	val, err := claimValue(rec)
-	if err != nil {
-		return false, 0, err
+	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cordonRev, ch)
+}
+
+func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (bool, int64, error) {
+	if len(recs) > MaxGroupAddrs {
+		return false, 0, fmt.Errorf("group %s has %d addresses: a group holds at most %d", recs[0].Group, len(recs), MaxGroupAddrs)
 	}
-	ch.Addr, ch.Node, ch.Interface = rec.Addr, rec.Node, rec.Interface
-	hist, subject, err := l.historyPut(ch)
-	if err != nil {
-		return false, 0, err
+	var (
+		cmps     []clientv3.Cmp
+		ops      []clientv3.Op
+		subjects []string
+	)
+	for i, rec := range recs {
+		val, err := claimValue(rec)
+		if err != nil {
+			return false, 0, err
+		}
+		c := ch
+		c.Addr, c.Node, c.Interface = rec.Addr, rec.Node, rec.Interface
+		if rec.Group != "" {
+			c.Message = fmt.Sprintf("group %s, %d addresses in one transaction", rec.Group, len(recs))
+		}
+		hist, subject, err := l.historyPut(c)
+		if err != nil {
+			return false, 0, err
+		}
+		key := l.k.Claim(rec.Addr)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRevs[i]))
+		if cordonRev >= 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
+		}
+		ops = append(ops, clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist)
+		subjects = append(subjects, subject)
 	}
-	key := l.k.Claim(rec.Addr)
+	if cordonRev >= 0 {
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(recs[0].Node)), "=", cordonRev))
+	}
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRev)}
-	if cordonRev >= 0 {
-		// A standby's take: its cordon is the one it read (an absent
-		// key compares as revision 0), and it is still a standby (its
-		// record was not removed meanwhile).
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(rec.Node)), "=", cordonRev),
-			clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
-	}
-	resp, err := l.c.Txn(rctx).If(cmps...).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).Commit()
+	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return false, 0, l.c.Explain(err)
 	}
 	if resp.Succeeded {
-		l.trim.add(subject)
+		for _, s := range subjects {
+			l.trim.add(s)
+		}
 	}
 	return resp.Succeeded, resp.Header.Revision, nil
 }
@@ -404,29 +427,37 @@ func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecor
 	return out, nil
 }
 
-func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, r MoveRecord) (bool, int64, error) {
-	mv := r.Move
-	val, err := store.Encode(mv)
-	if err != nil {
-		return false, 0, err
+func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, rs []MoveRecord) (bool, int64, error) {
+	if len(rs) > MaxGroupAddrs {
+		return false, 0, fmt.Errorf("hand over %d moves in one transaction: at most %d", len(rs), MaxGroupAddrs)
 	}
-	key, mkey := l.k.Claim(mv.Addr), l.k.Move(mv.Addr)
-	// The target hears of it in its inbox, under the mover's lease.
-	ops := []clientv3.Op{clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
-		clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(clientv3.LeaseID(r.Lease)))}
-	if r.Standby != nil {
-		op, err := l.standbyPut(*r.Standby)
+	var (
+		cmps []clientv3.Cmp
+		ops  []clientv3.Op
+	)
+	for _, r := range rs {
+		mv := r.Move
+		val, err := store.Encode(mv)
 		if err != nil {
 			return false, 0, err
 		}
-		ops = append(ops, op)
+		key, mkey := l.k.Claim(mv.Addr), l.k.Move(mv.Addr)
+		// The target hears of it in its inbox, under the mover's lease.
+		ops = append(ops, clientv3.OpDelete(key), clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease()),
+			clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(clientv3.LeaseID(r.Lease))))
+		if r.Standby != nil {
+			op, err := l.standbyPut(*r.Standby)
+			if err != nil {
+				return false, 0, err
+			}
+			ops = append(ops, op)
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease)),
+			clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.Rev))
 	}
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	resp, err := l.c.Txn(rctx).If(
-		clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease)),
-		clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.Rev),
-	).Then(ops...).Commit()
+	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return false, 0, l.c.Explain(err)
 	}
@@ -474,27 +505,35 @@ func (l *etcdLedger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, err
 	return LeaseID(g.ID), nil
 }
 
-func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, mv store.Move, claimRev, cordonRev int64) (bool, error) {
-	val, err := store.Encode(mv)
-	if err != nil {
-		return false, fmt.Errorf("encode the move of %s: %w", mv.Addr, err)
+func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, asks []Asking) (bool, error) {
+	if len(asks) > MaxGroupAddrs {
+		return false, fmt.Errorf("ask %d moves in one transaction: at most %d", len(asks), MaxGroupAddrs)
 	}
 	id := clientv3.LeaseID(lease)
-	mkey := l.k.Move(mv.Addr)
-	ops := []clientv3.Op{
-		clientv3.OpPut(mkey, string(val), clientv3.WithLease(id)),
-		clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(id)),
+	var (
+		cmps []clientv3.Cmp
+		ops  []clientv3.Op
+	)
+	for _, a := range asks {
+		mv := a.Move
+		val, err := store.Encode(mv)
+		if err != nil {
+			return false, fmt.Errorf("encode the move of %s: %w", mv.Addr, err)
+		}
+		mkey := l.k.Move(mv.Addr)
+		ops = append(ops, clientv3.OpPut(mkey, string(val), clientv3.WithLease(id)),
+			clientv3.OpPut(l.k.Inbox(mv.To, mv.Addr), "", clientv3.WithLease(id)))
+		if mv.From != "" {
+			ops = append(ops, clientv3.OpPut(l.k.Inbox(mv.From, mv.Addr), "", clientv3.WithLease(id)))
+		}
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(mkey), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(l.k.Claim(mv.Addr)), "=", a.ClaimRev))
 	}
-	if mv.From != "" {
-		ops = append(ops, clientv3.OpPut(l.k.Inbox(mv.From, mv.Addr), "", clientv3.WithLease(id)))
-	}
+	// One target per request: its cordon is compared once.
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(asks[0].Move.To)), "=", asks[0].CordonRev))
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	resp, err := l.c.Txn(rctx).If(
-		clientv3.Compare(clientv3.CreateRevision(mkey), "=", 0),
-		clientv3.Compare(clientv3.CreateRevision(l.k.Claim(mv.Addr)), "=", claimRev),
-		clientv3.Compare(clientv3.ModRevision(l.k.Cordon(mv.To)), "=", cordonRev),
-	).Then(ops...).Commit()
+	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
 		return false, l.c.Explain(err)
 	}

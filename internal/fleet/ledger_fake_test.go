@@ -457,7 +457,48 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 	return true, nil
 }
 
-func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
+func (l *fakeLedger) AcquireGroup(_ context.Context, lease fleet.LeaseID, recs []store.Claim, who store.Actor) ([]bool, error) {
+	s := l.s
+	if err := s.begin(l.node); err != nil {
+		return nil, err
+	}
+	defer s.mu.Unlock()
+	if _, ok := s.leases[lease]; !ok {
+		return nil, fleet.ErrLeaseGone
+	}
+	fresh := make([]bool, len(recs))
+	kinds := make([]store.ChangeKind, len(recs))
+	for i, rec := range recs {
+		cur, ok := s.claims[rec.Addr]
+		kinds[i] = store.ChangeClaim
+		switch {
+		case !ok:
+		case cur.v.Node != rec.Node:
+			return nil, &fleet.HeldError{Addr: rec.Addr, Node: cur.v.Node, Since: cur.v.Since, Self: rec.Node}
+		case cur.v.Group != "" && cur.v.Group != rec.Group:
+			return nil, &fleet.GroupError{Addr: rec.Addr, Group: cur.v.Group, Requested: rec.Group}
+		case cur.lease == lease && cur.v.Group == rec.Group:
+			continue
+		case cur.lease != lease:
+			kinds[i] = store.ChangeAdopt
+		}
+		fresh[i] = true
+	}
+	rev := s.bumpLocked()
+	for i, rec := range recs {
+		if !fresh[i] {
+			continue
+		}
+		if cur, ok := s.claims[rec.Addr]; ok && rec.Home == "" {
+			rec.Home = cur.v.Home
+		}
+		s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
+		s.recordLocked(store.Change{Kind: kinds[i], Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}, rev)
+	}
+	return fresh, nil
+}
+
+func (l *fakeLedger) TakeGroup(_ context.Context, lease fleet.LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (bool, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
@@ -467,18 +508,27 @@ func (l *fakeLedger) Take(_ context.Context, lease fleet.LeaseID, rec store.Clai
 		s.failTakes[l.node]--
 		return false, 0, errUnreachable
 	}
-	_, standby := s.standbys[rec.Addr.String()+"/"+rec.Node]
-	if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRev || cordonRev >= 0 && (s.cordonRevLocked(rec.Node) != cordonRev || !standby) {
-		return false, s.rev, nil
+	for i, rec := range recs {
+		_, standby := s.standbys[rec.Addr.String()+"/"+rec.Node]
+		if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRevs[i] || cordonRev >= 0 && (s.cordonRevLocked(rec.Node) != cordonRev || !standby) {
+			return false, s.rev, nil
+		}
 	}
 	if _, ok := s.leases[lease]; !ok {
 		return false, 0, fleet.ErrLeaseGone
 	}
 	rev := s.bumpLocked()
-	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
-	ch.Addr, ch.Node, ch.Interface = rec.Addr, rec.Node, rec.Interface
-	s.recordLocked(ch, rev)
+	for _, rec := range recs {
+		s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
+		c := ch
+		c.Addr, c.Node, c.Interface = rec.Addr, rec.Node, rec.Interface
+		s.recordLocked(c, rev)
+	}
 	return true, rev, nil
+}
+
+func (l *fakeLedger) Take(ctx context.Context, lease fleet.LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
+	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cordonRev, ch)
 }
 
 func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr, ch store.Change) error {
@@ -602,7 +652,7 @@ func (l *fakeLedger) Moves(_ context.Context, addrs []netip.Addr) ([]fleet.MoveR
 	return out, nil
 }
 
-func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.MoveRecord) (bool, int64, error) {
+func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, rs []fleet.MoveRecord) (bool, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
@@ -611,15 +661,20 @@ func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, r fleet.Mo
 	if s.onHandOver != nil {
 		s.onHandOver(s)
 	}
-	a := r.Move.Addr
-	if kv, ok := s.claims[a]; !ok || kv.lease != lease || s.moveRevLocked(a) != r.Rev {
-		return false, s.rev, nil // a transaction whose compares fail changes nothing
+	for _, r := range rs {
+		a := r.Move.Addr
+		if kv, ok := s.claims[a]; !ok || kv.lease != lease || s.moveRevLocked(a) != r.Rev {
+			return false, s.rev, nil // a transaction whose compares fail changes nothing
+		}
 	}
-	s.deleteClaimLocked(a)
-	s.putMoveLocked(r.Move, s.moves[a].lease, r.Rev)
-	s.putInboxLocked(r.Move.To, a, r.Lease)
-	if r.Standby != nil {
-		s.putStandbyLocked(*r.Standby, s.rev)
+	for _, r := range rs {
+		a := r.Move.Addr
+		s.deleteClaimLocked(a)
+		s.putMoveLocked(r.Move, s.moves[a].lease, r.Rev)
+		s.putInboxLocked(r.Move.To, a, r.Lease)
+		if r.Standby != nil {
+			s.putStandbyLocked(*r.Standby, s.rev)
+		}
 	}
 	return true, s.rev, nil
 }
@@ -722,26 +777,31 @@ func (l *fakeLedger) Grant(_ context.Context, ttl time.Duration) (fleet.LeaseID,
 	return s.nextLease, nil
 }
 
-func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, mv store.Move, claimRev, cordonRev int64) (bool, error) {
+func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, asks []fleet.Asking) (bool, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
 	if _, ok := s.leases[lease]; !ok {
-		return false, fmt.Errorf("ask the move of %s: %w", mv.Addr, fleet.ErrLeaseGone)
+		return false, fmt.Errorf("ask the move of %s: %w", asks[0].Move.Addr, fleet.ErrLeaseGone)
 	}
-	create := int64(0)
-	if kv, ok := s.claims[mv.Addr]; ok {
-		create = kv.create
+	for _, a := range asks {
+		create := int64(0)
+		if kv, ok := s.claims[a.Move.Addr]; ok {
+			create = kv.create
+		}
+		if s.moveRevLocked(a.Move.Addr) != 0 || create != a.ClaimRev || s.cordonRevLocked(a.Move.To) != a.CordonRev {
+			return false, nil
+		}
 	}
-	if s.moveRevLocked(mv.Addr) != 0 || create != claimRev || s.cordonRevLocked(mv.To) != cordonRev {
-		return false, nil
-	}
-	s.putMoveLocked(mv, lease, s.rev+1)
-	s.putInboxLocked(mv.To, mv.Addr, lease)
-	if mv.From != "" {
-		s.putInboxLocked(mv.From, mv.Addr, lease)
+	for _, a := range asks {
+		mv := a.Move
+		s.putMoveLocked(mv, lease, s.rev+1)
+		s.putInboxLocked(mv.To, mv.Addr, lease)
+		if mv.From != "" {
+			s.putInboxLocked(mv.From, mv.Addr, lease)
+		}
 	}
 	return true, nil
 }

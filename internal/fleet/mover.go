@@ -58,6 +58,9 @@ type pendingMove struct {
 	cordonRev int64
 	// home is the home the target records (Move.Home).
 	home string
+	// group is the address's group: a group's moves are asked in one
+	// transaction.
+	group string
 	// takeOver and actor are the request's, for the history.
 	takeOver      bool
 	actor         store.Actor
@@ -70,7 +73,10 @@ type pendingMove struct {
 // target, failed, or the timeout passed. Nothing changes when the request
 // is refused (a node not alive, no interface for an address, a move under
 // way): the error says why, wrapping store.ErrRefused.
-func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
+func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) (_ []store.MoveResult, err error) {
+	if req, err = mv.withGroups(ctx, req); err != nil {
+		return nil, err
+	}
 	v, err := mv.l.MoveView(ctx, req.Addrs, req.All)
 	if err != nil {
 		return nil, err
@@ -217,18 +223,25 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 		g    errgroup.Group
 	)
 	g.SetLimit(moveConcurrency)
-	for _, m := range pending {
+	for _, batch := range askBatches(pending) {
 		g.Go(func() error {
-			rec := store.Move{
-				Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
-				ID: strconv.FormatInt(int64(lease), 16), Asked: mv.clock.Now().UTC(), Options: m.opts,
-				TrafficWindow: store.Duration(m.window), Home: m.home,
-				TakeOver: m.takeOver, Actor: m.actor,
+			asks := make([]Asking, len(batch))
+			for i, m := range batch {
+				asks[i] = Asking{Move: store.Move{
+					Addr: m.res.Addr, To: m.res.To, Interface: m.res.Interface, From: m.res.From,
+					ID: strconv.FormatInt(int64(lease), 16), Asked: mv.clock.Now().UTC(), Options: m.opts,
+					TrafficWindow: store.Duration(m.window), Home: m.home,
+					TakeOver: m.takeOver, Actor: m.actor,
+				}, ClaimRev: m.claimRev, CordonRev: m.cordonRev}
+				m.res.Asked = mv.clock.Now()
 			}
-			m.res.Asked = mv.clock.Now()
-			asked, err := mv.l.Ask(ctx, lease, rec, m.claimRev, m.cordonRev)
+			asked, err := mv.l.Ask(ctx, lease, asks)
 			if err == nil && !asked {
-				err = fmt.Errorf("%s changed while the move was asked (another move, a release, a claim, or a cordon of %s): run vip move again", m.res.Addr, m.res.To)
+				what := batch[0].res.Addr.String()
+				if batch[0].group != "" {
+					what = "group " + batch[0].group
+				}
+				err = fmt.Errorf("%s changed while the move was asked (another move, a release, a claim, or a cordon of %s): run vip move again", what, batch[0].res.To)
 			}
 			if err != nil {
 				mu.Lock()

@@ -18,7 +18,7 @@ const MaxTrafficWindow = time.Minute
 // mover takes it. An error wraps netcheck.ErrInvalid and names the fix.
 func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
 	out := store.MoveRequest{All: r.All, From: r.From, To: r.To, Interface: r.Interface,
-		Timeout: time.Duration(r.Timeout), TrafficWindow: time.Duration(r.TrafficWindow), Force: r.Force, Home: r.Home,
+		Timeout: time.Duration(r.Timeout), TrafficWindow: time.Duration(r.TrafficWindow), Force: r.Force, Home: r.Home, Group: r.Group,
 		Actor: store.Actor{Reason: r.Reason, By: r.By}}
 	if err := store.CheckReason(r.Reason); err != nil {
 		return out, netcheck.Invalidf("%v", err)
@@ -26,16 +26,23 @@ func ParseMoveRequest(r api.MoveRequest) (store.MoveRequest, error) {
 	switch {
 	case r.To == "":
 		return out, netcheck.Invalidf("name the node to move to with --to NODE, like: vip move 192.0.2.10 --to b")
+	case r.Group != "" && (r.All || len(r.Addrs) > 0):
+		return out, netcheck.Invalidf("give addresses, --all --from NODE or --group NAME, one of the three")
 	case r.All && len(r.Addrs) > 0:
 		return out, netcheck.Invalidf("give addresses or --all --from NODE, not both")
 	case r.All && r.From == "":
 		return out, netcheck.Invalidf("--all moves every address of one node: name it with --from NODE")
-	case !r.All && len(r.Addrs) == 0:
+	case !r.All && len(r.Addrs) == 0 && r.Group == "":
 		return out, netcheck.Invalidf("name at least one address to move, or --all --from NODE")
 	case out.Timeout < 0:
 		return out, netcheck.Invalidf("--timeout %s is negative: give how long to wait, such as 30s, or 0 for the default", out.Timeout)
 	case out.TrafficWindow < 0 || out.TrafficWindow > MaxTrafficWindow:
 		return out, netcheck.Invalidf("--traffic-window %s must be from 0 (do not count) to %s", out.TrafficWindow, "1m")
+	}
+	if r.Group != "" {
+		if err := api.CheckGroup(r.Group); err != nil {
+			return out, err
+		}
 	}
 	for _, n := range []string{r.To, r.From, r.Home} {
 		if n == "" {

@@ -79,6 +79,9 @@ func planMoves(v store.View, req store.MoveRequest, now time.Time) ([]*pendingMo
 			if m.opts == nil {
 				m.opts = cur.Claim.Options
 			}
+			// The address stays in its group wherever it goes.
+			m.group = cur.Claim.Group
+			m.opts = withGroup(m.opts, m.group)
 			if cur.Move != nil {
 				errs = append(errs, fmt.Errorf("a move of %s to %s is already under way (asked at %s)", a, cur.Move.To, cur.Move.Asked.Format(time.RFC3339)))
 				continue

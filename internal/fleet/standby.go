@@ -53,7 +53,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		batch := reqs[start:min(start+maxReadsPerTxn, len(reqs))]
 		recs := make([]store.Standby, len(batch))
 		for i, r := range batch {
-			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw}
+			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw, Group: opts.Group}
 		}
 		rev, err := m.l.StandBy(ctx, recs)
 		if err != nil {
@@ -94,7 +94,7 @@ func (m *Member) standbyOf(c announce.Claim, now time.Time) *store.Standby {
 	if err != nil {
 		return nil
 	}
-	return &store.Standby{Addr: c.Addr, Node: m.cfg.Node, Interface: c.Interface, Since: now, Options: raw}
+	return &store.Standby{Addr: c.Addr, Node: m.cfg.Node, Interface: c.Interface, Since: now, Options: raw, Group: c.Options.Group}
 }
 
 // loadStandbys reads this node's standbys from the store, which no lease
@@ -173,6 +173,9 @@ func (m *Member) forgetStandby(a netip.Addr) {
 // and watches its address.
 func (m *Member) keepStandby(s store.Standby, rev int64) {
 	s.Lease = 0
+	if s.Group == "" {
+		s.Group = groupOf(s.Options)
+	}
 	m.mu.Lock()
 	m.standby[s.Addr] = s
 	m.mu.Unlock()
@@ -204,19 +207,28 @@ func (m *Member) syncStandby(ctx context.Context, a netip.Addr) error {
 	return nil
 }
 
-// takeAsStandby is called when a's owner's key vanished: if this node
-// stands by for a, the owner's lease has expired (not a planned release
-// or move), and no move of a is under way, it tries to take the key and
-// claims the address. Called with a locked.
-func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Claim) {
+// takeAsStandby is called when the key of addrs[0] vanished (addrs are
+// it and the rest of its group that this node stands by for): if this
+// node stands by for it, its owner's lease has expired (not a planned
+// release or move), and no move of it is under way, it tries to take the
+// keys, all of a group's in one transaction, and claims the addresses.
+// Called with addrs locked.
+func (m *Member) takeAsStandby(ctx context.Context, addrs []netip.Addr, prev *store.Claim) {
+	a := addrs[0]
 	m.mu.Lock()
-	s, ok := m.standby[a]
+	var ss []store.Standby
+	for _, b := range addrs {
+		if s, ok := m.standby[b]; ok && m.standbyOnlyLocked(b) {
+			ss = append(ss, s)
+		}
+	}
+	_, first := m.standby[a]
 	fenced := !m.fencedAt.IsZero()
 	m.mu.Unlock()
-	if !ok || fenced {
+	if !first || len(ss) == 0 || fenced {
 		return
 	}
-	m.log.Debug("an owner's key vanished: a standby looks", "addr", a)
+	m.log.Debug("an owner's key vanished: a standby looks", "addr", a, "group", ss[0].Group)
 	var owner store.Claim
 	if prev != nil {
 		owner = *prev
@@ -239,27 +251,34 @@ func (m *Member) takeAsStandby(ctx context.Context, a netip.Addr, prev *store.Cl
 	if home == "" {
 		home = owner.Node
 	}
-	took, err := m.takeUncordoned(ctx, a, s, owner, prev, home)
+	took, err := m.takeUncordoned(ctx, ss, owner, prev, home)
 	if err != nil || !took {
 		return
 	}
-	// The standby record stays: the set lasts, and this node stands by
+	// The standby records stay: the set lasts, and this node stands by
 	// again once the address leaves it.
-	msg := fmt.Sprintf("took the address as a standby: the lease of its owner %s expired", owner.Node)
-	m.log.Warn("standby took over", "addr", a, "interface", s.Interface, "from", owner.Node)
-	m.notify(event.Standby, a, s.Interface, msg)
+	for _, s := range ss {
+		msg := fmt.Sprintf("took the address as a standby: the lease of its owner %s expired", owner.Node)
+		if s.Group != "" {
+			msg += fmt.Sprintf(" (group %s, %d addresses in one transaction)", s.Group, len(ss))
+		}
+		m.log.Warn("standby took over", "addr", s.Addr, "interface", s.Interface, "from", owner.Node, "group", s.Group)
+		m.notify(event.Standby, s.Addr, s.Interface, msg)
+	}
 }
 
 // maxCordonLooks bounds how often a standby reads its cordon again when
 // the cordon changed between its read and its take.
 const maxCordonLooks = 3
 
-// takeUncordoned takes a's key as a standby, and claims the address, unless
-// this node is cordoned: the cordon is read now, and the take compares it,
-// so that one written since refuses it too; one that changed meanwhile is
-// read again. An address left alone for a cordon is kept (passedOver) for
-// when it lifts. It says whether it took the address. Called with a locked.
-func (m *Member) takeUncordoned(ctx context.Context, a netip.Addr, s store.Standby, owner store.Claim, prev *store.Claim, home string) (bool, error) {
+// takeUncordoned takes the keys of ss's addresses as a standby, and claims
+// the addresses, unless this node is cordoned: the cordon is read now, and
+// the take compares it, so that one written since refuses it too; one that
+// changed meanwhile is read again. An address left alone for a cordon is
+// kept (passedOver) for when it lifts. It says whether it took the
+// addresses. Called with them locked.
+func (m *Member) takeUncordoned(ctx context.Context, ss []store.Standby, owner store.Claim, prev *store.Claim, home string) (bool, error) {
+	a := ss[0].Addr
 	for range maxCordonLooks {
 		c, _, err := m.l.Cordon(ctx, m.cfg.Node)
 		if err != nil {
@@ -276,13 +295,15 @@ func (m *Member) takeUncordoned(ctx context.Context, a netip.Addr, s store.Stand
 					m.passedOver[a] = *prev
 					m.mu.Unlock()
 				}
-				m.log.Warn("a standby for an address whose owner's lease expired does not take it: this node is cordoned", "addr", a, "cordon", c.Describe(now))
-				m.notify(event.Standby, a, s.Interface, fmt.Sprintf("not taken: the lease of its owner %s expired, but %s", owner.Node, c.Describe(now)))
+				for _, s := range ss {
+					m.log.Warn("a standby for an address whose owner's lease expired does not take it: this node is cordoned", "addr", s.Addr, "cordon", c.Describe(now))
+					m.notify(event.Standby, s.Addr, s.Interface, fmt.Sprintf("not taken: the lease of its owner %s expired, but %s", owner.Node, c.Describe(now)))
+				}
 				return false, nil
 			}
 			cordonRev = c.Rev
 		}
-		took, again, err := m.takeAsStandbyOnce(ctx, a, s, cordonRev, home, owner.Node)
+		took, again, err := m.takeAsStandbyOnce(ctx, ss, cordonRev, home, owner.Node)
 		if err != nil || took || !again {
 			return took, err
 		}
@@ -290,30 +311,37 @@ func (m *Member) takeUncordoned(ctx context.Context, a netip.Addr, s store.Stand
 	return false, nil
 }
 
-// takeAsStandbyOnce takes a's key if it is free and the cordon is the one
-// at cordonRev, and claims the address. again says the take was refused
-// with the key still free: the cordon changed since it was read. from is
-// the owner whose lease expired, for the history.
-func (m *Member) takeAsStandbyOnce(ctx context.Context, a netip.Addr, s store.Standby, cordonRev int64, home, from string) (took, again bool, err error) {
+// takeAsStandbyOnce takes the keys of ss's addresses if they are free and
+// the cordon is the one at cordonRev, all in one transaction, and claims
+// the addresses. again says the take was refused with the keys still
+// free: the cordon changed since it was read. from is the owner whose
+// lease expired, for the history.
+func (m *Member) takeAsStandbyOnce(ctx context.Context, ss []store.Standby, cordonRev int64, home, from string) (took, again bool, err error) {
 	m.leaseOps.RLock()
 	defer m.leaseOps.RUnlock()
 	ch := store.Change{Kind: store.ChangeStandby, From: from}
-	took, _, err = m.takeKey(ctx, a, taking{ifname: s.Interface, opts: s.Options, cordonRev: cordonRev, home: home, change: ch})
+	tks := make([]taking, len(ss))
+	for i, s := range ss {
+		tks[i] = taking{addr: s.Addr, ifname: s.Interface, opts: s.Options, cordonRev: cordonRev, home: home, change: ch}
+	}
+	took, err = m.takeKeys(ctx, tks)
 	if err != nil {
-		m.log.Debug("take an address as a standby", "addr", a, "err", err)
+		m.log.Debug("take an address as a standby", "addr", ss[0].Addr, "err", err)
 		return false, false, err
 	}
 	if !took {
 		c, _, err := m.l.Cordon(ctx, m.cfg.Node)
 		changed := err == nil && (c == nil && cordonRev != 0 || c != nil && c.Rev != cordonRev)
 		if !changed {
-			m.log.Debug("another took the address first", "addr", a)
+			m.log.Debug("another took the address first", "addr", ss[0].Addr)
 		}
 		return false, changed, nil
 	}
-	if err := m.claimTaken(ctx, a, s.Interface, s.Options); err != nil {
-		m.log.Error("take over as a standby", "addr", a, "err", err)
-		return false, false, err
+	for _, s := range ss {
+		if err := m.claimTaken(ctx, s.Addr, s.Interface, s.Options); err != nil {
+			m.log.Error("take over as a standby", "addr", s.Addr, "err", err)
+			return false, false, err
+		}
 	}
 	return true, false, nil
 }

@@ -115,7 +115,8 @@ func (m *Member) gone(a netip.Addr, prev *store.Claim) {
 	if prev != nil && prev.Node == m.cfg.Node {
 		return
 	}
-	unlock, err := m.locks.lock(ctx, []netip.Addr{a})
+	addrs := m.standbyGroup(a)
+	unlock, err := m.locks.lock(ctx, addrs)
 	if err != nil {
 		return
 	}
@@ -127,7 +128,7 @@ func (m *Member) gone(a netip.Addr, prev *store.Claim) {
 		m.arrive(ctx, in)
 		return
 	}
-	m.takeAsStandby(ctx, a, prev)
+	m.takeAsStandby(ctx, addrs, prev)
 }
 
 // owns reports whether the engine holds a for this node.
@@ -161,38 +162,43 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 	}
 	m.mu.Unlock()
 	now := m.clock.Now().UTC()
-	for _, r := range moves {
-		mv := r.Move
-		mv.Released = now
-		r.Move = mv
+	for i := range moves {
+		moves[i].Move.Released = now
 		// The old owner stands by in the target's place, with the
 		// claim's interface and options, written with the hand-over.
-		if o, ok := was[mv.Addr]; ok {
-			r.Standby = m.standbyOf(o.claim, now)
+		if o, ok := was[moves[i].Move.Addr]; ok {
+			moves[i].Standby = m.standbyOf(o.claim, now)
 		}
-		done, rev, err := m.l.HandOver(ctx, lease, r)
-		switch {
-		case err != nil:
-			// The target takes it when the key goes (it watches it):
-			// deleted once the store answers.
-			m.log.Warn("hand a moved claim's key over: its key is deleted once the store answers", "addr", mv.Addr, "err", err)
-			m.retryDrops(lease, []netip.Addr{mv.Addr}, store.Change{Kind: store.ChangeRelease, Node: m.cfg.Node,
-				Message: "for a move to " + mv.To + ", whose hand-over failed: its key deleted once the store answered again"})
-			continue
-		case !done:
-			// The move was given up meanwhile (its mover's lease gone),
-			// or the key is no longer this lease's.
-			if o, ok := was[mv.Addr]; ok {
-				m.keepHome(ctx, o, lease, mv.To)
-			} else {
-				m.dropKeys(ctx, []netip.Addr{mv.Addr})
+	}
+	// A group's addresses go in one transaction: no reader of the store
+	// sees part of it here and part at the target.
+	for _, batch := range handOverBatches(moves, was) {
+		done, rev, err := m.l.HandOver(ctx, lease, batch)
+		for _, r := range batch {
+			mv := r.Move
+			switch {
+			case err != nil:
+				// The target takes it when the key goes (it watches
+				// it): deleted once the store answers.
+				m.log.Warn("hand a moved claim's key over: its key is deleted once the store answers", "addr", mv.Addr, "err", err)
+				m.retryDrops(lease, []netip.Addr{mv.Addr}, store.Change{Kind: store.ChangeRelease, Node: m.cfg.Node,
+					Message: "for a move to " + mv.To + ", whose hand-over failed: its key deleted once the store answered again"})
+				continue
+			case !done:
+				// The move was given up meanwhile (its mover's lease
+				// gone), or the key is no longer this lease's.
+				if o, ok := was[mv.Addr]; ok {
+					m.keepHome(ctx, o, lease, mv.To)
+				} else {
+					m.dropKeys(ctx, []netip.Addr{mv.Addr})
+				}
+				continue
 			}
-			continue
-		}
-		m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
-		m.notify(event.Move, mv.Addr, "", "released for a move to "+mv.To+"; this node stands by for it")
-		if r.Standby != nil {
-			m.keepStandby(*r.Standby, rev)
+			m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
+			m.notify(event.Move, mv.Addr, "", "released for a move to "+mv.To+"; this node stands by for it")
+			if r.Standby != nil {
+				m.keepStandby(*r.Standby, rev)
+			}
 		}
 	}
 }

@@ -34,7 +34,10 @@ func (v View) API(now time.Time) api.FleetResponse {
 	}
 	add := func(cv ClaimView) {
 		c := api.FleetClaim{Addr: cv.Claim.Addr.String(), Node: cv.Claim.Node, Interface: cv.Claim.Interface,
-			MAC: cv.Claim.MAC, Since: cv.Claim.Since, State: api.FleetHeld, Home: cv.Claim.Home}
+			MAC: cv.Claim.MAC, Since: cv.Claim.Since, State: api.FleetHeld, Home: cv.Claim.Home, Group: cv.Claim.Group}
+		if c.Group == "" && cv.Move != nil {
+			c.Group = OptionsGroup(cv.Move.Options)
+		}
 		if c.Node == "" {
 			c.State = api.FleetFree
 		}

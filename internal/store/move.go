@@ -16,6 +16,9 @@ type MoveRequest struct {
 	// Addrs are the addresses to move; with All, every address From holds.
 	Addrs []netip.Addr
 	All   bool
+	// Group moves every address of that group (with Addrs, their groups'
+	// addresses come too: a group moves whole).
+	Group string
 	From  string
 	To    string
 	// Interface is the target's interface; empty picks the one whose

@@ -83,6 +83,10 @@ type Claim struct {
 	// lives when it is at home (vip uncordon --return takes it back);
 	// empty while it is there, or was never moved.
 	Home string `json:"home,omitempty"`
+	// Group is the unit the address belongs to (vip claim --group): its
+	// addresses have one owner, taken, moved and released together in
+	// one transaction. Empty for an address on its own.
+	Group string `json:"group,omitempty"`
 	// Lease is the owner's lease, read from the key.
 	Lease int64 `json:"lease,omitempty"`
 }
@@ -96,7 +100,10 @@ type Standby struct {
 	Interface string          `json:"interface"`
 	Since     time.Time       `json:"since"`
 	Options   json.RawMessage `json:"options,omitempty"`
-	Lease     int64           `json:"lease,omitempty"`
+	// Group is the claim's group: a standby of a group takes all of
+	// its addresses in one transaction, or none.
+	Group string `json:"group,omitempty"`
+	Lease int64  `json:"lease,omitempty"`
 }
 
 // Move is a move under way. The mover writes it; the owner adds Released
@@ -313,4 +320,16 @@ func CheckNode(name string) error {
 		}
 	}
 	return nil
+}
+
+// OptionsGroup is the group named in a claim's encoded options (what
+// Claim.Options, Standby.Options and Move.Options hold), if any.
+func OptionsGroup(opts json.RawMessage) string {
+	var o struct {
+		Group string `json:"group"`
+	}
+	if len(opts) == 0 || json.Unmarshal(opts, &o) != nil {
+		return ""
+	}
+	return o.Group
 }

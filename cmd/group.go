@@ -1,0 +1,49 @@
+package cmd
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/fleet"
+)
+
+// maxGroupAddrs bounds the addresses of one group, as the store's one
+// transaction per group does.
+const maxGroupAddrs = fleet.MaxGroupAddrs
+
+// addGroupFlag adds --group NAME to c, with usage saying what it does
+// there.
+func addGroupFlag(c *cobra.Command, group *string, usage string) {
+	c.Flags().StringVar(group, "group", "", usage)
+	_ = c.RegisterFlagCompletionFunc("group", cobra.NoFileCompletions)
+}
+
+// heldGroup is one group among a status's claims.
+type heldGroup struct {
+	name  string
+	addrs []string
+}
+
+// groupsOf lists the groups of claims, by name, each with its addresses in
+// the claims' order.
+func groupsOf(claims []api.Claim) []heldGroup {
+	var out []heldGroup
+	at := map[string]int{}
+	for _, c := range claims {
+		if c.Group == "" {
+			continue
+		}
+		i, ok := at[c.Group]
+		if !ok {
+			i = len(out)
+			at[c.Group] = i
+			out = append(out, heldGroup{name: c.Group})
+		}
+		out[i].addrs = append(out[i].addrs, c.Addr)
+	}
+	slices.SortFunc(out, func(x, y heldGroup) int { return strings.Compare(x.name, y.name) })
+	return out
+}

@@ -1,0 +1,208 @@
+package fleet
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// splitGroups parts items into those on their own and those of groups,
+// one slice per group.
+func splitGroups(items []announce.Claim) (alone []announce.Claim, groups [][]announce.Claim) {
+	at := map[string]int{}
+	for _, c := range items {
+		g := c.Options.Group
+		if g == "" {
+			alone = append(alone, c)
+			continue
+		}
+		i, ok := at[g]
+		if !ok {
+			i = len(groups)
+			at[g] = i
+			groups = append(groups, nil)
+		}
+		groups[i] = append(groups[i], c)
+	}
+	return alone, groups
+}
+
+// acquireGroup acquires the claims of one group in one transaction.
+func (m *Member) acquireGroup(ctx context.Context, grp []announce.Claim, macs map[string]string, lease LeaseID) ([]bool, error) {
+	recs := make([]store.Claim, len(grp))
+	for i, c := range grp {
+		opts, err := json.Marshal(c.Options)
+		if err != nil {
+			return nil, err
+		}
+		recs[i] = m.claimRecord(c.Addr, c.Interface, macs[c.Interface], c.ClaimedAt, opts)
+	}
+	return m.l.AcquireGroup(ctx, lease, recs, store.ActorOf(ctx))
+}
+
+// groupOf is the group named in a claim's encoded options, if any.
+func groupOf(opts json.RawMessage) string { return store.OptionsGroup(opts) }
+
+// takeKeys takes the keys of tks as takeKey does one: a group's in one
+// transaction, so that the group is this node's whole or not at all.
+func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
+	if len(tks) == 1 {
+		took, _, err := m.takeKey(ctx, tks[0].addr, tks[0])
+		return took, err
+	}
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	macs, now := m.macs(), m.clock.Now()
+	recs := make([]store.Claim, len(tks))
+	revs := make([]int64, len(tks))
+	for i, tk := range tks {
+		recs[i] = m.claimRecord(tk.addr, tk.ifname, macs[tk.ifname], now, tk.opts)
+		if tk.home != m.cfg.Node {
+			recs[i].Home = tk.home
+		}
+		revs[i] = tk.moveRev
+	}
+	took, _, err := m.l.TakeGroup(ctx, lease, recs, revs, tks[0].cordonRev, tks[0].change)
+	return took, err
+}
+
+// standbyGroup returns a and, when this node stands by for a as part of a
+// group, the group's other addresses it stands by for: a standby takes a
+// group whole, in one transaction, or none of it.
+func (m *Member) standbyGroup(a netip.Addr) []netip.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := []netip.Addr{a}
+	s, ok := m.standby[a]
+	if !ok || s.Group == "" {
+		return out
+	}
+	for b, t := range m.standby {
+		if b != a && t.Group == s.Group {
+			out = append(out, b)
+		}
+	}
+	slices.SortFunc(out[1:], netip.Addr.Compare)
+	return out
+}
+
+// handOverBatches parts the moves leaving this node into the batches
+// HandOver takes: the moves of one group's addresses (as the claims in
+// was say) together, up to MaxGroupAddrs, each other move alone.
+func handOverBatches(moves []MoveRecord, was map[netip.Addr]owned) [][]MoveRecord {
+	var out [][]MoveRecord
+	at := map[string]int{}
+	for _, r := range moves {
+		g := was[r.Move.Addr].claim.Options.Group
+		if g == "" {
+			out = append(out, []MoveRecord{r})
+			continue
+		}
+		i, ok := at[g]
+		if !ok || len(out[i]) == MaxGroupAddrs {
+			i = len(out)
+			at[g] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], r)
+	}
+	return out
+}
+
+// askBatches parts a mover's moves into the batches Ledger.Ask takes: a
+// group's together (up to MaxGroupAddrs), each other move alone.
+func askBatches(pending []*pendingMove) [][]*pendingMove {
+	var out [][]*pendingMove
+	at := map[string]int{}
+	for _, m := range pending {
+		if m.group == "" {
+			out = append(out, []*pendingMove{m})
+			continue
+		}
+		i, ok := at[m.group]
+		if !ok || len(out[i]) == MaxGroupAddrs {
+			i = len(out)
+			at[m.group] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], m)
+	}
+	return out
+}
+
+// withGroup is opts, encoded claim options, naming group (when not empty)
+// as theirs: options given for a move or a take-over keep the address in
+// its group.
+func withGroup(opts json.RawMessage, group string) json.RawMessage {
+	if group == "" || groupOf(opts) == group {
+		return opts
+	}
+	m := map[string]json.RawMessage{}
+	if len(opts) > 0 && json.Unmarshal(opts, &m) != nil {
+		return opts
+	}
+	g, _ := json.Marshal(group)
+	m["group"] = g
+	out, err := json.Marshal(m)
+	if err != nil {
+		return opts
+	}
+	return out
+}
+
+// withGroups completes req with the groups of its addresses: a move of a
+// group's address moves the whole group, and req.Group names the
+// addresses of that group. It reads the fleet only when a group is in
+// play.
+func (mv *Mover) withGroups(ctx context.Context, req store.MoveRequest) (store.MoveRequest, error) {
+	if req.All && req.Group == "" {
+		return req, nil
+	}
+	groups := map[string]bool{}
+	if req.Group != "" {
+		groups[req.Group] = true
+	}
+	if len(req.Addrs) > 0 {
+		v, err := mv.l.MoveView(ctx, req.Addrs, false)
+		if err != nil {
+			return req, err
+		}
+		for _, a := range req.Addrs {
+			if c, ok := v.ClaimOf(a); ok && c.Claim.Group != "" {
+				groups[c.Claim.Group] = true
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return req, nil
+	}
+	v, err := mv.l.Fleet(ctx)
+	if err != nil {
+		return req, err
+	}
+	have := map[netip.Addr]bool{}
+	for _, a := range req.Addrs {
+		have[a] = true
+	}
+	found := map[string]bool{}
+	for _, c := range v.Claims {
+		if g := c.Claim.Group; groups[g] {
+			found[g] = true
+			if !have[c.Claim.Addr] {
+				have[c.Claim.Addr] = true
+				req.Addrs = append(req.Addrs, c.Claim.Addr)
+			}
+		}
+	}
+	if req.Group != "" && !found[req.Group] {
+		return req, fmt.Errorf("%w: no address of group %s is held in the store (vip fleet lists the groups)", store.ErrRefused, req.Group)
+	}
+	req.All = false
+	return req, nil
+}

@@ -1,0 +1,111 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/internal/store"
+)
+
+// groupTries bounds how often AcquireGroup reads the group's keys again
+// when one changed between its read and its transaction.
+const groupTries = 3
+
+func (l *etcdLedger) AcquireGroup(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) ([]bool, error) {
+	if len(recs) > MaxGroupAddrs {
+		return nil, fmt.Errorf("group %s has %d addresses: a group holds at most %d", recs[0].Group, len(recs), MaxGroupAddrs)
+	}
+	for range groupTries {
+		fresh, done, err := l.acquireGroupOnce(ctx, lease, recs, who)
+		if err != nil || done {
+			return fresh, err
+		}
+	}
+	return nil, fmt.Errorf("claim group %s: its keys kept changing while it was claimed: try again", recs[0].Group)
+}
+
+// acquireGroupOnce reads the keys of recs, decides what each needs, and
+// writes all of it in one transaction that compares every key with what
+// was read. done is false when a key changed since: read again.
+func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) (fresh []bool, done bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	gets := make([]clientv3.Op, len(recs))
+	for i, rec := range recs {
+		gets[i] = clientv3.OpGet(l.k.Claim(rec.Addr))
+	}
+	read, err := l.c.Txn(rctx).Then(gets...).Commit()
+	if err != nil {
+		return nil, false, l.c.Explain(err)
+	}
+	fresh = make([]bool, len(recs))
+	var (
+		cmps     []clientv3.Cmp
+		ops      []clientv3.Op
+		subjects []string
+	)
+	for i, rec := range recs {
+		key := l.k.Claim(rec.Addr)
+		kvs := read.Responses[i].GetResponseRange().Kvs
+		change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who,
+			Message: "in group " + rec.Group}
+		if len(kvs) == 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		} else {
+			cur, err := store.Decode[store.Claim](key, kvs[0].Value)
+			if err != nil {
+				return nil, false, fmt.Errorf("claim %s: the store's key %s holds no vip claim (%v): delete it with etcdctl if it is stale", rec.Addr, key, err)
+			}
+			switch {
+			case cur.Node != rec.Node:
+				return nil, false, &HeldError{Addr: rec.Addr, Node: cur.Node, Since: cur.Since, Self: rec.Node}
+			case cur.Group != "" && cur.Group != rec.Group:
+				return nil, false, &GroupError{Addr: rec.Addr, Group: cur.Group, Requested: rec.Group}
+			case LeaseID(kvs[0].Lease) == lease && cur.Group == rec.Group:
+				continue // this agent's already, as asked
+			case LeaseID(kvs[0].Lease) == lease:
+				change.Message = "joined group " + rec.Group
+			default:
+				change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x), in group %s", kvs[0].Lease, rec.Group)
+			}
+			if rec.Home == "" {
+				rec.Home = cur.Home
+			}
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))
+		}
+		val, err := claimValue(rec)
+		if err != nil {
+			return nil, false, err
+		}
+		hist, subject, err := l.historyPut(change)
+		if err != nil {
+			return nil, false, err
+		}
+		ops = append(ops, clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist)
+		subjects = append(subjects, subject)
+		fresh[i] = true
+	}
+	if len(ops) == 0 {
+		return fresh, true, nil
+	}
+	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return nil, false, l.c.Explain(err)
+	}
+	if !resp.Succeeded {
+		return nil, false, nil
+	}
+	for _, s := range subjects {
+		l.trim.add(s)
+	}
+	return fresh, true, nil
+}
+
+// isGroupRefusal reports whether err refuses a group's claim as a whole:
+// an address held by another node or in another group.
+func isGroupRefusal(err error) bool {
+	return errors.As(err, new(*HeldError)) || errors.As(err, new(*GroupError))
+}
