@@ -193,7 +193,9 @@ func TestRunnerTimeoutKillsGroup(t *testing.T) {
 			prog := script(t, `[ "$VIP_REASON" = 1 ] && exit 0
 `+tt.body+"\n")
 			var rep reports
-			const timeout = 300 * time.Millisecond
+			// Long enough for a shell to start and write its child's
+			// pid on a loaded machine.
+			const timeout = 1500 * time.Millisecond
 			r := NewRunner(context.Background(), Config{Program: prog, Timeout: timeout, KillGrace: 200 * time.Millisecond, Report: rep.add})
 			defer r.Close()
 			start := time.Now()
@@ -205,7 +207,7 @@ func TestRunnerTimeoutKillsGroup(t *testing.T) {
 				t.Errorf("the runs took %v, want about the timeout %v (plus the grace)", took, timeout)
 			}
 			evs := rep.all()
-			if len(evs) != 1 || !strings.Contains(evs[0].Message, "ran past its timeout of 300ms") {
+			if len(evs) != 1 || !strings.Contains(evs[0].Message, "ran past its timeout of 1.5s") {
 				t.Fatalf("got reports %+v, want one saying the hook ran past its timeout", evs)
 			}
 			b, err := os.ReadFile(filepath.Join(pids, "0"))
