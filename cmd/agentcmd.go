@@ -31,6 +31,7 @@ type agentOptions struct {
 	Responder   responderOptions
 	Metrics     metricsOptions
 	Store       agentStoreOptions
+	Hooks       hookOptions
 	// OnStop is what a guarded agent does with its claims when it stops.
 	OnStop string
 	// Linger is how long a released address's traffic is still counted.
@@ -72,10 +73,20 @@ an agent started again within the lease's TTL answers again with a fresh
 burst and no standby takes over; one that stays away longer has its
 addresses taken by their standbys when the lease expires, as after a crash.
 --on-stop hand-over gives every address to its standby at once instead, for
-a host about to be powered off.`,
+a host about to be powered off.
+
+With --on-change PROGRAM, the agent runs PROGRAM on each change of state of
+this node's claims (became owner, released, fenced, lost, taken over as a
+standby, moved away or here), with the address, the old and new state, this
+node, the node taking over and the reason in VIP_* environment variables.
+The runs never delay the agent: one at a time per address in the order of
+the changes, each killed with its process group after --on-change-timeout;
+a failing one is logged with its output and reported as a hook-failed
+event, never retried.`,
 		Example: `  sudo vip agent
   sudo vip agent --socket /run/vip/test.sock --group vip
   sudo vip agent --store etcd://192.0.2.5:2379 --node a
+  sudo vip agent --on-change /etc/vip/on-change.sh --on-change-timeout 30s
   sudo vip agent --store etcds://192.0.2.5:2379 --store-ca ca.pem --store-cert a.pem --store-key a-key.pem`,
 		Args:              cobra.NoArgs,
 		ValidArgsFunction: cobra.NoFileCompletions,
@@ -83,6 +94,7 @@ a host about to be powered off.`,
 			o.Metrics.parsed(c)
 			o.Responder.parsed(c)
 			o.Store.parsed(c)
+			o.Hooks.parsed(c)
 			if runF != nil {
 				return runF(c.Context(), o)
 			}
@@ -98,6 +110,7 @@ a host about to be powered off.`,
 	o.Responder.addFlags(c, "")
 	o.Metrics.addFlags(c, "")
 	o.Store.addFlags(c)
+	o.Hooks.addFlags(c)
 	f.StringVar(&o.OnStop, "on-stop", string(agent.OnStopKeep), "what a guarded agent does with its claims when it stops: keep (for a restart within the lease's TTL) or hand-over (to the standbys at once)")
 	_ = c.RegisterFlagCompletionFunc("on-stop", cobra.FixedCompletions([]string{string(agent.OnStopKeep), string(agent.OnStopHandOver)}, cobra.ShellCompDirectiveNoFileComp))
 	f.DurationVar(&o.Linger, "linger", agent.DefaultLinger, "how long the eBPF responder keeps counting the traffic of an address after releasing it (what vip drain waits on), from 0 to 1h")
@@ -120,6 +133,9 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		return err
 	}
 	if err := o.Store.check(); err != nil {
+		return err
+	}
+	if err := o.Hooks.check(); err != nil {
 		return err
 	}
 	onStop, err := agent.ParseOnStop(o.OnStop)
@@ -171,6 +187,7 @@ func runAgent(ctx context.Context, d *deps, o *agentOptions) error {
 		Metrics:     o.Metrics.config(),
 		Store:       o.Store.config(),
 		OnStop:      onStop,
+		Hooks:       o.Hooks.config(),
 		Version:     versionString(),
 		Sys:         d.sys,
 		Log:         log,

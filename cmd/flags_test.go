@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	"github.com/vipctl/vip/announce/bpfresp"
 	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/hook"
 	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -38,22 +41,24 @@ func TestAgentFlags(t *testing.T) {
 		want agentOptions
 	}{
 		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
-			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}, OnStop: "keep", Linger: agent.DefaultLinger}},
+			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
 		{"every flag", []string{"--group", "vip", "--clean", "--rate", "100", "--log-file", "/tmp/vip.log", "--filter", "vlan",
 			"--watch-all", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu",
-			"--responder", "ebpf", "--responder-hook", "xdp-generic", "--on-stop", "hand-over", "--linger", "30s"}, agentOptions{
+			"--responder", "ebpf", "--responder-hook", "xdp-generic", "--on-stop", "hand-over", "--linger", "30s",
+			"--on-change", "/usr/local/bin/on-change", "--on-change-timeout", "30s"}, agentOptions{
 			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Capture: captureOptions{Filter: "vlan", WatchAll: true},
 			Responder: responderOptions{Mode: "ebpf", Hook: "xdp-generic", given: true},
 			Metrics:   metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true},
-			Store:     agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}, OnStop: "hand-over", Linger: 30 * time.Second}},
+			Store:     agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}, OnStop: "hand-over", Linger: 30 * time.Second,
+			Hooks: hookOptions{Program: "/usr/local/bin/on-change", Timeout: 30 * time.Second, timeoutGiven: true}}},
 		{"the old name of --watch-all", []string{"--all-traffic"}, agentOptions{Rate: announce.DefaultRate, Capture: captureOptions{WatchAll: true},
 			Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
-			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}, OnStop: "keep", Linger: agent.DefaultLinger}},
+			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
 		{"store flags", []string{"--store", "etcds://192.0.2.5:2379,192.0.2.6:2379", "--node", "a", "--store-prefix", "/lab/",
 			"--store-ca", "ca.pem", "--store-cert", "a.pem", "--store-key", "a-key.pem", "--lease-ttl", "10s"}, agentOptions{
 			Rate: announce.DefaultRate, Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
 			Store: agentStoreOptions{storeOptions: storeOptions{URL: "etcds://192.0.2.5:2379,192.0.2.6:2379", Prefix: "/lab/", CA: "ca.pem", Cert: "a.pem", Key: "a-key.pem",
-				given: []string{"node", "lease-ttl", "store-prefix", "store-ca", "store-cert", "store-key"}}, Node: "a", LeaseTTL: 10 * time.Second}, OnStop: "keep", Linger: agent.DefaultLinger}},
+				given: []string{"node", "lease-ttl", "store-prefix", "store-ca", "store-cert", "store-key"}}, Node: "a", LeaseTTL: 10 * time.Second}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
 	}
 	// --store's default comes from the environment: keep it out.
 	t.Setenv(storeEnv, "")
@@ -161,5 +166,52 @@ func TestLabFlags(t *testing.T) {
 		if got := parse(t, newLabCmd, tt.args...); fmt.Sprint(got) != fmt.Sprint(tt.want) {
 			t.Errorf("vip lab %v: got %+v, want %+v", tt.args, got, tt.want)
 		}
+	}
+}
+
+// TestHookFlags: --on-change takes a program that can run, made absolute,
+// and --on-change-timeout a bound in range, beside --on-change only.
+func TestHookFlags(t *testing.T) {
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "on-change")
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	notExec := filepath.Join(dir, "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	tests := []struct {
+		name     string
+		opts     hookOptions
+		wantProg string
+		wantErr  string
+	}{
+		{"off", hookOptions{Timeout: hook.DefaultTimeout}, "", ""},
+		{"a path", hookOptions{Program: prog, Timeout: time.Second}, prog, ""},
+		{"a relative path is made absolute", hookOptions{Program: "./on-change", Timeout: time.Minute}, prog, ""},
+		{"the longest timeout", hookOptions{Program: prog, Timeout: hook.MaxTimeout}, prog, ""},
+		{"missing", hookOptions{Program: filepath.Join(dir, "missing"), Timeout: time.Second}, "", "cannot run"},
+		{"not executable", hookOptions{Program: notExec, Timeout: time.Second}, "", "give the path of an executable program"},
+		{"not in PATH", hookOptions{Program: "vip-no-such-hook", Timeout: time.Second}, "", "cannot run"},
+		{"no timeout", hookOptions{Program: prog}, "", "--on-change-timeout 0s: give how long a hook may run, more than 0 and at most 10m0s"},
+		{"too long", hookOptions{Program: prog, Timeout: hook.MaxTimeout + time.Second}, "", "at most 10m0s"},
+		{"a timeout alone", hookOptions{Timeout: time.Second, timeoutGiven: true}, "", "give --on-change too"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.opts
+			err := o.check()
+			if tt.wantErr == "" {
+				if err != nil || o.Program != tt.wantProg {
+					t.Fatalf("got program %q, error %v; want %q and no error", o.Program, err, tt.wantProg)
+				}
+				return
+			}
+			if code, _ := exitCode(err); code != ExitBadInput || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("got exit %d, error %v; want exit 2 saying %q", code, err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -48,7 +48,10 @@ type Config struct {
 	// OnStop is what a guarded agent does with its claims when it stops
 	// (SIGINT, SIGTERM): OnStopKeep (the default) or OnStopHandOver. An
 	// agent without a store releases them.
-	OnStop  OnStop
+	OnStop OnStop
+	// Hooks, if its Program is set, runs it on each change of state of
+	// the claims.
+	Hooks   HookConfig
 	Version string
 	Sys     netcheck.System
 	Log     *slog.Logger
@@ -141,6 +144,11 @@ func Run(ctx context.Context, cfg Config) error {
 			return err
 		}
 		defer stop()
+	}
+	if d.cfg.Hooks.Program != "" {
+		// Stopped before the claims are released (deferred
+		// above): the agent's own stop runs no hook.
+		defer d.startHooks(ctx)()
 	}
 	d.readopt(ctx)
 	return d.serve(ctx)

@@ -57,6 +57,11 @@ const (
 	// held back since the last one; a stall's, the addresses lost.
 	Withheld Kind = "withheld"
 	Stall    Kind = "stall"
+	// HookFailed reports a hook (vip agent --on-change) that exited
+	// non-zero, ran past its timeout or could not start, and changes
+	// that no hook will see (dropped from a full queue, missed by a
+	// slow reader); it is never retried.
+	HookFailed Kind = "hook-failed"
 )
 
 // Event is one thing that happened to a claim or an interface.

@@ -1,0 +1,63 @@
+package hook
+
+import (
+	"net/netip"
+	"time"
+)
+
+// State is what this node is for an address, as a hook sees it.
+type State string
+
+// The states in VIP_OLD_STATE and VIP_NEW_STATE.
+const (
+	// None: this node neither holds the address nor stands by for it.
+	None State = "none"
+	// Owner: this node answers for the address.
+	Owner State = "owner"
+	// Standby: this node takes the address if its owner's lease expires.
+	Standby State = "standby"
+	// Fenced: this node could not renew its lease and answers nothing,
+	// keeping the claim to resume.
+	Fenced State = "fenced"
+	// Lost: another node took the address while this one was fenced.
+	Lost State = "lost"
+)
+
+// Change is one change of state of one of this node's claims: what a hook
+// runs for.
+type Change struct {
+	// Event says what happened, in words of vip's events: claim,
+	// release, fence, resume, taken, standby, move or conflict.
+	Event     string
+	Addr      netip.Addr
+	Interface string
+	// Group is the address's group; empty until groups exist.
+	Group    string
+	Old, New State
+	// Node is this node; Peer the one taking the address over or handing
+	// it here, when known.
+	Node   string
+	Peer   string
+	Reason string
+	Time   time.Time
+}
+
+// Env is c as the hook's environment variables, added to the agent's own.
+func (c Change) Env() []string {
+	addr := ""
+	if c.Addr.IsValid() {
+		addr = c.Addr.String()
+	}
+	return []string{
+		"VIP_EVENT=" + c.Event,
+		"VIP_ADDR=" + addr,
+		"VIP_INTERFACE=" + c.Interface,
+		"VIP_GROUP=" + c.Group,
+		"VIP_OLD_STATE=" + string(c.Old),
+		"VIP_NEW_STATE=" + string(c.New),
+		"VIP_NODE=" + c.Node,
+		"VIP_PEER=" + c.Peer,
+		"VIP_REASON=" + c.Reason,
+		"VIP_TIME=" + c.Time.UTC().Format(time.RFC3339Nano),
+	}
+}

@@ -1,0 +1,206 @@
+package hook
+
+import (
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/vipctl/vip/internal/event"
+)
+
+// Tracker turns the agent's events into Changes: it keeps each address's
+// last state (for Change.Old), leaves out what is no change of state (a
+// refresh, a burst, an address already in the state said), and, in a
+// guarded agent, holds an engine's claim or release up to Settle for the
+// fleet's event that explains it (a standby took over, a move, a yield).
+// It is not safe for concurrent use: Follow's loop owns it.
+type Tracker struct {
+	node    string
+	settle  time.Duration
+	last    map[netip.Addr]State
+	pending map[netip.Addr]pending
+}
+
+// pending is a claim or release waiting for its explanation until due.
+type pending struct {
+	c   Change
+	due time.Time
+}
+
+// NewTracker returns a Tracker for this node; settle is how long a claim or
+// release waits for its explanation, zero (an agent without a store, whose
+// events come alone) for not at all.
+func NewTracker(node string, settle time.Duration) *Tracker {
+	return &Tracker{node: node, settle: settle, last: map[netip.Addr]State{}, pending: map[netip.Addr]pending{}}
+}
+
+// Event returns the changes ev makes ready, in the order they happened.
+func (t *Tracker) Event(ev event.Event) []Change {
+	a, msg := ev.Addr, ev.Message
+	if !a.IsValid() {
+		return nil // a fence, a resumption, a stall: their addresses' events come apart
+	}
+	c := Change{Event: string(ev.Kind), Addr: a, Interface: ev.Interface, Node: t.node, Reason: msg, Time: ev.Time}
+	switch ev.Kind {
+	case event.Claim:
+		c.New = Owner
+		out := t.flush(a)
+		if t.state(a) == Fenced {
+			c.Event = "resume" // the fleet adopts the fenced claims again
+			return append(out, t.now(c)...)
+		}
+		return append(out, t.hold(c)...)
+	case event.Release:
+		c.New = None
+		return append(t.flush(a), t.hold(c)...)
+	case event.Suspend:
+		c.Event, c.New = "fence", Fenced
+		return t.now(c)
+	case event.Taken:
+		c.New, c.Peer = Lost, between(msg, "lost to ", " while")
+		return t.now(c)
+	case event.Standby:
+		switch {
+		case strings.HasPrefix(msg, "took the address as a standby"):
+			c.New, c.Peer = Owner, between(msg, "the lease of its owner ", " expired")
+			return t.explain(c, Owner)
+		case strings.HasPrefix(msg, "registered as a standby"), strings.HasPrefix(msg, "made a standby"):
+			c.New = Standby
+			return t.now(c)
+		case strings.HasPrefix(msg, "removed from the address's standbys"):
+			c.New = None
+			return t.now(c)
+		}
+	case event.Move:
+		switch {
+		case strings.HasPrefix(msg, "released for a move to "):
+			// It stands by for the address it let go.
+			c.New, c.Peer = Standby, between(msg, "released for a move to ", ";")
+			return t.explain(c, None)
+		case strings.HasPrefix(msg, "moved here from "):
+			c.New, c.Peer = Owner, between(msg, "moved here from ", " (")
+			if c.Peer == "nobody" {
+				c.Peer = ""
+			}
+			return t.explain(c, Owner)
+		case strings.HasPrefix(msg, "kept: the move to "):
+			c.New = Owner
+			return t.explain(c, Owner)
+		}
+	case event.Conflict:
+		if strings.HasPrefix(msg, "yielded: released to ") {
+			c.New, c.Peer = None, strings.TrimPrefix(msg, "yielded: released to ")
+			return t.explain(c, None)
+		}
+	}
+	return nil
+}
+
+// Due returns the held changes whose wait for an explanation ended by now.
+func (t *Tracker) Due(now time.Time) []Change {
+	var out []Change
+	for a, p := range t.pending {
+		if !p.due.After(now) {
+			out = append(out, t.flush(a)...)
+		}
+	}
+	return out
+}
+
+// Next returns when the next held change is due, if one is held.
+func (t *Tracker) Next() (time.Time, bool) {
+	var next time.Time
+	for _, p := range t.pending {
+		if next.IsZero() || p.due.Before(next) {
+			next = p.due
+		}
+	}
+	return next, !next.IsZero()
+}
+
+func (t *Tracker) state(a netip.Addr) State {
+	if s, ok := t.last[a]; ok {
+		return s
+	}
+	return None
+}
+
+// now returns c as a change, after the one held for its address, unless
+// its address is in c's state already.
+func (t *Tracker) now(c Change) []Change {
+	out := t.flush(c.Addr)
+	c.Old = t.state(c.Addr)
+	if c.Old == c.New {
+		return out
+	}
+	t.commit(c)
+	return append(out, c)
+}
+
+// hold keeps c until its explanation comes or Settle passes.
+func (t *Tracker) hold(c Change) []Change {
+	if t.settle <= 0 {
+		return t.now(c)
+	}
+	c.Old = t.state(c.Addr)
+	if c.Old == c.New {
+		return nil
+	}
+	t.pending[c.Addr] = pending{c: c, due: c.Time.Add(t.settle)}
+	return nil
+}
+
+// explain merges expl into the change held for its address when that one
+// ends in want (the claim a standby took, the release of a move) and
+// returns it at once; without one (the explanation came late, or alone),
+// expl is a change of its own if it changes the state.
+func (t *Tracker) explain(expl Change, want State) []Change {
+	p, ok := t.pending[expl.Addr]
+	if !ok || p.c.New != want {
+		return t.now(expl)
+	}
+	delete(t.pending, expl.Addr)
+	c := p.c
+	c.Event, c.New, c.Peer, c.Reason = expl.Event, expl.New, expl.Peer, expl.Reason
+	if c.Interface == "" {
+		c.Interface = expl.Interface
+	}
+	if c.Old == c.New {
+		return nil
+	}
+	t.commit(c)
+	return []Change{c}
+}
+
+// flush returns the change held for a, if any, as ready.
+func (t *Tracker) flush(a netip.Addr) []Change {
+	p, ok := t.pending[a]
+	if !ok {
+		return nil
+	}
+	delete(t.pending, a)
+	t.commit(p.c)
+	return []Change{p.c}
+}
+
+func (t *Tracker) commit(c Change) {
+	if c.New == None {
+		delete(t.last, c.Addr)
+		return
+	}
+	t.last[c.Addr] = c.New
+}
+
+// between returns what s has between before and the first after that
+// follows it (or its end): the node a fleet event names.
+func between(s, before, after string) string {
+	i := strings.Index(s, before)
+	if i < 0 {
+		return ""
+	}
+	s = s[i+len(before):]
+	if j := strings.Index(s, after); j >= 0 {
+		s = s[:j]
+	}
+	return s
+}

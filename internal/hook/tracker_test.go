@@ -1,0 +1,161 @@
+package hook
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/internal/event"
+)
+
+var (
+	addrA = netip.MustParseAddr("192.0.2.10")
+	addrB = netip.MustParseAddr("2001:db8::10")
+	t0    = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+)
+
+// ev is an event about addrA at t0 plus ms milliseconds.
+func ev(kind event.Kind, ms int, msg string) event.Event {
+	return event.Event{Time: t0.Add(time.Duration(ms) * time.Millisecond), Kind: kind, Addr: addrA, Interface: "eth0", Message: msg}
+}
+
+// line says a change as the tests compare it.
+func line(c Change) string {
+	return fmt.Sprintf("%s %s %s>%s peer=%s", c.Event, c.Addr, c.Old, c.New, c.Peer)
+}
+
+func TestTracker(t *testing.T) {
+	a := addrA.String()
+	tests := []struct {
+		name   string
+		settle time.Duration
+		events []event.Event
+		// due, if set, is when Due is asked after the events.
+		due  time.Duration
+		want []string
+	}{
+		{
+			name:   "claim, refresh and release without a store",
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Refresh, 1, ""), ev(event.BurstEnd, 2, ""), ev(event.Release, 3, "answered 0 requests")},
+			want:   []string{"claim " + a + " none>owner peer=", "release " + a + " owner>none peer="},
+		},
+		{
+			name:   "a claim of an address held is no change",
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Claim, 1, "claimed")},
+			want:   []string{"claim " + a + " none>owner peer="},
+		},
+		{
+			name:   "standby takes over: the claim waits for its explanation",
+			settle: time.Second,
+			events: []event.Event{
+				ev(event.Standby, 0, "registered as a standby: takes the address if its owner's lease expires"),
+				ev(event.Claim, 10, "claimed"), ev(event.BurstStart, 11, ""),
+				ev(event.Standby, 12, "took the address as a standby: the lease of its owner a expired"),
+			},
+			want: []string{"standby " + a + " none>standby peer=", "standby " + a + " standby>owner peer=a"},
+		},
+		{
+			name:   "moved away: the release becomes a standby for the target",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 2000, "answered 3 requests"), ev(event.Move, 2005, "released for a move to b; this node stands by for it")},
+			due:    time.Second,
+			want:   []string{"claim " + a + " none>owner peer=", "move " + a + " owner>standby peer=b"},
+		},
+		{
+			name:   "moved here",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Move, 30, "moved here from b (its mover had given up: taken all the same, as asked)")},
+			want:   []string{"move " + a + " none>owner peer=b"},
+		},
+		{
+			name:   "a claim with no explanation runs once Settle passed",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed")},
+			due:    time.Second,
+			want:   []string{"claim " + a + " none>owner peer="},
+		},
+		{
+			name:   "before Settle passed a claim waits",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed")},
+			due:    999 * time.Millisecond,
+		},
+		{
+			name:   "a late explanation changes nothing",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 5, "released"), ev(event.Claim, 6, "claimed"), ev(event.Move, 2000, "moved here from b")},
+			due:    time.Second,
+			want:   []string{"claim " + a + " none>owner peer=", "release " + a + " owner>none peer=", "claim " + a + " none>owner peer="},
+		},
+		{
+			name:   "fenced, then resumed",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Suspend, 5000, "fenced: answered 1 requests"),
+				{Kind: event.Fence, State: "fenced"}, ev(event.Claim, 9000, "adopted from an earlier run"), {Kind: event.Resume}},
+			want: []string{"claim " + a + " none>owner peer=", "fence " + a + " owner>fenced peer=", "resume " + a + " fenced>owner peer="},
+		},
+		{
+			name:   "fenced, then lost",
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Suspend, 1, "fenced"), ev(event.Taken, 2, "lost to b while this node was fenced: it stays silent")},
+			want:   []string{"claim " + a + " none>owner peer=", "fence " + a + " owner>fenced peer=", "taken " + a + " fenced>lost peer=b"},
+		},
+		{
+			name:   "yielded to a competing claimer",
+			settle: time.Second,
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 2000, "answered"), ev(event.Conflict, 2001, "yielded: released to 02:00:00:00:00:09")},
+			due:    time.Second,
+			want:   []string{"claim " + a + " none>owner peer=", "conflict " + a + " owner>none peer=02:00:00:00:00:09"},
+		},
+		{
+			name: "standby set, removed, and a standby not taken",
+			events: []event.Event{ev(event.Standby, 0, "made a standby in the store (vip standby): takes the address"),
+				ev(event.Standby, 1, "not taken: the lease of its owner a expired, but cordoned"),
+				ev(event.Standby, 2, "removed from the address's standbys in the store (vip standby --remove)")},
+			want: []string{"standby " + a + " none>standby peer=", "standby " + a + " standby>none peer="},
+		},
+		{
+			name:   "events without an address are none",
+			events: []event.Event{{Kind: event.Fence}, {Kind: event.Stall, Count: 2}, {Kind: event.Interface, Interface: "eth0"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tr := NewTracker("here", tt.settle)
+			var got []string
+			for i, e := range tt.events {
+				if tt.due > 0 && i > 0 && e.Time.Sub(tt.events[i-1].Time) >= tt.due {
+					// Time passed between the two: what was due ran.
+					for _, c := range tr.Due(tt.events[i-1].Time.Add(tt.due)) {
+						got = append(got, line(c))
+					}
+				}
+				for _, c := range tr.Event(e) {
+					got = append(got, line(c))
+				}
+			}
+			if tt.due > 0 {
+				for _, c := range tr.Due(tt.events[len(tt.events)-1].Time.Add(tt.due)) {
+					got = append(got, line(c))
+				}
+			}
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("got changes:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestTrackerFillsChange checks the fields a hook reads besides the states.
+func TestTrackerFillsChange(t *testing.T) {
+	tr := NewTracker("node-1", 0)
+	got := tr.Event(event.Event{Time: t0, Kind: event.Claim, Addr: addrB, Interface: "eth1", Message: "claimed"})
+	want := Change{Event: "claim", Addr: addrB, Interface: "eth1", Old: None, New: Owner, Node: "node-1", Reason: "claimed", Time: t0}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("got %+v, want [%+v]", got, want)
+	}
+	if at, ok := tr.Next(); ok {
+		t.Errorf("Next with nothing held: got %v, want none", at)
+	}
+}
