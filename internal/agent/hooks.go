@@ -2,9 +2,11 @@ package agent
 
 import (
 	"context"
+	"net/netip"
 	"os"
 	"time"
 
+	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/hook"
 )
 
@@ -38,7 +40,8 @@ func (d *daemon) startHooks(ctx context.Context) (stop func()) {
 	}
 	eng := d.rt.Engine
 	log := d.log.With("component", "hook")
-	r := hook.NewRunner(ctx, hook.Config{Program: d.cfg.Hooks.Program, Timeout: d.cfg.Hooks.Timeout, Report: eng.Notify, Log: log})
+	r := hook.NewRunner(ctx, hook.Config{Program: d.cfg.Hooks.Program, Timeout: d.cfg.Hooks.Timeout, Report: eng.Notify, Log: log,
+		Group: d.groupMemo()})
 	events, unsubscribe := eng.Subscribe(hookEvents)
 	fctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
@@ -52,5 +55,27 @@ func (d *daemon) startHooks(ctx context.Context) (stop func()) {
 		<-done
 		unsubscribe()
 		r.Close()
+	}
+}
+
+// groupMemo names an address's group as the agent's status says, or as it
+// last said while the address was held (a release's hook still names the
+// group it left). Called from the hooks' one reader alone.
+func (d *daemon) groupMemo() func(netip.Addr) string {
+	last := map[netip.Addr]string{}
+	return func(a netip.Addr) string {
+		var st []announce.Status
+		if d.member != nil {
+			st = d.member.Status(a)
+		} else {
+			st = d.rt.Engine.Status(a)
+		}
+		for _, s := range st {
+			if s.Options.Group != "" {
+				last[a] = s.Options.Group
+				return s.Options.Group
+			}
+		}
+		return last[a]
 	}
 }

@@ -615,6 +615,10 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 			if !r.Done() {
 				refused = append(refused, announce.Refusal{Addr: r.Addr, Err: errors.New(r.Error)})
 			}
+			if !slices.Contains(all, r.Addr) {
+				// The rest of a group, which came with it.
+				all = append(all, r.Addr)
+			}
 		}
 	}
 	st := m.eng.Status(all...)

@@ -57,6 +57,21 @@ func PlanDrain(v store.View, node, to string, force bool, now time.Time) (DrainP
 		}
 	}
 	p := DrainPlan{To: map[netip.Addr]string{}}
+	// A group goes whole to one node: one that stands by for every
+	// address of it.
+	groupStandbys := map[string]map[string]int{}
+	groupSize := map[string]int{}
+	for _, cv := range v.Claims {
+		if g := cv.Claim.Group; g != "" && cv.Claim.Node == node {
+			if groupStandbys[g] == nil {
+				groupStandbys[g] = map[string]int{}
+			}
+			groupSize[g]++
+			for _, s := range cv.Standbys {
+				groupStandbys[g][s.Node]++
+			}
+		}
+	}
 	for _, cv := range v.Claims {
 		if cv.Claim.Node != node {
 			continue
@@ -67,8 +82,16 @@ func PlanDrain(v store.View, node, to string, force bool, now time.Time) (DrainP
 			continue
 		}
 		var names []string
-		for _, s := range cv.Standbys {
-			names = append(names, s.Node)
+		if g := cv.Claim.Group; g != "" {
+			for n, k := range groupStandbys[g] {
+				if k == groupSize[g] {
+					names = append(names, n)
+				}
+			}
+		} else {
+			for _, s := range cv.Standbys {
+				names = append(names, s.Node)
+			}
 		}
 		slices.Sort(names)
 		if i := slices.IndexFunc(names, usable); i >= 0 {

@@ -31,7 +31,7 @@ type Change struct {
 	Event     string
 	Addr      netip.Addr
 	Interface string
-	// Group is the address's group; empty until groups exist.
+	// Group is the address's group (vip claim --group), if any.
 	Group    string
 	Old, New State
 	// Node is this node; Peer the one taking the address over or handing

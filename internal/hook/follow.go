@@ -19,6 +19,9 @@ func Follow(ctx context.Context, events <-chan event.Event, t *Tracker, r *Runne
 	var due <-chan time.Time
 	enqueue := func(cs []Change) {
 		for _, c := range cs {
+			if c.Group == "" && r.cfg.Group != nil {
+				c.Group = r.cfg.Group(c.Addr)
+			}
 			r.Enqueue(c)
 		}
 		due = nil

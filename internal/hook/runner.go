@@ -58,6 +58,9 @@ type Config struct {
 	// block (the engine's Notify does not).
 	Report func(event.Event)
 	Log    *slog.Logger
+	// Group, if set, names an address's group (VIP_GROUP) as the agent
+	// knows it when the change is enqueued; it must not block.
+	Group func(netip.Addr) string
 }
 
 // Runner runs the program for each Change it is given: one at a time per
