@@ -134,7 +134,7 @@ store); the set lasts through restarts, moves and takeovers (vip standby).`,
 	f := c.Flags()
 	f.StringVarP(&o.Interface, "interface", "i", "", "interface to claim on (default: the one whose connected route holds ADDR)")
 	_ = c.RegisterFlagCompletionFunc("interface", interfaceCompletion(net.Interfaces))
-	f.StringVarP(&o.File, "file", "f", "", "read addresses from FILE, one or more a line, # for comments (- for standard input)")
+	f.StringVarP(&o.File, "file", "f", "", "read addresses from FILE, one or more a line, # for comments, a line [NAME] starting the addresses of group NAME (- for standard input)")
 	addGroupFlag(c, &o.Group, "make the addresses one group: claimed whole or not at all, moved, taken over and released together")
 	f.BoolVar(&o.Foreground, "foreground", false, "hold the addresses in this process until SIGINT or SIGTERM, without the agent")
 	addNoAutostartFlag(c, &o.NoAutostart)
@@ -161,16 +161,55 @@ store); the set lasts through restarts, moves and takeovers (vip standby).`,
 	return c
 }
 
-// request builds the API request the flags describe, reading -f if given.
+// request builds the API request the flags describe, reading -f if given;
+// a file with [NAME] sections is requests (one a group).
 func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
-	addrs := append([]string(nil), o.Addrs...)
-	if o.File != "" {
-		more, err := readAddrFile(o.File, stdin)
-		if err != nil {
-			return api.ClaimRequest{}, err
-		}
-		addrs = append(addrs, more...)
+	reqs, err := o.requests(stdin)
+	if err != nil {
+		return api.ClaimRequest{}, err
 	}
+	if len(reqs) > 1 {
+		return reqs[0], badInput("%s has [group] sections: each is claimed in a request of its own", o.File)
+	}
+	return reqs[0], nil
+}
+
+// requests builds the API requests the flags describe: one for the
+// addresses given and those of -f before any [NAME] line, then one for
+// each [NAME] section of -f, the group NAME.
+func (o *claimOptions) requests(stdin io.Reader) ([]api.ClaimRequest, error) {
+	addrs := append([]string(nil), o.Addrs...)
+	var sections []addrSection
+	if o.File != "" {
+		more, secs, err := readAddrFile(o.File, stdin)
+		if err != nil {
+			return nil, err
+		}
+		addrs, sections = append(addrs, more...), secs
+	}
+	if len(sections) > 0 && o.Group != "" {
+		return nil, badInput("give --group NAME or [NAME] sections in %s, not both", o.File)
+	}
+	var out []api.ClaimRequest
+	if len(addrs) > 0 {
+		r, err := o.requestOf(addrs, o.Group)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	for _, sec := range sections {
+		r, err := o.requestOf(sec.addrs, sec.group)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// requestOf is the request for addrs, in group (or none).
+func (o *claimOptions) requestOf(addrs []string, group string) (api.ClaimRequest, error) {
 	if o.Rate <= 0 {
 		return api.ClaimRequest{}, badInput("--rate %v must be positive: give frames per second, such as %d", o.Rate, announce.DefaultRate)
 	}
@@ -183,12 +222,12 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 	if err := checkReason(o.Reason); err != nil {
 		return api.ClaimRequest{}, err
 	}
-	if o.Group != "" {
-		if err := api.CheckGroup(o.Group); err != nil {
+	if group != "" {
+		if err := api.CheckGroup(group); err != nil {
 			return api.ClaimRequest{}, &inputError{err: err}
 		}
 		if len(addrs) > maxGroupAddrs {
-			return api.ClaimRequest{}, badInput("group %s has %d addresses: a group holds at most %d", o.Group, len(addrs), maxGroupAddrs)
+			return api.ClaimRequest{}, badInput("group %s has %d addresses: a group holds at most %d", group, len(addrs), maxGroupAddrs)
 		}
 	}
 	r := api.ClaimRequest{
@@ -201,7 +240,7 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 		Standby:    o.Standby,
 		TakeOver:   o.TakeOver,
 		Force:      o.Force,
-		Group:      o.Group,
+		Group:      group,
 	}
 	given := func(name string, v time.Duration) *api.Duration {
 		if !o.given[name] {
@@ -218,41 +257,90 @@ func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
 	return r, nil
 }
 
-// readAddrFile reads whitespace-separated addresses, ignoring # comments.
-func readAddrFile(name string, stdin io.Reader) ([]string, error) {
+// addrSection is a [NAME] section of an address file: a group's addresses.
+type addrSection struct {
+	group string
+	addrs []string
+}
+
+// readAddrFile reads whitespace-separated addresses, ignoring # comments;
+// a line [NAME] starts the section of group NAME, which runs to the next
+// such line or the end. It returns the addresses before any section, and
+// the sections.
+func readAddrFile(name string, stdin io.Reader) ([]string, []addrSection, error) {
 	var r io.Reader = stdin
 	if name != "-" {
 		f, err := os.Open(name)
 		if err != nil {
-			return nil, badInput("read addresses: %v", err)
+			return nil, nil, badInput("read addresses: %v", err)
 		}
 		defer f.Close()
 		r = f
 	}
-	var out []string
+	var (
+		out      []string
+		sections []addrSection
+		seen     = map[string]bool{}
+	)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
+	for n := 1; sc.Scan(); n++ {
 		line, _, _ := strings.Cut(sc.Text(), "#")
+		line = strings.TrimSpace(line)
+		if g, ok := strings.CutPrefix(line, "["); ok {
+			g, ok = strings.CutSuffix(g, "]")
+			if !ok {
+				return nil, nil, badInput("%s line %d: %q opens a section without closing it: write [NAME]", name, n, line)
+			}
+			g = strings.TrimSpace(g)
+			if err := api.CheckGroup(g); err != nil {
+				return nil, nil, badInput("%s line %d: %v", name, n, err)
+			}
+			if seen[g] {
+				return nil, nil, badInput("%s line %d: group %s has a section already: list its addresses in one", name, n, g)
+			}
+			seen[g] = true
+			sections = append(sections, addrSection{group: g})
+			continue
+		}
+		if len(sections) > 0 {
+			last := &sections[len(sections)-1]
+			last.addrs = append(last.addrs, strings.Fields(line)...)
+			continue
+		}
 		out = append(out, strings.Fields(line)...)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, badInput("read addresses from %s: %v", name, err)
+		return nil, nil, badInput("read addresses from %s: %v", name, err)
 	}
-	if len(out) == 0 {
-		return nil, badInput("%s holds no address: write one or more a line", name)
+	for _, sec := range sections {
+		if len(sec.addrs) == 0 {
+			return nil, nil, badInput("%s: section [%s] holds no address: list the group's addresses under it", name, sec.group)
+		}
 	}
-	return out, nil
+	if len(out) == 0 && len(sections) == 0 {
+		return nil, nil, badInput("%s holds no address: write one or more a line", name)
+	}
+	return out, sections, nil
 }
 
 func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
-	req, err := o.request(d.io.In)
+	reqs, err := o.requests(d.io.In)
 	if err != nil {
 		return err
 	}
 	// Syntax first, here, so a typo never starts an agent.
-	if _, err := netcheck.ParseAddrs(req.Addrs); err != nil {
-		return err
+	for _, req := range reqs {
+		if _, err := netcheck.ParseAddrs(req.Addrs); err != nil {
+			return err
+		}
+	}
+	req := reqs[0]
+	if len(reqs) > 1 {
+		if o.Foreground {
+			return badInput("%s has [group] sections, which the agent claims (a group each): drop --foreground", o.File)
+		}
+		return claimEach(ctx, d, o, reqs)
 	}
 	if o.Foreground {
 		switch {
@@ -282,6 +370,37 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	}
 	noteAssigned(d, req, resp.Claims)
 	return refusedError(len(req.Addrs), resp.Refused)
+}
+
+// claimEach claims reqs (the groups of an address file) one request after
+// another, each group whole or not at all, and prints them as one claim.
+func claimEach(ctx context.Context, d *deps, o *claimOptions, reqs []api.ClaimRequest) error {
+	var (
+		all   api.ClaimResponse
+		asked int
+		done  []api.ClaimRequest
+	)
+	for _, req := range reqs {
+		resp, err := claimViaAgent(ctx, d, o, req)
+		if err != nil {
+			if len(all.Claims) > 0 {
+				// What was claimed before stays, and says so.
+				_ = printClaims(d, o.JSON, all)
+			}
+			return err
+		}
+		all.Claims = append(all.Claims, resp.Claims...)
+		all.Refused = append(all.Refused, resp.Refused...)
+		asked += len(req.Addrs)
+		done = append(done, req)
+	}
+	if err := printClaims(d, o.JSON, all); err != nil {
+		return err
+	}
+	for _, req := range done {
+		noteAssigned(d, req, all.Claims)
+	}
+	return refusedError(asked, all.Refused)
 }
 
 // refusedError is the error of a claim that the agent took only in part,

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -217,6 +218,38 @@ func TestClaimReadsAddressFile(t *testing.T) {
 	o.File = "-"
 	if _, err := o.request(strings.NewReader("# nothing\n")); err == nil {
 		t.Error("an empty file: want an error")
+	}
+}
+
+// TestClaimReadsGroupSections: [NAME] lines in an address file start the
+// addresses of group NAME, each group a request of its own; a bad section
+// is refused with its line.
+func TestClaimReadsGroupSections(t *testing.T) {
+	o := claimOptions{File: "-", Rate: 1}
+	reqs, err := o.requests(strings.NewReader("192.0.2.9  # alone\n[web]\n192.0.2.10 2001:db8::10\n192.0.2.11\n\n[ db ]  # spaces are fine\n192.0.2.20\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range reqs {
+		got = append(got, fmt.Sprintf("%s:%v", r.Group, r.Addrs))
+	}
+	if want := []string{":[192.0.2.9]", "web:[192.0.2.10 2001:db8::10 192.0.2.11]", "db:[192.0.2.20]"}; !slices.Equal(got, want) {
+		t.Errorf("requests %v, want %v", got, want)
+	}
+	for _, tc := range []struct{ file, flagGroup, want string }{
+		{"[web\n192.0.2.10\n", "", "line 1: \"[web\" opens a section without closing it"},
+		{"[we b]\n192.0.2.10\n", "", "line 1: group \"we b\" is not a group name"},
+		{"[web]\n", "", "section [web] holds no address"},
+		{"[web]\n192.0.2.10\n[web]\n192.0.2.11\n", "", "line 3: group web has a section already"},
+		{"[web]\n192.0.2.10\n", "db", "give --group NAME or [NAME] sections"},
+	} {
+		o := claimOptions{File: "-", Rate: 1, Group: tc.flagGroup}
+		_, err := o.requests(strings.NewReader(tc.file))
+		var in *inputError
+		if !errors.As(err, &in) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("file %q: %v, want bad input saying %q", tc.file, err, tc.want)
+		}
 	}
 }
 

@@ -1,6 +1,9 @@
 package cmd
 
 import (
+	"context"
+	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -8,6 +11,7 @@ import (
 
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // maxGroupAddrs bounds the addresses of one group, as the store's one
@@ -46,4 +50,23 @@ func groupsOf(claims []api.Claim) []heldGroup {
 	}
 	slices.SortFunc(out, func(x, y heldGroup) int { return strings.Compare(x.name, y.name) })
 	return out
+}
+
+// groupMembers lists the addresses group has in the store now, or says
+// there are none.
+func groupMembers(ctx context.Context, c *store.Client, group string) ([]netip.Addr, error) {
+	v, err := c.Fleet(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read the group's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, cv := range v.Claims {
+		if cv.Claim.Group == group || cv.Move != nil && store.OptionsGroup(cv.Move.Options) == group {
+			out = append(out, cv.Claim.Addr)
+		}
+	}
+	if len(out) == 0 {
+		return nil, badInput("no address of group %s is in the store: vip fleet lists the groups", group)
+	}
+	return out, nil
 }

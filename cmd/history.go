@@ -22,6 +22,7 @@ import (
 type historyOptions struct {
 	Addr   string
 	Node   string
+	Group  string
 	Since  time.Duration
 	JSON   bool
 	Follow bool
@@ -33,7 +34,7 @@ type historyOptions struct {
 func newHistoryCmd(d *deps, runF func(context.Context, *historyOptions) error) *cobra.Command {
 	o := &historyOptions{}
 	c := &cobra.Command{
-		Use:   "history [ADDR] [--node NODE] [--since DUR] [-f]",
+		Use:   "history [ADDR | --group NAME] [--node NODE] [--since DUR] [-f]",
 		Short: "Show who moved what, when and why: the store's history of ownership",
 		Long: `History reads the store (--store, or $VIP_STORE) from any host and lists every
 change of ownership it kept, oldest first: claims, releases, moves (with when
@@ -48,12 +49,14 @@ history holds it if and only if the store does. A fenced node reaches no
 store: its fence is written when it lifts, with the time it began. Each
 address and each node keeps its last 64 changes.
 
-ADDR lists that address's changes (and the fences that silenced it); --node
+ADDR lists that address's changes (and the fences that silenced it); --group
+those of the addresses the group has in the store now; --node
 those of one node (as owner, as the node it left, or its own); --since leaves
 out older ones. -f then follows: each new change is printed as it is made.`,
 		Example: `  vip history
   vip history 192.0.2.10 --since 24h
   vip history --node a -f
+  vip history --group web
   vip history --json --store etcd://192.0.2.5:2379`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 1 {
@@ -75,6 +78,7 @@ out older ones. -f then follows: each new change is printed as it is made.`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.Node, "node", "", "list the changes of this node only")
+	addGroupFlag(c, &o.Group, "list the changes of the group's addresses (those it has in the store now)")
 	f.DurationVar(&o.Since, "since", 0, "leave out changes older than this, such as 24h (default: all that are kept)")
 	f.BoolVarP(&o.Follow, "follow", "f", false, "then print each new change as it is made, until interrupted")
 	f.BoolVar(&o.JSON, "json", false, "print the changes as JSON (with -f, one change per line)")
@@ -93,6 +97,14 @@ func (o *historyOptions) query(now time.Time) (store.HistoryQuery, error) {
 			return q, badInput("%q is not an IP address: give one such as 192.0.2.10 or 2001:db8::10", o.Addr)
 		}
 		q.Addr = a.Unmap()
+	}
+	if o.Group != "" {
+		if o.Addr != "" {
+			return q, badInput("give an address or --group NAME, not both")
+		}
+		if err := api.CheckGroup(o.Group); err != nil {
+			return q, &inputError{err: err}
+		}
 	}
 	if o.Node != "" {
 		if err := store.CheckNode(o.Node); err != nil {
@@ -124,6 +136,11 @@ func runHistory(ctx context.Context, d *deps, o *historyOptions) error {
 		return err
 	}
 	defer c.Close()
+	if o.Group != "" {
+		if q.Addrs, err = groupMembers(ctx, c, o.Group); err != nil {
+			return err
+		}
+	}
 	changes, rev, skipped, err := c.History(ctx, q)
 	if err != nil {
 		return fmt.Errorf("read the history: %w", err)

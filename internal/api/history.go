@@ -14,6 +14,7 @@ type HistoryChange struct {
 	Node      string    `json:"node"`
 	From      string    `json:"from,omitempty"`
 	Interface string    `json:"interface,omitempty"`
+	Group     string    `json:"group,omitempty"`
 	// By is the user and host that ran the command; Identity the user
 	// the store authenticated the writer as; Reason the --reason given.
 	By       string `json:"by,omitempty"`

@@ -160,7 +160,7 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	if err != nil {
 		return false, err
 	}
-	change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}
+	change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
 	hist, subject, err := l.historyPut(change)
 	if err != nil {
 		return false, err
@@ -241,8 +241,8 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 			return false, 0, err
 		}
 		c := ch
-		c.Addr, c.Node, c.Interface = rec.Addr, rec.Node, rec.Interface
-		if rec.Group != "" {
+		c.Addr, c.Node, c.Interface, c.Group = rec.Addr, rec.Node, rec.Interface, rec.Group
+		if rec.Group != "" && len(recs) > 1 {
 			c.Message = fmt.Sprintf("group %s, %d addresses in one transaction", rec.Group, len(recs))
 		}
 		hist, subject, err := l.historyPut(c)

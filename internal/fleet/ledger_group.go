@@ -50,8 +50,7 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 	for i, rec := range recs {
 		key := l.k.Claim(rec.Addr)
 		kvs := read.Responses[i].GetResponseRange().Kvs
-		change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who,
-			Message: "in group " + rec.Group}
+		change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
 		if len(kvs) == 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
 		} else {
@@ -67,9 +66,9 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 			case LeaseID(kvs[0].Lease) == lease && cur.Group == rec.Group:
 				continue // this agent's already, as asked
 			case LeaseID(kvs[0].Lease) == lease:
-				change.Message = "joined group " + rec.Group
+				change.Message = "joined the group"
 			default:
-				change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x), in group %s", kvs[0].Lease, rec.Group)
+				change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
 			}
 			if rec.Home == "" {
 				rec.Home = cur.Home

@@ -68,6 +68,7 @@ type Collector struct {
 	captureUp, captureReceived, captureDropped, captureUndecodable, evicted, evictedOld *prometheus.Desc
 	claimState, claimAnswered, claimGratuitous, claimClaimers                           *prometheus.Desc
 	claimResponder, trafficPackets, trafficBytes                                        *prometheus.Desc
+	claimGroup, groups                                                                  *prometheus.Desc
 }
 
 // NewCollector returns a Collector of what cfg names.
@@ -99,6 +100,8 @@ func NewCollector(cfg Config) *Collector {
 		// The same counter by its name until this release, for the
 		// dashboards and alerts that use it: dropped in the next one.
 		evictedOld:      desc("vip_traffic_table_evictions_total", "Deprecated: vip_whohas_table_evictions_total, by its old name, until the next release."),
+		claimGroup:      desc("vip_claim_group", "The group a held address belongs to (vip claim --group), as a label: 1 for each address in a group.", "addr", "interface", "group"),
+		groups:          desc("vip_group_addresses", "Addresses this agent holds of each group (vip claim --group).", "group"),
 		claimState:      desc("vip_claim_state", "The state of a held address: 1 for its current state, 0 for the others.", "addr", "interface", "state"),
 		claimAnswered:   desc("vip_claim_requests_answered_total", "Requests answered for the address since it was claimed.", perAddr...),
 		claimGratuitous: desc("vip_claim_gratuitous_frames_sent_total", "Gratuitous frames sent for the address since it was claimed.", perAddr...),
@@ -116,7 +119,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 		c.buildInfo, c.claims, c.answered, c.gratuitous, c.probes, c.conflicts, c.claimerFrames, c.claimers,
 		c.withoutSeries, c.captureUp, c.captureReceived, c.captureDropped, c.captureUndecodable, c.evicted, c.evictedOld,
 		c.claimState, c.claimAnswered, c.claimGratuitous, c.claimClaimers,
-		c.claimResponder, c.trafficPackets, c.trafficBytes,
+		c.claimResponder, c.trafficPackets, c.trafficBytes, c.claimGroup, c.groups,
 	} {
 		ch <- d
 	}
@@ -142,10 +145,14 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	now := c.cfg.Now()
 	st := c.cfg.Engine.Status() // ordered by address: the bound keeps the lowest
 	byState := make(map[string]int, len(claimStates))
+	byGroup := map[string]int{}
 	claimers := 0
 	for i := range st {
 		s := &st[i]
 		byState[s.State]++
+		if g := s.Options.Group; g != "" {
+			byGroup[g]++
+		}
 		recent := recentClaimers(s.Claimers, now)
 		claimers += recent
 		if i >= c.cfg.MaxAddrs {
@@ -161,6 +168,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		if s.Responder != "" {
 			gauge(c.claimResponder, 1, addr, s.Interface, s.Responder, s.Hook)
 		}
+		if g := s.Options.Group; g != "" {
+			gauge(c.claimGroup, 1, addr, s.Interface, g)
+		}
 		if s.Traffic != nil {
 			counter(c.trafficPackets, s.Traffic.Packets, addr, s.Interface)
 			counter(c.trafficBytes, s.Traffic.Bytes, addr, s.Interface)
@@ -170,6 +180,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 		gauge(c.claims, float64(byState[state]), state)
 	}
 	gauge(c.claimers, float64(claimers))
+	for g, n := range byGroup {
+		gauge(c.groups, float64(n), g)
+	}
 	gauge(c.withoutSeries, float64(max(len(st)-c.cfg.MaxAddrs, 0)))
 
 	if c.cfg.Sniffer == nil {

@@ -223,3 +223,24 @@ func TestListenServesMetrics(t *testing.T) {
 		t.Errorf("Listen on a busy address: got %v, want the listen error naming --metrics", err)
 	}
 }
+
+// TestCollectorGroups: an address in a group has a vip_claim_group series
+// naming it, and each group counts its addresses held here.
+func TestCollectorGroups(t *testing.T) {
+	web1 := status("192.0.2.10", "eth0", api.StateHolding, 0)
+	web2 := status("2001:db8::10", "eth0", api.StateHolding, 0)
+	web1.Options.Group, web2.Options.Group = "web", "web"
+	c := NewCollector(Config{Engine: &fakeEngine{st: []announce.Status{web1, status("192.0.2.11", "eth0", api.StateHolding, 0), web2}},
+		MaxAddrs: DefaultMaxAddrs, Now: func() time.Time { return now }})
+	want := `# HELP vip_claim_group The group a held address belongs to (vip claim --group), as a label: 1 for each address in a group.
+# TYPE vip_claim_group gauge
+vip_claim_group{addr="192.0.2.10",group="web",interface="eth0"} 1
+vip_claim_group{addr="2001:db8::10",group="web",interface="eth0"} 1
+# HELP vip_group_addresses Addresses this agent holds of each group (vip claim --group).
+# TYPE vip_group_addresses gauge
+vip_group_addresses{group="web"} 2
+`
+	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "vip_claim_group", "vip_group_addresses"); err != nil {
+		t.Error(err)
+	}
+}

@@ -178,6 +178,8 @@ type Change struct {
 	From string `json:"from,omitempty"`
 	// Interface is the owner's interface, where there is one.
 	Interface string `json:"interface,omitempty"`
+	// Group is the address's group, where it has one (vip claim --group).
+	Group string `json:"group,omitempty"`
 	Actor
 	// Asked and Released are a move's timeline before the target took
 	// it (Time): when it was asked for, and when the old owner let go, in
@@ -318,6 +320,9 @@ type HistoryQuery struct {
 	// those of the addresses it owned, lost or let go. Neither: all.
 	Addr netip.Addr
 	Node string
+	// Addrs, when set, reads the records of each of them as Addr reads
+	// one's: a group's (vip history --group).
+	Addrs []netip.Addr
 	// Since, when set, leaves out records older than it (by their time).
 	Since time.Time
 	// After, when set, leaves out records of that revision or older.
@@ -328,6 +333,8 @@ type HistoryQuery struct {
 func (q HistoryQuery) Match(c Change) bool {
 	switch {
 	case q.Addr.IsValid() && !c.Concerns(q.Addr):
+		return false
+	case len(q.Addrs) > 0 && !slices.ContainsFunc(q.Addrs, c.Concerns):
 		return false
 	case q.Node != "" && c.Node != q.Node && c.From != q.Node:
 		return false
@@ -344,22 +351,27 @@ func (q HistoryQuery) Match(c Change) bool {
 // and counted.
 func (c *Client) History(ctx context.Context, q HistoryQuery) (changes []Change, rev int64, skipped int, err error) {
 	prefix := c.Keys.History()
-	if q.Addr.IsValid() && q.Node == "" {
-		// The address's own records, and the nodes' (which a fence lists
-		// it in).
-		var own []Change
-		rev, err = c.Range(ctx, c.Keys.HistoryOf(AddrSubject(q.Addr)), func(kv *mvccpb.KeyValue) {
-			if ch, ok := readChange(kv); ok {
-				own = append(own, ch)
-			} else {
-				skipped++
+	addrs := q.Addrs
+	if q.Addr.IsValid() {
+		addrs = append(slices.Clone(addrs), q.Addr)
+	}
+	if len(addrs) > 0 && q.Node == "" {
+		// The addresses' own records, and the nodes' (which a fence
+		// lists them in).
+		for _, a := range addrs {
+			r, err := c.Range(ctx, c.Keys.HistoryOf(AddrSubject(a)), func(kv *mvccpb.KeyValue) {
+				if ch, ok := readChange(kv); ok {
+					changes = append(changes, ch)
+				} else {
+					skipped++
+				}
+			})
+			if err != nil {
+				return nil, 0, 0, err
 			}
-		})
-		if err != nil {
-			return nil, 0, 0, err
+			rev = max(rev, r)
 		}
 		prefix = c.Keys.HistoryOf("node")
-		changes = own
 	}
 	r2, err := c.Range(ctx, prefix, func(kv *mvccpb.KeyValue) {
 		ch, ok := readChange(kv)
@@ -438,6 +450,8 @@ func (c Change) Describe() string {
 	subject := c.Addr.String()
 	if !c.Addr.IsValid() {
 		subject = "node " + c.Node
+	} else if c.Group != "" {
+		subject += " (group " + c.Group + ")"
 	}
 	switch c.Kind {
 	case ChangeClaim:
