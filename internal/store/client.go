@@ -119,8 +119,6 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 		Endpoints:   endpoints,
 		TLS:         tlsc,
 		DialTimeout: timeout,
-		Username:    cfg.User,
-		Password:    cfg.Password,
 		// A lost connection is noticed within seconds, not minutes.
 		DialKeepAliveTime:    2 * time.Second,
 		DialKeepAliveTimeout: 2 * time.Second,
@@ -135,15 +133,27 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Dial != nil {
 		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(cfg.Dial))
 	}
+	var auth *tokenAuth
+	if cfg.User != "" {
+		// vip keeps the token, not the etcd client (tokenAuth says why).
+		auth = &tokenAuth{user: cfg.User, password: cfg.Password}
+		cc.DialOptions = append(cc.DialOptions, grpc.WithPerRPCCredentials(auth), grpc.WithChainUnaryInterceptor(auth.intercept))
+	}
 	c := &Client{Keys: NewKeys(cfg.Prefix), Endpoints: endpoints, timeout: timeout, identity: identity}
-	// With a user, New authenticates: a wrong password, and a store that
-	// does not answer, fail here.
 	cli, err := clientv3.New(cc)
 	if err == nil {
 		c.Client = cli
 		rctx, cancel := c.ctx(ctx)
 		defer cancel()
-		if _, err = cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		if auth != nil {
+			// A wrong password fails here.
+			cli.Watcher = &tokenWatcher{Watcher: cli.Watcher, kv: cli.KV, timeout: timeout}
+			err = auth.renew(rctx, cli.ActiveConnection(), auth.current())
+		}
+		if err == nil {
+			_, err = cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		}
+		if err != nil {
 			cli.Close()
 		}
 	}
