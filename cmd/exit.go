@@ -29,6 +29,7 @@ const (
 	ExitConflict    ExitCode = 3 // a competing claimer is present, a guarded claim is fenced or lost, probe --expect saw another owner, or drain's node still gets traffic
 	ExitUnreachable ExitCode = 4 // the agent or the store is unreachable
 	ExitHeld        ExitCode = 5 // another node holds the address in the store
+	ExitDenied      ExitCode = 6 // the store denied this user the request: its roles lack the permission
 )
 
 // inputError marks an error in what the user typed: exit 2.
@@ -59,6 +60,7 @@ func exitCode(err error) (ExitCode, error) {
 		in     *inputError
 		remote *api.RemoteError
 		child  *exitError
+		denied *store.DeniedError
 	)
 	switch {
 	case err == nil:
@@ -71,6 +73,12 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitConflict, err
 	case errors.Is(err, errHeld):
 		return ExitHeld, err
+	case errors.Is(err, store.ErrCredentials):
+		return ExitBadInput, err
+	case errors.As(err, &denied):
+		// A move of many addresses is refused once per address, for the
+		// same reason: say it once.
+		return ExitDenied, denied
 	case errors.As(err, &remote):
 		switch remote.Code {
 		case api.CodeBadInput, api.CodeTooLarge, api.CodeNoStore:

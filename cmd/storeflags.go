@@ -2,7 +2,9 @@ package cmd
 
 import (
 	"context"
+	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -17,6 +19,15 @@ import (
 // is guarded by the same store as one started by hand.
 const storeEnv = "VIP_STORE"
 
+// The environment variables that give the store user and its password
+// when --store-user and --store-password-file are not given. No flag
+// carries the password itself: the command line of every process is
+// every user's to read.
+const (
+	storeUserEnv     = "VIP_STORE_USER"
+	storePasswordEnv = "VIP_STORE_PASSWORD"
+)
+
 // storeOptions are the flags that reach the store, the same on vip agent,
 // vip move and vip fleet.
 type storeOptions struct {
@@ -25,13 +36,19 @@ type storeOptions struct {
 	CA     string
 	Cert   string
 	Key    string
+	// User is the etcd user; PasswordFile holds its password.
+	User         string
+	PasswordFile string
+	// password is the user's, read by check from PasswordFile or the
+	// environment.
+	password string
 	// given lists the store flags the command line gave, for the check
 	// that they come with a store.
 	given []string
 }
 
 // storeFlagNames are the flags addFlags adds; agentStoreOptions adds more.
-var storeFlagNames = []string{"store-prefix", "store-ca", "store-cert", "store-key"}
+var storeFlagNames = []string{"store-prefix", "store-ca", "store-cert", "store-key", "store-user", "store-password-file"}
 
 func (s *storeOptions) addFlags(c *cobra.Command) {
 	f := c.Flags()
@@ -43,6 +60,9 @@ func (s *storeOptions) addFlags(c *cobra.Command) {
 	f.StringVar(&s.CA, "store-ca", "", "PEM file of the CA that signs the store's certificates")
 	f.StringVar(&s.Cert, "store-cert", "", "PEM file of this client's certificate for the store (with --store-key)")
 	f.StringVar(&s.Key, "store-key", "", "PEM file of the key of --store-cert")
+	f.StringVar(&s.User, "store-user", "", "the etcd user vip authenticates as, with --store-password-file (default $"+storeUserEnv+")")
+	f.StringVar(&s.PasswordFile, "store-password-file", "", "file holding the password of --store-user, not readable by every user (else $"+storePasswordEnv+" holds it; no flag takes the password itself)")
+	_ = c.RegisterFlagCompletionFunc("store-user", cobra.NoFileCompletions)
 	_ = c.RegisterFlagCompletionFunc("store", cobra.NoFileCompletions)
 	_ = c.RegisterFlagCompletionFunc("store-prefix", cobra.NoFileCompletions)
 }
@@ -52,6 +72,9 @@ func (s *storeOptions) addFlags(c *cobra.Command) {
 func (s *storeOptions) parsed(c *cobra.Command, names ...string) {
 	if !c.Flags().Changed("store") {
 		s.URL = os.Getenv(storeEnv)
+	}
+	if !c.Flags().Changed("store-user") {
+		s.User = os.Getenv(storeUserEnv)
 	}
 	s.given = nil
 	for _, n := range names {
@@ -79,11 +102,74 @@ func (s *storeOptions) check() error {
 	if (s.Cert == "") != (s.Key == "") {
 		return badInput("--store-cert and --store-key go together: give both, or neither")
 	}
+	return s.readPassword()
+}
+
+// readPassword reads the password of the store user from
+// --store-password-file, else from the environment.
+func (s *storeOptions) readPassword() error {
+	s.password = ""
+	switch {
+	case s.PasswordFile != "":
+		p, err := readPasswordFile(s.PasswordFile)
+		if err != nil {
+			return err
+		}
+		s.password = p
+	default:
+		s.password = os.Getenv(storePasswordEnv)
+	}
+	switch {
+	case s.User == "" && s.PasswordFile != "":
+		return badInput("--store-password-file is the password of a store user: give --store-user too (or set %s)", storeUserEnv)
+	case s.User != "" && s.password == "":
+		return badInput("store user %q needs its password: give --store-password-file FILE (or set %s)", s.User, storePasswordEnv)
+	}
+	if s.User == "" {
+		// A password in the environment with no user to go with it
+		// authenticates nobody.
+		s.password = ""
+	}
 	return nil
 }
 
+// readPasswordFile returns the password in file, less one trailing
+// newline. A file every user may read is refused: its password is
+// anyone's.
+func readPasswordFile(file string) (string, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return "", badInput("--store-password-file: %v", err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", badInput("--store-password-file: %v", err)
+	}
+	if mode := fi.Mode(); !mode.IsRegular() {
+		return "", badInput("--store-password-file %s is not a regular file: give the file that holds the password", file)
+	} else if mode.Perm()&0o004 != 0 {
+		return "", badInput("--store-password-file %s is readable by every user (mode %04o): make it the owner's alone, chmod 600 %s (or 640 for a group)", file, mode.Perm(), file)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxPasswordLen+1))
+	if err != nil {
+		return "", badInput("--store-password-file: %v", err)
+	}
+	if len(b) > maxPasswordLen {
+		return "", badInput("--store-password-file %s holds more than %d bytes: it holds the password alone", file, maxPasswordLen)
+	}
+	p := strings.TrimSuffix(strings.TrimSuffix(string(b), "\n"), "\r")
+	if p == "" {
+		return "", badInput("--store-password-file %s is empty: write the password of --store-user in it", file)
+	}
+	return p, nil
+}
+
+// maxPasswordLen bounds a password file: a password, not a key ring.
+const maxPasswordLen = 4096
+
 func (s *storeOptions) config() store.Config {
-	return store.Config{URL: s.URL, Prefix: s.Prefix, CA: s.CA, Cert: s.Cert, Key: s.Key}
+	return store.Config{URL: s.URL, Prefix: s.Prefix, CA: s.CA, Cert: s.Cert, Key: s.Key, User: s.User, Password: s.password}
 }
 
 // open connects to the store for a client command (vip move, vip fleet),

@@ -51,7 +51,16 @@ func startAgentOf(t *testing.T, bin string, h *lab.Host, sock string, args ...st
 // vipOn runs a vip client command on h and returns its output and exit code.
 func vipOn(t *testing.T, h *lab.Host, sock string, args ...string) (string, int) {
 	t.Helper()
+	return vipEnvOn(t, h, sock, nil, args...)
+}
+
+// vipEnvOn is vipOn with env (KEY=VALUE) added to the environment.
+func vipEnvOn(t *testing.T, h *lab.Host, sock string, env []string, args ...string) (string, int) {
+	t.Helper()
 	cmd := h.Command(ctxFor(t, 30*time.Second), vipBin, append(args, "--socket", sock)...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	out, err := cmd.CombinedOutput()
 	code := 0
 	if err != nil {

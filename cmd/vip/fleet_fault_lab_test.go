@@ -39,6 +39,13 @@ func newFleetLab(t *testing.T) *fleetLab {
 // as the responder to use.
 func newFleetLabWith(t *testing.T, agentArgs ...string) *fleetLab {
 	t.Helper()
+	return newFleetLabOn(t, func(h *lab.Host) *etcdlab.Etcd { return etcdlab.StartEtcd(t, h) }, agentArgs...)
+}
+
+// newFleetLabOn is newFleetLabWith with the store started by startStore in
+// its host (192.0.2.1), before the agents start.
+func newFleetLabOn(t *testing.T, startStore func(*lab.Host) *etcdlab.Etcd, agentArgs ...string) *fleetLab {
+	t.Helper()
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,
 		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
@@ -47,7 +54,7 @@ func newFleetLabWith(t *testing.T, agentArgs ...string) *fleetLab {
 		lab.HostConfig{Name: "client", IPv4: pfx("192.0.2.13/24"), IPv6: pfx("2001:db8::13/64")},
 	)
 	f := &fleetLab{l: l, a: l.Host("a"), b: l.Host("b"), client: l.Host("client")}
-	f.etcd = etcdlab.StartEtcd(t, l.Host("store"))
+	f.etcd = startStore(l.Host("store"))
 	f.storeURL = "etcd://" + strings.TrimPrefix(f.etcd.Endpoint(), "http://")
 	dir := sockDir(t)
 	f.sa, f.sb, f.sc = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "client.sock")

@@ -52,9 +52,10 @@ type Etcd struct {
 // http://IP:2379 of h's IPv4 address with a data directory of its own, and
 // returns once it answers a quorum read. The test's cleanup kills it, and
 // its data directory is removed after.
-func StartEtcd(t labtest.TB, h *lab.Host) *Etcd {
+func StartEtcd(t labtest.TB, h *lab.Host, opts ...Option) *Etcd {
 	t.Helper()
 	e := newMember(t, h, "vip-"+h.Netns, []*lab.Host{h})
+	e.apply(opts)
 	e.start(t)
 	e.waitHealthy(t)
 	return e
@@ -73,9 +74,10 @@ const TLSPort = 2381
 // StartEtcdTLS is StartEtcd with clients served over TLS too, on
 // https://IP:2381 (TLSEndpoint), with client certificates required there.
 // The plain endpoint stays for the health check.
-func StartEtcdTLS(t labtest.TB, h *lab.Host, files TLSFiles) *Etcd {
+func StartEtcdTLS(t labtest.TB, h *lab.Host, files TLSFiles, opts ...Option) *Etcd {
 	t.Helper()
 	e := newMember(t, h, "vip-"+h.Netns, []*lab.Host{h})
+	e.apply(opts)
 	for i, a := range e.args {
 		if a == "--listen-client-urls" {
 			e.args[i+1] += "," + e.TLSEndpoint()

@@ -2,17 +2,7 @@ package fleet_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -84,52 +74,6 @@ func TestRecordsThatDoNotParseAreSkipped(t *testing.T) {
 	}
 }
 
-// pki writes a CA, a server certificate for ip and a client certificate,
-// each as PEM files in dir.
-type pki struct{ ca, serverCert, serverKey, clientCert, clientKey string }
-
-func newPKI(t *testing.T, dir, name string, ip netip.Addr) pki {
-	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name + " test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	write := func(file, kind string, der []byte) string {
-		p := filepath.Join(dir, name+"-"+file)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	leaf := func(serial int64, usage x509.ExtKeyUsage, ips []net.IP) (cert, key []byte) {
-		k, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(serial), Subject: pkix.Name{CommonName: name},
-			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-			ExtKeyUsage: []x509.ExtKeyUsage{usage}, KeyUsage: x509.KeyUsageDigitalSignature, IPAddresses: ips,
-		}
-		der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &k.PublicKey, caKey)
-		if err != nil {
-			t.Fatal(err)
-		}
-		kder, _ := x509.MarshalECPrivateKey(k)
-		return der, kder
-	}
-	p := pki{ca: write("ca.pem", "CERTIFICATE", caDER)}
-	sc, sk := leaf(2, x509.ExtKeyUsageServerAuth, []net.IP{ip.AsSlice()})
-	p.serverCert, p.serverKey = write("server.pem", "CERTIFICATE", sc), write("server-key.pem", "EC PRIVATE KEY", sk)
-	cc, ck := leaf(3, x509.ExtKeyUsageClientAuth, nil)
-	p.clientCert, p.clientKey = write("client.pem", "CERTIFICATE", cc), write("client-key.pem", "EC PRIVATE KEY", ck)
-	return p
-}
-
 func TestStoreOverTLS(t *testing.T) {
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,
@@ -137,9 +81,11 @@ func TestStoreOverTLS(t *testing.T) {
 		lab.HostConfig{Name: "a", IPv4: netip.MustParsePrefix("192.0.2.11/24")},
 	)
 	dir := t.TempDir()
-	good := newPKI(t, dir, "good", netip.MustParseAddr("192.0.2.1"))
-	other := newPKI(t, dir, "other", netip.MustParseAddr("192.0.2.1"))
-	e := etcdlab.StartEtcdTLS(t, l.Hosts[0], etcdlab.TLSFiles{Cert: good.serverCert, Key: good.serverKey, CA: good.ca})
+	good := etcdlab.NewPKI(t, dir, "good", netip.MustParseAddr("192.0.2.1"))
+	other := etcdlab.NewPKI(t, dir, "other", netip.MustParseAddr("192.0.2.1"))
+	goodCert, goodKey := good.Client(t, "good")
+	otherCert, otherKey := other.Client(t, "other")
+	e := etcdlab.StartEtcdTLS(t, l.Hosts[0], good.Files)
 	url := "etcds://" + strings.TrimPrefix(e.TLSEndpoint(), "https://")
 	open := func(cfg store.Config) error {
 		cfg.URL, cfg.Dial, cfg.Timeout = url, labtest.DialIn(l.Hosts[1]), 2*time.Second
@@ -149,7 +95,7 @@ func TestStoreOverTLS(t *testing.T) {
 		}
 		return err
 	}
-	if err := open(store.Config{CA: good.ca, Cert: good.clientCert, Key: good.clientKey}); err != nil {
+	if err := open(store.Config{CA: good.CA, Cert: goodCert, Key: goodKey}); err != nil {
 		t.Fatalf("the right CA and client certificate: %v", err)
 	}
 	for _, tc := range []struct {
@@ -157,11 +103,11 @@ func TestStoreOverTLS(t *testing.T) {
 		cfg  store.Config
 		want string
 	}{
-		{"another CA", store.Config{CA: other.ca, Cert: good.clientCert, Key: good.clientKey}, "--store-ca"},
-		{"a client certificate the store does not trust", store.Config{CA: good.ca, Cert: other.clientCert, Key: other.clientKey}, "--store-cert"},
-		{"no client certificate", store.Config{CA: good.ca}, "--store-cert"},
-		{"a certificate without its key", store.Config{CA: good.ca, Cert: good.clientCert}, "go together"},
-		{"a CA file that is not PEM", store.Config{CA: good.serverKey + ".missing"}, "--store-ca"},
+		{"another CA", store.Config{CA: other.CA, Cert: goodCert, Key: goodKey}, "--store-ca"},
+		{"a client certificate the store does not trust", store.Config{CA: good.CA, Cert: otherCert, Key: otherKey}, "--store-cert"},
+		{"no client certificate", store.Config{CA: good.CA}, "--store-cert"},
+		{"a certificate without its key", store.Config{CA: good.CA, Cert: goodCert}, "go together"},
+		{"a CA file that is not PEM", store.Config{CA: good.ServerKey + ".missing"}, "--store-ca"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := open(tc.cfg)
@@ -172,7 +118,7 @@ func TestStoreOverTLS(t *testing.T) {
 		})
 	}
 	// A guarded claim works over TLS.
-	c, err := store.Open(context.Background(), store.Config{URL: url, CA: good.ca, Cert: good.clientCert, Key: good.clientKey, Dial: labtest.DialIn(l.Hosts[1])})
+	c, err := store.Open(context.Background(), store.Config{URL: url, CA: good.CA, Cert: goodCert, Key: goodKey, Dial: labtest.DialIn(l.Hosts[1])})
 	if err != nil {
 		t.Fatal(err)
 	}

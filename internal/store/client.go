@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -28,6 +29,10 @@ type Config struct {
 	// CA, Cert and Key are PEM files for TLS: CA checks the servers,
 	// Cert and Key are this client's certificate.
 	CA, Cert, Key string
+	// User and Password are this client's etcd user, for a store with
+	// authentication enabled; both or neither. Without a user, etcd takes
+	// the common name of Cert as the user (etcd --client-cert-auth).
+	User, Password string
 	// Dial, if set, makes the connections (tests dial inside a lab host).
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// Timeout bounds each request; zero takes DefaultTimeout.
@@ -88,10 +93,17 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err := CheckPrefix(cfg.Prefix); err != nil {
 		return nil, err
 	}
+	if (cfg.User == "") != (cfg.Password == "") {
+		return nil, errors.New("a store user goes with its password: give --store-user and --store-password-file (or VIP_STORE_USER and VIP_STORE_PASSWORD) together")
+	}
+	identity := cfg.User
 	var tlsc *tls.Config
 	if secure || cfg.CA != "" || cfg.Cert != "" {
 		if tlsc, err = tlsConfig(cfg); err != nil {
 			return nil, err
+		}
+		if identity == "" && len(tlsc.Certificates) > 0 {
+			identity = tlsc.Certificates[0].Leaf.Subject.CommonName
 		}
 		if !secure {
 			for i, e := range endpoints {
@@ -121,15 +133,31 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.Dial != nil {
 		cc.DialOptions = append(cc.DialOptions, grpc.WithContextDialer(cfg.Dial))
 	}
-	cli, err := clientv3.New(cc)
-	if err != nil {
-		return nil, fmt.Errorf("connect to the store at %s: %w", strings.Join(endpoints, ","), err)
+	var auth *tokenAuth
+	if cfg.User != "" {
+		// vip keeps the token, not the etcd client (tokenAuth says why).
+		auth = &tokenAuth{user: cfg.User, password: cfg.Password}
+		cc.DialOptions = append(cc.DialOptions, grpc.WithPerRPCCredentials(auth), grpc.WithChainUnaryInterceptor(auth.intercept))
 	}
-	c := &Client{Client: cli, Keys: NewKeys(cfg.Prefix), Endpoints: endpoints, timeout: timeout}
-	rctx, cancel := c.ctx(ctx)
-	defer cancel()
-	if _, err := cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
-		cli.Close()
+	c := &Client{Keys: NewKeys(cfg.Prefix), Endpoints: endpoints, timeout: timeout, identity: identity}
+	cli, err := clientv3.New(cc)
+	if err == nil {
+		c.Client = cli
+		rctx, cancel := c.ctx(ctx)
+		defer cancel()
+		if auth != nil {
+			// A wrong password fails here.
+			cli.Watcher = &tokenWatcher{Watcher: cli.Watcher, kv: cli.KV, timeout: timeout}
+			err = auth.renew(rctx, cli.ActiveConnection(), auth.current())
+		}
+		if err == nil {
+			_, err = cli.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+		}
+		if err != nil {
+			cli.Close()
+		}
+	}
+	if err != nil {
 		// gRPC retries a failed handshake until the deadline and then
 		// says only that: ask the first server once, to say why. What
 		// fails that handshake fails TLS, whatever its type.
@@ -138,7 +166,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 				return nil, c.tlsFailure(perr)
 			}
 		}
-		return nil, c.Explain(err)
+		return nil, c.explain(err, true)
 	}
 	return c, nil
 }
@@ -186,25 +214,81 @@ func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) 
 // ErrUnreachable marks a store that did not answer in time.
 var ErrUnreachable = errors.New("the store is unreachable")
 
+// ErrCredentials marks credentials the store does not take: a wrong user
+// or password, none where it asks for them, or TLS that fails (a client
+// certificate of another CA, a CA that did not sign the store's). The fix
+// is in how vip was started, and nothing was done.
+var ErrCredentials = errors.New("the store refused vip's credentials")
+
+// ErrDenied marks a request the store refused this user: its roles lack
+// the permission (DeniedError says which).
+var ErrDenied = errors.New("the store denied the request")
+
+// DeniedError is a request the store refused for want of a permission.
+type DeniedError struct {
+	// User is who the store knows the client as (Client.Identity).
+	User   string
+	Prefix string
+	// Read says the read was refused; else a write was.
+	Read bool
+}
+
+func (e *DeniedError) Error() string {
+	who := "this client"
+	if e.User != "" {
+		who = fmt.Sprintf("user %q", e.User)
+	}
+	if e.Read {
+		return fmt.Sprintf("the store refused the read: %s has no read permission on %s (ask for a role with read on the prefix)", who, e.Prefix)
+	}
+	return fmt.Sprintf("the store refused the write: %s has no write permission on %s (ask for a role with readwrite on the prefix)", who, e.Prefix)
+}
+
+func (e *DeniedError) Is(target error) bool { return target == ErrDenied }
+
+// credentialsError is a sentence about credentials, ErrCredentials to
+// errors.Is.
+type credentialsError struct{ msg string }
+
+func (e *credentialsError) Error() string        { return e.msg }
+func (e *credentialsError) Is(target error) bool { return target == ErrCredentials }
+
 // Explain turns an etcd client error into one sentence that names the fix.
-func (c *Client) Explain(err error) error {
+// A permission the store denies is taken as one to write: Open has read
+// under the prefix by then.
+func (c *Client) Explain(err error) error { return c.explain(err, false) }
+
+// explain is Explain, for a read when read.
+func (c *Client) explain(err error, read bool) error {
 	at := strings.Join(c.Endpoints, ",")
 	// gRPC reports a failed TLS handshake as Unavailable: look for TLS
 	// first.
 	switch code := status.Code(err); {
 	case tlsFailed(err):
 		return c.tlsFailure(err)
+	case isEtcd(err, rpctypes.ErrAuthFailed):
+		return &credentialsError{fmt.Sprintf("the store at %s refused user %q: wrong user or password (check --store-user and --store-password-file, or VIP_STORE_USER and VIP_STORE_PASSWORD)", at, c.identity)}
+	case isEtcd(err, rpctypes.ErrUserEmpty):
+		return &credentialsError{fmt.Sprintf("the store at %s has authentication enabled and vip gave no user: give --store-user and --store-password-file (or VIP_STORE_USER and VIP_STORE_PASSWORD), or a client certificate whose common name is a user (--store-cert)", at)}
+	case isEtcd(err, rpctypes.ErrPermissionDenied):
+		return &DeniedError{User: c.identity, Prefix: c.Keys.Prefix, Read: read}
 	case errors.Is(err, context.DeadlineExceeded), code == codes.DeadlineExceeded, code == codes.Unavailable:
 		return fmt.Errorf("%w at %s (%v): check --store and the network to it", ErrUnreachable, at, err)
 	case code == codes.Unauthenticated, code == codes.PermissionDenied:
-		return fmt.Errorf("the store at %s refused vip (%v): check the client certificate (--store-cert, --store-key) and its roles", at, err)
+		return &credentialsError{fmt.Sprintf("the store at %s refused vip (%v): check --store-user and --store-password-file, or the client certificate (--store-cert, --store-key), and its roles", at, err)}
 	}
 	return fmt.Errorf("the store at %s: %w", at, err)
 }
 
+// isEtcd reports whether err is etcd's error want, as the client returns
+// it (an rpctypes.EtcdError) or as gRPC does (a status).
+func isEtcd(err, want error) bool {
+	return err != nil && (errors.Is(err, want) || errors.Is(rpctypes.Error(err), want))
+}
+
 // tlsFailure is the sentence for err, a failure of TLS with the store.
 func (c *Client) tlsFailure(err error) error {
-	return fmt.Errorf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", strings.Join(c.Endpoints, ","), err)
+	return &credentialsError{fmt.Sprintf("TLS with the store at %s failed (%v): check --store-ca, --store-cert and --store-key", strings.Join(c.Endpoints, ","), err)}
 }
 
 // tlsFailed reports whether err says that TLS with the store failed. The
@@ -265,6 +349,11 @@ func tlsConfig(cfg Config) (*tls.Config, error) {
 		cert, err := tls.LoadX509KeyPair(cfg.Cert, cfg.Key)
 		if err != nil {
 			return nil, fmt.Errorf("load --store-cert and --store-key: %w", err)
+		}
+		if cert.Leaf == nil {
+			if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+				return nil, fmt.Errorf("parse --store-cert %s: %w", cfg.Cert, err)
+			}
 		}
 		tc.Certificates = []tls.Certificate{cert}
 	}
