@@ -38,7 +38,11 @@ panes, ? shows every key, q quits. Quitting leaves the claims with the agent.
 When the agent is guarded by a store (vip agent --store), a fleet pane shows
 every live node and every claim in the store, read every 2 s, and m moves the
 selected claim (this agent's, or any node's in the fleet pane) to a node
-picked from the live ones, showing the move's timeline when it is done.
+picked from the live ones, showing the move's timeline when it is done. A
+claim of a group (vip claim --group) moves with its whole group, and the
+panes show a GROUP column with a group's addresses together. h shows the
+store's history of the selected claim (of its group, if it has one) in the
+events pane's place, read again with the fleet; h again goes back.
 
 With -i, the panes show only claims and events on IFACE, and a claim typed
 without an interface goes to IFACE. When no agent answers, watch starts one

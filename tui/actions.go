@@ -38,6 +38,8 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 		}
 	case key.Matches(msg, k.Move):
 		return m.openPick()
+	case key.Matches(msg, k.History):
+		return m.toggleHistory()
 	case key.Matches(msg, k.Sort):
 		m.sort = (m.sort + 1) % sortCount
 		m.setFlash(false, "who-has sorted by %s", m.sort)

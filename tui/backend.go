@@ -20,6 +20,8 @@ type Backend interface {
 	// Fleet and Move reach the store through an agent that has one.
 	Fleet(ctx context.Context) (api.FleetResponse, error)
 	Move(ctx context.Context, r api.MoveRequest) (api.MoveResponse, error)
+	// History reads the store's history of an address or of a group's.
+	History(ctx context.Context, addr, group string) (api.HistoryResponse, error)
 }
 
 // EventSource is an open event stream. Next blocks until an event comes,

@@ -39,6 +39,7 @@ type fakeBackend struct {
 	fleetReads int
 	moves      []api.MoveRequest
 	moveErr    error
+	histories  []string // the history reads, addr|group
 }
 
 func (f *fakeBackend) unreachable() error {
@@ -118,14 +119,37 @@ func (f *fakeBackend) Move(_ context.Context, r api.MoveRequest) (api.MoveRespon
 	if f.moveErr != nil {
 		return api.MoveResponse{}, f.moveErr
 	}
-	from := ""
+	// As the mover does, a move of a group's address moves the group.
+	from, group := "", ""
 	for _, c := range f.fleet.Claims {
 		if c.Addr == r.Addrs[0] {
-			from = c.Node
+			from, group = c.Node, c.Group
 		}
 	}
-	return api.MoveResponse{Moves: []api.MoveResult{{Addr: r.Addrs[0], From: from, To: r.To, Interface: "eth0", Asked: t0,
-		ReleasedMS: api.Millis(12 * time.Millisecond), LiveMS: api.Millis(40 * time.Millisecond), OK: true}}}, nil
+	addrs := r.Addrs[:1]
+	for _, c := range f.fleet.Claims {
+		if group != "" && c.Group == group && c.Addr != r.Addrs[0] {
+			addrs = append(addrs, c.Addr)
+		}
+	}
+	var resp api.MoveResponse
+	for _, a := range addrs {
+		resp.Moves = append(resp.Moves, api.MoveResult{Addr: a, From: from, To: r.To, Interface: "eth0", Asked: t0,
+			ReleasedMS: api.Millis(12 * time.Millisecond), LiveMS: api.Millis(40 * time.Millisecond), OK: true})
+	}
+	return resp, nil
+}
+
+func (f *fakeBackend) History(_ context.Context, addr, group string) (api.HistoryResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.histories = append(f.histories, addr+"|"+group)
+	return api.HistoryResponse{Revision: 9, Changes: []api.HistoryChange{
+		{Rev: 5, Time: t0.Add(-time.Hour), Kind: "claim", Addr: "192.0.2.10", Node: "a", By: "ops@a", Reason: "service up",
+			Summary: "192.0.2.10 (group web) claimed by a"},
+		{Rev: 8, Time: t0.Add(-time.Minute), Kind: "standby-takeover", Addr: "192.0.2.10", Node: "a", From: "b",
+			Summary: "192.0.2.10 (group web) taken by standby a (the lease of b expired)"},
+	}}, nil
 }
 
 // reads counts the fleet's reads so far.

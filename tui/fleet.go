@@ -1,8 +1,10 @@
 package tui
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -120,6 +122,9 @@ func (m *Model) moveDone(msg moveDoneMsg) tea.Cmd {
 		m.setFlash(true, "move %s to %s: %v", msg.addr, msg.to, msg.err)
 	case len(msg.resp.Moves) == 0:
 		m.setFlash(true, "move %s to %s: the agent answered no move", msg.addr, msg.to)
+	case len(msg.resp.Moves) > 1:
+		// A group's: one line for all of it.
+		m.setFlash(!movesOK(msg.resp.Moves), "%s", groupMoveSummary(msg.resp.Moves, msg.to))
 	default:
 		mv := msg.resp.Moves[0]
 		m.setFlash(!mv.OK, "%s", mv.Summary())
@@ -142,7 +147,12 @@ func (m *Model) pickView() string {
 			names[i] = "[" + selectMark + n + "]"
 		}
 	}
-	return fmt.Sprintf("move %s%s to: %s", m.pick.addr, m.onIface(m.pick.addr), strings.Join(names, " "))
+	what := m.pick.addr + m.onIface(m.pick.addr)
+	if g, n := m.groupOf(m.pick.addr); g != "" {
+		// A group moves whole, whichever of its addresses is picked.
+		what = fmt.Sprintf("group %s (%d %s)", g, n, plural(n, "address", "addresses"))
+	}
+	return fmt.Sprintf("move %s to: %s", what, strings.Join(names, " "))
 }
 
 // fleetTitle names the live nodes and counts the claims in the store.
@@ -175,6 +185,12 @@ func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 	if withHome {
 		fixed += homeW + 1
 	}
+	claims := m.fleet.Claims
+	grouped := slices.ContainsFunc(claims, func(c api.FleetClaim) bool { return c.Group != "" })
+	if grouped {
+		fixed += groupW + 1
+		claims = byGroup(claims, func(c api.FleetClaim) string { return c.Group }, func(c api.FleetClaim) string { return c.Addr })
+	}
 	addrW := min(max(w-fixed-7, minAddrW), maxAddrW)
 	cols := []table.Column{
 		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "NODE", Width: nodeW},
@@ -184,13 +200,19 @@ func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 	if withHome {
 		cols = append(cols, table.Column{Title: "HOME", Width: homeW})
 	}
-	rows := make([]table.Row, 0, len(m.fleet.Claims))
-	keys := make([]string, 0, len(m.fleet.Claims))
-	for _, c := range m.fleet.Claims {
+	if grouped {
+		cols = slices.Insert(cols, 1, table.Column{Title: "GROUP", Width: groupW})
+	}
+	rows := make([]table.Row, 0, len(claims))
+	keys := make([]string, 0, len(claims))
+	for _, c := range claims {
 		row := table.Row{"", c.Addr, dash(c.Node), dash(c.Interface), c.State,
 			dash(strings.Join(c.Standbys, ",")), dash(c.MovingTo)}
 		if withHome {
 			row = append(row, dash(c.Home))
+		}
+		if grouped {
+			row = slices.Insert(row, 1, dash(c.Group))
 		}
 		rows = append(rows, row)
 		keys = append(keys, c.Addr)
@@ -212,4 +234,101 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// groupW is the width of the GROUP column, shown where groups are.
+const groupW = 8
+
+// byGroup orders items so that a group's are together, at the place of
+// its first, each group's in address order; the others keep their order.
+func byGroup[T any](items []T, group, addr func(T) string) []T {
+	first := map[string]int{}
+	rank := make([]int, len(items))
+	for i, it := range items {
+		rank[i] = i
+		if g := group(it); g != "" {
+			if at, ok := first[g]; ok {
+				rank[i] = at
+			} else {
+				first[g] = i
+			}
+		}
+	}
+	idx := make([]int, len(items))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(x, y int) int {
+		if c := cmp.Compare(rank[x], rank[y]); c != 0 {
+			return c
+		}
+		ax, ex := netip.ParseAddr(addr(items[x]))
+		ay, ey := netip.ParseAddr(addr(items[y]))
+		if ex != nil || ey != nil {
+			return strings.Compare(addr(items[x]), addr(items[y]))
+		}
+		return ax.Compare(ay)
+	})
+	out := make([]T, len(items))
+	for i, j := range idx {
+		out[i] = items[j]
+	}
+	return out
+}
+
+// groupOf is the group of addr as this agent's claims or the fleet say,
+// and how many addresses it has there.
+func (m *Model) groupOf(addr string) (string, int) {
+	g := ""
+	if i := slices.IndexFunc(m.claims, func(c api.Claim) bool { return c.Addr == addr }); i >= 0 {
+		g = m.claims[i].Group
+	}
+	if c, ok := m.fleetClaim(addr); ok && g == "" {
+		g = c.Group
+	}
+	if g == "" {
+		return "", 0
+	}
+	n := 0
+	for _, c := range m.fleet.Claims {
+		if c.Group == g {
+			n++
+		}
+	}
+	if n == 0 {
+		for _, c := range m.claims {
+			if c.Group == g {
+				n++
+			}
+		}
+	}
+	return g, n
+}
+
+// movesOK says whether every move went.
+func movesOK(moves []api.MoveResult) bool {
+	return !slices.ContainsFunc(moves, func(r api.MoveResult) bool { return !r.OK })
+}
+
+// groupMoveSummary is one line for the moves of a group: how many went
+// from where to to, and the first that failed.
+func groupMoveSummary(moves []api.MoveResult, to string) string {
+	ok, from := 0, ""
+	var failed *api.MoveResult
+	for i := range moves {
+		switch {
+		case moves[i].OK:
+			ok++
+			if from == "" {
+				from = moves[i].From
+			}
+		case failed == nil:
+			failed = &moves[i]
+		}
+	}
+	line := fmt.Sprintf("moved %d of %d addresses together %s -> %s", ok, len(moves), dash(from), to)
+	if failed != nil {
+		line += "; " + failed.Summary()
+	}
+	return line
 }

@@ -8,19 +8,22 @@ type keymap struct {
 	Release key.Binding
 	Refresh key.Binding
 	// Move is enabled while the agent has a store.
-	Move   key.Binding
-	Filter key.Binding
-	Sort   key.Binding
-	Next   key.Binding
-	Prev   key.Binding
-	Up     key.Binding
-	Down   key.Binding
-	PageUp key.Binding
-	PageDn key.Binding
-	Top    key.Binding
-	Bottom key.Binding
-	Help   key.Binding
-	Quit   key.Binding
+	Move key.Binding
+	// History, enabled with Move, shows the store's history of the
+	// selected claim or its group.
+	History key.Binding
+	Filter  key.Binding
+	Sort    key.Binding
+	Next    key.Binding
+	Prev    key.Binding
+	Up      key.Binding
+	Down    key.Binding
+	PageUp  key.Binding
+	PageDn  key.Binding
+	Top     key.Binding
+	Bottom  key.Binding
+	Help    key.Binding
+	Quit    key.Binding
 
 	// In a prompt or a confirmation.
 	Accept  key.Binding
@@ -35,6 +38,7 @@ func defaultKeymap() keymap {
 		Release: key.NewBinding(key.WithKeys("r"), key.WithHelp("r", "release")),
 		Refresh: key.NewBinding(key.WithKeys("g"), key.WithHelp("g", "refresh")),
 		Move:    key.NewBinding(key.WithKeys("m"), key.WithHelp("m", "move"), key.WithDisabled()),
+		History: key.NewBinding(key.WithKeys("h"), key.WithHelp("h", "history"), key.WithDisabled()),
 		Filter:  key.NewBinding(key.WithKeys("/"), key.WithHelp("/", "filter")),
 		Sort:    key.NewBinding(key.WithKeys("s"), key.WithHelp("s", "sort")),
 		Next:    key.NewBinding(key.WithKeys("tab"), key.WithHelp("tab", "pane")),
@@ -65,7 +69,7 @@ func (k keymap) ShortHelp() []key.Binding {
 // FullHelp is the help shown by ?.
 func (k keymap) FullHelp() [][]key.Binding {
 	return [][]key.Binding{
-		{k.Claim, k.Release, k.Refresh, k.Move},
+		{k.Claim, k.Release, k.Refresh, k.Move, k.History},
 		{k.Filter, k.Sort, k.Next, k.Prev},
 		{k.Up, k.Down, k.PageUp, k.PageDn},
 		{k.Top, k.Bottom, k.Help, k.Quit},

@@ -139,8 +139,11 @@ type Model struct {
 	tables      [paneEvents]table.Model // claims, traffic, claimers
 	rowKeys     [paneEvents][]string
 	selected    [paneEvents]string // the selected row's key per table, kept across refreshes
-	events      viewport.Model
-	followLog   bool // the event log sticks to its newest line
+	// hist, while open, shows the store's history of the selected claim
+	// in the events pane's place.
+	hist      *historyPane
+	events    viewport.Model
+	followLog bool // the event log sticks to its newest line
 
 	// Drawing: messages mark the model dirty and the render tick draws.
 	dirty       bool
@@ -268,7 +271,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.fleetPolling = false
 		m.applyFleet(msg)
-		return m, m.markDirty()
+		return m, tea.Batch(m.markDirty(), m.historyAgain())
 	case snapshotMsg:
 		if msg.gen != m.gen {
 			return m, nil
@@ -297,6 +300,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.refreshDone(msg)
 	case moveDoneMsg:
 		return m, m.moveDone(msg)
+	case historyMsg:
+		m.applyHistory(msg)
+		return m, m.markDirty()
 	}
 	// Anything else (the cursor's blink) belongs to the prompt.
 	if m.mode == modeClaim || m.mode == modeFilter {
@@ -363,6 +369,7 @@ func (m *Model) goDown(err error) tea.Cmd {
 func (m *Model) applyStatus(st api.StatusResponse) {
 	m.agent = st.Agent
 	m.keys.Move.SetEnabled(m.hasFleet())
+	m.keys.History.SetEnabled(m.hasFleet())
 	if !m.hasFleet() {
 		m.fleet, m.fleetNote = api.FleetResponse{}, ""
 		if m.focus == paneFleet {

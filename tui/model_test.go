@@ -95,6 +95,12 @@ func TestViewGolden(t *testing.T) {
 		{name: "fleet", fleet: true},
 		{name: "fleet-focused", fleet: true, act: func(h *harness) { h.keys("tab", "tab", "tab", "down") }},
 		{name: "move-picker", fleet: true, act: func(h *harness) { h.keys("m", "down") }},
+		{name: "group", fleet: true, setup: func(b *fakeBackend, _ *Options) { grouped(b) }},
+		{name: "group-history", fleet: true, setup: func(b *fakeBackend, _ *Options) { grouped(b) }, act: func(h *harness) {
+			h.keys("h")
+			h.until("the history", func() bool { return h.m.hist != nil && h.m.hist.loaded })
+		}},
+		{name: "group-move-picker", fleet: true, setup: func(b *fakeBackend, _ *Options) { grouped(b) }, act: func(h *harness) { h.keys("m") }},
 		{name: "full-help", act: func(h *harness) { h.keys("?") }},
 		{name: "claim-rejected", act: func(h *harness) {
 			h.keys("c")
@@ -790,5 +796,81 @@ func TestHeaderShowsCordon(t *testing.T) {
 	h.settle()
 	if got := h.draw(); !strings.Contains(got, "node a CORDONED 41m0s left (kernel upgrade)") {
 		t.Errorf("the header does not say a is cordoned:\n%s", got)
+	}
+}
+
+// grouped puts 192.0.2.10 and 2001:db8::10 in group web, held by a.
+func grouped(b *fakeBackend) {
+	for i, c := range b.status.Claims {
+		if c.Addr == "192.0.2.10" || c.Addr == "2001:db8::10" {
+			b.status.Claims[i].Group = "web"
+		}
+	}
+	b.fleet.Claims[0].Group = "web"
+	b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: "2001:db8::10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:00:02",
+		Since: t0.Add(-2 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}, Group: "web"})
+}
+
+// TestMoveKeyMovesGroup: m on an address of a group offers to move the
+// group, and the agent's answer (a move for each of its addresses) reads
+// as one line.
+func TestMoveKeyMovesGroup(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	grouped(b)
+	h := connected(t, b, Options{}, 120, 40)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	h.keys("m")
+	if v := h.draw(); !strings.Contains(v, "move group web (2 addresses) to:") {
+		t.Fatalf("the picker does not offer the group:\n%s", v)
+	}
+	h.keys("enter")
+	h.until("the move's answer", func() bool { return strings.HasPrefix(h.m.flash, "moved") })
+	if want := "moved 2 of 2 addresses together a -> b"; h.m.flash != want {
+		t.Errorf("flash %q, want %q", h.m.flash, want)
+	}
+}
+
+// TestHistoryKey: h shows the store's history of the selected claim, of
+// its group when it has one, in the events pane's place, read again with
+// the fleet; h again goes back to the events. Without a store it is off.
+func TestHistoryKey(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	grouped(b)
+	h := connected(t, b, Options{}, 120, 40)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	h.keys("h")
+	h.until("the history", func() bool { return h.m.hist != nil && h.m.hist.loaded })
+	v := h.draw()
+	for _, want := range []string{"History of group web · 2 changes", "rev 8 192.0.2.10 (group web) taken by standby a", `by ops@a · "service up"`} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the history pane lacks %q:\n%s", want, v)
+		}
+	}
+	b.mu.Lock()
+	got := slices.Clone(b.histories)
+	b.mu.Unlock()
+	if len(got) == 0 || got[0] != "|web" {
+		t.Errorf("history reads %v, want the group web's", got)
+	}
+	h.keys("h")
+	if v := h.draw(); strings.Contains(v, "History of") || !strings.Contains(v, "Events (3)") {
+		t.Errorf("h again does not go back to the events:\n%s", v)
+	}
+
+	// A claim alone: its address's history; without a store, no h.
+	b2 := fleetFixture()
+	h2 := connected(t, b2, Options{}, 120, 40)
+	h2.until("the fleet", func() bool { return len(h2.m.fleet.Nodes) > 0 })
+	h2.keys("h")
+	h2.until("the history", func() bool { return h2.m.hist != nil && h2.m.hist.loaded })
+	if h2.m.hist.addr != "192.0.2.10" || h2.m.hist.group != "" {
+		t.Errorf("history of %q group %q, want 192.0.2.10 alone", h2.m.hist.addr, h2.m.hist.group)
+	}
+	h3 := connected(t, fixture(), Options{}, 80, 24)
+	h3.keys("h")
+	if h3.m.hist != nil {
+		t.Error("h opened a history without a store")
 	}
 }

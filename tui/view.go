@@ -234,6 +234,9 @@ func (m *Model) panesView(w, h int) string {
 	}
 
 	title = fmt.Sprintf("Events %s, the last %d kept", m.count(len(lines), m.log.len()), logSize)
+	if m.hist != nil {
+		title, lines = m.historyTitle(), m.historyLines(w)
+	}
 	b.WriteString(m.titleView(paneEvents, title, false, w) + "\n")
 	b.WriteString(m.eventsView(lines, w, eventsH))
 	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(b.String())
@@ -341,6 +344,11 @@ func (m *Model) claimsTable(w int, claims []api.Claim) ([]table.Column, []table.
 	if traffic {
 		fixed += trafW + 1
 	}
+	grouped := slices.ContainsFunc(claims, func(c api.Claim) bool { return c.Group != "" })
+	if grouped {
+		fixed += groupW + 1
+		claims = byGroup(claims, func(c api.Claim) string { return c.Group }, func(c api.Claim) string { return c.Addr })
+	}
 	addrW := min(max(w-fixed-8, minAddrW), maxAddrW)
 	cols := []table.Column{
 		{Title: "", Width: markW}, {Title: "ADDRESS", Width: addrW}, {Title: "INTERFACE", Width: ifaceW},
@@ -350,6 +358,9 @@ func (m *Model) claimsTable(w int, claims []api.Claim) ([]table.Column, []table.
 	}
 	if traffic {
 		cols = append(cols, table.Column{Title: right(trafW, "TRAFFIC"), Width: trafW})
+	}
+	if grouped {
+		cols = slices.Insert(cols, 1, table.Column{Title: "GROUP", Width: groupW})
 	}
 	rows := make([]table.Row, 0, len(claims))
 	keys := make([]string, 0, len(claims))
@@ -363,6 +374,9 @@ func (m *Model) claimsTable(w int, claims []api.Claim) ([]table.Column, []table.
 			right(conflW, fmt.Sprint(len(c.Claimers)))}
 		if traffic {
 			row = append(row, right(trafW, c.Traffic.Rate()))
+		}
+		if grouped {
+			row = slices.Insert(row, 1, dash(c.Group))
 		}
 		rows = append(rows, row)
 		keys = append(keys, c.Addr)

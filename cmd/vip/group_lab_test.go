@@ -244,4 +244,23 @@ func TestGroupMovesWhole(t *testing.T) {
 		h.Changes[i].Node != first || !strings.Contains(h.Changes[i].Message, "group web") {
 		t.Errorf("history of %s has no standby takeover by %s naming the group: %+v", addrs[1], first, h.Changes)
 	}
+	// vip history --group, and the agent's GET /v1/history (the live
+	// view's history pane), list the group's changes: all three
+	// addresses', the move's reason among them.
+	hg := historyOf(t, f, "--group", "web")
+	viaAgent, err := api.NewClient(f.sb).History(ctxFor(t, 10*time.Second), "", "web")
+	if err != nil {
+		t.Fatalf("GET /v1/history?group=web: %v", err)
+	}
+	for name, changes := range map[string][]api.HistoryChange{"vip history --group web": hg.Changes, "GET /v1/history": viaAgent.Changes} {
+		per := map[string]int{}
+		reason := false
+		for _, c := range changes {
+			per[c.Addr]++
+			reason = reason || c.Reason == "rebalance" && c.Group == "web"
+		}
+		if len(per) != len(addrs) || !reason {
+			t.Errorf("%s: changes of %v, the move's reason with its group %v; want all three addresses and the reason:\n%+v", name, per, reason, changes)
+		}
+	}
 }

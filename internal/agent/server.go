@@ -87,6 +87,8 @@ type Fleet interface {
 	Notes() map[netip.Addr]string
 	// Info describes the agent's place in the store.
 	Info() api.Store
+	// History reads the store's history of ownership as q asks.
+	History(ctx context.Context, q store.HistoryQuery) ([]store.Change, int64, error)
 }
 
 // ServerConfig configures a Server.
@@ -152,6 +154,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /v1/events", s.streamEvents)
 	mux.HandleFunc("GET /v1/fleet", s.fleet)
 	mux.HandleFunc("POST /v1/move", s.move)
+	mux.HandleFunc("GET /v1/history", s.history)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, api.CodeNotFound, fmt.Sprintf("no endpoint %s %s: see the API in the README", r.Method, r.URL.Path))
 	})
@@ -562,6 +565,65 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, v.API(time.Now()))
 }
+
+// history answers with the store's history of an address (?addr=) or of
+// the addresses of a group (?group=), the latest maxHistoryAnswer changes:
+// what the live view shows of the selected claim.
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	if s.noStore(w) {
+		return
+	}
+	var q store.HistoryQuery
+	addr, group := r.URL.Query().Get("addr"), r.URL.Query().Get("group")
+	switch {
+	case addr != "" && group != "":
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, "give addr or group, not both")
+		return
+	case addr != "":
+		a, err := netip.ParseAddr(addr)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, api.CodeBadInput, fmt.Sprintf("addr=%q is not an IP address", addr))
+			return
+		}
+		q.Addr = a.Unmap()
+	case group != "":
+		if err := api.CheckGroup(group); err != nil {
+			s.fail(w, err)
+			return
+		}
+		v, err := s.cfg.Fleet.Fleet(r.Context())
+		if err != nil {
+			s.fail(w, err)
+			return
+		}
+		for _, cv := range v.Claims {
+			if cv.Claim.Group == group {
+				q.Addrs = append(q.Addrs, cv.Claim.Addr)
+			}
+		}
+		if len(q.Addrs) == 0 {
+			writeJSON(w, api.HistoryResponse{Revision: v.Revision, Changes: []api.HistoryChange{}})
+			return
+		}
+	default:
+		writeError(w, http.StatusBadRequest, api.CodeBadInput, "give addr=ADDR or group=NAME")
+		return
+	}
+	changes, rev, err := s.cfg.Fleet.History(r.Context(), q)
+	if err != nil {
+		s.fail(w, err)
+		return
+	}
+	changes = changes[max(len(changes)-maxHistoryAnswer, 0):]
+	resp := api.HistoryResponse{Revision: rev, Changes: make([]api.HistoryChange, len(changes))}
+	for i, ch := range changes {
+		resp.Changes[i] = ch.API()
+	}
+	writeJSON(w, resp)
+}
+
+// maxHistoryAnswer bounds the changes GET /v1/history answers with.
+const maxHistoryAnswer = 200
 
 func (s *Server) move(w http.ResponseWriter, r *http.Request) {
 	var req api.MoveRequest

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"syscall"
 )
@@ -238,6 +239,21 @@ func (s *EventStream) Close() error { return s.body.Close() }
 func (c *Client) Fleet(ctx context.Context) (FleetResponse, error) {
 	var out FleetResponse
 	return out, c.do(ctx, http.MethodGet, "/v1/fleet", nil, &out)
+}
+
+// History reads the store's history of addr, or of group's addresses
+// (one of the two), through an agent guarded by a store: its latest
+// changes, oldest first.
+func (c *Client) History(ctx context.Context, addr, group string) (HistoryResponse, error) {
+	var out HistoryResponse
+	q := url.Values{}
+	if addr != "" {
+		q.Set("addr", addr)
+	}
+	if group != "" {
+		q.Set("group", group)
+	}
+	return out, c.do(ctx, http.MethodGet, "/v1/history?"+q.Encode(), nil, &out)
 }
 
 // Move moves addresses between nodes through an agent guarded by a store,

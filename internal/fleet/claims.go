@@ -645,3 +645,13 @@ func (m *Member) identified(a store.Actor) store.Actor {
 	}
 	return a
 }
+
+// History reads the store's history of ownership as q asks, and the
+// revision read.
+func (m *Member) History(ctx context.Context, q store.HistoryQuery) ([]store.Change, int64, error) {
+	if m.cfg.Store == nil {
+		return nil, 0, errors.New("this member keeps no history: it has no store client")
+	}
+	changes, rev, _, err := m.cfg.Store.History(ctx, q)
+	return changes, rev, err
+}
