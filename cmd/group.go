@@ -70,3 +70,36 @@ func groupMembers(ctx context.Context, c *store.Client, group string) ([]netip.A
 	}
 	return out, nil
 }
+
+// withGroupMembers is addrs with the other addresses of their groups in
+// the store, in order, each once. It reads the whole fleet only when one
+// of addrs is in a group.
+func withGroupMembers(ctx context.Context, c *store.Client, addrs []netip.Addr) ([]netip.Addr, error) {
+	v, err := c.FleetOf(ctx, addrs)
+	if err != nil {
+		return nil, err
+	}
+	groups := map[string]bool{}
+	for _, a := range addrs {
+		if cv, ok := v.ClaimOf(a); ok && cv.Claim.Group != "" {
+			groups[cv.Claim.Group] = true
+		}
+	}
+	if len(groups) == 0 {
+		return addrs, nil
+	}
+	out := slices.Clone(addrs)
+	for g := range groups {
+		members, err := groupMembers(ctx, c, g)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range members {
+			if !slices.Contains(out, m) {
+				out = append(out, m)
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return out, nil
+}

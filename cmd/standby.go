@@ -107,6 +107,11 @@ func runStandby(ctx context.Context, d *deps, o *standbyOptions) error {
 		return err
 	}
 	defer c.Close()
+	// A group has one set of standbys: naming one of its addresses
+	// names all of them.
+	if addrs, err = withGroupMembers(ctx, c, addrs); err != nil {
+		return fmt.Errorf("node %s's standbys: %w", o.On, err)
+	}
 	resp := api.StandbyResponse{Node: o.On}
 	if o.Remove {
 		gone, err := c.DeleteStandbys(ctx, o.On, addrs)
@@ -149,7 +154,7 @@ func runStandby(ctx context.Context, d *deps, o *standbyOptions) error {
 			resp.Addrs = append(resp.Addrs, api.StandbyChange{Addr: a.String(), Interface: ifname, Standby: true, Already: true})
 			continue
 		}
-		recs = append(recs, store.Standby{Addr: a, Node: o.On, Interface: ifname, Since: now, Options: cv.Claim.Options})
+		recs = append(recs, store.Standby{Addr: a, Node: o.On, Interface: ifname, Since: now, Options: cv.Claim.Options, Group: cv.Claim.Group})
 		resp.Addrs = append(resp.Addrs, api.StandbyChange{Addr: a.String(), Interface: ifname, Standby: true})
 	}
 	if err := c.PutStandbys(ctx, recs); err != nil {

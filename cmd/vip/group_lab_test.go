@@ -134,7 +134,24 @@ func TestGroupMovesWhole(t *testing.T) {
 	addrs := []string{"192.0.2.10", "192.0.2.20", "2001:db8::10"}
 	mustVip(t, f.a, f.sa, append([]string{"claim", "--group", "web"}, addrs...)...)
 	mustVip(t, f.b, f.sb, append([]string{"claim", "--standby", "--group", "web"}, addrs...)...)
-	mustVip(t, c, sockC, append([]string{"claim", "--standby", "--group", "web"}, addrs...)...)
+	// c stands by through vip standby naming one address: a group has
+	// one set of standbys, so it names all three.
+	if out := mustVip(t, f.client, f.sc, "standby", addrs[0], "--on", "c", "--store", st); strings.Count(out, "node c stands by") != 3 {
+		t.Fatalf("vip standby %s --on c did not make c a standby for the whole group:\n%s", addrs[0], out)
+	}
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		n := 0
+		for _, cl := range status(t, c, sockC).Claims {
+			if cl.Group == "web" && cl.State == api.StateStandby {
+				n++
+			}
+		}
+		return n == 3, fmt.Sprintf("c stands by for %d of the group's addresses, want 3", n)
+	})
+	// A standby for part of the group is refused.
+	if out, code := vipOn(t, c, sockC, "claim", "--standby", "--group", "web", addrs[0]); code != 2 || !strings.Contains(out, "group web has 192.0.2.20 2001:db8::10 too") {
+		t.Errorf("a standby for one address of three: exit %d:\n%s\nwant exit 2 naming the two left out", code, out)
+	}
 	if got := groupOwner(t, f, addrs); got != "a" {
 		t.Fatalf("after the claim the group is on %q, want a", got)
 	}

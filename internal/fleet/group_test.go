@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/vipctl/vip/announce"
@@ -104,5 +105,24 @@ func TestFakeGroupClaimedWhole(t *testing.T) {
 	var ge *fleet.GroupError
 	if !errors.As(err, &ge) || ge.Group != "web" {
 		t.Fatalf("claim of web's address into db: %v, want a *GroupError naming web", err)
+	}
+}
+
+// TestFakeGroupStandbyWhole: a standby for part of a group is refused with
+// the addresses it left out, and nothing is registered.
+func TestFakeGroupStandbyWhole(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.join("a")
+	b, _ := f.join("b")
+	web := announce.ClaimOptions{Group: "web"}
+	if _, err := a.Claim(context.Background(), groupReqs(groupAddrs), web); err != nil {
+		t.Fatal(err)
+	}
+	_, err := b.Standby(context.Background(), groupReqs(groupAddrs[:2]), web)
+	if !errors.Is(err, store.ErrRefused) || !strings.Contains(err.Error(), "group web has 2001:db8::10 too") {
+		t.Fatalf("a standby for 2 of 3: %v, want refused naming 2001:db8::10", err)
+	}
+	if got := f.standbyNodes(groupAddrs[0]); len(got) != 0 {
+		t.Errorf("standbys %v after the refusal, want none", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/store"
@@ -206,3 +207,38 @@ func (mv *Mover) withGroups(ctx context.Context, req store.MoveRequest) (store.M
 	req.All = false
 	return req, nil
 }
+
+// wholeGroup refuses a standby for part of a group: a group has one set of
+// standbys, each ready to take all of it in one transaction, so a standby
+// names every address the group has in the store.
+func (m *Member) wholeGroup(ctx context.Context, reqs []announce.Request, group string) error {
+	if group == "" {
+		return nil
+	}
+	v, err := m.l.Fleet(ctx)
+	if err != nil {
+		return fmt.Errorf("read group %s's addresses: %w", group, err)
+	}
+	asked := map[netip.Addr]bool{}
+	for _, r := range reqs {
+		asked[r.Addr] = true
+	}
+	var missing []string
+	for _, cv := range v.Claims {
+		if cv.Claim.Group == group && !asked[cv.Claim.Addr] {
+			missing = append(missing, cv.Claim.Addr.String())
+		}
+	}
+	if len(missing) > 0 {
+		return refusal(fmt.Sprintf("group %s has %s too: a group has one set of standbys, ready to take all of it; stand by for every address of it (vip fleet lists them), or name one with vip standby ADDR --on NODE",
+			group, strings.Join(missing, " ")))
+	}
+	return nil
+}
+
+// refusal is a request refused as it was asked, before anything changed:
+// the fix is in the input (store.ErrRefused's kind).
+type refusal string
+
+func (r refusal) Error() string        { return string(r) }
+func (r refusal) Is(target error) bool { return target == store.ErrRefused }

@@ -2,7 +2,6 @@ package fleet_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -734,8 +733,8 @@ func (l *fakeLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 	})
 }
 
-func (l *fakeLedger) Fleet(context.Context) (store.View, error) {
-	return store.View{}, errors.New("the fake store has no fleet view")
+func (l *fakeLedger) Fleet(ctx context.Context) (store.View, error) {
+	return l.MoveView(ctx, nil, true)
 }
 
 func (l *fakeLedger) MoveView(_ context.Context, _ []netip.Addr, _ bool) (store.View, error) {

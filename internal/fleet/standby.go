@@ -45,6 +45,9 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		seen[r.Addr] = true
 		return dup
 	})
+	if err := m.wholeGroup(ctx, reqs, opts.Group); err != nil {
+		return nil, err
+	}
 	now := m.clock.Now().UTC()
 	var st []announce.Status
 	// The standby records go in transactions of up to maxReadsPerTxn
