@@ -364,6 +364,9 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 	if req.Group != "" && errors.As(err, &refused) {
 		// A group is claimed whole or not at all.
 		undoPartial(ctx, s.cfg.Engine, st, before)
+		if !allHeld(refused) {
+			err = fmt.Errorf("group %s not claimed, nothing changed: %w", req.Group, err)
+		}
 		st = nil
 	}
 	if errors.As(err, &refused) && (len(st) > 0 || allHeld(refused)) {

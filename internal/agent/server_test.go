@@ -318,6 +318,48 @@ func TestServerClaimRefusesSome(t *testing.T) {
 	}
 }
 
+// TestServerGroupWithoutStore: without a store, a group is claimed whole
+// or not at all, refreshed and released by its name, and an address of
+// one group is refused to another.
+func TestServerGroupWithoutStore(t *testing.T) {
+	eng := newFakeEngine()
+	c, _ := serve(t, eng, nil)
+	eng.refuse = map[netip.Addr]error{
+		netip.MustParseAddr("192.0.2.11"): fmt.Errorf("claim 192.0.2.11 on eth0: %w (eth1); release it first", announce.ErrHeldElsewhere),
+	}
+	_, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10", "192.0.2.11"}, Group: "web"})
+	if err == nil || !strings.Contains(err.Error(), "group web not claimed, nothing changed") {
+		t.Fatalf("a group with an address refused: %v, want the group not claimed", err)
+	}
+	if held := eng.Held(); len(held) != 0 {
+		t.Fatalf("held %v after the group was refused, want nothing", held)
+	}
+	eng.refuse = nil
+	resp, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10", "2001:db8::10"}, Group: "web"})
+	if err != nil || len(resp.Claims) != 2 || resp.Claims[0].Group != "web" {
+		t.Fatalf("claim of group web: %+v, %v", resp, err)
+	}
+	if _, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10"}, Group: "db"}); err == nil ||
+		!strings.Contains(err.Error(), "192.0.2.10 is in group web, not db") {
+		t.Errorf("claim of web's address into db: %v, want it refused naming web", err)
+	}
+	if _, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10"}}); err == nil ||
+		!strings.Contains(err.Error(), "claim it with --group web") {
+		t.Errorf("claim of web's address without a group: %v, want it refused", err)
+	}
+	rf, err := c.Refresh(ctx5(t), api.AddrsRequest{Group: "web"})
+	if err != nil || !slices.Equal(rf.Refreshed, []string{"192.0.2.10", "2001:db8::10"}) {
+		t.Errorf("refresh --group web: %+v, %v", rf, err)
+	}
+	if _, err := c.Release(ctx5(t), api.AddrsRequest{Group: "db"}); err == nil || !strings.Contains(err.Error(), "no address of group db") {
+		t.Errorf("release of a group not held: %v, want it refused", err)
+	}
+	rl, err := c.Release(ctx5(t), api.AddrsRequest{Group: "web"})
+	if err != nil || !slices.Equal(rl.Released, []string{"192.0.2.10", "2001:db8::10"}) {
+		t.Errorf("release --group web: %+v, %v", rl, err)
+	}
+}
+
 func TestServerRefreshRelease(t *testing.T) {
 	eng := newFakeEngine()
 	c, _ := serve(t, eng, nil)
