@@ -598,7 +598,12 @@ func printClaims(d *deps, asJSON bool, resp api.ClaimResponse) error {
 		if c.Note != "" {
 			note = "\t(" + c.Note + ")"
 		}
-		fmt.Fprintf(w, "%s\t%s\ton %s\tas %s%s\n", verb, c.Addr, c.Interface, c.MAC, note)
+		// A standby answers nothing yet: it has no MAC to name.
+		as := "as " + c.MAC
+		if c.MAC == "" {
+			as = "until its owner's lease expires"
+		}
+		fmt.Fprintf(w, "%s\t%s\ton %s\t%s%s\n", verb, c.Addr, c.Interface, as, note)
 	}
 	return w.Flush()
 }

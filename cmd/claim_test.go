@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/agent"
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/metrics"
 	"github.com/vipctl/vip/internal/netcheck"
 )
@@ -281,6 +283,11 @@ func TestExitCodes(t *testing.T) {
 		{"foreground filter that does not compile", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--filter", "no such (("}, ExitBadInput, "--filter"},
 		{"agent responder unknown", []string{"agent", "--responder", "xdp"}, ExitBadInput, "--responder: unknown responder"},
 		{"foreground responder hook unknown", []string{"claim", "192.0.2.10", "-i", "eth0", "--foreground", "--responder-hook", "tc"}, ExitBadInput, "--responder-hook: unknown eBPF hook"},
+		// Issue 24: the store's settings are bad input, and etcd:// is
+		// never switched to TLS behind the operator's back.
+		{"store CA missing", []string{"fleet", "--store", "etcds://192.0.2.5:2379", "--store-ca", "/nonexistent/ca.pem"}, ExitBadInput, "read --store-ca"},
+		{"store CA garbage", []string{"fleet", "--store", "etcds://192.0.2.5:2379", "--store-ca", "/etc/hostname"}, ExitBadInput, "holds no PEM certificate"},
+		{"store CA with a plain URL", []string{"fleet", "--store", "etcd://192.0.2.5:2379", "--store-ca", "/etc/hostname"}, ExitBadInput, "give the store as etcds://192.0.2.5:2379"},
 		{"help", []string{"claim", "--help"}, ExitOK, ""},
 		{"version", []string{"--version"}, ExitOK, ""},
 	}
@@ -356,4 +363,16 @@ func (*fakeUnavailable) Error() string {
 }
 func (*fakeUnavailable) Unwrap() []error {
 	return []error{announce.ErrKernelUnavailable, os.ErrPermission}
+}
+
+// TestPrintStandbyWithoutMAC: a standby answers nothing yet; its line
+// names no MAC rather than ending with "as " (issue 24).
+func TestPrintStandbyWithoutMAC(t *testing.T) {
+	var out bytes.Buffer
+	if err := printClaims(&deps{io: IO{Out: &out, ErrOut: io.Discard}}, false, api.ClaimResponse{Claims: []api.Claim{{Addr: "192.0.2.10", Interface: "eth0", State: api.StateStandby}}}); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "standby  192.0.2.10  on eth0  until its owner's lease expires" {
+		t.Errorf("got %q", got)
+	}
 }

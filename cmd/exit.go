@@ -73,7 +73,7 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitConflict, err
 	case errors.Is(err, errHeld):
 		return ExitHeld, err
-	case errors.Is(err, store.ErrCredentials):
+	case errors.Is(err, store.ErrCredentials), errors.Is(err, store.ErrConfig):
 		return ExitBadInput, err
 	case errors.As(err, &denied):
 		// A move of many addresses is refused once per address, for the

@@ -292,11 +292,17 @@ func TestStatusStoreGolden(t *testing.T) {
 		Renewed: time.Date(2026, 11, 30, 1, 2, 0, 700e6, time.UTC)}
 	st.Claims = append([]api.Claim(nil), st.Claims...)
 	st.Claims[2].State, st.Claims[2].Note = api.StateLost, "lost to b"
+	// A standby: never refreshed, no MAC (issue 24: its age was a zero
+	// time's, 2562047h47m16.854775807s ago).
+	st.Claims = append(st.Claims, api.Claim{Addr: "192.0.2.40", Interface: "eth0", State: api.StateStandby, Group: "web"})
 	var out bytes.Buffer
 	if err := printStatus(&deps{io: IO{Out: &out}}, st, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)); err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "status-store.golden", out.Bytes())
+	if strings.Contains(out.String(), "2562047h") {
+		t.Errorf("a standby's age is a zero time's:\n%s", out.String())
+	}
 
 	// Fenced: the line says so, whatever the zone.
 	st.Agent.Store.Fenced = time.Date(2026, 11, 30, 1, 2, 1, 0, time.UTC)

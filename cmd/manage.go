@@ -216,7 +216,12 @@ func printStatus(d *deps, st api.StatusResponse, now time.Time) error {
 		if responder == "" {
 			responder = "-"
 		}
-		rows = append(rows, statusRow{c.Addr, c.Interface, mac, c.State, now.Sub(c.RefreshedAt).Round(time.Second).String() + " ago",
+		// A standby was never refreshed: a zero time is no age.
+		refreshed := "-"
+		if !c.RefreshedAt.IsZero() {
+			refreshed = now.Sub(c.RefreshedAt).Round(time.Second).String() + " ago"
+		}
+		rows = append(rows, statusRow{c.Addr, c.Interface, mac, c.State, refreshed,
 			window, strconv.FormatUint(c.Answered, 10), strconv.FormatUint(c.GratuitousFrames, 10), claimers, responder, c.Traffic.Summary()})
 	}
 	out := bufio.NewWriterSize(d.io.Out, 64<<10)

@@ -85,30 +85,30 @@ func ParseURL(s string) (endpoints []string, secure bool, err error) {
 func Open(ctx context.Context, cfg Config) (*Client, error) {
 	endpoints, secure, err := ParseURL(cfg.URL)
 	if err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
 	if err := CheckPrefix(cfg.Prefix); err != nil {
-		return nil, err
+		return nil, configError{err}
 	}
 	if (cfg.User == "") != (cfg.Password == "") {
-		return nil, errors.New("a store user goes with its password: give --store-user and --store-password-file (or VIP_STORE_USER and VIP_STORE_PASSWORD) together")
+		return nil, configError{errors.New("a store user goes with its password: give --store-user and --store-password-file (or VIP_STORE_USER and VIP_STORE_PASSWORD) together")}
+	}
+	if !secure && (cfg.CA != "" || cfg.Cert != "" || cfg.Key != "") {
+		// etcd:// is plain: TLS is asked for by the URL, never
+		// switched on behind it by a file.
+		return nil, configError{fmt.Errorf("--store-ca, --store-cert and --store-key are for TLS, and %s is plain: give the store as etcds://%s", cfg.URL, strings.TrimPrefix(cfg.URL, "etcd://"))}
 	}
 	identity := cfg.User
 	var tlsc *tls.Config
-	if secure || cfg.CA != "" || cfg.Cert != "" {
+	if secure {
 		if tlsc, err = tlsConfig(cfg); err != nil {
-			return nil, err
+			return nil, configError{err}
 		}
 		if identity == "" && len(tlsc.Certificates) > 0 {
 			identity = tlsc.Certificates[0].Leaf.Subject.CommonName
-		}
-		if !secure {
-			for i, e := range endpoints {
-				endpoints[i] = "https" + strings.TrimPrefix(e, "http")
-			}
 		}
 	}
 	timeout := cfg.Timeout
@@ -213,6 +213,19 @@ func (c *Client) ctx(ctx context.Context) (context.Context, context.CancelFunc) 
 
 // ErrUnreachable marks a store that did not answer in time.
 var ErrUnreachable = errors.New("the store is unreachable")
+
+// ErrConfig says the store's settings themselves are wrong (its URL, its
+// prefix, TLS files that cannot be read, a user without a password):
+// the fix is in the flags, and nothing was tried.
+var ErrConfig = errors.New("the store's settings are wrong")
+
+// configError is an error of the store's settings (ErrConfig), said as
+// its own sentence.
+type configError struct{ err error }
+
+func (e configError) Error() string        { return e.err.Error() }
+func (e configError) Unwrap() error        { return e.err }
+func (e configError) Is(target error) bool { return target == ErrConfig }
 
 // ErrCredentials marks credentials the store does not take: a wrong user
 // or password, none where it asks for them, or TLS that fails (a client
