@@ -90,7 +90,7 @@ func exitCode(err error) (ExitCode, error) {
 			return ExitHeld, err
 		}
 		return ExitFailure, err
-	case errors.Is(err, store.ErrUnreachable):
+	case errors.Is(err, store.ErrUnreachable), errors.Is(err, errStreamEnded):
 		return ExitUnreachable, err
 	case errors.Is(err, api.ErrUnreachable):
 		return ExitUnreachable, fmt.Errorf("%w: start one with \"sudo vip agent\", or let vip claim start one (without --no-autostart)", err)
