@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/vishvananda/netlink"
@@ -102,9 +103,28 @@ func Watch(ctx context.Context, opts Options, fn func(Change)) error {
 		mu   sync.Mutex
 		last error // the latest error reported by a subscription
 	)
+	var foreign int // messages dropped as not the kernel's
 	onError := func(err error) {
 		if ctx.Err() != nil {
 			return // the socket was closed because we are stopping
+		}
+		if notFromKernel(err) {
+			// Only the kernel reports changes of links and addresses:
+			// a message from another port (a process multicasting on
+			// the group, or writing to this socket) is none, and the
+			// subscription drops it and reads on. Nothing is missed,
+			// so it is no warning; the first is said, with the port
+			// (ss -f netlink -p names its process).
+			mu.Lock()
+			foreign++
+			n := foreign
+			mu.Unlock()
+			level := slog.LevelDebug
+			if n == 1 {
+				level = slog.LevelInfo
+			}
+			log.Log(ctx, level, "interface watch: ignored a netlink message that is not the kernel's; only the kernel reports interface changes, so none is missed", "err", err, "ignored", n)
+			return
 		}
 		mu.Lock()
 		last = err
@@ -278,4 +298,11 @@ func (t *tracker) update(u netlink.LinkUpdate) []Change {
 	t.byName[c.Name] = c
 	t.byIndex[index] = c.Name
 	return append(out, c)
+}
+
+// notFromKernel reports whether err is the subscription's report of a
+// message from another sender than the kernel, which it dropped
+// (vishvananda/netlink's "Wrong sender portid N, expected 0").
+func notFromKernel(err error) bool {
+	return strings.HasPrefix(err.Error(), "Wrong sender portid ")
 }
