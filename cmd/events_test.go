@@ -1,36 +1,17 @@
 package cmd
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/labtest"
 )
-
-// lockedBuffer is a buffer written by the command and read by the test.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // endingAgent streams events, a stream per connection: the first ends
 // after one event (the agent died), the later ones send one and stay open.
@@ -62,7 +43,7 @@ func TestEventsAgentGone(t *testing.T) {
 	sock = endingAgent(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var outB, errB lockedBuffer
+	var outB, errB labtest.Buffer
 	done := make(chan ExitCode, 1)
 	go func() {
 		done <- run(ctx, []string{"events", "--json", "--retry", "--socket", sock}, IO{In: strings.NewReader(""), Out: &outB, ErrOut: &errB}, fakeSys{})

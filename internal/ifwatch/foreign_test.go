@@ -1,13 +1,11 @@
 package ifwatch_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"log/slog"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,24 +16,6 @@ import (
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
 )
-
-// syncLog is a log written by the watch and read by the test.
-type syncLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // multicastLinkMessage sends, from a netlink socket of its own in ns, an
 // empty RTM_NEWLINK to the link group: what a process with CAP_NET_ADMIN
@@ -82,7 +62,7 @@ func TestWatchIgnoresForeignMessages(t *testing.T) {
 	t.Parallel()
 	b := labtest.New(t, lab.HostConfig{Name: "b"}).Host("b")
 	ns := namespace(t, b)
-	var logs syncLog
+	var logs labtest.Buffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rec := newRecorder()
 	ctx, cancel := context.WithCancel(context.Background())
