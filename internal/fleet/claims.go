@@ -572,7 +572,13 @@ func (m *Member) Notes() map[netip.Addr]string {
 		out[a] = fmt.Sprintf("fenced since %s: the store is unreachable", m.fencedAt.Local().Format("15:04:05"))
 	}
 	for a, l := range m.lost {
-		out[a] = fmt.Sprintf("lost to %s at %s, while this node was fenced", l.to, l.at.Local().Format("15:04:05"))
+		// Both times: when the other node took it (its claim's), and
+		// when this one, fenced, found it gone.
+		took := ""
+		if !l.taken.IsZero() {
+			took = fmt.Sprintf(", which took it at %s", l.taken.Local().Format("15:04:05"))
+		}
+		out[a] = fmt.Sprintf("lost to %s%s; found at %s, when this node's fence lifted", l.to, took, l.at.Local().Format("15:04:05"))
 	}
 	for a := range m.standby {
 		if m.standbyOnlyLocked(a) {

@@ -203,7 +203,9 @@ type Member struct {
 type lostClaim struct {
 	claim announce.Claim
 	to    string
-	at    time.Time
+	// at is when this node found it lost; taken when the taker's claim
+	// says it took it (zero when unknown).
+	at, taken time.Time
 }
 
 // Join registers this agent in the store under a new lease and starts

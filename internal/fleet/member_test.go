@@ -364,6 +364,17 @@ func TestFakeFenceAndResume(t *testing.T) {
 				if st := a.Status(vip); len(st) != 1 || st[0].State != api.StateLost {
 					t.Errorf("a's status of %s: %+v, want lost", vip, st)
 				}
+				// Both times: when b took it (its claim's), and when a
+				// found it (issue 24: only the second was said).
+				c, _, _ := f.s.claim(vip)
+				took := c.Since.Local().Format("15:04:05")
+				want := fmt.Sprintf("lost to b, which took it at %s; found at %s, when this node's fence lifted", took, f.epoch.Add(tc.backAt).Local().Format("15:04:05"))
+				if got := a.Notes()[vip]; got != want {
+					t.Errorf("a's note: %q, want %q", got, want)
+				}
+				if !aEng.sawEvent(event.Taken, "(it took it at "+c.Since.Local().Format("15:04:05.000")+")") {
+					t.Error("the loss's event does not say when b took it")
+				}
 			}
 		})
 	}

@@ -107,7 +107,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 	for _, r := range refused {
 		var held *HeldError
 		if errors.As(r.Err, &held) {
-			m.lost[r.Addr] = lostClaim{claim: m.fenced[r.Addr].claim, to: held.Node, at: now}
+			m.lost[r.Addr] = lostClaim{claim: m.fenced[r.Addr].claim, to: held.Node, at: now, taken: held.Since}
 			delete(m.fenced, r.Addr)
 		}
 	}
@@ -121,9 +121,9 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		if errors.As(r.Err, &held) {
 			lostTo[r.Addr] = held.Node
 			changes = append(changes, store.Change{Kind: store.ChangeLost, Addr: r.Addr, Node: m.cfg.Node, From: held.Node,
-				Time: now, Message: "taken while this node was fenced"})
-			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node)
-			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced: it stays silent", held.Node))
+				Time: now, Message: "taken while this node was fenced" + takenAt(held.Since)})
+			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node, "taken", held.Since)
+			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, takenAt(held.Since)))
 		}
 	}
 	m.recordFence(ctx, fencedSince, now, addrs, got, changes)
@@ -213,4 +213,13 @@ func (m *Member) giveUp(ctx context.Context, refused []announce.Refusal) {
 		m.log.Error("a fenced claim could not be taken back: released", "addr", r.Addr, "err", r.Err)
 		m.notify(event.Release, r.Addr, ifnames[i], fmt.Sprintf("not resumed after the fence, so released and its key deleted: %v", r.Err))
 	}
+}
+
+// takenAt says when the node that took an address claimed it, as its
+// record says, for a loss found later.
+func takenAt(since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	return " (it took it at " + since.Local().Format("15:04:05.000") + ")"
 }
