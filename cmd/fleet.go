@@ -232,8 +232,10 @@ func runFleet(ctx context.Context, d *deps, o *fleetOptions) error {
 	if err != nil {
 		return err
 	}
+	c.ReadLeases(ctx, &v)
 	now := time.Now()
 	f := v.API(now)
+	fleet.Annotate(&f)
 	for _, s := range f.Skipped {
 		fmt.Fprintf(d.io.ErrOut, "vip: skipped %s: %s\n", s.Key, s.Error)
 	}
@@ -249,7 +251,7 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 	if len(f.Nodes) == 0 {
 		fmt.Fprintln(w, "no live node: start agents with vip agent --store")
 	} else {
-		fmt.Fprintln(w, "NODE\tVERSION\tHOST\tPID\tLEASE TTL\tINTERFACES\tCORDON")
+		fmt.Fprintln(w, "NODE\tVERSION\tHOST\tPID\tLEASE TTL\tRENEWED\tINTERFACES\tCORDON")
 		for _, n := range f.Nodes {
 			ifs := make([]string, len(n.Interfaces))
 			for i, ifc := range n.Interfaces {
@@ -261,8 +263,8 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 					ifs[i] += " (down)"
 				}
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", n.Node, n.Version, n.Host, n.PID, time.Duration(n.LeaseTTL), orDash(strings.Join(ifs, ", ")),
-				orDash(cordonOf(f.Cordons, n.Node, now)))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\n", n.Node, n.Version, n.Host, n.PID, time.Duration(n.LeaseTTL), renewed(n),
+				orDash(strings.Join(ifs, ", ")), orDash(cordonOf(f.Cordons, n.Node, now)))
 		}
 	}
 	if err := w.Flush(); err != nil {
@@ -340,6 +342,28 @@ func describeCordon(c api.Cordon, now time.Time) string {
 func orDash(s string) string {
 	if s == "" {
 		return "-"
+	}
+	return s
+}
+
+// renewed says how long ago the node's last renewal reached the store, and
+// what that means once its renewals stopped: "5s ago, FENCED (expires in
+// 1s)".
+func renewed(n api.FleetNode) string {
+	if n.RenewedAgo == nil {
+		return "-"
+	}
+	s := time.Duration(*n.RenewedAgo).String() + " ago"
+	switch n.Health {
+	case api.HealthStale:
+		s += ", STALE: renewals stopped"
+	case api.HealthFenced:
+		s += ", FENCED: renewals stopped, it answers nothing"
+	default:
+		return s
+	}
+	if n.LeaseLeft != nil {
+		s += fmt.Sprintf(" (lease expires in %s)", time.Duration(*n.LeaseLeft))
 	}
 	return s
 }

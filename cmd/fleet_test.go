@@ -226,9 +226,11 @@ var (
 		Revision: 42,
 		Nodes: []api.FleetNode{
 			{Node: "a", Version: "v1.4.0", Host: "a.example", PID: 101, Started: fleetNow.Add(-time.Hour), LeaseTTL: api.Duration(6 * time.Second),
-				Interfaces: []api.FleetInterface{{Name: "eth0", MAC: "02:00:00:00:0a:01", Up: true, Prefixes: []string{"192.0.2.1/24"}}}},
+				Interfaces: []api.FleetInterface{{Name: "eth0", MAC: "02:00:00:00:0a:01", Up: true, Prefixes: []string{"192.0.2.1/24"}}},
+				RenewedAgo: ptr(api.Duration(time.Second)), LeaseLeft: ptr(api.Duration(5 * time.Second)), Health: api.HealthLive},
 			{Node: "b", Version: "v1.4.0", Host: "b.example", PID: 202, Started: fleetNow.Add(-time.Hour), LeaseTTL: api.Duration(6 * time.Second),
-				Interfaces: []api.FleetInterface{{Name: "eth0", MAC: "02:00:00:00:0b:01", Up: true}, {Name: "eth1", MAC: "02:00:00:00:0b:02"}}},
+				Interfaces: []api.FleetInterface{{Name: "eth0", MAC: "02:00:00:00:0b:01", Up: true}, {Name: "eth1", MAC: "02:00:00:00:0b:02"}},
+				RenewedAgo: ptr(api.Duration(5 * time.Second)), LeaseLeft: ptr(api.Duration(time.Second)), Health: api.HealthFenced},
 		},
 		Claims: []api.FleetClaim{
 			{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-90 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}},

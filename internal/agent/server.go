@@ -566,7 +566,9 @@ func (s *Server) fleet(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, err)
 		return
 	}
-	writeJSON(w, v.API(time.Now()))
+	f := v.API(time.Now())
+	fleet.Annotate(&f)
+	writeJSON(w, f)
 }
 
 // history answers with the store's history of an address (?addr=) or of

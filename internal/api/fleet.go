@@ -51,7 +51,23 @@ type FleetNode struct {
 	Started    time.Time        `json:"started"`
 	LeaseTTL   Duration         `json:"lease_ttl"`
 	Interfaces []FleetInterface `json:"interfaces"`
+	// RenewedAgo is how long before the read the node's last renewal
+	// reached the store, and LeaseLeft what was left of its lease, as
+	// etcd says them (to the second); absent when not read.
+	RenewedAgo *Duration `json:"renewed_ago,omitempty"`
+	LeaseLeft  *Duration `json:"lease_left,omitempty"`
+	// Health is what the renewals say: live; stale, renewals stopped (the
+	// node is dead, frozen or cut off from the store); fenced, stopped
+	// so long that the node, if it runs, has fenced (answers nothing).
+	Health string `json:"health,omitempty"`
 }
+
+// The health of a FleetNode.
+const (
+	HealthLive   = "live"
+	HealthStale  = "stale"
+	HealthFenced = "fenced"
+)
 
 // FleetInterface is one of a node's interfaces.
 type FleetInterface struct {
@@ -66,6 +82,10 @@ const (
 	FleetHeld   = "held"   // its owner's lease is alive
 	FleetMoving = "moving" // a move of it is under way
 	FleetFree   = "free"   // nobody holds it: only standbys, or a move, name it
+	// FleetStale and FleetFenced are a held address whose owner's
+	// renewals stopped: it may answer still (stale), or has fenced.
+	FleetStale  = "stale"
+	FleetFenced = "fenced"
 )
 
 // FleetClaim is an address in the store: its owner, standbys and move.

@@ -256,7 +256,9 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 	if err != nil {
 		return false, err
 	}
-	return m.l.Acquire(ctx, lease, m.claimRecord(c.Addr, c.Interface, mac, c.ClaimedAt, opts), store.ActorOf(ctx))
+	// Since is when the key is made, now: a key this node's already
+	// keeps the one the store has (Acquire), whatever the engine's.
+	return m.l.Acquire(ctx, lease, m.claimRecord(c.Addr, c.Interface, mac, m.clock.Now(), opts), store.ActorOf(ctx))
 }
 
 // dropKeys deletes the keys of addrs that are still this node's, each
@@ -635,7 +637,15 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 }
 
 // Fleet reads the whole fleet from the store.
-func (m *Member) Fleet(ctx context.Context) (store.View, error) { return m.l.Fleet(ctx) }
+// Fleet reads the fleet, with each live node's lease as etcd says it
+// (where the member has a store client).
+func (m *Member) Fleet(ctx context.Context) (store.View, error) {
+	v, err := m.l.Fleet(ctx)
+	if err == nil && m.cfg.Store != nil {
+		m.cfg.Store.ReadLeases(ctx, &v)
+	}
+	return v, err
+}
 
 // Move moves addresses as req says (the live view's move key).
 func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {

@@ -41,7 +41,7 @@ func (m *Member) acquireGroup(ctx context.Context, grp []announce.Claim, macs ma
 		if err != nil {
 			return nil, err
 		}
-		recs[i] = m.claimRecord(c.Addr, c.Interface, macs[c.Interface], c.ClaimedAt, opts)
+		recs[i] = m.claimRecord(c.Addr, c.Interface, macs[c.Interface], m.clock.Now(), opts)
 	}
 	return m.l.AcquireGroup(ctx, lease, recs, store.ActorOf(ctx))
 }

@@ -199,12 +199,14 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 		return false, nil
 	}
 	// This node's key under another lease: its dead (or restarted)
-	// agent's, whose record's home stays.
-	if rec.Home == "" && cur.Home != "" {
+	// agent's, whose record's home and since stay (the key was not made
+	// again).
+	if rec.Home == "" {
 		rec.Home = cur.Home
-		if val, err = claimValue(rec); err != nil {
-			return false, err
-		}
+	}
+	rec.Since = cur.Since
+	if val, err = claimValue(rec); err != nil {
+		return false, err
 	}
 	change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
 	if hist, subject, err = l.historyPut(change); err != nil {

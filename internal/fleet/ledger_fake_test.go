@@ -449,6 +449,7 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 		fallthrough
 	default:
 		kind = store.ChangeAdopt
+		rec.Since = cur.v.Since
 	}
 	rev := s.bumpLocked()
 	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
@@ -488,8 +489,11 @@ func (l *fakeLedger) AcquireGroup(_ context.Context, lease fleet.LeaseID, recs [
 		if !fresh[i] {
 			continue
 		}
-		if cur, ok := s.claims[rec.Addr]; ok && rec.Home == "" {
-			rec.Home = cur.v.Home
+		if cur, ok := s.claims[rec.Addr]; ok {
+			if rec.Home == "" {
+				rec.Home = cur.v.Home
+			}
+			rec.Since = cur.v.Since
 		}
 		s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
 		s.recordLocked(store.Change{Kind: kinds[i], Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}, rev)

@@ -73,6 +73,7 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 			if rec.Home == "" {
 				rec.Home = cur.Home
 			}
+			rec.Since = cur.Since // the key is this node's already
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision))
 		}
 		val, err := claimValue(rec)

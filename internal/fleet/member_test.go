@@ -359,6 +359,11 @@ func TestFakeFenceAndResume(t *testing.T) {
 			if now, _, _ := a.Lease(); (now != lease) != tc.newLease {
 				t.Errorf("lease %x after the resumption, was %x: want a new one %v", now, lease, tc.newLease)
 			}
+			if c, _, _ := f.s.claim(vip); tc.newLease && !tc.standby && c.Since.Before(f.epoch.Add(fakeTiming.FenceAfter())) {
+				// Made again after its lease expired: since then, not
+				// since the first claim (issue 24).
+				t.Errorf("the key made again at the resumption says since %v, before the fence", c.Since.Sub(f.epoch))
+			}
 			if tc.standby {
 				checkNoOverlap(t, vip, aEng, bEng)
 				if st := a.Status(vip); len(st) != 1 || st[0].State != api.StateLost {

@@ -30,6 +30,10 @@ func (v View) API(now time.Time) api.FleetResponse {
 			}
 			fn.Interfaces = append(fn.Interfaces, fi)
 		}
+		if la, ok := v.Leases[n.Node]; ok {
+			ago, left := api.Duration(la.RenewedAgo()), api.Duration(la.Left)
+			fn.RenewedAgo, fn.LeaseLeft = &ago, &left
+		}
 		out.Nodes = append(out.Nodes, fn)
 	}
 	add := func(cv ClaimView) {

@@ -22,6 +22,9 @@ type View struct {
 	Cordons []Cordon
 	// Skipped are keys under the prefix that could not be read.
 	Skipped []Skipped
+	// Leases, when read (ReadLeases), are the live nodes' leases as etcd
+	// says them, by node.
+	Leases map[string]LeaseAge
 
 	k Keys
 }
