@@ -133,6 +133,8 @@ type fleetResult struct {
 	MoveWaited        int
 	// Moving is etcd's traffic while the moves ran, one after another.
 	Moving etcdRates
+	// History is what the history of ownership cost.
+	History *fleetHistory
 }
 
 // joinAtOnce bounds the agents joining at the same time.
@@ -240,9 +242,15 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 		return res, fmt.Errorf("open the store for the moves: %w", err)
 	}
 	defer mover.Close()
+	if res.History, err = measureHistory(ctx, mover, agents, cfg, logf); err != nil {
+		return res, err
+	}
 	m := fleet.NewMover(mover)
 	defer m.Close()
-	return res, moveFleet(ctx, cfg, m, agents, scr, res, logf)
+	if err := moveFleet(ctx, cfg, m, agents, scr, res, logf); err != nil {
+		return res, err
+	}
+	return res, boundHistory(ctx, mover, m, agents, res.History, logf)
 }
 
 // memNow returns the live heap after a collection, the resident set after
@@ -371,20 +379,25 @@ func fillFleet(ctx context.Context, cfg fleetConfig, agents []*fleetAgent, scr *
 // fill: every claim's key is an event for every agent's watch.
 const settleTimeout = 5 * time.Minute
 
-// restFleet waits until etcd has no watcher behind, then measures its
-// traffic over cfg.Rest with nothing asked of the fleet.
+// restFleet waits until etcd has no watcher behind and the history's trims
+// are done (they count each subject written, behind the claims, and nothing
+// else reads the store then), then measures its traffic over cfg.Rest with
+// nothing asked of the fleet.
 func restFleet(ctx context.Context, cfg fleetConfig, scr *etcdScraper, res *fleetResult, logf func(string, ...any)) error {
 	start := time.Now()
+	ranges := -1.0
 	for {
 		s, err := scr.sample(ctx)
 		if err != nil {
 			return err
 		}
-		if s.SlowWatchers == 0 {
+		trimmed := s.Received[rangeMethod] == ranges
+		ranges = s.Received[rangeMethod]
+		if s.SlowWatchers == 0 && trimmed {
 			break
 		}
 		if time.Since(start) > settleTimeout {
-			return fmt.Errorf("etcd still had %.0f watchers behind %v after the claims: the fleet's watches do not keep up", s.SlowWatchers, settleTimeout)
+			return fmt.Errorf("etcd still had %.0f watchers behind, or the history's trims running, %v after the claims: the fleet does not keep up", s.SlowWatchers, settleTimeout)
 		}
 		if err := waitCtx(ctx, 500*time.Millisecond); err != nil {
 			return err
@@ -413,7 +426,7 @@ func restFleet(ctx context.Context, cfg fleetConfig, scr *etcdScraper, res *flee
 	res.Rest = ratesBetween(s0, s1)
 	res.RestCPU = float64(cpu1-cpu0) / userHZ / res.Rest.Wall.Seconds()
 	res.EtcdRSS, res.Keys = s1.RSS, s1.Keys
-	logf("  at rest over %v (after %v of watchers catching up): %s; etcd %.1f%% of a core, the agents %.1f%%",
+	logf("  at rest over %v (after %v of watchers and trims catching up): %s; etcd %.1f%% of a core, the agents %.1f%%",
 		res.Rest.Wall.Round(time.Millisecond), res.Settle.Round(time.Millisecond), res.Rest.summary(), 100*res.Rest.CPU, 100*res.RestCPU)
 	return nil
 }

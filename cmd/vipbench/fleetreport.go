@@ -7,12 +7,14 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // The fleet step's targets (issue 14).
 const (
 	fleetMoveTarget = 250 * time.Millisecond
 	keepAliveMethod = "Lease/LeaseKeepAlive"
+	rangeMethod     = "KV/Range"
 )
 
 // fleetSize names the fleet measured, and says when it is the short one.
@@ -124,8 +126,8 @@ func writeFleet(w io.Writer, rep *report) {
 		p("| the fleet filled: %s claims | %s agents claimed in %s (%.0f claims/s) | — | — |\n",
 			fmtCount(cfg.Agents*cfg.PerAgent), fmtCount(r.Claimed), fmtDur(r.Fill), float64(r.Claimed*cfg.PerAgent)/r.Fill.Seconds())
 		if w := r.Filling.method("Watch/Watch"); w.Sent > 0 {
-			p("| etcd while the fleet filled | %.0f watch messages sent/s, %.0f transactions/s, %.0f%% of a core | — | — |\n",
-				w.Sent, r.Filling.method("KV/Txn").Received, 100*r.Filling.CPU)
+			p("| etcd while the fleet filled | %.0f watch messages sent/s, %.0f transactions/s, %.0f ranges/s (the history's trims count each subject written), %.0f%% of a core | — | — |\n",
+				w.Sent, r.Filling.method("KV/Txn").Received, r.Filling.method(rangeMethod).Received, 100*r.Filling.CPU)
 		}
 	}
 	if r.Fenced > 0 {
@@ -134,7 +136,7 @@ func writeFleet(w io.Writer, rep *report) {
 	}
 	if r.Rest.Wall > 0 {
 		others, ok := r.Rest.onlyKeepAlives()
-		p("| etcd at rest over %s (after %s for its watchers to catch up) | %.0f lease keepalives/s, %.1f other requests/s, %.1f raft proposals/s | only lease keepalives | %s |\n",
+		p("| etcd at rest over %s (after %s for its watchers and the history's trims to catch up) | %.0f lease keepalives/s, %.1f other requests/s, %.1f raft proposals/s | only lease keepalives | %s |\n",
 			fmtDur(r.Rest.Wall), fmtDur(r.Settle), r.Rest.method(keepAliveMethod).Received, others, r.Rest.Proposals, verdictOf(ok))
 		p("| CPU at rest | etcd %s of a core, the %s agents %s | — | — |\n", fmtPercent(100*r.Rest.CPU), fmtCount(cfg.Agents), fmtPercent(100*r.RestCPU))
 	}
@@ -151,6 +153,9 @@ func writeFleet(w io.Writer, rep *report) {
 			fmtDur(pctl(r.MoveCmd, 0.5)), fmtDur(pctl(r.MoveCmd, 0.99)), fmtDur(pctl(r.MoveCmd, 1)), n, fmtDur(fleetMoveTarget), verdictOf(pctl(r.MoveCmd, 0.99) <= fleetMoveTarget))
 		p("| move: the move's own timeline, asked (its record written) → live | p50 %s, p99 %s, max %s; %d waited for a lease | — | — |\n",
 			fmtDur(pctl(r.MoveLive, 0.5)), fmtDur(pctl(r.MoveLive, 0.99)), fmtDur(pctl(r.MoveLive, 1)), r.MoveWaited)
+	}
+	if r.History != nil {
+		writeFleetHistory(p, r)
 	}
 	p("\n")
 	if len(r.Rest.Methods) > 0 || len(r.Moving.Methods) > 0 {
@@ -173,6 +178,33 @@ func writeFleet(w io.Writer, rep *report) {
 	}
 }
 
+// writeFleetHistory adds the history's rows to the fleet's table.
+func writeFleetHistory(p func(string, ...any), r *fleetResult) {
+	h := r.History
+	p("| history after the fill: records under PREFIX/history/, bytes of keys and values | %s records, %s, %.0f bytes a record (the claims' keys: %s, %s, %.0f bytes a key) | — | — |\n",
+		fmtCount(h.Filled.Keys), fmtMB(h.Filled.Bytes/1024), h.Filled.perKey(), fmtCount(h.Claims.Keys), fmtMB(h.Claims.Bytes/1024), h.Claims.perKey())
+	p("| etcd's database after the fill (maintenance Status, nothing compacted) | %s, %s in use | — | — |\n", fmtMB(h.DB/1024), fmtMB(h.DBInUse/1024))
+	for _, rd := range []struct {
+		what string
+		r    historyRead
+	}{{"one address (`HistoryQuery{Addr}`, an address picked at random each time)", h.ReadAddr},
+		{"one node (`HistoryQuery{Node}`, an agent picked at random each time)", h.ReadNode},
+		{"everything (`HistoryQuery{}`)", h.ReadAll}} {
+		p("| read: `store.Client.History` of %s | p50 %s, p99 %s over %d reads, %s records | — | — |\n",
+			rd.what, fmtDur(pctl(rd.r.Took, 0.5)), fmtDur(pctl(rd.r.Took, 0.99)), len(rd.r.Took), fmtCount(rd.r.Records))
+	}
+	if h.Moved.Keys > 0 && len(r.MoveCmd) > 0 {
+		added := h.Moved.Keys - h.Filled.Keys
+		p("| history written by the moves | %s records for %d moves (%.2f a move) | — | — |\n",
+			fmtCount(added), len(r.MoveCmd), float64(added)/float64(len(r.MoveCmd)))
+	}
+	if h.ChurnMoves > 0 {
+		ok := h.Bound.MaxKeys <= store.HistoryKeep
+		p("| the bound: %s moved %d times between two agents, then trimmed behind the writes | it keeps %d records; the most any subject holds, of %s records: %d (%s) | ≤ %d a subject | %s |\n",
+			h.Churned, h.ChurnMoves, h.ChurnKept, fmtCount(h.Bound.Keys), h.Bound.MaxKeys, h.Bound.MaxDir, store.HistoryKeep, verdictOf(ok))
+	}
+}
+
 // fmtKB prints bytes in kilobytes (10^3 bytes).
 func fmtKB(b int64) string { return fmt.Sprintf("%.0f kB", float64(b)/1e3) }
 
@@ -182,7 +214,8 @@ func fleetHowMeasured() string {
 		"**Fleet**, in the driver's own process before the main lab, in a lab of its own: etcd (Debian's `etcd`, started by `internal/etcdlab`) in host `store` (192.0.2.1), every agent's connections made from inside host `agents` (192.0.2.11) through `labtest.DialIn`.",
 		"Each agent is a `fleet.Member` (default lease TTL) with its own `store.Open` client and a real `announce.Engine` with its defaults over one in-memory Port that sends nothing and answers nothing, so a claim takes the agent's own path: a key transaction per address, then the engine's claim with its burst and probe.",
 		"Agents claim 198.51.100.1–254, 203.0.113.1–254 and 2001:db8:f1::/64 addresses, 100 each in one `Member.Claim`, which never reach a wire.",
-		"*At rest*: once etcd has no watcher behind (`etcd_debugging_mvcc_slow_watcher_total` 0), two reads of its `/metrics` the rest period apart; *raft proposals* are `etcd_server_proposals_committed_total`, every write.",
+		"*At rest*: once etcd has no watcher behind (`etcd_debugging_mvcc_slow_watcher_total` 0) and the history's trims are done (two reads of `/metrics` half a second apart with no `KV/Range` between them: each agent trims each subject it wrote, in the background, by a count), two reads of its `/metrics` the rest period apart; *raft proposals* are `etcd_server_proposals_committed_total`, every write.",
+		"*History*: after the rest, through the movers' client: a paged range of every key under PREFIX/history/ (and PREFIX/claims/) summing the keys' and values' lengths, etcd's maintenance Status (`DbSize`, `DbSizeInUse`), and `store.Client.History` timed for 20 addresses, 5 nodes and 3 times the whole history, each picked at random; after the moves the range again (the records the moves added), then one address moved 80 times between two agents (past the bound of 64), its records counted until its trim is done (10 s at most), and the range again for the most any subject holds.",
 		"*Memory*: `runtime/debug.FreeOSMemory` (a GC, then the freed memory back to the system), then `runtime.MemStats.HeapAlloc` and VmRSS, with the agents at rest and before they joined; the difference over the agents.",
 		"*Moves*: one after another, each of one address picked at random from its owner to another agent picked at random, through a client of its own; a move counts once `fleet.Mover.Move` has returned it live, the target's engine holds it and the owner's does not.",
 	}, " ")
