@@ -59,8 +59,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime 20000x ./internal/agent
 	$(GO) test -run '^$$' -fuzz '^FuzzServerEngine$$' -fuzztime 20000x ./internal/agent
 
+# The completions, the man pages and the README's table of exit codes.
 generate:
 	$(GO) generate ./completions ./man
+	$(GO) test ./cmd -run '^TestREADMEExitCodes$$' -update
 
 goreleaser:
 	@test -x $(GORELEASER) || GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)

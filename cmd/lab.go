@@ -88,6 +88,14 @@ vip claim starts on demand:
 vip lab demo plays a short scripted failover. vip lab down removes everything
 the lab made, its agents too, also after a crash.`,
 		ValidArgsFunction: cobra.NoFileCompletions,
+		// Without a run function cobra shows the help for any argument and
+		// exits 0: a mistyped step would pass for done.
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return badInput("vip lab has no step %q: use up, down, exec or demo", args[0])
+			}
+			return c.Help()
+		},
 	}
 	c.PersistentFlags().StringVar(&o.Dir, "dir", o.Dir, "directory for the lab agents' sockets, state and logs")
 	c.PersistentFlags().StringVar(&o.Name, "name", o.Name, "name of the lab: the prefix of its namespaces")

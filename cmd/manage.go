@@ -383,7 +383,7 @@ func runRelease(ctx context.Context, d *deps, o *addrsOptions) error {
 		}
 	}
 	if o.Strict && len(resp.NotHeld) > 0 {
-		return fmt.Errorf("%d address(es) %w", len(resp.NotHeld), errNotHeld)
+		return fmt.Errorf("%d address(es) %w: drop --strict to take an address not held as released", len(resp.NotHeld), errNotHeld)
 	}
 	return nil
 }

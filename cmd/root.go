@@ -97,7 +97,7 @@ switches and neighbours learn the new owner at once.`,
 	}
 	root.PersistentFlags().StringVar(&d.socket, "socket", defSocket, "the agent's unix socket (env "+api.SocketEnv+")")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return &inputError{err: fmt.Errorf("%w\nRun '%s --help' for usage", err, c.CommandPath())}
+		return &inputError{err: fmt.Errorf("%w; run '%s --help' for usage", err, c.CommandPath())}
 	})
 	root.AddCommand(
 		newClaimCmd(d, nil),
@@ -118,6 +118,7 @@ switches and neighbours learn the new owner at once.`,
 		newVersionCmd(d, nil),
 		newLabCmd(d, nil),
 	)
+	addExitStatus(root)
 	return root
 }
 
@@ -130,9 +131,10 @@ func run(ctx context.Context, args []string, streams IO, sys netcheck.System) Ex
 	d := &deps{io: streams, sys: sys, ctx: ctx}
 	root := newRootCmd(d)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	c, err := root.ExecuteContextC(ctx)
 	if err != nil && strings.HasPrefix(err.Error(), "unknown command") {
-		err = &inputError{err: fmt.Errorf("%w\nRun 'vip --help' for usage", err)}
+		// The message is one line, as every other: the fix follows it.
+		err = &inputError{err: fmt.Errorf("%w; run '%s --help' for usage", err, c.CommandPath())}
 	}
 	code, shown := exitCode(err)
 	if shown != nil {

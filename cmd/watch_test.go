@@ -40,7 +40,7 @@ func TestWatchRefuses(t *testing.T) {
 	}{
 		{"no terminal", []string{"watch"}, ExitBadInput, []string{"vip watch needs a terminal", `use "vip events"`}},
 		{"unknown interface", []string{"watch", "-i", "eth9"}, ExitBadInput, []string{`interface "eth9" does not exist`}},
-		{"an argument", []string{"watch", "192.0.2.10"}, ExitBadInput, []string{"unknown command", "vip --help"}},
+		{"an argument", []string{"watch", "192.0.2.10"}, ExitBadInput, []string{"unknown command", "vip watch --help"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

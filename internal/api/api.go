@@ -373,7 +373,7 @@ func ParseAddrsRequest(r AddrsRequest) ([]netip.Addr, error) {
 	for _, s := range r.Addrs {
 		a, err := netip.ParseAddr(s)
 		if err != nil {
-			return nil, netcheck.Invalidf("%q is not an IP address", s)
+			return nil, netcheck.Invalidf("%q is not an IP address: give one such as 192.0.2.10 or 2001:db8::10", s)
 		}
 		out = append(out, a.Unmap())
 	}
