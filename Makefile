@@ -77,10 +77,11 @@ release-check: goreleaser
 # ./announce ./sniff), then the same load against the kernel and against vip
 # on a lab segment; writes BENCHMARKS.md. Needs root, like the lab tests.
 # `make bench BENCHFLAGS=-short` takes about 3 minutes; the driver runs as
-# root (through sudo when not root), like the test binaries.
+# root (through sudo when not root), like the test binaries. BENCHFLAGS is
+# taken as written ($(value)): a pattern such as -run ^fleet$ keeps its $.
 .PHONY: bench
 bench: deps
-	$(GO) run -exec $(AS_ROOT) ./cmd/vipbench $(BENCHFLAGS)
+	$(GO) run -exec $(AS_ROOT) ./cmd/vipbench $(value BENCHFLAGS)
 
 # The fault-injection suite, long: TestNemesis for DURATION on the socket,
 # tcx and XDP generic responders (a seeded schedule of freezes, kills,
