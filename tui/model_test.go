@@ -261,6 +261,31 @@ func TestClaimRefusedByAgent(t *testing.T) {
 	}
 }
 
+// TestFooterWrapsAtSpaces: a long line in the footer wraps at its spaces
+// only, at every width, so that a flag like --take-over stays whole.
+func TestFooterWrapsAtSpaces(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	b.claimErr = &api.RemoteError{Status: 400, Code: api.CodeBadInput,
+		Message: `192.0.2.10 is not yours: move it here with "vip move 192.0.2.10 --to a", or take it with "vip claim 192.0.2.10 --take-over --force-now"`}
+	h := connected(t, b, Options{}, 80, 24)
+	h.keys("c")
+	h.typeText("192.0.2.10")
+	h.keys("enter")
+	h.until("the refusal", func() bool { return h.m.flashErr })
+	for w := 60; w <= 120; w++ {
+		h.send(tea.WindowSizeMsg{Width: w, Height: 24})
+		v := h.m.View()
+		checkFits(t, v, w, 24)
+		words := strings.Fields(v)
+		for _, want := range strings.Fields(h.m.flash) {
+			if !slices.Contains(words, want) {
+				t.Errorf("at %d columns the word %q is cut:\n%s", w, want, v)
+			}
+		}
+	}
+}
+
 func TestReleaseAsksFirst(t *testing.T) {
 	t.Parallel()
 	b := fixture()

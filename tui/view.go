@@ -111,14 +111,17 @@ func (m *Model) headerView(w int) string {
 
 func (m *Model) footerView(w int) string {
 	var status string
-	wrap := lipgloss.NewStyle().Width(w)
+	// Wrapped at spaces only: lipgloss would break "--take-over" at its
+	// hyphen, and a flag cut in two cannot be copied.
+	pad := lipgloss.NewStyle().Width(w)
+	wrap := func(st lipgloss.Style, s string) string { return pad.Render(st.Render(wrapWords(s, w))) }
 	km := help.KeyMap(m.keys)
 	switch m.mode {
 	case modeClaim:
 		m.input.Width = max(w-lipgloss.Width(m.input.Prompt)-2, 10)
 		status = m.input.View()
 		if m.inputErr != "" {
-			status += "\n" + wrap.Render(m.st.errMsg.Render(m.inputErr))
+			status += "\n" + wrap(m.st.errMsg, m.inputErr)
 		}
 		km = promptHelp{m.keys}
 	case modeFilter:
@@ -126,22 +129,49 @@ func (m *Model) footerView(w int) string {
 		status = m.input.View()
 		km = promptHelp{m.keys}
 	case modeConfirm:
-		status = wrap.Render(m.st.prompt.Render(fmt.Sprintf("release %s%s? It stops answering at once. (y/n)", m.confirmAddr, m.onIface(m.confirmAddr))))
+		status = wrap(m.st.prompt, fmt.Sprintf("release %s%s? It stops answering at once. (y/n)", m.confirmAddr, m.onIface(m.confirmAddr)))
 		km = confirmHelp{m.keys}
 	case modePick:
-		status = wrap.Render(m.st.prompt.Render(m.pickView()))
+		status = wrap(m.st.prompt, m.pickView())
 		km = pickHelp{m.keys}
 	default:
 		switch {
 		case m.conn == connDown && m.lastErr != nil:
-			status = wrap.Render(m.st.errMsg.Render(m.lastErr.Error()))
+			status = wrap(m.st.errMsg, m.lastErr.Error())
 		case m.flashErr:
-			status = wrap.Render(m.st.errMsg.Render(m.flash))
+			status = wrap(m.st.errMsg, m.flash)
 		default:
-			status = wrap.Render(m.st.okMsg.Render(m.flash))
+			status = wrap(m.st.okMsg, m.flash)
 		}
 	}
 	return status + "\n" + m.help.View(km)
+}
+
+// wrapWords wraps s to lines of at most w cells, breaking only at spaces;
+// a word wider than w is cut with an ellipsis.
+func wrapWords(s string, w int) string {
+	var lines []string
+	for _, para := range strings.Split(s, "\n") {
+		// Split at each space, not at runs of them: the picker aligns
+		// its names with spaces.
+		line, started := "", false
+		for _, word := range strings.Split(para, " ") {
+			word = ansi.Truncate(word, w, "…")
+			switch {
+			case !started:
+				line, started = word, true
+			case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+				line += " " + word
+			case word == "":
+				// Spaces at a break are the break.
+			default:
+				lines = append(lines, line)
+				line = word
+			}
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (m *Model) onIface(addr string) string {
