@@ -1,12 +1,15 @@
 package tui
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -195,17 +198,33 @@ func (m *Model) selectedClaim() string {
 }
 
 func (m *Model) claimDone(msg claimDoneMsg) tea.Cmd {
-	if msg.err != nil {
+	var remote *api.RemoteError
+	switch {
+	case errors.As(msg.err, &remote) && remote.Code == api.CodeHeld:
+		// The agent's sentence names the node that holds it.
+		m.setFlash(true, "refused %s: %s", msg.addr, remote.Message)
+		return m.afterAction(nil)
+	case msg.err != nil:
 		m.setFlash(true, "claim %s: %v", msg.addr, msg.err)
 		return m.afterAction(msg.err)
+	}
+	// One line for the whole answer, as vip claim prints it: the
+	// refusals (an answer may hold nothing else) before the claims.
+	var parts []string
+	for _, r := range msg.resp.Refused {
+		parts = append(parts, fmt.Sprintf("refused %s: %s", r.Addr, r.Error))
 	}
 	for _, c := range msg.resp.Claims {
 		verb := "claimed"
 		if !c.RefreshedAt.Equal(c.ClaimedAt) {
 			verb = "refreshed"
 		}
-		m.setFlash(false, "%s %s on %s as %s", verb, c.Addr, c.Interface, c.MAC)
+		parts = append(parts, fmt.Sprintf("%s %s on %s as %s", verb, c.Addr, c.Interface, c.MAC))
 	}
+	if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("claim %s: the agent answered neither a claim nor a refusal", msg.addr))
+	}
+	m.setFlash(len(msg.resp.Refused) > 0 || len(msg.resp.Claims) == 0, "%s", strings.Join(parts, "; "))
 	return m.afterAction(nil)
 }
 

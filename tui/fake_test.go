@@ -24,22 +24,25 @@ const testSocket = "/run/vip/vip.sock"
 // fakeBackend is an agent in memory. down makes it unreachable: Status
 // and Events fail, and open streams end.
 type fakeBackend struct {
-	mu         sync.Mutex
-	down       bool
-	status     api.StatusResponse
-	whoHas     api.WhoHasResponse
-	whoHasErr  error
-	sources    []*fakeSource
-	claims     []api.ClaimRequest
-	releases   []api.AddrsRequest
-	refreshes  []api.AddrsRequest
-	claimErr   error
-	fleet      api.FleetResponse
-	fleetErr   error
-	fleetReads int
-	moves      []api.MoveRequest
-	moveErr    error
-	histories  []string // the history reads, addr|group
+	mu        sync.Mutex
+	down      bool
+	status    api.StatusResponse
+	whoHas    api.WhoHasResponse
+	whoHasErr error
+	sources   []*fakeSource
+	claims    []api.ClaimRequest
+	releases  []api.AddrsRequest
+	refreshes []api.AddrsRequest
+	claimErr  error
+	// claimRefused, when set, answers every claim with these refusals and
+	// no claim, as an agent does when another node holds each address.
+	claimRefused []api.Refused
+	fleet        api.FleetResponse
+	fleetErr     error
+	fleetReads   int
+	moves        []api.MoveRequest
+	moveErr      error
+	histories    []string // the history reads, addr|group
 }
 
 func (f *fakeBackend) unreachable() error {
@@ -81,6 +84,9 @@ func (f *fakeBackend) Claim(_ context.Context, r api.ClaimRequest) (api.ClaimRes
 	f.claims = append(f.claims, r)
 	if f.claimErr != nil {
 		return api.ClaimResponse{}, f.claimErr
+	}
+	if f.claimRefused != nil {
+		return api.ClaimResponse{Claims: []api.Claim{}, Refused: f.claimRefused}, nil
 	}
 	c := api.Claim{Addr: r.Addrs[0], Interface: r.Interface, MAC: "02:00:00:00:00:02", State: "announcing", ClaimedAt: t0, RefreshedAt: t0}
 	return api.ClaimResponse{Claims: []api.Claim{c}}, nil

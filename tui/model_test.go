@@ -261,6 +261,45 @@ func TestClaimRefusedByAgent(t *testing.T) {
 	}
 }
 
+// TestClaimRefusalShown: a claim the agent refuses, whether in the
+// answer's refused list (another node holds it: HTTP 200, no claim) or as
+// an error, ends the "claiming…" line with the sentence the CLI prints for
+// it, the node that holds it named.
+func TestClaimRefusalShown(t *testing.T) {
+	t.Parallel()
+	const held = `192.0.2.10 is held by node b since 10:00:00: move it here with "vip move 192.0.2.10 --to a", or take it with "vip claim 192.0.2.10 --take-over"`
+	tests := []struct {
+		name    string
+		refused []api.Refused
+		err     error
+		want    string
+	}{
+		{name: "refused in the answer", refused: []api.Refused{{Addr: "192.0.2.10", Error: held, HeldBy: "b", Since: t0, Code: api.CodeHeld}},
+			want: "refused 192.0.2.10: " + held},
+		{name: "refused as an error", err: &api.RemoteError{Status: 409, Code: api.CodeHeld, Message: held},
+			want: "refused 192.0.2.10: " + held},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := fixture()
+			b.claimRefused, b.claimErr = tt.refused, tt.err
+			h := connected(t, b, Options{}, 80, 24)
+			h.keys("c")
+			h.typeText("192.0.2.10")
+			h.keys("enter")
+			h.until("the claim sent", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.claims) == 1 })
+			h.settle()
+			if h.m.flash != tt.want || !h.m.flashErr {
+				t.Errorf("got flash %q (error %v), want the error %q", h.m.flash, h.m.flashErr, tt.want)
+			}
+			if flat := strings.Join(strings.Fields(h.draw()), " "); !strings.Contains(flat, tt.want) {
+				t.Errorf("the view does not show %q:\n%s", tt.want, h.m.View())
+			}
+		})
+	}
+}
+
 // TestFooterWrapsAtSpaces: a long line in the footer wraps at its spaces
 // only, at every width, so that a flag like --take-over stays whole.
 func TestFooterWrapsAtSpaces(t *testing.T) {
