@@ -425,6 +425,7 @@ func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 	for _, c := range m.claims {
 		claims[c.Addr] = c
 	}
+	nodes := m.macNodes()
 	entries := slices.Clone(m.whoHas.Entries)
 	sortWhoHas(entries, m.sort)
 	rows := make([]table.Row, 0, len(entries))
@@ -441,7 +442,7 @@ func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 			}
 		}
 		c, ok := claims[e.Addr]
-		by := answeredBy(e, c, ok)
+		by := answeredBy(e, c, ok, nodes)
 		widest.target = max(widest.target, ansi.StringWidth(e.Addr))
 		widest.by = max(widest.by, ansi.StringWidth(by))
 		rows = append(rows, table.Row{"", e.Addr, right(rateW, fmt.Sprintf("%.1f/s", e.Rate)),
@@ -473,7 +474,9 @@ func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 // answered by this host all the same, by vip or, when the address is
 // assigned to the interface, by the kernel (announce.Link stays silent for
 // those). It comes first, and any other MAC after it is a split brain.
-func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
+// Another MAC is named by its node where nodes (keyed by lowercase MAC,
+// from the fleet) knows it: after a move, the new owner by name.
+func answeredBy(e api.WhoHas, c api.Claim, ok bool, nodes map[string]string) string {
 	self := "this host"
 	if ok && c.Interface != "" {
 		self += " (" + c.Interface + ")"
@@ -485,6 +488,10 @@ func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
 			mine = true // our own frame after all: named once
 			continue
 		}
+		if n, known := nodes[strings.ToLower(a.MAC)]; known {
+			by = append(by, fmt.Sprintf("node %s (%s)", n, a.MAC))
+			continue
+		}
 		by = append(by, a.MAC)
 	}
 	if mine {
@@ -494,6 +501,28 @@ func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
 		return "nobody"
 	}
 	return strings.Join(by, ", ")
+}
+
+// macNodes maps the MACs the fleet knows, lowercase, to their nodes: each
+// node's interfaces, and the MAC each claim in the store answers with.
+func (m *Model) macNodes() map[string]string {
+	if !m.hasFleet() {
+		return nil
+	}
+	out := map[string]string{}
+	for _, n := range m.fleet.Nodes {
+		for _, i := range n.Interfaces {
+			if i.MAC != "" {
+				out[strings.ToLower(i.MAC)] = n.Node
+			}
+		}
+	}
+	for _, c := range m.fleet.Claims {
+		if c.MAC != "" && c.Node != "" {
+			out[strings.ToLower(c.MAC)] = c.Node
+		}
+	}
+	return out
 }
 
 // rival is a competing claimer of a held address.
