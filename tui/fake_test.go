@@ -40,9 +40,11 @@ type fakeBackend struct {
 	fleet        api.FleetResponse
 	fleetErr     error
 	fleetReads   int
-	moves        []api.MoveRequest
-	moveErr      error
-	histories    []string // the history reads, addr|group
+	// fleetHold, when set, holds each fleet read until it is closed.
+	fleetHold chan struct{}
+	moves     []api.MoveRequest
+	moveErr   error
+	histories []string // the history reads, addr|group
 }
 
 func (f *fakeBackend) unreachable() error {
@@ -107,6 +109,12 @@ func (f *fakeBackend) Refresh(_ context.Context, r api.AddrsRequest) (api.Refres
 }
 
 func (f *fakeBackend) Fleet(context.Context) (api.FleetResponse, error) {
+	f.mu.Lock()
+	hold := f.fleetHold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fleetReads++

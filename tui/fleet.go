@@ -42,7 +42,7 @@ func (m *Model) applyFleet(msg fleetMsg) {
 	var remote *api.RemoteError
 	switch {
 	case msg.err == nil:
-		m.fleet, m.fleetNote = msg.fleet, ""
+		m.fleet, m.fleetNote, m.fleetAt = msg.fleet, "", m.clock.now()
 	case errors.As(msg.err, &remote) && (remote.Code == api.CodeNotFound || remote.Code == api.CodeNoStore):
 		m.fleet, m.fleetNote = api.FleetResponse{}, "this agent does not serve the fleet (no /v1/fleet)"
 	default:

@@ -119,9 +119,11 @@ func TestViewGolden(t *testing.T) {
 			b.status.Claims, b.whoHas = nil, api.WhoHasResponse{}
 			b.whoHasErr = &api.RemoteError{Status: 404, Code: api.CodeNotFound, Message: "no endpoint GET /v1/whohas"}
 		}},
-		{name: "unreachable", act: func(h *harness) {
+		{name: "unreachable", fleet: true, act: func(h *harness) {
+			h.now = h.now.Add(2 * time.Second)
 			h.b.setDown(true)
 			h.until("the agent is seen gone", func() bool { return h.m.conn == connDown })
+			h.now = h.now.Add(12 * time.Second)
 		}},
 	}
 	for _, tt := range tests {
@@ -618,10 +620,79 @@ func TestReconnects(t *testing.T) {
 	if n, _ := h.pending(pollTickMsg{}); n != 1 {
 		t.Errorf("after firing %d old poll ticks and the new one: %d pending, want 1", stalePolls, n)
 	}
+	if got := h.m.log.len(); got != 1 || h.m.log.at(0).Kind != kindGap {
+		t.Fatalf("after reconnecting: %d events logged, want the note of the events not seen", got)
+	}
 	b.source().ch <- api.Event{Time: t0, Kind: "release", Addr: netip.MustParseAddr("192.0.2.11")}
-	h.until("the new stream's event", func() bool { return h.m.log.len() == 1 })
+	h.until("the new stream's event", func() bool { return h.m.log.len() == 2 })
 	if len(h.m.claims) != 2 {
 		t.Errorf("a release event: got %d claims, want 2 (192.0.2.11 gone at once)", len(h.m.claims))
+	}
+}
+
+// TestStaleWhileUnreachable: while the agent is gone every pane says its
+// data is stale and how old, the footer says the agent is unreachable
+// instead of the last action's line, and the view asks again at least
+// twice a second. Back, it reads status and fleet at once (a fleet read
+// that was under way when the agent went does not hold it up) and says
+// which events it did not see.
+func TestStaleWhileUnreachable(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	h := connected(t, b, Options{}, 120, 40)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	h.keys("g")
+	h.until("the refresh's answer", func() bool { return strings.HasPrefix(h.m.flash, "refreshed") })
+
+	// A fleet read under way when the agent goes.
+	hold := make(chan struct{})
+	b.mu.Lock()
+	b.fleetHold = hold
+	b.mu.Unlock()
+	h.fire(fleetTickMsg{})
+	h.now = t0.Add(2 * time.Second)
+	b.setDown(true)
+	h.until("the agent seen gone", func() bool { return h.m.conn == connDown })
+	close(hold)
+	h.settle()
+
+	h.now = t0.Add(14 * time.Second)
+	v := h.draw()
+	lines := strings.Split(v, "\n")
+	for title, age := range map[string]string{"Claims": "14s", "Who-has requests": "14s", "Competing claimers": "14s", "Fleet": "14s", "Events": "12s"} {
+		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimLeft(l, " ▸"), title) })
+		if i < 0 || !strings.Contains(lines[i], "stale "+age) {
+			t.Errorf("the %s pane's title does not say its data is stale %s:\n%s", title, age, v)
+		}
+	}
+	footer := strings.Join(strings.Fields(strings.Join(lines[len(lines)-3:len(lines)-1], " ")), " ")
+	if !strings.Contains(footer, "agent unreachable since 10:00:02 (12s)") || strings.Contains(footer, "refreshed") {
+		t.Errorf("footer %q, want it to say the agent is unreachable since 10:00:02, not the last action", footer)
+	}
+	for range 8 {
+		h.until("a retry to be set", func() bool { n, _ := h.pending(retryMsg{}); return n == 1 })
+		if _, d := h.pending(retryMsg{}); d > 500*time.Millisecond {
+			t.Fatalf("a retry in %v, want at most 500ms: the agent back is seen within a second", d)
+		}
+		h.fire(retryMsg{})
+	}
+
+	h.until("a retry to be set", func() bool { n, _ := h.pending(retryMsg{}); return n == 1 })
+	reads := b.reads()
+	b.setDown(false)
+	h.now = t0.Add(20 * time.Second)
+	h.fire(retryMsg{})
+	h.until("connected, status and fleet read again", func() bool {
+		return h.m.conn == connUp && !h.m.polling && b.reads() > reads && h.m.fleetAt.Equal(h.now)
+	})
+	v = h.draw()
+	for _, want := range []string{"events between 10:00:02 and 10:00:20 not seen: the agent was unreachable", "reconnected to the agent at 10:00:20"} {
+		if !strings.Contains(strings.Join(strings.Fields(v), " "), want) {
+			t.Errorf("back, the view does not say %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "stale") || strings.Contains(v, "unreachable since") {
+		t.Errorf("back, the view still says it is stale:\n%s", v)
 	}
 }
 

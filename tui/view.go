@@ -137,7 +137,8 @@ func (m *Model) footerView(w int) string {
 	default:
 		switch {
 		case m.conn == connDown && m.lastErr != nil:
-			status = wrap(m.st.errMsg, m.lastErr.Error())
+			status = wrap(m.st.errMsg, fmt.Sprintf("agent unreachable since %s (%s): %v",
+				m.downSince.In(m.opt.Location).Format("15:04:05"), m.clock.now().Sub(m.downSince).Truncate(time.Second), m.lastErr))
 		case m.flashErr:
 			status = wrap(m.st.errMsg, m.flash)
 		default:
@@ -280,8 +281,30 @@ func (m *Model) titleView(p pane, text string, alarm bool, w int) string {
 	if alarm {
 		style = m.st.alarm
 	}
-	t := style.Render(ansi.Truncate(mark+text, w-2, "…"))
+	// What says the data is old is kept whole: the text gives way.
+	suffix := m.staleNote(p)
+	t := style.Render(ansi.Truncate(mark+text, max(w-2-ansi.StringWidth(suffix), 4), "…") + suffix)
 	return t + " " + m.st.rule.Render(strings.Repeat("─", max(0, w-lipgloss.Width(t)-1)))
+}
+
+// staleNote is the end of p's title while the agent is unreachable: its
+// data is as old as the last answer, and the events since the stream
+// ended are not seen.
+func (m *Model) staleNote(p pane) string {
+	if m.conn != connDown {
+		return ""
+	}
+	from := m.snapAt
+	switch {
+	case p == paneFleet:
+		from = m.fleetAt
+	case p == paneEvents && m.hist == nil:
+		from = m.gapFrom
+	}
+	if from.IsZero() {
+		return ""
+	}
+	return " · stale " + m.clock.now().Sub(from).Truncate(time.Second).String()
 }
 
 // tableView draws one table pane in h lines, the selection kept on the
@@ -591,7 +614,7 @@ func (m *Model) eventLines(w int) []string {
 			continue
 		}
 		line = ansi.Truncate(line, w-2, "…")
-		if ev.Kind == event.Conflict || ev.Kind == event.Missed {
+		if ev.Kind == event.Conflict || ev.Kind == event.Missed || ev.Kind == kindGap {
 			line = m.st.errMsg.Render(line)
 		}
 		lines = append(lines, "  "+line)
@@ -612,6 +635,10 @@ func (m *Model) eventsView(lines []string, w, h int) string {
 }
 
 func (m *Model) eventLine(ev api.Event) string {
+	if ev.Kind == kindGap {
+		// Its message has the times.
+		return ev.Message
+	}
 	return ev.Time.In(m.opt.Location).Format("15:04:05") + " " + ev.Summary()
 }
 
