@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
@@ -71,21 +72,43 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// moveKey hands a key to the focused pane's component.
+// moveKey moves the focused pane's selection, or scrolls the event log.
 func (m *Model) moveKey(msg tea.KeyMsg) tea.Cmd {
-	var cmd tea.Cmd
 	if m.focus == paneEvents {
+		var cmd tea.Cmd
 		m.events, cmd = m.events.Update(msg)
 		m.followLog = m.events.AtBottom()
 		return cmd
 	}
-	t := &m.tables[m.focus]
-	t.Focus()
-	*t, cmd = t.Update(msg)
-	if keys := m.rowKeys[m.focus]; t.Cursor() >= 0 && t.Cursor() < len(keys) {
-		m.selected[m.focus] = keys[t.Cursor()]
+	p := m.focus
+	keys := m.rowKeys[p]
+	if len(keys) == 0 {
+		return nil
 	}
-	return cmd
+	i := slices.Index(keys, m.selected[p])
+	if i < 0 {
+		i = m.cursor[p]
+	}
+	page, k := max(m.page[p], 1), m.keys
+	switch {
+	case key.Matches(msg, k.Up):
+		i--
+	case key.Matches(msg, k.Down):
+		i++
+	case key.Matches(msg, k.PageUp):
+		i -= page
+	case key.Matches(msg, k.PageDn):
+		i += page
+	case key.Matches(msg, k.Top):
+		i = 0
+	case key.Matches(msg, k.Bottom):
+		i = len(keys) - 1
+	default:
+		return nil
+	}
+	i = min(max(i, 0), len(keys)-1)
+	m.selected[p], m.cursor[p] = keys[i], i
+	return nil
 }
 
 func (m *Model) openPrompt(md mode, prompt, value string) tea.Cmd {

@@ -165,7 +165,8 @@ func (m *Model) fleetTitle(shown int) string {
 	if len(names) > 0 {
 		nodes = fmt.Sprintf("%d %s: %s", len(names), plural(len(names), "node", "nodes"), strings.Join(names, ", "))
 	}
-	title := fmt.Sprintf("Fleet · %s · claims %s", nodes, m.count(shown, len(m.fleet.Claims)))
+	// The count first: at 80 columns the names are what the cut takes.
+	title := fmt.Sprintf("Fleet · claims %s · %s", m.count(shown, len(m.fleet.Claims)), nodes)
 	if m.fleetNote != "" && len(m.fleet.Claims) > 0 {
 		title += " · " + m.fleetNote
 	}

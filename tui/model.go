@@ -9,7 +9,6 @@ import (
 
 	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/bubbles/table"
 	"github.com/charmbracelet/bubbles/textinput"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
@@ -142,9 +141,14 @@ type Model struct {
 	sort        whoHasSort
 	flash       string
 	flashErr    bool
-	tables      [paneEvents]table.Model // claims, traffic, claimers
-	rowKeys     [paneEvents][]string
-	selected    [paneEvents]string // the selected row's key per table, kept across refreshes
+	// Per table pane (claims, traffic, claimers, fleet): the rows' keys
+	// as last drawn, the selected row's key (kept across refreshes), its
+	// index, the first row shown and how many are.
+	rowKeys  [paneEvents][]string
+	selected [paneEvents]string
+	cursor   [paneEvents]int
+	offset   [paneEvents]int
+	page     [paneEvents]int
 	// hist, while open, shows the store's history of the selected claim
 	// in the events pane's place.
 	hist      *historyPane
@@ -196,11 +200,6 @@ func New(ctx context.Context, b Backend, o Options) *Model {
 	m.input.CharLimit = 120
 	// A steady cursor: a blinking one would redraw twice a second.
 	_ = m.input.Cursor.SetMode(cursor.CursorStatic)
-	tkm := table.KeyMap{LineUp: m.keys.Up, LineDown: m.keys.Down, PageUp: m.keys.PageUp,
-		PageDown: m.keys.PageDn, GotoTop: m.keys.Top, GotoBottom: m.keys.Bottom}
-	for i := range m.tables {
-		m.tables[i] = table.New(table.WithKeyMap(tkm))
-	}
 	m.events = viewport.New(80, 5)
 	m.events.KeyMap = viewport.KeyMap{Up: m.keys.Up, Down: m.keys.Down, PageUp: m.keys.PageUp, PageDown: m.keys.PageDn}
 	m.events.MouseWheelEnabled = false

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -119,6 +120,9 @@ func TestViewGolden(t *testing.T) {
 			b.status.Claims, b.whoHas = nil, api.WhoHasResponse{}
 			b.whoHasErr = &api.RemoteError{Status: 404, Code: api.CodeNotFound, Message: "no endpoint GET /v1/whohas"}
 		}},
+		{name: "crowded", fleet: true, setup: func(b *fakeBackend, _ *Options) { crowded(b) }},
+		{name: "crowded-fleet-scrolled", fleet: true, setup: func(b *fakeBackend, _ *Options) { crowded(b) },
+			act: func(h *harness) { h.keys("tab", "tab", "tab", "down", "down", "down", "down") }},
 		{name: "unreachable", fleet: true, act: func(h *harness) {
 			h.now = h.now.Add(2 * time.Second)
 			h.b.setDown(true)
@@ -931,6 +935,91 @@ func TestHeaderShowsCordon(t *testing.T) {
 	h.settle()
 	if got := h.draw(); !strings.Contains(got, "node a CORDONED 41m0s left (kernel upgrade)") {
 		t.Errorf("the header does not say a is cordoned:\n%s", got)
+	}
+}
+
+// crowded gives the fleet fixture more rows than 80x24 shows: 6 claims
+// here, 6 in the store, 6 targets in the traffic pane.
+func crowded(b *fakeBackend) {
+	for i := range 3 {
+		b.status.Claims = append(b.status.Claims, api.Claim{Addr: fmt.Sprintf("192.0.2.%d", 12+i), Interface: "eth0", MAC: "02:00:00:00:00:02",
+			State: "holding", ClaimedAt: t0.Add(-time.Hour), RefreshedAt: t0.Add(-time.Hour), GratuitousFrames: 10})
+	}
+	for i := range 3 {
+		a := fmt.Sprintf("198.51.100.%d", 30+i)
+		b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: a, Node: "b", Interface: "eth0", MAC: "02:00:00:00:0b:02",
+			Since: t0.Add(-time.Hour), State: api.FleetHeld})
+		b.whoHas.Entries = append(b.whoHas.Entries, api.WhoHas{Addr: a, Requests: 1, Rate: 0.1,
+			Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3"}}, LastSeen: t0})
+	}
+}
+
+// TestHiddenRowsReachable: at 80x24 each pane with more rows than it
+// shows says how many it hides, and its selection, moved with ↓ and ↑,
+// reaches every row and is on screen.
+func TestHiddenRowsReachable(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	crowded(b)
+	h := connected(t, b, Options{}, 80, 24)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	tabs := map[pane]int{paneClaims: 0, paneWhoHas: 1, paneFleet: 3}
+	titles := map[pane]string{paneClaims: "Claims", paneWhoHas: "Who-has requests", paneFleet: "Fleet"}
+	title := func(p pane) string {
+		for _, l := range strings.Split(h.draw(), "\n") {
+			if strings.HasPrefix(strings.TrimLeft(l, " ▸"), titles[p]) {
+				return l
+			}
+		}
+		t.Fatalf("no %s title:\n%s", titles[p], h.m.View())
+		return ""
+	}
+	selectedOnScreen := func() string {
+		for _, l := range strings.Split(h.m.View(), "\n") {
+			if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
+				return f[1]
+			}
+		}
+		return ""
+	}
+	for _, p := range []pane{paneClaims, paneWhoHas, paneFleet} {
+		rows := len(h.m.rowKeys[p])
+		if got := title(p); !strings.Contains(got, "more below (") || !strings.Contains(got, "↓ to scroll)") {
+			t.Errorf("%s pane, %d rows: its title does not say how many are hidden: %q", titles[p], rows, got)
+		}
+		for range tabs[p] {
+			h.keys("tab")
+		}
+		for i := range rows {
+			want := h.m.rowKeys[p][i]
+			if got := selectedOnScreen(); got != want {
+				t.Errorf("%s pane, row %d: %q selected on screen, want %q:\n%s", titles[p], i+1, got, want, h.m.View())
+			}
+			h.send(keyMsg("down"))
+			h.m.render()
+		}
+		if got := title(p); !strings.Contains(got, "more above (↑ to scroll)") {
+			t.Errorf("%s pane at its last row: its title does not say how many are above: %q", titles[p], got)
+		}
+		for range rows {
+			h.send(keyMsg("up"))
+		}
+		h.m.render()
+		if got, want := selectedOnScreen(), h.m.rowKeys[p][0]; got != want {
+			t.Errorf("%s pane, back up: %q selected, want %q", titles[p], got, want)
+		}
+		for h.m.focus != paneClaims {
+			h.send(keyMsg("tab"))
+		}
+	}
+	// The event log, following its newest line, hides the oldest.
+	for i := range 20 {
+		h.b.source().ch <- api.Event{Time: t0, Kind: "burst-end", Addr: netip.MustParseAddr("192.0.2.10"), Rounds: i + 1}
+	}
+	h.until("the events", func() bool { return h.m.log.len() == 23 })
+	titles[paneEvents] = "Events"
+	if got := title(paneEvents); !regexp.MustCompile(`\d+ more above \(tab, ↑ to scroll\)`).MatchString(got) {
+		t.Errorf("event log of 23 lines at 80x24: its title does not say how many are above: %q", got)
 	}
 }
 

@@ -228,52 +228,53 @@ func (m *Model) panesView(w, h int) string {
 	if m.opt.Interface != "" {
 		title += " on " + m.opt.Interface
 	}
-	b.WriteString(m.titleView(paneClaims, title, false, w) + "\n")
-	b.WriteString(m.tableView(paneClaims, cCols, cRows, cKeys, claimsH, w, "no claims: press c to claim an address", false) + "\n")
+	body, note := m.tableView(paneClaims, cCols, cRows, cKeys, claimsH, w, "no claims: press c to claim an address", false)
+	b.WriteString(m.titleView(paneClaims, title, false, w, note) + "\n" + body + "\n")
 
 	title = fmt.Sprintf("Who-has requests %s · sorted by %s", m.count(len(tRows), len(m.whoHas.Entries)), m.sort)
 	if m.whoHas.Evicted > 0 {
 		title += fmt.Sprintf(" · %d targets evicted", m.whoHas.Evicted)
 	}
-	b.WriteString(m.titleView(paneWhoHas, title, false, w) + "\n")
 	empty := "no who-has requests seen"
 	if m.whoHasNote != "" {
 		empty = m.whoHasNote
 	}
-	b.WriteString(m.tableView(paneWhoHas, tCols, tRows, tKeys, trafficH, w, empty, false) + "\n")
+	body, note = m.tableView(paneWhoHas, tCols, tRows, tKeys, trafficH, w, empty, false)
+	b.WriteString(m.titleView(paneWhoHas, title, false, w, note) + "\n" + body + "\n")
 
 	title = "Competing claimers (0)"
 	if len(rivals) > 0 {
 		title = fmt.Sprintf("Competing claimers (%d): another host answers for an address held here", len(rivals))
 	}
-	b.WriteString(m.titleView(paneClaimers, title, len(rivals) > 0, w) + "\n")
-	if len(rivals) == 0 {
-		b.WriteString(m.st.dim.Render("  none seen") + "\n")
-	} else {
+	body, note = m.st.dim.Render("  none seen"), ""
+	if len(rivals) > 0 {
 		cols, rows, keys := m.claimersTable(w, rivals)
 		rows, keys = m.filterRows(rows, keys)
-		b.WriteString(m.tableView(paneClaimers, cols, rows, keys, rivalH, w, "", true) + "\n")
+		body, note = m.tableView(paneClaimers, cols, rows, keys, rivalH, w, "", true)
 	}
+	b.WriteString(m.titleView(paneClaimers, title, len(rivals) > 0, w, note) + "\n" + body + "\n")
 
 	if m.hasFleet() {
 		empty := "no claims in the store"
 		if m.fleetNote != "" {
 			empty = m.fleetNote
 		}
-		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w) + "\n")
-		b.WriteString(m.tableView(paneFleet, fCols, fRows, fKeys, fleetH, w, empty, false) + "\n")
+		body, note := m.tableView(paneFleet, fCols, fRows, fKeys, fleetH, w, empty, false)
+		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w, note) + "\n" + body + "\n")
 	}
 
 	title = fmt.Sprintf("Events %s, the last %d kept", m.count(len(lines), m.log.len()), logSize)
 	if m.hist != nil {
 		title, lines = m.historyTitle(), m.historyLines(w)
 	}
-	b.WriteString(m.titleView(paneEvents, title, false, w) + "\n")
-	b.WriteString(m.eventsView(lines, w, eventsH))
+	body, note = m.eventsView(lines, w, eventsH)
+	b.WriteString(m.titleView(paneEvents, title, false, w, note) + "\n" + body)
 	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(b.String())
 }
 
-func (m *Model) titleView(p pane, text string, alarm bool, w int) string {
+// titleView is p's title line; note, what the pane leaves off, and the
+// age of stale data end it and are kept whole when the text is cut.
+func (m *Model) titleView(p pane, text string, alarm bool, w int, note string) string {
 	mark, style := "  ", m.st.title
 	if p == m.focus {
 		mark, style = "▸ ", m.st.focused
@@ -282,7 +283,7 @@ func (m *Model) titleView(p pane, text string, alarm bool, w int) string {
 		style = m.st.alarm
 	}
 	// What says the data is old is kept whole: the text gives way.
-	suffix := m.staleNote(p)
+	suffix := note + m.staleNote(p)
 	t := style.Render(ansi.Truncate(mark+text, max(w-2-ansi.StringWidth(suffix), 4), "…") + suffix)
 	return t + " " + m.st.rule.Render(strings.Repeat("─", max(0, w-lipgloss.Width(t)-1)))
 }
@@ -307,46 +308,64 @@ func (m *Model) staleNote(p pane) string {
 	return " · stale " + m.clock.now().Sub(from).Truncate(time.Second).String()
 }
 
-// tableView draws one table pane in h lines, the selection kept on the
-// same row across refreshes.
-func (m *Model) tableView(p pane, cols []table.Column, rows []table.Row, keys []string, h, w int, empty string, rival bool) string {
-	t := &m.tables[p]
+// tableView draws one table pane in h lines, and says what it leaves off
+// for the title: the rows that do not fit, above and below the window
+// that holds the selected row, which stays selected across refreshes.
+// The window is the view's, not the table's: the bubbles table scrolls
+// by itself but does not say where it is, and a pane must say how many
+// rows it hides.
+func (m *Model) tableView(p pane, cols []table.Column, rows []table.Row, keys []string, h, w int, empty string, rival bool) (string, string) {
 	st := m.st.tableStyles(rival)
 	if p != m.focus {
 		st.Selected = lipgloss.NewStyle()
 	}
-	t.SetStyles(st)
-	if len(t.Columns()) != len(cols) {
-		// The rows drawn with the old columns have their cell count:
-		// the claims table gains a column when the terminal widens.
-		t.SetRows(nil)
-	}
-	t.SetColumns(cols)
-	t.SetWidth(w)
-	t.SetHeight(h)
+	box := lipgloss.NewStyle().Height(h).MaxHeight(h)
 	m.rowKeys[p] = keys
 	if len(rows) == 0 {
-		t.SetRows(nil)
+		t := table.New(table.WithColumns(cols), table.WithStyles(st), table.WithWidth(w), table.WithHeight(h))
 		lines := []string{t.View()[:strings.IndexByte(t.View()+"\n", '\n')]}
 		if empty != "" {
 			lines = append(lines, m.st.dim.Render(ansi.Truncate("  "+empty, w, "…")))
 		}
-		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(strings.Join(lines, "\n"))
+		return box.Render(strings.Join(lines, "\n")), ""
 	}
 	idx := slices.Index(keys, m.selected[p])
 	if idx < 0 {
-		idx = min(max(t.Cursor(), 0), len(rows)-1)
+		// The selected row went: its place keeps the selection.
+		idx = min(max(m.cursor[p], 0), len(rows)-1)
 	}
-	m.selected[p] = keys[idx]
+	m.selected[p], m.cursor[p] = keys[idx], idx
 	if p == m.focus {
 		rows[idx][0] = selectMark
 	}
-	t.SetRows(rows)
-	if t.Cursor() != idx {
-		t.GotoTop()
-		t.MoveDown(idx)
+	vis := max(h-1, 1) // the header takes a line
+	off := min(m.offset[p], max(len(rows)-vis, 0), idx)
+	if idx >= off+vis {
+		off = idx - vis + 1
 	}
-	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(t.View())
+	end := min(off+vis, len(rows))
+	m.offset[p], m.page[p] = off, vis
+	t := table.New(table.WithColumns(cols), table.WithStyles(st), table.WithRows(rows[off:end]), table.WithWidth(w), table.WithHeight(h))
+	t.SetCursor(idx - off)
+	return box.Render(t.View()), m.hiddenNote(p, off, len(rows)-end)
+}
+
+// hiddenNote says how many rows or lines of p are above and below what it
+// shows, and how to reach them.
+func (m *Model) hiddenNote(p pane, above, below int) string {
+	where, keys := "below", "↓"
+	switch {
+	case above == 0 && below == 0:
+		return ""
+	case below == 0:
+		where, keys = "above", "↑"
+	case above > 0:
+		where, keys = "above and below", "↑/↓"
+	}
+	if p != m.focus {
+		keys = "tab, " + keys
+	}
+	return fmt.Sprintf(" · %d more %s (%s to scroll)", above+below, where, keys)
 }
 
 // count is a pane's count: "(3)", or "(1 of 3)" under a filter.
@@ -622,16 +641,19 @@ func (m *Model) eventLines(w int) []string {
 	return lines
 }
 
-func (m *Model) eventsView(lines []string, w, h int) string {
+// eventsView draws the event log (or the history) in h lines, and says
+// what it leaves off for the title.
+func (m *Model) eventsView(lines []string, w, h int) (string, string) {
 	if len(lines) == 0 {
-		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(m.st.dim.Render("  no events yet"))
+		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(m.st.dim.Render("  no events yet")), ""
 	}
 	m.events.Width, m.events.Height = w, h
 	m.events.SetContent(strings.Join(lines, "\n"))
 	if m.followLog {
 		m.events.GotoBottom()
 	}
-	return m.events.View()
+	above := m.events.YOffset
+	return m.events.View(), m.hiddenNote(paneEvents, above, max(len(lines)-above-h, 0))
 }
 
 func (m *Model) eventLine(ev api.Event) string {
