@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -359,6 +360,28 @@ func (h *harness) keys(ks ...string) {
 		h.send(keyMsg(k))
 		h.settle()
 	}
+}
+
+// selectedOnScreen is the first cell of the row the view marks selected.
+func (h *harness) selectedOnScreen() string {
+	for _, l := range strings.Split(h.m.View(), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// titleLine is the line of view with the title of the pane named name.
+func titleLine(t *testing.T, view, name string) string {
+	t.Helper()
+	for _, l := range strings.Split(view, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, " ▸"), name) {
+			return l
+		}
+	}
+	t.Fatalf("no %s title:\n%s", name, view)
+	return ""
 }
 
 // typeText sends each rune of s as a key.

@@ -664,9 +664,8 @@ func TestStaleWhileUnreachable(t *testing.T) {
 	v := h.draw()
 	lines := strings.Split(v, "\n")
 	for title, age := range map[string]string{"Claims": "14s", "Who-has requests": "14s", "Competing claimers": "14s", "Fleet": "14s", "Events": "12s"} {
-		i := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(strings.TrimLeft(l, " ▸"), title) })
-		if i < 0 || !strings.Contains(lines[i], "stale "+age) {
-			t.Errorf("the %s pane's title does not say its data is stale %s:\n%s", title, age, v)
+		if got := titleLine(t, v, title); !strings.Contains(got, "stale "+age) {
+			t.Errorf("the %s pane's title %q does not say its data is stale %s", title, got, age)
 		}
 	}
 	footer := strings.Join(strings.Fields(strings.Join(lines[len(lines)-3:len(lines)-1], " ")), " ")
@@ -726,18 +725,10 @@ func TestSelectionStaysOnItsRow(t *testing.T) {
 		b.status.Claims = append(b.status.Claims, api.Claim{Addr: fmt.Sprintf("192.0.2.%d", 100+i), Interface: "eth0", State: "holding"})
 	}
 	h := connected(t, b, Options{}, 80, 24)
-	selectedOnScreen := func() string {
-		for _, l := range strings.Split(h.m.View(), "\n") {
-			if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
-				return f[1]
-			}
-		}
-		return ""
-	}
 	for i := range 20 {
 		h.keys("down")
-		if want := fmt.Sprintf("192.0.2.%d", 102+i); selectedOnScreen() != want || h.m.selected[paneClaims] != want {
-			t.Fatalf("after %d downs: got %q on screen, %q selected; want %s:\n%s", i+1, selectedOnScreen(), h.m.selected[paneClaims], want, h.m.View())
+		if want := fmt.Sprintf("192.0.2.%d", 102+i); h.selectedOnScreen() != want || h.m.selected[paneClaims] != want {
+			t.Fatalf("after %d downs: got %q on screen, %q selected; want %s:\n%s", i+1, h.selectedOnScreen(), h.m.selected[paneClaims], want, h.m.View())
 		}
 	}
 	// Two claims come before it and one goes: it stays selected.
@@ -747,7 +738,7 @@ func TestSelectionStaysOnItsRow(t *testing.T) {
 	h.fire(pollTickMsg{})
 	h.until("the new poll", func() bool { return len(h.m.claims) == 31 && !h.m.polling })
 	h.draw()
-	if got := selectedOnScreen(); got != "192.0.2.121" {
+	if got := h.selectedOnScreen(); got != "192.0.2.121" {
 		t.Errorf("after claims came and went: got %q selected on screen, want 192.0.2.121:\n%s", got, h.m.View())
 	}
 	h.keys("r")
@@ -965,23 +956,7 @@ func TestHiddenRowsReachable(t *testing.T) {
 	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
 	tabs := map[pane]int{paneClaims: 0, paneWhoHas: 1, paneFleet: 3}
 	titles := map[pane]string{paneClaims: "Claims", paneWhoHas: "Who-has requests", paneFleet: "Fleet"}
-	title := func(p pane) string {
-		for _, l := range strings.Split(h.draw(), "\n") {
-			if strings.HasPrefix(strings.TrimLeft(l, " ▸"), titles[p]) {
-				return l
-			}
-		}
-		t.Fatalf("no %s title:\n%s", titles[p], h.m.View())
-		return ""
-	}
-	selectedOnScreen := func() string {
-		for _, l := range strings.Split(h.m.View(), "\n") {
-			if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
-				return f[1]
-			}
-		}
-		return ""
-	}
+	title := func(p pane) string { return titleLine(t, h.draw(), titles[p]) }
 	for _, p := range []pane{paneClaims, paneWhoHas, paneFleet} {
 		rows := len(h.m.rowKeys[p])
 		if got := title(p); !strings.Contains(got, "more below (") || !strings.Contains(got, "↓ to scroll)") {
@@ -992,7 +967,7 @@ func TestHiddenRowsReachable(t *testing.T) {
 		}
 		for i := range rows {
 			want := h.m.rowKeys[p][i]
-			if got := selectedOnScreen(); got != want {
+			if got := h.selectedOnScreen(); got != want {
 				t.Errorf("%s pane, row %d: %q selected on screen, want %q:\n%s", titles[p], i+1, got, want, h.m.View())
 			}
 			h.send(keyMsg("down"))
@@ -1005,7 +980,7 @@ func TestHiddenRowsReachable(t *testing.T) {
 			h.send(keyMsg("up"))
 		}
 		h.m.render()
-		if got, want := selectedOnScreen(), h.m.rowKeys[p][0]; got != want {
+		if got, want := h.selectedOnScreen(), h.m.rowKeys[p][0]; got != want {
 			t.Errorf("%s pane, back up: %q selected, want %q", titles[p], got, want)
 		}
 		for h.m.focus != paneClaims {
