@@ -396,7 +396,7 @@ func (m *Model) noteGap() {
 		at := func(t time.Time) string { return t.In(m.opt.Location).Format("15:04:05") }
 		m.log.push(api.Event{Time: now, Kind: kindGap,
 			Message: fmt.Sprintf("events between %s and %s not seen: the agent was unreachable", at(m.gapFrom), at(now))})
-		m.setFlash(false, "reconnected to the agent at %s after %s unreachable; status and fleet read again",
+		m.setFlash(false, "reconnected to the agent at %s after %s away; status and fleet read again",
 			at(now), now.Sub(m.downSince).Round(time.Second))
 	}
 	m.downSince, m.gapFrom = time.Time{}, time.Time{}
