@@ -1,12 +1,16 @@
 package tui
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/charmbracelet/bubbles/key"
 	tea "github.com/charmbracelet/bubbletea"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/netcheck"
 )
 
@@ -68,21 +72,43 @@ func (m *Model) key(msg tea.KeyMsg) tea.Cmd {
 	return nil
 }
 
-// moveKey hands a key to the focused pane's component.
+// moveKey moves the focused pane's selection, or scrolls the event log.
 func (m *Model) moveKey(msg tea.KeyMsg) tea.Cmd {
-	var cmd tea.Cmd
 	if m.focus == paneEvents {
+		var cmd tea.Cmd
 		m.events, cmd = m.events.Update(msg)
 		m.followLog = m.events.AtBottom()
 		return cmd
 	}
-	t := &m.tables[m.focus]
-	t.Focus()
-	*t, cmd = t.Update(msg)
-	if keys := m.rowKeys[m.focus]; t.Cursor() >= 0 && t.Cursor() < len(keys) {
-		m.selected[m.focus] = keys[t.Cursor()]
+	p := m.focus
+	keys := m.rowKeys[p]
+	if len(keys) == 0 {
+		return nil
 	}
-	return cmd
+	i := slices.Index(keys, m.selected[p])
+	if i < 0 {
+		i = m.cursor[p]
+	}
+	page, k := max(m.page[p], 1), m.keys
+	switch {
+	case key.Matches(msg, k.Up):
+		i--
+	case key.Matches(msg, k.Down):
+		i++
+	case key.Matches(msg, k.PageUp):
+		i -= page
+	case key.Matches(msg, k.PageDn):
+		i += page
+	case key.Matches(msg, k.Top):
+		i = 0
+	case key.Matches(msg, k.Bottom):
+		i = len(keys) - 1
+	default:
+		return nil
+	}
+	i = min(max(i, 0), len(keys)-1)
+	m.selected[p], m.cursor[p] = keys[i], i
+	return nil
 }
 
 func (m *Model) openPrompt(md mode, prompt, value string) tea.Cmd {
@@ -195,17 +221,33 @@ func (m *Model) selectedClaim() string {
 }
 
 func (m *Model) claimDone(msg claimDoneMsg) tea.Cmd {
-	if msg.err != nil {
+	var remote *api.RemoteError
+	switch {
+	case errors.As(msg.err, &remote) && remote.Code == api.CodeHeld:
+		// The agent's sentence names the node that holds it.
+		m.setFlash(true, "refused %s: %s", msg.addr, remote.Message)
+		return m.afterAction(nil)
+	case msg.err != nil:
 		m.setFlash(true, "claim %s: %v", msg.addr, msg.err)
 		return m.afterAction(msg.err)
+	}
+	// One line for the whole answer, as vip claim prints it: the
+	// refusals (an answer may hold nothing else) before the claims.
+	var parts []string
+	for _, r := range msg.resp.Refused {
+		parts = append(parts, fmt.Sprintf("refused %s: %s", r.Addr, r.Error))
 	}
 	for _, c := range msg.resp.Claims {
 		verb := "claimed"
 		if !c.RefreshedAt.Equal(c.ClaimedAt) {
 			verb = "refreshed"
 		}
-		m.setFlash(false, "%s %s on %s as %s", verb, c.Addr, c.Interface, c.MAC)
+		parts = append(parts, fmt.Sprintf("%s %s on %s as %s", verb, c.Addr, c.Interface, c.MAC))
 	}
+	if len(parts) == 0 {
+		parts = append(parts, fmt.Sprintf("claim %s: the agent answered neither a claim nor a refusal", msg.addr))
+	}
+	m.setFlash(len(msg.resp.Refused) > 0 || len(msg.resp.Claims) == 0, "%s", strings.Join(parts, "; "))
 	return m.afterAction(nil)
 }
 

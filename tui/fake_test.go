@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,22 +25,27 @@ const testSocket = "/run/vip/vip.sock"
 // fakeBackend is an agent in memory. down makes it unreachable: Status
 // and Events fail, and open streams end.
 type fakeBackend struct {
-	mu         sync.Mutex
-	down       bool
-	status     api.StatusResponse
-	whoHas     api.WhoHasResponse
-	whoHasErr  error
-	sources    []*fakeSource
-	claims     []api.ClaimRequest
-	releases   []api.AddrsRequest
-	refreshes  []api.AddrsRequest
-	claimErr   error
-	fleet      api.FleetResponse
-	fleetErr   error
-	fleetReads int
-	moves      []api.MoveRequest
-	moveErr    error
-	histories  []string // the history reads, addr|group
+	mu        sync.Mutex
+	down      bool
+	status    api.StatusResponse
+	whoHas    api.WhoHasResponse
+	whoHasErr error
+	sources   []*fakeSource
+	claims    []api.ClaimRequest
+	releases  []api.AddrsRequest
+	refreshes []api.AddrsRequest
+	claimErr  error
+	// claimRefused, when set, answers every claim with these refusals and
+	// no claim, as an agent does when another node holds each address.
+	claimRefused []api.Refused
+	fleet        api.FleetResponse
+	fleetErr     error
+	fleetReads   int
+	// fleetHold, when set, holds each fleet read until it is closed.
+	fleetHold chan struct{}
+	moves     []api.MoveRequest
+	moveErr   error
+	histories []string // the history reads, addr|group
 }
 
 func (f *fakeBackend) unreachable() error {
@@ -82,6 +88,9 @@ func (f *fakeBackend) Claim(_ context.Context, r api.ClaimRequest) (api.ClaimRes
 	if f.claimErr != nil {
 		return api.ClaimResponse{}, f.claimErr
 	}
+	if f.claimRefused != nil {
+		return api.ClaimResponse{Claims: []api.Claim{}, Refused: f.claimRefused}, nil
+	}
 	c := api.Claim{Addr: r.Addrs[0], Interface: r.Interface, MAC: "02:00:00:00:00:02", State: "announcing", ClaimedAt: t0, RefreshedAt: t0}
 	return api.ClaimResponse{Claims: []api.Claim{c}}, nil
 }
@@ -101,6 +110,12 @@ func (f *fakeBackend) Refresh(_ context.Context, r api.AddrsRequest) (api.Refres
 }
 
 func (f *fakeBackend) Fleet(context.Context) (api.FleetResponse, error) {
+	f.mu.Lock()
+	hold := f.fleetHold
+	f.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.fleetReads++
@@ -345,6 +360,28 @@ func (h *harness) keys(ks ...string) {
 		h.send(keyMsg(k))
 		h.settle()
 	}
+}
+
+// selectedOnScreen is the first cell of the row the view marks selected.
+func (h *harness) selectedOnScreen() string {
+	for _, l := range strings.Split(h.m.View(), "\n") {
+		if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+// titleLine is the line of view with the title of the pane named name.
+func titleLine(t *testing.T, view, name string) string {
+	t.Helper()
+	for _, l := range strings.Split(view, "\n") {
+		if strings.HasPrefix(strings.TrimLeft(l, " ▸"), name) {
+			return l
+		}
+	}
+	t.Fatalf("no %s title:\n%s", name, view)
+	return ""
 }
 
 // typeText sends each rune of s as a key.

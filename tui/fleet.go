@@ -42,7 +42,7 @@ func (m *Model) applyFleet(msg fleetMsg) {
 	var remote *api.RemoteError
 	switch {
 	case msg.err == nil:
-		m.fleet, m.fleetNote = msg.fleet, ""
+		m.fleet, m.fleetNote, m.fleetAt = msg.fleet, "", m.clock.now()
 	case errors.As(msg.err, &remote) && (remote.Code == api.CodeNotFound || remote.Code == api.CodeNoStore):
 		m.fleet, m.fleetNote = api.FleetResponse{}, "this agent does not serve the fleet (no /v1/fleet)"
 	default:
@@ -165,7 +165,8 @@ func (m *Model) fleetTitle(shown int) string {
 	if len(names) > 0 {
 		nodes = fmt.Sprintf("%d %s: %s", len(names), plural(len(names), "node", "nodes"), strings.Join(names, ", "))
 	}
-	title := fmt.Sprintf("Fleet · %s · claims %s", nodes, m.count(shown, len(m.fleet.Claims)))
+	// The count first: at 80 columns the names are what the cut takes.
+	title := fmt.Sprintf("Fleet · claims %s · %s", m.count(shown, len(m.fleet.Claims)), nodes)
 	if m.fleetNote != "" && len(m.fleet.Claims) > 0 {
 		title += " · " + m.fleetNote
 	}

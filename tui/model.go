@@ -9,7 +9,6 @@ import (
 
 	"github.com/charmbracelet/bubbles/cursor"
 	"github.com/charmbracelet/bubbles/help"
-	"github.com/charmbracelet/bubbles/table"
 	"github.com/charmbracelet/bubbles/textinput"
 	"github.com/charmbracelet/bubbles/viewport"
 	tea "github.com/charmbracelet/bubbletea"
@@ -109,6 +108,11 @@ type Model struct {
 	lastErr error
 	stream  *stream
 	polling bool
+	// downSince is when the agent was first found unreachable, zero while
+	// it answers; gapFrom, when the event stream of a connection that was
+	// up ended: the events from then until the next connection are not
+	// seen, as the agent's API has no replay.
+	downSince, gapFrom time.Time
 	// stale asks for a poll at the next render tick: an event said the
 	// snapshot changed.
 	stale bool
@@ -122,7 +126,8 @@ type Model struct {
 	log        eventLog
 	// The fleet, while the agent has a store.
 	fleet        api.FleetResponse
-	fleetNote    string // why the fleet is not shown, when it is not
+	fleetNote    string    // why the fleet is not shown, when it is not
+	fleetAt      time.Time // when the fleet was last read
 	fleetPolling bool
 
 	// The view.
@@ -136,9 +141,14 @@ type Model struct {
 	sort        whoHasSort
 	flash       string
 	flashErr    bool
-	tables      [paneEvents]table.Model // claims, traffic, claimers
-	rowKeys     [paneEvents][]string
-	selected    [paneEvents]string // the selected row's key per table, kept across refreshes
+	// Per table pane (claims, traffic, claimers, fleet): the rows' keys
+	// as last drawn, the selected row's key (kept across refreshes), its
+	// index, the first row shown and how many are.
+	rowKeys  [paneEvents][]string
+	selected [paneEvents]string
+	cursor   [paneEvents]int
+	offset   [paneEvents]int
+	page     [paneEvents]int
 	// hist, while open, shows the store's history of the selected claim
 	// in the events pane's place.
 	hist      *historyPane
@@ -190,11 +200,6 @@ func New(ctx context.Context, b Backend, o Options) *Model {
 	m.input.CharLimit = 120
 	// A steady cursor: a blinking one would redraw twice a second.
 	_ = m.input.Cursor.SetMode(cursor.CursorStatic)
-	tkm := table.KeyMap{LineUp: m.keys.Up, LineDown: m.keys.Down, PageUp: m.keys.PageUp,
-		PageDown: m.keys.PageDn, GotoTop: m.keys.Top, GotoBottom: m.keys.Bottom}
-	for i := range m.tables {
-		m.tables[i] = table.New(table.WithKeyMap(tkm))
-	}
 	m.events = viewport.New(80, 5)
 	m.events.KeyMap = viewport.KeyMap{Up: m.keys.Up, Down: m.keys.Down, PageUp: m.keys.PageUp, PageDown: m.keys.PageDn}
 	m.events.MouseWheelEnabled = false
@@ -237,6 +242,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.conn, m.attempt, m.lastErr = connUp, 0, nil
 		m.stream = msg.stream
 		m.applyStatus(msg.status)
+		m.noteGap()
 		m.polling = true
 		return m, tea.Batch(m.stream.wait(m.gen), poll(m.ctx, m.b, m.gen),
 			m.clock.after(m.opt.PollEvery, pollTickMsg{gen: m.gen}), m.fleetTick(), m.markDirty())
@@ -343,8 +349,12 @@ func (m *Model) renderTick() tea.Cmd {
 	return tea.Batch(cmds...)
 }
 
-// counting reports whether the frame shows a countdown.
+// counting reports whether the frame shows a countdown: a window's, or
+// the age of the data while the agent is unreachable.
 func (m *Model) counting() bool {
+	if m.conn == connDown {
+		return true
+	}
 	for _, c := range m.claims {
 		if c.WindowRemaining > 0 && m.windowLeft(c) > 0 {
 			return true
@@ -359,12 +369,42 @@ func (m *Model) goDown(err error) tea.Cmd {
 		m.stream.stop()
 		m.stream = nil
 	}
+	now := m.clock.now()
+	if m.conn == connUp {
+		m.gapFrom = now
+	}
+	if m.downSince.IsZero() {
+		m.downSince = now
+		// The footer says the agent is gone, not what the last action
+		// did before it went.
+		m.flash, m.flashErr = "", false
+	}
 	m.gen++
-	m.conn, m.polling, m.stale = connDown, false, false
+	// The answers awaited belong to the old connection and are dropped
+	// when they come: none is awaited on the new one.
+	m.conn, m.polling, m.stale, m.fleetPolling = connDown, false, false, false
 	m.lastErr = err
 	m.attempt++
 	return tea.Batch(m.clock.after(backoff(m.attempt), retryMsg{gen: m.gen}), m.markDirty())
 }
+
+// noteGap, on a connection after one that was up, says in the event log
+// which events were not seen, and in the footer that the agent is back.
+func (m *Model) noteGap() {
+	now := m.clock.now()
+	if !m.downSince.IsZero() && !m.gapFrom.IsZero() {
+		at := func(t time.Time) string { return t.In(m.opt.Location).Format("15:04:05") }
+		m.log.push(api.Event{Time: now, Kind: kindGap,
+			Message: fmt.Sprintf("events between %s and %s not seen: the agent was unreachable", at(m.gapFrom), at(now))})
+		m.setFlash(false, "reconnected to the agent at %s after %s away; status and fleet read again",
+			at(now), now.Sub(m.downSince).Round(time.Second))
+	}
+	m.downSince, m.gapFrom = time.Time{}, time.Time{}
+}
+
+// kindGap is the event log's line for events the view did not see; the
+// agent never sends it.
+const kindGap event.Kind = "not-seen"
 
 func (m *Model) applyStatus(st api.StatusResponse) {
 	m.agent = st.Agent

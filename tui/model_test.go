@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -119,9 +120,14 @@ func TestViewGolden(t *testing.T) {
 			b.status.Claims, b.whoHas = nil, api.WhoHasResponse{}
 			b.whoHasErr = &api.RemoteError{Status: 404, Code: api.CodeNotFound, Message: "no endpoint GET /v1/whohas"}
 		}},
-		{name: "unreachable", act: func(h *harness) {
+		{name: "crowded", fleet: true, setup: func(b *fakeBackend, _ *Options) { crowded(b) }},
+		{name: "crowded-fleet-scrolled", fleet: true, setup: func(b *fakeBackend, _ *Options) { crowded(b) },
+			act: func(h *harness) { h.keys("tab", "tab", "tab", "down", "down", "down", "down") }},
+		{name: "unreachable", fleet: true, act: func(h *harness) {
+			h.now = h.now.Add(2 * time.Second)
 			h.b.setDown(true)
 			h.until("the agent is seen gone", func() bool { return h.m.conn == connDown })
+			h.now = h.now.Add(12 * time.Second)
 		}},
 	}
 	for _, tt := range tests {
@@ -258,6 +264,70 @@ func TestClaimRefusedByAgent(t *testing.T) {
 	}
 	if h.m.conn != connUp {
 		t.Error("a refusal made the view think the agent is gone")
+	}
+}
+
+// TestClaimRefusalShown: a claim the agent refuses, whether in the
+// answer's refused list (another node holds it: HTTP 200, no claim) or as
+// an error, ends the "claiming…" line with the sentence the CLI prints for
+// it, the node that holds it named.
+func TestClaimRefusalShown(t *testing.T) {
+	t.Parallel()
+	const held = `192.0.2.10 is held by node b since 10:00:00: move it here with "vip move 192.0.2.10 --to a", or take it with "vip claim 192.0.2.10 --take-over"`
+	tests := []struct {
+		name    string
+		refused []api.Refused
+		err     error
+		want    string
+	}{
+		{name: "refused in the answer", refused: []api.Refused{{Addr: "192.0.2.10", Error: held, HeldBy: "b", Since: t0, Code: api.CodeHeld}},
+			want: "refused 192.0.2.10: " + held},
+		{name: "refused as an error", err: &api.RemoteError{Status: 409, Code: api.CodeHeld, Message: held},
+			want: "refused 192.0.2.10: " + held},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			b := fixture()
+			b.claimRefused, b.claimErr = tt.refused, tt.err
+			h := connected(t, b, Options{}, 80, 24)
+			h.keys("c")
+			h.typeText("192.0.2.10")
+			h.keys("enter")
+			h.until("the claim sent", func() bool { b.mu.Lock(); defer b.mu.Unlock(); return len(b.claims) == 1 })
+			h.settle()
+			if h.m.flash != tt.want || !h.m.flashErr {
+				t.Errorf("got flash %q (error %v), want the error %q", h.m.flash, h.m.flashErr, tt.want)
+			}
+			if flat := strings.Join(strings.Fields(h.draw()), " "); !strings.Contains(flat, tt.want) {
+				t.Errorf("the view does not show %q:\n%s", tt.want, h.m.View())
+			}
+		})
+	}
+}
+
+// TestFooterWrapsAtSpaces: a long line in the footer wraps at its spaces
+// only, at every width, so that a flag like --take-over stays whole.
+func TestFooterWrapsAtSpaces(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	b.claimErr = &api.RemoteError{Status: 400, Code: api.CodeBadInput,
+		Message: `192.0.2.10 is not yours: move it here with "vip move 192.0.2.10 --to a", or take it with "vip claim 192.0.2.10 --take-over --force-now"`}
+	h := connected(t, b, Options{}, 80, 24)
+	h.keys("c")
+	h.typeText("192.0.2.10")
+	h.keys("enter")
+	h.until("the refusal", func() bool { return h.m.flashErr })
+	for w := 60; w <= 120; w++ {
+		h.send(tea.WindowSizeMsg{Width: w, Height: 24})
+		v := h.m.View()
+		checkFits(t, v, w, 24)
+		words := strings.Fields(v)
+		for _, want := range strings.Fields(h.m.flash) {
+			if !slices.Contains(words, want) {
+				t.Errorf("at %d columns the word %q is cut:\n%s", w, want, v)
+			}
+		}
 	}
 }
 
@@ -554,10 +624,78 @@ func TestReconnects(t *testing.T) {
 	if n, _ := h.pending(pollTickMsg{}); n != 1 {
 		t.Errorf("after firing %d old poll ticks and the new one: %d pending, want 1", stalePolls, n)
 	}
+	if got := h.m.log.len(); got != 1 || h.m.log.at(0).Kind != kindGap {
+		t.Fatalf("after reconnecting: %d events logged, want the note of the events not seen", got)
+	}
 	b.source().ch <- api.Event{Time: t0, Kind: "release", Addr: netip.MustParseAddr("192.0.2.11")}
-	h.until("the new stream's event", func() bool { return h.m.log.len() == 1 })
+	h.until("the new stream's event", func() bool { return h.m.log.len() == 2 })
 	if len(h.m.claims) != 2 {
 		t.Errorf("a release event: got %d claims, want 2 (192.0.2.11 gone at once)", len(h.m.claims))
+	}
+}
+
+// TestStaleWhileUnreachable: while the agent is gone every pane says its
+// data is stale and how old, the footer says the agent is unreachable
+// instead of the last action's line, and the view asks again at least
+// twice a second. Back, it reads status and fleet at once (a fleet read
+// that was under way when the agent went does not hold it up) and says
+// which events it did not see.
+func TestStaleWhileUnreachable(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	h := connected(t, b, Options{}, 120, 40)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	h.keys("g")
+	h.until("the refresh's answer", func() bool { return strings.HasPrefix(h.m.flash, "refreshed") })
+
+	// A fleet read under way when the agent goes.
+	hold := make(chan struct{})
+	b.mu.Lock()
+	b.fleetHold = hold
+	b.mu.Unlock()
+	h.fire(fleetTickMsg{})
+	h.now = t0.Add(2 * time.Second)
+	b.setDown(true)
+	h.until("the agent seen gone", func() bool { return h.m.conn == connDown })
+	close(hold)
+	h.settle()
+
+	h.now = t0.Add(14 * time.Second)
+	v := h.draw()
+	lines := strings.Split(v, "\n")
+	for title, age := range map[string]string{"Claims": "14s", "Who-has requests": "14s", "Competing claimers": "14s", "Fleet": "14s", "Events": "12s"} {
+		if got := titleLine(t, v, title); !strings.Contains(got, "stale "+age) {
+			t.Errorf("the %s pane's title %q does not say its data is stale %s", title, got, age)
+		}
+	}
+	footer := strings.Join(strings.Fields(strings.Join(lines[len(lines)-3:len(lines)-1], " ")), " ")
+	if !strings.Contains(footer, "agent unreachable since 10:00:02 (12s)") || strings.Contains(footer, "refreshed") {
+		t.Errorf("footer %q, want it to say the agent is unreachable since 10:00:02, not the last action", footer)
+	}
+	for range 8 {
+		h.until("a retry to be set", func() bool { n, _ := h.pending(retryMsg{}); return n == 1 })
+		if _, d := h.pending(retryMsg{}); d > 500*time.Millisecond {
+			t.Fatalf("a retry in %v, want at most 500ms: the agent back is seen within a second", d)
+		}
+		h.fire(retryMsg{})
+	}
+
+	h.until("a retry to be set", func() bool { n, _ := h.pending(retryMsg{}); return n == 1 })
+	reads := b.reads()
+	b.setDown(false)
+	h.now = t0.Add(20 * time.Second)
+	h.fire(retryMsg{})
+	h.until("connected, status and fleet read again", func() bool {
+		return h.m.conn == connUp && !h.m.polling && b.reads() > reads && h.m.fleetAt.Equal(h.now)
+	})
+	v = h.draw()
+	for _, want := range []string{"events between 10:00:02 and 10:00:20 not seen: the agent was unreachable", "reconnected to the agent at 10:00:20"} {
+		if !strings.Contains(strings.Join(strings.Fields(v), " "), want) {
+			t.Errorf("back, the view does not say %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "stale") || strings.Contains(v, "unreachable since") {
+		t.Errorf("back, the view still says it is stale:\n%s", v)
 	}
 }
 
@@ -587,18 +725,10 @@ func TestSelectionStaysOnItsRow(t *testing.T) {
 		b.status.Claims = append(b.status.Claims, api.Claim{Addr: fmt.Sprintf("192.0.2.%d", 100+i), Interface: "eth0", State: "holding"})
 	}
 	h := connected(t, b, Options{}, 80, 24)
-	selectedOnScreen := func() string {
-		for _, l := range strings.Split(h.m.View(), "\n") {
-			if f := strings.Fields(l); len(f) > 1 && f[0] == selectMark {
-				return f[1]
-			}
-		}
-		return ""
-	}
 	for i := range 20 {
 		h.keys("down")
-		if want := fmt.Sprintf("192.0.2.%d", 102+i); selectedOnScreen() != want || h.m.selected[paneClaims] != want {
-			t.Fatalf("after %d downs: got %q on screen, %q selected; want %s:\n%s", i+1, selectedOnScreen(), h.m.selected[paneClaims], want, h.m.View())
+		if want := fmt.Sprintf("192.0.2.%d", 102+i); h.selectedOnScreen() != want || h.m.selected[paneClaims] != want {
+			t.Fatalf("after %d downs: got %q on screen, %q selected; want %s:\n%s", i+1, h.selectedOnScreen(), h.m.selected[paneClaims], want, h.m.View())
 		}
 	}
 	// Two claims come before it and one goes: it stays selected.
@@ -608,7 +738,7 @@ func TestSelectionStaysOnItsRow(t *testing.T) {
 	h.fire(pollTickMsg{})
 	h.until("the new poll", func() bool { return len(h.m.claims) == 31 && !h.m.polling })
 	h.draw()
-	if got := selectedOnScreen(); got != "192.0.2.121" {
+	if got := h.selectedOnScreen(); got != "192.0.2.121" {
 		t.Errorf("after claims came and went: got %q selected on screen, want 192.0.2.121:\n%s", got, h.m.View())
 	}
 	h.keys("r")
@@ -796,6 +926,75 @@ func TestHeaderShowsCordon(t *testing.T) {
 	h.settle()
 	if got := h.draw(); !strings.Contains(got, "node a CORDONED 41m0s left (kernel upgrade)") {
 		t.Errorf("the header does not say a is cordoned:\n%s", got)
+	}
+}
+
+// crowded gives the fleet fixture more rows than 80x24 shows: 6 claims
+// here, 6 in the store, 6 targets in the traffic pane.
+func crowded(b *fakeBackend) {
+	for i := range 3 {
+		b.status.Claims = append(b.status.Claims, api.Claim{Addr: fmt.Sprintf("192.0.2.%d", 12+i), Interface: "eth0", MAC: "02:00:00:00:00:02",
+			State: "holding", ClaimedAt: t0.Add(-time.Hour), RefreshedAt: t0.Add(-time.Hour), GratuitousFrames: 10})
+	}
+	for i := range 3 {
+		a := fmt.Sprintf("198.51.100.%d", 30+i)
+		b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: a, Node: "b", Interface: "eth0", MAC: "02:00:00:00:0b:02",
+			Since: t0.Add(-time.Hour), State: api.FleetHeld})
+		b.whoHas.Entries = append(b.whoHas.Entries, api.WhoHas{Addr: a, Requests: 1, Rate: 0.1,
+			Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3"}}, LastSeen: t0})
+	}
+}
+
+// TestHiddenRowsReachable: at 80x24 each pane with more rows than it
+// shows says how many it hides, and its selection, moved with ↓ and ↑,
+// reaches every row and is on screen.
+func TestHiddenRowsReachable(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	crowded(b)
+	h := connected(t, b, Options{}, 80, 24)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	tabs := map[pane]int{paneClaims: 0, paneWhoHas: 1, paneFleet: 3}
+	titles := map[pane]string{paneClaims: "Claims", paneWhoHas: "Who-has requests", paneFleet: "Fleet"}
+	title := func(p pane) string { return titleLine(t, h.draw(), titles[p]) }
+	for _, p := range []pane{paneClaims, paneWhoHas, paneFleet} {
+		rows := len(h.m.rowKeys[p])
+		if got := title(p); !strings.Contains(got, "more below (") || !strings.Contains(got, "↓ to scroll)") {
+			t.Errorf("%s pane, %d rows: its title does not say how many are hidden: %q", titles[p], rows, got)
+		}
+		for range tabs[p] {
+			h.keys("tab")
+		}
+		for i := range rows {
+			want := h.m.rowKeys[p][i]
+			if got := h.selectedOnScreen(); got != want {
+				t.Errorf("%s pane, row %d: %q selected on screen, want %q:\n%s", titles[p], i+1, got, want, h.m.View())
+			}
+			h.send(keyMsg("down"))
+			h.m.render()
+		}
+		if got := title(p); !strings.Contains(got, "more above (↑ to scroll)") {
+			t.Errorf("%s pane at its last row: its title does not say how many are above: %q", titles[p], got)
+		}
+		for range rows {
+			h.send(keyMsg("up"))
+		}
+		h.m.render()
+		if got, want := h.selectedOnScreen(), h.m.rowKeys[p][0]; got != want {
+			t.Errorf("%s pane, back up: %q selected, want %q", titles[p], got, want)
+		}
+		for h.m.focus != paneClaims {
+			h.send(keyMsg("tab"))
+		}
+	}
+	// The event log, following its newest line, hides the oldest.
+	for i := range 20 {
+		h.b.source().ch <- api.Event{Time: t0, Kind: "burst-end", Addr: netip.MustParseAddr("192.0.2.10"), Rounds: i + 1}
+	}
+	h.until("the events", func() bool { return h.m.log.len() == 23 })
+	titles[paneEvents] = "Events"
+	if got := title(paneEvents); !regexp.MustCompile(`\d+ more above \(tab, ↑ to scroll\)`).MatchString(got) {
+		t.Errorf("event log of 23 lines at 80x24: its title does not say how many are above: %q", got)
 	}
 }
 

@@ -27,8 +27,11 @@ const (
 	// requestTimeout bounds one request to the agent.
 	requestTimeout = 5 * time.Second
 	// retryFirst and retryMax bound the backoff between reconnections.
+	// Asking a unix socket costs next to nothing, so the view keeps asking
+	// twice a second while the agent is gone: it is back on screen within
+	// half a second of its return.
 	retryFirst = 250 * time.Millisecond
-	retryMax   = 5 * time.Second
+	retryMax   = 500 * time.Millisecond
 	// eventBatch is the most events one message carries.
 	eventBatch = 256
 	// logSize is how many events the log keeps.

@@ -111,14 +111,17 @@ func (m *Model) headerView(w int) string {
 
 func (m *Model) footerView(w int) string {
 	var status string
-	wrap := lipgloss.NewStyle().Width(w)
+	// Wrapped at spaces only: lipgloss would break "--take-over" at its
+	// hyphen, and a flag cut in two cannot be copied.
+	pad := lipgloss.NewStyle().Width(w)
+	wrap := func(st lipgloss.Style, s string) string { return pad.Render(st.Render(wrapWords(s, w))) }
 	km := help.KeyMap(m.keys)
 	switch m.mode {
 	case modeClaim:
 		m.input.Width = max(w-lipgloss.Width(m.input.Prompt)-2, 10)
 		status = m.input.View()
 		if m.inputErr != "" {
-			status += "\n" + wrap.Render(m.st.errMsg.Render(m.inputErr))
+			status += "\n" + wrap(m.st.errMsg, m.inputErr)
 		}
 		km = promptHelp{m.keys}
 	case modeFilter:
@@ -126,22 +129,50 @@ func (m *Model) footerView(w int) string {
 		status = m.input.View()
 		km = promptHelp{m.keys}
 	case modeConfirm:
-		status = wrap.Render(m.st.prompt.Render(fmt.Sprintf("release %s%s? It stops answering at once. (y/n)", m.confirmAddr, m.onIface(m.confirmAddr))))
+		status = wrap(m.st.prompt, fmt.Sprintf("release %s%s? It stops answering at once. (y/n)", m.confirmAddr, m.onIface(m.confirmAddr)))
 		km = confirmHelp{m.keys}
 	case modePick:
-		status = wrap.Render(m.st.prompt.Render(m.pickView()))
+		status = wrap(m.st.prompt, m.pickView())
 		km = pickHelp{m.keys}
 	default:
 		switch {
 		case m.conn == connDown && m.lastErr != nil:
-			status = wrap.Render(m.st.errMsg.Render(m.lastErr.Error()))
+			status = wrap(m.st.errMsg, fmt.Sprintf("agent unreachable since %s (%s): %v",
+				m.downSince.In(m.opt.Location).Format("15:04:05"), m.clock.now().Sub(m.downSince).Truncate(time.Second), m.lastErr))
 		case m.flashErr:
-			status = wrap.Render(m.st.errMsg.Render(m.flash))
+			status = wrap(m.st.errMsg, m.flash)
 		default:
-			status = wrap.Render(m.st.okMsg.Render(m.flash))
+			status = wrap(m.st.okMsg, m.flash)
 		}
 	}
 	return status + "\n" + m.help.View(km)
+}
+
+// wrapWords wraps s to lines of at most w cells, breaking only at spaces;
+// a word wider than w is cut with an ellipsis.
+func wrapWords(s string, w int) string {
+	var lines []string
+	for _, para := range strings.Split(s, "\n") {
+		// Split at each space, not at runs of them: the picker aligns
+		// its names with spaces.
+		line, started := "", false
+		for _, word := range strings.Split(para, " ") {
+			word = ansi.Truncate(word, w, "…")
+			switch {
+			case !started:
+				line, started = word, true
+			case ansi.StringWidth(line)+1+ansi.StringWidth(word) <= w:
+				line += " " + word
+			case word == "":
+				// Spaces at a break are the break.
+			default:
+				lines = append(lines, line)
+				line = word
+			}
+		}
+		lines = append(lines, line)
+	}
+	return strings.Join(lines, "\n")
 }
 
 func (m *Model) onIface(addr string) string {
@@ -197,52 +228,53 @@ func (m *Model) panesView(w, h int) string {
 	if m.opt.Interface != "" {
 		title += " on " + m.opt.Interface
 	}
-	b.WriteString(m.titleView(paneClaims, title, false, w) + "\n")
-	b.WriteString(m.tableView(paneClaims, cCols, cRows, cKeys, claimsH, w, "no claims: press c to claim an address", false) + "\n")
+	body, note := m.tableView(paneClaims, cCols, cRows, cKeys, claimsH, w, "no claims: press c to claim an address", false)
+	b.WriteString(m.titleView(paneClaims, title, false, w, note) + "\n" + body + "\n")
 
 	title = fmt.Sprintf("Who-has requests %s · sorted by %s", m.count(len(tRows), len(m.whoHas.Entries)), m.sort)
 	if m.whoHas.Evicted > 0 {
 		title += fmt.Sprintf(" · %d targets evicted", m.whoHas.Evicted)
 	}
-	b.WriteString(m.titleView(paneWhoHas, title, false, w) + "\n")
 	empty := "no who-has requests seen"
 	if m.whoHasNote != "" {
 		empty = m.whoHasNote
 	}
-	b.WriteString(m.tableView(paneWhoHas, tCols, tRows, tKeys, trafficH, w, empty, false) + "\n")
+	body, note = m.tableView(paneWhoHas, tCols, tRows, tKeys, trafficH, w, empty, false)
+	b.WriteString(m.titleView(paneWhoHas, title, false, w, note) + "\n" + body + "\n")
 
 	title = "Competing claimers (0)"
 	if len(rivals) > 0 {
 		title = fmt.Sprintf("Competing claimers (%d): another host answers for an address held here", len(rivals))
 	}
-	b.WriteString(m.titleView(paneClaimers, title, len(rivals) > 0, w) + "\n")
-	if len(rivals) == 0 {
-		b.WriteString(m.st.dim.Render("  none seen") + "\n")
-	} else {
+	body, note = m.st.dim.Render("  none seen"), ""
+	if len(rivals) > 0 {
 		cols, rows, keys := m.claimersTable(w, rivals)
 		rows, keys = m.filterRows(rows, keys)
-		b.WriteString(m.tableView(paneClaimers, cols, rows, keys, rivalH, w, "", true) + "\n")
+		body, note = m.tableView(paneClaimers, cols, rows, keys, rivalH, w, "", true)
 	}
+	b.WriteString(m.titleView(paneClaimers, title, len(rivals) > 0, w, note) + "\n" + body + "\n")
 
 	if m.hasFleet() {
 		empty := "no claims in the store"
 		if m.fleetNote != "" {
 			empty = m.fleetNote
 		}
-		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w) + "\n")
-		b.WriteString(m.tableView(paneFleet, fCols, fRows, fKeys, fleetH, w, empty, false) + "\n")
+		body, note := m.tableView(paneFleet, fCols, fRows, fKeys, fleetH, w, empty, false)
+		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w, note) + "\n" + body + "\n")
 	}
 
 	title = fmt.Sprintf("Events %s, the last %d kept", m.count(len(lines), m.log.len()), logSize)
 	if m.hist != nil {
 		title, lines = m.historyTitle(), m.historyLines(w)
 	}
-	b.WriteString(m.titleView(paneEvents, title, false, w) + "\n")
-	b.WriteString(m.eventsView(lines, w, eventsH))
+	body, note = m.eventsView(lines, w, eventsH)
+	b.WriteString(m.titleView(paneEvents, title, false, w, note) + "\n" + body)
 	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(b.String())
 }
 
-func (m *Model) titleView(p pane, text string, alarm bool, w int) string {
+// titleView is p's title line; note, what the pane leaves off, and the
+// age of stale data end it and are kept whole when the text is cut.
+func (m *Model) titleView(p pane, text string, alarm bool, w int, note string) string {
 	mark, style := "  ", m.st.title
 	if p == m.focus {
 		mark, style = "▸ ", m.st.focused
@@ -250,50 +282,90 @@ func (m *Model) titleView(p pane, text string, alarm bool, w int) string {
 	if alarm {
 		style = m.st.alarm
 	}
-	t := style.Render(ansi.Truncate(mark+text, w-2, "…"))
+	// What says the data is old is kept whole: the text gives way.
+	suffix := note + m.staleNote(p)
+	t := style.Render(ansi.Truncate(mark+text, max(w-2-ansi.StringWidth(suffix), 4), "…") + suffix)
 	return t + " " + m.st.rule.Render(strings.Repeat("─", max(0, w-lipgloss.Width(t)-1)))
 }
 
-// tableView draws one table pane in h lines, the selection kept on the
-// same row across refreshes.
-func (m *Model) tableView(p pane, cols []table.Column, rows []table.Row, keys []string, h, w int, empty string, rival bool) string {
-	t := &m.tables[p]
+// staleNote is the end of p's title while the agent is unreachable: its
+// data is as old as the last answer, and the events since the stream
+// ended are not seen.
+func (m *Model) staleNote(p pane) string {
+	if m.conn != connDown {
+		return ""
+	}
+	from := m.snapAt
+	switch {
+	case p == paneFleet:
+		from = m.fleetAt
+	case p == paneEvents && m.hist == nil:
+		from = m.gapFrom
+	}
+	if from.IsZero() {
+		return ""
+	}
+	return " · stale " + m.clock.now().Sub(from).Truncate(time.Second).String()
+}
+
+// tableView draws one table pane in h lines, and says what it leaves off
+// for the title: the rows that do not fit, above and below the window
+// that holds the selected row, which stays selected across refreshes.
+// The window is the view's, not the table's: the bubbles table scrolls
+// by itself but does not say where it is, and a pane must say how many
+// rows it hides.
+func (m *Model) tableView(p pane, cols []table.Column, rows []table.Row, keys []string, h, w int, empty string, rival bool) (string, string) {
 	st := m.st.tableStyles(rival)
 	if p != m.focus {
 		st.Selected = lipgloss.NewStyle()
 	}
-	t.SetStyles(st)
-	if len(t.Columns()) != len(cols) {
-		// The rows drawn with the old columns have their cell count:
-		// the claims table gains a column when the terminal widens.
-		t.SetRows(nil)
-	}
-	t.SetColumns(cols)
-	t.SetWidth(w)
-	t.SetHeight(h)
+	box := lipgloss.NewStyle().Height(h).MaxHeight(h)
 	m.rowKeys[p] = keys
 	if len(rows) == 0 {
-		t.SetRows(nil)
+		t := table.New(table.WithColumns(cols), table.WithStyles(st), table.WithWidth(w), table.WithHeight(h))
 		lines := []string{t.View()[:strings.IndexByte(t.View()+"\n", '\n')]}
 		if empty != "" {
 			lines = append(lines, m.st.dim.Render(ansi.Truncate("  "+empty, w, "…")))
 		}
-		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(strings.Join(lines, "\n"))
+		return box.Render(strings.Join(lines, "\n")), ""
 	}
 	idx := slices.Index(keys, m.selected[p])
 	if idx < 0 {
-		idx = min(max(t.Cursor(), 0), len(rows)-1)
+		// The selected row went: its place keeps the selection.
+		idx = min(max(m.cursor[p], 0), len(rows)-1)
 	}
-	m.selected[p] = keys[idx]
+	m.selected[p], m.cursor[p] = keys[idx], idx
 	if p == m.focus {
 		rows[idx][0] = selectMark
 	}
-	t.SetRows(rows)
-	if t.Cursor() != idx {
-		t.GotoTop()
-		t.MoveDown(idx)
+	vis := max(h-1, 1) // the header takes a line
+	off := min(m.offset[p], max(len(rows)-vis, 0), idx)
+	if idx >= off+vis {
+		off = idx - vis + 1
 	}
-	return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(t.View())
+	end := min(off+vis, len(rows))
+	m.offset[p], m.page[p] = off, vis
+	t := table.New(table.WithColumns(cols), table.WithStyles(st), table.WithRows(rows[off:end]), table.WithWidth(w), table.WithHeight(h))
+	t.SetCursor(idx - off)
+	return box.Render(t.View()), m.hiddenNote(p, off, len(rows)-end)
+}
+
+// hiddenNote says how many rows or lines of p are above and below what it
+// shows, and how to reach them.
+func (m *Model) hiddenNote(p pane, above, below int) string {
+	where, keys := "below", "↓"
+	switch {
+	case above == 0 && below == 0:
+		return ""
+	case below == 0:
+		where, keys = "above", "↑"
+	case above > 0:
+		where, keys = "above and below", "↑/↓"
+	}
+	if p != m.focus {
+		keys = "tab, " + keys
+	}
+	return fmt.Sprintf(" · %d more %s (%s to scroll)", above+below, where, keys)
 }
 
 // count is a pane's count: "(3)", or "(1 of 3)" under a filter.
@@ -395,6 +467,7 @@ func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 	for _, c := range m.claims {
 		claims[c.Addr] = c
 	}
+	nodes := m.macNodes()
 	entries := slices.Clone(m.whoHas.Entries)
 	sortWhoHas(entries, m.sort)
 	rows := make([]table.Row, 0, len(entries))
@@ -411,7 +484,7 @@ func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 			}
 		}
 		c, ok := claims[e.Addr]
-		by := answeredBy(e, c, ok)
+		by := answeredBy(e, c, ok, nodes)
 		widest.target = max(widest.target, ansi.StringWidth(e.Addr))
 		widest.by = max(widest.by, ansi.StringWidth(by))
 		rows = append(rows, table.Row{"", e.Addr, right(rateW, fmt.Sprintf("%.1f/s", e.Rate)),
@@ -443,7 +516,9 @@ func (m *Model) whoHasTable(w int) ([]table.Column, []table.Row, []string) {
 // answered by this host all the same, by vip or, when the address is
 // assigned to the interface, by the kernel (announce.Link stays silent for
 // those). It comes first, and any other MAC after it is a split brain.
-func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
+// Another MAC is named by its node where nodes (keyed by lowercase MAC,
+// from the fleet) knows it: after a move, the new owner by name.
+func answeredBy(e api.WhoHas, c api.Claim, ok bool, nodes map[string]string) string {
 	self := "this host"
 	if ok && c.Interface != "" {
 		self += " (" + c.Interface + ")"
@@ -455,6 +530,10 @@ func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
 			mine = true // our own frame after all: named once
 			continue
 		}
+		if n, known := nodes[strings.ToLower(a.MAC)]; known {
+			by = append(by, fmt.Sprintf("node %s (%s)", n, a.MAC))
+			continue
+		}
 		by = append(by, a.MAC)
 	}
 	if mine {
@@ -464,6 +543,28 @@ func answeredBy(e api.WhoHas, c api.Claim, ok bool) string {
 		return "nobody"
 	}
 	return strings.Join(by, ", ")
+}
+
+// macNodes maps the MACs the fleet knows, lowercase, to their nodes: each
+// node's interfaces, and the MAC each claim in the store answers with.
+func (m *Model) macNodes() map[string]string {
+	if !m.hasFleet() {
+		return nil
+	}
+	out := map[string]string{}
+	for _, n := range m.fleet.Nodes {
+		for _, i := range n.Interfaces {
+			if i.MAC != "" {
+				out[strings.ToLower(i.MAC)] = n.Node
+			}
+		}
+	}
+	for _, c := range m.fleet.Claims {
+		if c.MAC != "" && c.Node != "" {
+			out[strings.ToLower(c.MAC)] = c.Node
+		}
+	}
+	return out
 }
 
 // rival is a competing claimer of a held address.
@@ -532,7 +633,7 @@ func (m *Model) eventLines(w int) []string {
 			continue
 		}
 		line = ansi.Truncate(line, w-2, "…")
-		if ev.Kind == event.Conflict || ev.Kind == event.Missed {
+		if ev.Kind == event.Conflict || ev.Kind == event.Missed || ev.Kind == kindGap {
 			line = m.st.errMsg.Render(line)
 		}
 		lines = append(lines, "  "+line)
@@ -540,19 +641,26 @@ func (m *Model) eventLines(w int) []string {
 	return lines
 }
 
-func (m *Model) eventsView(lines []string, w, h int) string {
+// eventsView draws the event log (or the history) in h lines, and says
+// what it leaves off for the title.
+func (m *Model) eventsView(lines []string, w, h int) (string, string) {
 	if len(lines) == 0 {
-		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(m.st.dim.Render("  no events yet"))
+		return lipgloss.NewStyle().Height(h).MaxHeight(h).Render(m.st.dim.Render("  no events yet")), ""
 	}
 	m.events.Width, m.events.Height = w, h
 	m.events.SetContent(strings.Join(lines, "\n"))
 	if m.followLog {
 		m.events.GotoBottom()
 	}
-	return m.events.View()
+	above := m.events.YOffset
+	return m.events.View(), m.hiddenNote(paneEvents, above, max(len(lines)-above-h, 0))
 }
 
 func (m *Model) eventLine(ev api.Event) string {
+	if ev.Kind == kindGap {
+		// Its message has the times.
+		return ev.Message
+	}
 	return ev.Time.In(m.opt.Location).Format("15:04:05") + " " + ev.Summary()
 }
 

@@ -31,7 +31,7 @@ func TestAnsweredBy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := answeredBy(tt.entry, tt.claim, tt.claimed); got != tt.want {
+			if got := answeredBy(tt.entry, tt.claim, tt.claimed, nil); got != tt.want {
 				t.Errorf("got %q, want %q", got, tt.want)
 			}
 		})
@@ -60,5 +60,41 @@ func TestHeldNeverNobody(t *testing.T) {
 		if got == "nobody" || strings.Count(got, "this host") != 1 {
 			t.Errorf("held %s with no answerer seen: ANSWERED BY %q, want this host named once", e.Addr, got)
 		}
+	}
+}
+
+// TestAnsweredByNamesNode: once the fleet knows a MAC, by a node's
+// interface or by the claim it holds, the traffic pane names its node: a
+// moved address is answered by node b, not by a bare MAC.
+func TestAnsweredByNamesNode(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	b.fleet.Nodes[1].Interfaces[0].MAC = "02:00:00:00:0b:02"
+	b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: "198.51.100.30", Node: "c", Interface: "eth0", MAC: "02:00:00:00:0c:02", State: api.FleetHeld})
+	b.whoHas.Entries = append(b.whoHas.Entries,
+		api.WhoHas{Addr: "198.51.100.20", Requests: 2, Rate: 0.2, AnsweredBy: []api.Answerer{{MAC: "02:00:00:00:0B:02"}}, LastSeen: t0},
+		api.WhoHas{Addr: "198.51.100.30", Requests: 1, Rate: 0.1, AnsweredBy: []api.Answerer{{MAC: "02:00:00:00:0c:02"}}, LastSeen: t0},
+		api.WhoHas{Addr: "198.51.100.40", Requests: 1, Rate: 0.1, AnsweredBy: []api.Answerer{{MAC: "02:00:00:00:0d:02"}}, LastSeen: t0})
+	h := connected(t, b, Options{}, 200, 50)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	h.draw()
+	_, rows, keys := h.m.whoHasTable(200)
+	want := map[string]string{
+		"198.51.100.20": "node b (02:00:00:00:0B:02)",
+		"198.51.100.30": "node c (02:00:00:00:0c:02)",
+		"198.51.100.40": "02:00:00:00:0d:02", // no node has it
+		"2001:db8::10":  "this host (eth0), 02:00:00:00:00:99",
+	}
+	for addr, w := range want {
+		i := slices.Index(keys, addr)
+		if i < 0 {
+			t.Fatalf("no traffic row for %s", addr)
+		}
+		if got := rows[i][len(rows[i])-1]; got != w {
+			t.Errorf("%s: ANSWERED BY %q, want %q", addr, got, w)
+		}
+	}
+	if v := h.m.View(); !strings.Contains(v, "node b (02:00:00:00:0B:02)") {
+		t.Errorf("the view does not name node b:\n%s", v)
 	}
 }
