@@ -36,7 +36,7 @@ burst), / filters every pane, s changes the traffic's order, tab moves between
 panes, ? shows every key, q quits. Quitting leaves the claims with the agent.
 
 When the agent is guarded by a store (vip agent --store), a fleet pane shows
-every live node and every claim in the store, read every 2 s, and m moves the
+every live node and every claim in the store, read every second, and m moves the
 selected claim (this agent's, or any node's in the fleet pane) to a node
 picked from the live ones, showing the move's timeline when it is done. A
 claim of a group (vip claim --group) moves with its whole group, and the

@@ -224,10 +224,21 @@ func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 // nodeName is a node as the fleet pane names it: marked when cordoned, as
 // a move there is refused.
 func (m *Model) nodeName(node string) string {
-	if slices.ContainsFunc(m.fleet.Cordons, func(c api.Cordon) bool { return c.Node == node }) {
-		return node + " (cordoned)"
+	var marks []string
+	// A node whose renewals stopped says so, and since when at least
+	// (the store's lease, to the second).
+	if i := slices.IndexFunc(m.fleet.Nodes, func(n api.FleetNode) bool { return n.Node == node }); i >= 0 {
+		if n := m.fleet.Nodes[i]; n.RenewedAgo != nil && n.Health != "" && n.Health != api.HealthLive {
+			marks = append(marks, fmt.Sprintf("%s, renewed %s ago", n.Health, time.Duration(*n.RenewedAgo)))
+		}
 	}
-	return node
+	if slices.ContainsFunc(m.fleet.Cordons, func(c api.Cordon) bool { return c.Node == node }) {
+		marks = append(marks, "cordoned")
+	}
+	if len(marks) == 0 {
+		return node
+	}
+	return node + " (" + strings.Join(marks, "; ") + ")"
 }
 
 func dash(s string) string {

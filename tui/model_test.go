@@ -1073,3 +1073,20 @@ func TestHistoryKey(t *testing.T) {
 		t.Error("h opened a history without a store")
 	}
 }
+
+// TestFleetPaneNodeHealth: a node whose renewals stopped is marked in the
+// fleet pane with its renewal age, and its address reads fenced, as the
+// agent's fleet says (issue 24: a dead node read live and held).
+func TestFleetPaneNodeHealth(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	ago := api.Duration(5 * time.Second)
+	b.fleet.Nodes[1].RenewedAgo, b.fleet.Nodes[1].Health = &ago, api.HealthFenced
+	b.fleet.Claims[1].State = api.FleetFenced
+	h := connected(t, b, Options{}, 120, 40)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	v := h.draw()
+	if !strings.Contains(v, "b (fenced, renewed 5s ago)") || !strings.Contains(v, "fenced") {
+		t.Errorf("the fleet pane does not mark b fenced:\n%s", v)
+	}
+}

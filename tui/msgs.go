@@ -19,8 +19,9 @@ const (
 	// DefaultPollEvery is how often the view asks for status and traffic.
 	DefaultPollEvery = time.Second
 	// fleetEvery is how often the view asks for the fleet, when the agent
-	// has a store: a read of the whole store, so less often than status.
-	fleetEvery = 2 * time.Second
+	// has a store: a change in the store (a move, a node's renewals
+	// stopping, a takeover) shows within a second.
+	fleetEvery = time.Second
 	// moveGrace is what a move may take beyond twice the lease's TTL (an
 	// owner that does not answer is waited for until its lease expires).
 	moveGrace = 15 * time.Second
