@@ -81,7 +81,10 @@ type FleetInterface struct {
 const (
 	FleetHeld   = "held"   // its owner's lease is alive
 	FleetMoving = "moving" // a move of it is under way
-	FleetFree   = "free"   // nobody holds it: only standbys, or a move, name it
+	// FleetTakingOver is a move a take-over asked for (vip claim
+	// --take-over): its target takes it from the owner.
+	FleetTakingOver = "taking-over"
+	FleetFree       = "free" // nobody holds it: only standbys, or a move, name it
 	// FleetStale and FleetFenced are a held address whose owner's
 	// renewals stopped: it may answer still (stale), or has fenced.
 	FleetStale  = "stale"

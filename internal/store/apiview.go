@@ -47,6 +47,9 @@ func (v View) API(now time.Time) api.FleetResponse {
 		}
 		if cv.Move != nil {
 			c.State, c.MovingTo = api.FleetMoving, cv.Move.To
+			if cv.Move.TakeOver {
+				c.State = api.FleetTakingOver
+			}
 		}
 		for _, s := range cv.Standbys {
 			if s.Node != cv.Claim.Node {

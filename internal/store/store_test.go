@@ -2,8 +2,10 @@ package store
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseURL(t *testing.T) {
@@ -94,5 +96,27 @@ func TestParseLingering(t *testing.T) {
 	}
 	if _, err := k.Parse(k.Prefix + "lingering/a/b"); err == nil {
 		t.Error("a lingering key with a slash in its node parsed")
+	}
+}
+
+// TestViewStates: an address's state as vip fleet lists it, from what the
+// store holds: held, moving, taking-over (a take-over's move), free.
+func TestViewStates(t *testing.T) {
+	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
+	v := View{
+		Claims: []ClaimView{
+			{Claim: Claim{Addr: a("192.0.2.10"), Node: "a"}},
+			{Claim: Claim{Addr: a("192.0.2.11"), Node: "a"}, Move: &Move{To: "b"}},
+			{Claim: Claim{Addr: a("192.0.2.12"), Node: "a"}, Move: &Move{To: "b", TakeOver: true}},
+		},
+		Free: []ClaimView{{Claim: Claim{Addr: a("192.0.2.13")}, Standbys: []Standby{{Node: "b"}}}},
+	}
+	var got []string
+	for _, c := range v.API(time.Now()).Claims {
+		got = append(got, c.Addr+" "+c.State)
+	}
+	want := []string{"192.0.2.10 held", "192.0.2.11 moving", "192.0.2.12 taking-over", "192.0.2.13 free"}
+	if !slices.Equal(got, want) {
+		t.Errorf("states %v, want %v", got, want)
 	}
 }
