@@ -23,7 +23,9 @@ type standbyOptions struct {
 	Remove    bool
 	Force     bool
 	JSON      bool
-	Store     storeOptions
+	// Reason is why, kept in the history with each standby changed.
+	Reason string
+	Store  storeOptions
 }
 
 func newStandbyCmd(d *deps, runF func(context.Context, *standbyOptions) error) *cobra.Command {
@@ -70,6 +72,7 @@ not hold the address.`,
 	f.BoolVar(&o.Remove, "remove", false, "take the node out of the addresses' standbys")
 	f.BoolVar(&o.Force, "force", false, "make a node that is not alive now a standby")
 	f.BoolVar(&o.JSON, "json", false, "print the standbys changed as JSON")
+	addReasonFlag(c, &o.Reason, "why the standbys change")
 	o.Store.addFlags(c)
 	for _, name := range []string{"on", "interface"} {
 		_ = c.RegisterFlagCompletionFunc(name, cobra.NoFileCompletions)
@@ -83,6 +86,9 @@ func (o *standbyOptions) check() ([]netip.Addr, error) {
 	}
 	if err := store.CheckNode(o.On); err != nil {
 		return nil, badInput("--on: %v: name a node as vip fleet lists it", err)
+	}
+	if err := checkReason(o.Reason); err != nil {
+		return nil, err
 	}
 	if o.Remove && o.Interface != "" {
 		return nil, badInput("-i names the interface of a standby added, and --remove takes one out: drop one of them")
@@ -114,7 +120,7 @@ func runStandby(ctx context.Context, d *deps, o *standbyOptions) error {
 	}
 	resp := api.StandbyResponse{Node: o.On}
 	if o.Remove {
-		gone, err := c.DeleteStandbys(ctx, o.On, addrs)
+		gone, err := c.DeleteStandbys(ctx, o.On, addrs, c.LocalActor(o.Reason))
 		if err != nil {
 			return fmt.Errorf("take node %s out of the standbys: %w", o.On, err)
 		}
@@ -157,7 +163,7 @@ func runStandby(ctx context.Context, d *deps, o *standbyOptions) error {
 		recs = append(recs, store.Standby{Addr: a, Node: o.On, Interface: ifname, Since: now, Options: cv.Claim.Options, Group: cv.Claim.Group})
 		resp.Addrs = append(resp.Addrs, api.StandbyChange{Addr: a.String(), Interface: ifname, Standby: true})
 	}
-	if err := c.PutStandbys(ctx, recs); err != nil {
+	if err := c.PutStandbys(ctx, recs, c.LocalActor(o.Reason)); err != nil {
 		return fmt.Errorf("make node %s a standby: %w", o.On, err)
 	}
 	return printStandbys(d, o, resp)

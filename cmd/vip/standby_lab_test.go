@@ -69,7 +69,7 @@ func TestStandbySetLasts(t *testing.T) {
 		t.Fatalf("refused requests left standbys %v", sb)
 	}
 
-	out := mustVip(t, f.client, f.sc, "standby", addr, "--on", "b", "--store", st)
+	out := mustVip(t, f.client, f.sc, "standby", addr, "--on", "b", "--reason", "b is the spare", "--store", st)
 	if !strings.Contains(out, "192.0.2.10: node b stands by (eth0)") {
 		t.Errorf("vip standby --on b said:\n%s", out)
 	}
@@ -111,5 +111,17 @@ func TestStandbySetLasts(t *testing.T) {
 	})
 	if _, sb := standbysOf(t, f, addr); len(sb) != 0 {
 		t.Errorf("after --remove the standbys are %v, want none", sb)
+	}
+	// The history keeps both changes of the set, the reason with the
+	// first; a removal of a node that did not stand by writes nothing.
+	mustVip(t, f.client, f.sc, "standby", addr, "--on", "b", "--remove", "--store", st)
+	var set []string
+	for _, c := range historyOf(t, f, addr).Changes {
+		if strings.HasPrefix(c.Kind, "standby-") && c.Kind != "standby-takeover" {
+			set = append(set, changeLine(c))
+		}
+	}
+	if want := []string{"standby-add b (b is the spare)", "standby-remove b"}; !slices.Equal(set, want) {
+		t.Errorf("the history of the standby set: %v, want %v", set, want)
 	}
 }

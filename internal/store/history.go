@@ -70,6 +70,10 @@ const (
 	// ChangeCordon and ChangeUncordon: a node cordoned and uncordoned.
 	ChangeCordon   ChangeKind = "cordon"
 	ChangeUncordon ChangeKind = "uncordon"
+	// ChangeStandbyAdd and ChangeStandbyRemove: a node added to an
+	// address's standbys, and taken out, by vip standby.
+	ChangeStandbyAdd    ChangeKind = "standby-add"
+	ChangeStandbyRemove ChangeKind = "standby-remove"
 )
 
 // nodeWide says whether a change of kind k is a node's rather than an
@@ -476,6 +480,10 @@ func (c Change) Describe() string {
 		fmt.Fprintf(&b, "node %s fenced since %s (%d addresses silent)", c.Node, c.Since.Local().Format("15:04:05.000"), c.Count)
 	case ChangeResume:
 		fmt.Fprintf(&b, "node %s resumed (%d addresses)", c.Node, c.Count)
+	case ChangeStandbyAdd:
+		fmt.Fprintf(&b, "%s: %s stands by", subject, c.Node)
+	case ChangeStandbyRemove:
+		fmt.Fprintf(&b, "%s: %s stands by no more", subject, c.Node)
 	case ChangeCordon:
 		fmt.Fprintf(&b, "node %s cordoned", c.Node)
 	case ChangeUncordon:

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"net/netip"
+	"slices"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -14,28 +15,54 @@ import (
 // it starts.
 const standbyNoticeTTL = 60 * time.Second
 
-// standbysPerTxn bounds the addresses of one transaction: two operations
-// each, under etcd's 128.
-const standbysPerTxn = 60
+// standbysPerTxn bounds the addresses of one transaction: three
+// operations each (the record, the notice, the history's), under etcd's 128.
+const standbysPerTxn = 40
 
 // PutStandbys writes recs, which no lease binds (an address's standbys are
 // a set that lasts until removed), and tells each record's node in its
-// inbox, so that its agent stands by at once.
-func (c *Client) PutStandbys(ctx context.Context, recs []Standby) error {
-	return c.changeStandbys(ctx, len(recs), func(i int) (netip.Addr, string, clientv3.Op, error) {
+// inbox, so that its agent stands by at once. Each is kept in the history
+// (a standby added, by who), in the same transaction.
+func (c *Client) PutStandbys(ctx context.Context, recs []Standby, who Actor) error {
+	return c.changeStandbys(ctx, len(recs), func(i int) (standbyOp, error) {
 		s := recs[i]
 		s.Lease = 0
 		val, err := Encode(s)
-		return s.Addr, s.Node, clientv3.OpPut(c.Keys.Standby(s.Addr, s.Node), string(val)), err
+		if err != nil {
+			return standbyOp{}, err
+		}
+		ch := Change{Kind: ChangeStandbyAdd, Addr: s.Addr, Node: s.Node, Interface: s.Interface, Group: s.Group, Actor: who}
+		return c.standbyOp(s.Addr, s.Node, clientv3.OpPut(c.Keys.Standby(s.Addr, s.Node), string(val)), ch)
 	}, nil)
 }
 
 // DeleteStandbys takes node out of the standbys of addrs, tells it in its
-// inbox, and returns the addresses it stood by for.
-func (c *Client) DeleteStandbys(ctx context.Context, node string, addrs []netip.Addr) ([]netip.Addr, error) {
+// inbox, keeps each removal in the history, and returns the addresses it
+// stood by for (the others change nothing).
+func (c *Client) DeleteStandbys(ctx context.Context, node string, addrs []netip.Addr, who Actor) ([]netip.Addr, error) {
+	var had []netip.Addr
+	for start := 0; start < len(addrs); start += maxStandbyReads {
+		batch := addrs[start:min(start+maxStandbyReads, len(addrs))]
+		gets := make([]clientv3.Op, len(batch))
+		for i, a := range batch {
+			gets[i] = clientv3.OpGet(c.Keys.Standby(a, node), clientv3.WithCountOnly())
+		}
+		rctx, cancel := c.ctx(ctx)
+		resp, err := c.Txn(rctx).Then(gets...).Commit()
+		cancel()
+		if err != nil {
+			return nil, c.Explain(err)
+		}
+		for i, r := range resp.Responses {
+			if r.GetResponseRange().Count > 0 {
+				had = append(had, batch[i])
+			}
+		}
+	}
 	var deleted []netip.Addr
-	err := c.changeStandbys(ctx, len(addrs), func(i int) (netip.Addr, string, clientv3.Op, error) {
-		return addrs[i], node, clientv3.OpDelete(c.Keys.Standby(addrs[i], node)), nil
+	err := c.changeStandbys(ctx, len(had), func(i int) (standbyOp, error) {
+		ch := Change{Kind: ChangeStandbyRemove, Addr: had[i], Node: node, Actor: who}
+		return c.standbyOp(had[i], node, clientv3.OpDelete(c.Keys.Standby(had[i], node)), ch)
 	}, func(a netip.Addr, r *etcdserverpb.ResponseOp) {
 		if d := r.GetResponseDeleteRange(); d != nil && d.Deleted > 0 {
 			deleted = append(deleted, a)
@@ -44,10 +71,38 @@ func (c *Client) DeleteStandbys(ctx context.Context, node string, addrs []netip.
 	return deleted, err
 }
 
-// changeStandbys runs n changes (op returns each, with its address and
-// node) with a notice to the node's inbox for each, standbysPerTxn to a
-// transaction; seen, when set, gets each change's response.
-func (c *Client) changeStandbys(ctx context.Context, n int, op func(i int) (netip.Addr, string, clientv3.Op, error), seen func(netip.Addr, *etcdserverpb.ResponseOp)) error {
+// maxStandbyReads bounds the reads of one transaction.
+const maxStandbyReads = 100
+
+// standbyOp is one standby's change: its address and node, the change of
+// its record, and the history's record of it.
+type standbyOp struct {
+	addr    netip.Addr
+	node    string
+	op      clientv3.Op
+	history clientv3.Op
+	subject string
+}
+
+func (c *Client) standbyOp(a netip.Addr, node string, op clientv3.Op, ch Change) (standbyOp, error) {
+	hist, subject, err := c.Keys.HistoryPut(c.identified(ch))
+	return standbyOp{addr: a, node: node, op: op, history: hist, subject: subject}, err
+}
+
+// identified is ch with the identity the store knows this client by,
+// unless it names one already.
+func (c *Client) identified(ch Change) Change {
+	if ch.Identity == "" {
+		ch.Identity = c.Identity()
+	}
+	return ch
+}
+
+// changeStandbys runs n changes (op returns each) with a notice to the
+// node's inbox and the history's record for each, standbysPerTxn to a
+// transaction, and trims the subjects written; seen, when set, gets each
+// change's response.
+func (c *Client) changeStandbys(ctx context.Context, n int, op func(i int) (standbyOp, error), seen func(netip.Addr, *etcdserverpb.ResponseOp)) error {
 	if n == 0 {
 		return nil
 	}
@@ -57,17 +112,19 @@ func (c *Client) changeStandbys(ctx context.Context, n int, op func(i int) (neti
 	if err != nil {
 		return c.Explain(err)
 	}
+	var subjects []string
 	for start := 0; start < n; start += standbysPerTxn {
 		end := min(start+standbysPerTxn, n)
 		var ops []clientv3.Op
 		var addrs []netip.Addr
 		for i := start; i < end; i++ {
-			a, node, o, err := op(i)
+			so, err := op(i)
 			if err != nil {
 				return err
 			}
-			ops = append(ops, o, clientv3.OpPut(c.Keys.Inbox(node, a), "", clientv3.WithLease(g.ID)))
-			addrs = append(addrs, a)
+			ops = append(ops, so.op, clientv3.OpPut(c.Keys.Inbox(so.node, so.addr), "", clientv3.WithLease(g.ID)), so.history)
+			addrs = append(addrs, so.addr)
+			subjects = append(subjects, so.subject)
 		}
 		rctx, cancel := c.ctx(ctx)
 		resp, err := c.Txn(rctx).Then(ops...).Commit()
@@ -77,9 +134,13 @@ func (c *Client) changeStandbys(ctx context.Context, n int, op func(i int) (neti
 		}
 		if seen != nil {
 			for i, a := range addrs {
-				seen(a, resp.Responses[2*i])
+				seen(a, resp.Responses[3*i])
 			}
 		}
+	}
+	for _, s := range slices.Compact(slices.Sorted(slices.Values(subjects))) {
+		// A trim that fails is done by the next write of the subject.
+		_ = c.TrimHistory(ctx, s)
 	}
 	return nil
 }
