@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/jonboulle/clockwork"
@@ -13,6 +14,9 @@ import (
 func (m *Member) Crash() {
 	m.halt()
 }
+
+// ReconcileStandbys reads this node's standbys again, as a resync does.
+func (m *Member) ReconcileStandbys(ctx context.Context) error { return m.reconcileStandbys(ctx) }
 
 // NewTestMover returns a Mover over l, on clock.
 func NewTestMover(l Ledger, clock clockwork.Clock) *Mover { return &Mover{l: l, clock: clock} }

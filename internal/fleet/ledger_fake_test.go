@@ -55,6 +55,9 @@ type fakeStore struct {
 	// onHandOver, if set, runs inside a HandOver before it compares,
 	// with the store locked: a mover giving up at that very moment.
 	onHandOver func(s *fakeStore)
+	// afterStandbysRead, if set, runs once after a read of a node's
+	// standbys, the store unlocked: a change landing just after it.
+	afterStandbysRead func()
 	// nodeWrites counts each node's registrations written again.
 	nodeWrites map[string]int
 	// renewedOK says whether each node's last renewal was acknowledged.
@@ -615,7 +618,6 @@ func (l *fakeLedger) Standbys(_ context.Context, node string) ([]store.Standby, 
 	if err := l.s.begin(l.node); err != nil {
 		return nil, 0, err
 	}
-	defer l.s.mu.Unlock()
 	var out []store.Standby
 	for _, kv := range l.s.standbys {
 		if kv.v.Node == node {
@@ -624,7 +626,13 @@ func (l *fakeLedger) Standbys(_ context.Context, node string) ([]store.Standby, 
 			out = append(out, s)
 		}
 	}
-	return out, l.s.rev, nil
+	rev, after := l.s.rev, l.s.afterStandbysRead
+	l.s.afterStandbysRead = nil
+	l.s.mu.Unlock()
+	if after != nil {
+		after()
+	}
+	return out, rev, nil
 }
 
 func (l *fakeLedger) Inbox(_ context.Context, node string) ([]netip.Addr, error) {

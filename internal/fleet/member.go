@@ -167,6 +167,10 @@ type Member struct {
 	fenced  map[netip.Addr]owned
 	lost    map[netip.Addr]lostClaim
 	standby map[netip.Addr]store.Standby
+	// standbyRev is the store's revision at which each standby record
+	// was last written or read, so that a read older than it (a resync
+	// that raced a registration) never forgets it.
+	standbyRev map[netip.Addr]int64
 	// cordon is this node's cordon as last read (nil: none), cordoned
 	// whether it held when last looked at; cordonEnd fires at its Until
 	// (see setCordon).
@@ -240,7 +244,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
-		standby: map[netip.Addr]store.Standby{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
+		standby: map[netip.Addr]store.Standby{}, standbyRev: map[netip.Addr]int64{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
 		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}

@@ -69,6 +69,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		for i, r := range batch {
 			m.mu.Lock()
 			m.standby[r.Addr] = recs[i]
+			m.standbyRev[r.Addr] = max(m.standbyRev[r.Addr], rev)
 			m.mu.Unlock()
 			m.watchGone(r.Addr, rev)
 			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: api.StateStandby})
@@ -86,6 +87,7 @@ func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
 	}
 	m.mu.Lock()
 	delete(m.standby, a)
+	delete(m.standbyRev, a)
 	m.mu.Unlock()
 	m.unwatchGone(a)
 	return nil
@@ -153,16 +155,27 @@ func (m *Member) reconcileStandbys(ctx context.Context) error {
 	}
 	m.mu.Unlock()
 	for _, a := range gone {
-		m.forgetStandby(a)
+		m.forgetStandbyAsOf(a, rev)
 	}
 	return nil
 }
 
 // forgetStandby stops standing by for a, whose record is gone.
-func (m *Member) forgetStandby(a netip.Addr) {
+func (m *Member) forgetStandby(a netip.Addr) { m.forgetStandbyAsOf(a, -1) }
+
+// forgetStandbyAsOf stops standing by for a, whose record a read at rev
+// did not find: unless the record was written or read since (a standby
+// registered while the read was under way), or rev is below 0 (gone in
+// any case).
+func (m *Member) forgetStandbyAsOf(a netip.Addr, rev int64) {
 	m.mu.Lock()
 	s, had := m.standby[a]
+	if had && rev >= 0 && m.standbyRev[a] > rev {
+		m.mu.Unlock()
+		return
+	}
 	delete(m.standby, a)
+	delete(m.standbyRev, a)
 	m.mu.Unlock()
 	if !had {
 		return
@@ -181,6 +194,7 @@ func (m *Member) keepStandby(s store.Standby, rev int64) {
 	}
 	m.mu.Lock()
 	m.standby[s.Addr] = s
+	m.standbyRev[s.Addr] = max(m.standbyRev[s.Addr], rev)
 	m.mu.Unlock()
 	m.watchGone(s.Addr, rev)
 }

@@ -103,3 +103,28 @@ func TestFakeRemovedStandbyTakesNothing(t *testing.T) {
 		t.Errorf("the store's owner: %q, want none", got)
 	}
 }
+
+// TestFakeResyncKeepsANewStandby: a resync whose read of the standby
+// records raced a registration (the record written just after the read)
+// does not forget the new standby, which takes the address when its owner
+// dies (a CI failure: "standby" then "no longer a standby" at once, and no
+// takeover).
+func TestFakeResyncKeepsANewStandby(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	b, bEng := f.join("b")
+	f.claim(a, vip)
+	f.s.mu.Lock()
+	f.s.afterStandbysRead = func() { f.standby(b, vip) }
+	f.s.mu.Unlock()
+	if err := b.ReconcileStandbys(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := stateOf(b, vip); !slices.Equal(got, []string{api.StateStandby}) {
+		t.Fatalf("after the racing resync b's state of %s is %v, want standby", vip, got)
+	}
+	f.crash("a")
+	aEng.drop([]netip.Addr{vip})
+	f.advanceTo(fakeTTL + 2*fakeTiming.Renew)
+	eventually(t, func() bool { return bEng.holds(vip) }, "the standby registered during a resync did not take over")
+}
