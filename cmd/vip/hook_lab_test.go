@@ -138,8 +138,11 @@ func TestHooks(t *testing.T) {
 	if med, base := during[len(during)/2], before[len(before)/2]; med > 3*base+2 {
 		t.Errorf("the median answer took %.3f ms while the hooks slept, %.3f ms before: want comparable (at most 3x + 2 ms)", med, base)
 	}
-	if ageDuring > 1500*time.Millisecond {
-		t.Errorf("a's last renewal was %v old while its hooks slept (%v before), want under 1.5 s: one every 500 ms", ageDuring.Round(time.Millisecond), ageBefore.Round(time.Millisecond))
+	// Not delayed: no older than before by more than one renewal period
+	// (a loaded or race-built agent renews later in both), and short of
+	// the fence (2 s at the lab's 3 s TTL).
+	if ageDuring > ageBefore+500*time.Millisecond || ageDuring >= 2*time.Second {
+		t.Errorf("a's last renewal was %v old while its hooks slept (%v before), want within one renewal period (500 ms) of before and under the fence's 2 s", ageDuring.Round(time.Millisecond), ageBefore.Round(time.Millisecond))
 	}
 	for _, a := range slow {
 		waitCalls(t, dir, "a", a, "claim none>owner peer=")

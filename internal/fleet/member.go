@@ -384,9 +384,14 @@ func (m *Member) renewOnce(ctx context.Context) {
 		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
 		fenced := !m.fencedAt.IsZero()
 		m.mu.Unlock()
-		if fenced {
+		switch {
+		case fenced:
 			m.resumeAsync(ctx, false)
-		} else {
+		case m.resuming.Load():
+			// A resumption under way (the lease was lost, and this is
+			// the new one's first renewal) tells of the stall, with
+			// what it found: not this renewal, which knows nothing.
+		default:
 			// Woken before the fence's timer ran: nothing to resume.
 			m.reportStall(false, 0, nil)
 		}
