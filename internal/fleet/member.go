@@ -376,6 +376,16 @@ func (m *Member) renewOnce(ctx context.Context) {
 	m.mu.Unlock()
 	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	err := m.l.Renew(ctx, lease, m.timing.Renew)
+	if took := m.cfg.Deadline.Now() - sentBoot; took > m.timing.FenceAfter() {
+		// A renewal gives up after one period: one that took longer
+		// than the fence delay is a process stopped while it waited
+		// (frozen mid-renewal, which renewLoop's gap between passes
+		// does not see). Noted before the resumption, which tells it.
+		m.mu.Lock()
+		m.stalled = max(m.stalled, took)
+		m.mu.Unlock()
+		m.log.Warn("this agent did not run for longer than its fence delay, while it renewed: frozen or starved", "for", took.Round(time.Millisecond))
+	}
 	switch {
 	case err == nil:
 		m.moveDeadline(sentBoot)
