@@ -93,49 +93,7 @@ func (m *Member) standbyGroup(a netip.Addr) []netip.Addr {
 	return out
 }
 
-// handOverBatches parts the moves leaving this node into the batches
-// HandOver takes: the moves of one group's addresses (as the claims in
-// was say) together, up to MaxGroupAddrs, each other move alone.
-func handOverBatches(moves []MoveRecord, was map[netip.Addr]owned) [][]MoveRecord {
-	var out [][]MoveRecord
-	at := map[string]int{}
-	for _, r := range moves {
-		g := was[r.Move.Addr].claim.Options.Group
-		if g == "" {
-			out = append(out, []MoveRecord{r})
-			continue
-		}
-		i, ok := at[g]
-		if !ok || len(out[i]) == MaxGroupAddrs {
-			i = len(out)
-			at[g] = i
-			out = append(out, nil)
-		}
-		out[i] = append(out[i], r)
-	}
-	return out
-}
 
-// askBatches parts a mover's moves into the batches Ledger.Ask takes: a
-// group's together (up to MaxGroupAddrs), each other move alone.
-func askBatches(pending []*pendingMove) [][]*pendingMove {
-	var out [][]*pendingMove
-	at := map[string]int{}
-	for _, m := range pending {
-		if m.group == "" {
-			out = append(out, []*pendingMove{m})
-			continue
-		}
-		i, ok := at[m.group]
-		if !ok || len(out[i]) == MaxGroupAddrs {
-			i = len(out)
-			at[m.group] = i
-			out = append(out, nil)
-		}
-		out[i] = append(out[i], m)
-	}
-	return out
-}
 
 // withGroup is opts, encoded claim options, naming group (when not empty)
 // as theirs: options given for a move or a take-over keep the address in
@@ -242,3 +200,26 @@ type refusal string
 
 func (r refusal) Error() string        { return string(r) }
 func (r refusal) Is(target error) bool { return target == store.ErrRefused }
+
+// groupBatches parts items into the batches of one transaction each: those
+// of one group (as groupOf says) together, up to MaxGroupAddrs, each item
+// of no group alone, in the order they come.
+func groupBatches[T any](items []T, groupOf func(T) string) [][]T {
+	var out [][]T
+	at := map[string]int{}
+	for _, it := range items {
+		g := groupOf(it)
+		if g == "" {
+			out = append(out, []T{it})
+			continue
+		}
+		i, ok := at[g]
+		if !ok || len(out[i]) == MaxGroupAddrs {
+			i = len(out)
+			at[g] = i
+			out = append(out, nil)
+		}
+		out[i] = append(out[i], it)
+	}
+	return out
+}

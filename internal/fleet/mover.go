@@ -223,7 +223,7 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 		g    errgroup.Group
 	)
 	g.SetLimit(moveConcurrency)
-	for _, batch := range askBatches(pending) {
+	for _, batch := range groupBatches(pending, func(m *pendingMove) string { return m.group }) {
 		g.Go(func() error {
 			asks := make([]Asking, len(batch))
 			for i, m := range batch {

@@ -172,7 +172,7 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 	}
 	// A group's addresses go in one transaction: no reader of the store
 	// sees part of it here and part at the target.
-	for _, batch := range handOverBatches(moves, was) {
+	for _, batch := range groupBatches(moves, func(r MoveRecord) string { return was[r.Move.Addr].claim.Options.Group }) {
 		done, rev, err := m.l.HandOver(ctx, lease, batch)
 		for _, r := range batch {
 			mv := r.Move
