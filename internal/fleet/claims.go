@@ -13,7 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -521,136 +520,9 @@ func (m *Member) Subscribe(n int) (<-chan announce.Event, func()) { return m.eng
 // Config returns the engine's configuration.
 func (m *Member) Config() announce.EngineConfig { return m.eng.Config() }
 
-// Status returns the engine's claims and, beside them, the claims this
-// member keeps out of the engine: fenced, lost to another node, standby.
-func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
-	st := m.eng.Status(addrs...)
-	want := func(a netip.Addr) bool { return len(addrs) == 0 || slices.Contains(addrs, a) }
-	m.mu.Lock()
-	for a, o := range m.fenced {
-		if want(a) {
-			st = append(st, announce.Status{Claim: o.claim, MAC: o.mac, State: api.StateFenced})
-		}
-	}
-	for a, l := range m.lost {
-		if want(a) {
-			st = append(st, announce.Status{Claim: l.claim, State: api.StateLost})
-		}
-	}
-	for a, s := range m.standby {
-		if want(a) && m.standbyOnlyLocked(a) {
-			var opts announce.ClaimOptions
-			_ = json.Unmarshal(s.Options, &opts)
-			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: api.StateStandby})
-		}
-	}
-	m.mu.Unlock()
-	slices.SortStableFunc(st, func(x, y announce.Status) int { return x.Addr.Compare(y.Addr) })
-	return st
-}
-
-// Kept counts the claims the member keeps out of the engine, by state,
-// for the metrics: no status of every claim is read for them.
-func (m *Member) Kept() map[string]int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	standby := 0
-	for a := range m.standby {
-		if m.standbyOnlyLocked(a) {
-			standby++
-		}
-	}
-	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: standby}
-}
-
-// Notes says, for the claims that need it, what the store says of them:
-// who took a lost claim, whom a standby waits on, since when a claim is
-// fenced.
-func (m *Member) Notes() map[netip.Addr]string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := map[netip.Addr]string{}
-	for a := range m.fenced {
-		out[a] = fmt.Sprintf("fenced since %s: the store is unreachable", m.fencedAt.Local().Format("15:04:05"))
-	}
-	for a, l := range m.lost {
-		// Both times: when the other node took it (its claim's), and
-		// when this one, fenced, found it gone.
-		took := ""
-		if !l.taken.IsZero() {
-			took = fmt.Sprintf(", which took it at %s", l.taken.Local().Format("15:04:05"))
-		}
-		out[a] = fmt.Sprintf("lost to %s%s; found at %s, when this node's fence lifted", l.to, took, l.at.Local().Format("15:04:05"))
-	}
-	for a := range m.standby {
-		if m.standbyOnlyLocked(a) {
-			out[a] = "standby: takes the address if its owner's lease expires"
-		}
-	}
-	return out
-}
-
 // notify publishes an event of the member's own.
 func (m *Member) notify(kind event.Kind, a netip.Addr, ifname, msg string) {
 	m.eng.Notify(announce.Event{Time: m.clock.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
-}
-
-// TakeOver moves addresses to this node: a move from whoever holds each
-// (which waits for a dead owner's lease), a claim of those nobody holds.
-// A cordoned node refuses, unless force.
-func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions, force bool) ([]announce.Status, error) {
-	if since, fenced := m.isFenced(); fenced {
-		return nil, fencedError(since)
-	}
-	raw, err := json.Marshal(opts)
-	if err != nil {
-		return nil, err
-	}
-	byIface := map[string][]netip.Addr{}
-	var all []netip.Addr
-	for _, r := range reqs {
-		byIface[r.Interface] = append(byIface[r.Interface], r.Addr)
-		all = append(all, r.Addr)
-	}
-	var refused []announce.Refusal
-	for ifname, addrs := range byIface {
-		res, err := m.mover.Move(ctx, store.MoveRequest{Addrs: addrs, To: m.cfg.Node, Interface: ifname, Options: raw, Force: force,
-			TakeOver: true, Actor: m.identified(store.ActorOf(ctx))})
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range res {
-			if !r.Done() {
-				refused = append(refused, announce.Refusal{Addr: r.Addr, Err: errors.New(r.Error)})
-			}
-			if !slices.Contains(all, r.Addr) {
-				// The rest of a group, which came with it.
-				all = append(all, r.Addr)
-			}
-		}
-	}
-	st := m.eng.Status(all...)
-	if len(refused) > 0 {
-		return st, &announce.RefusedError{Refused: refused}
-	}
-	return st, nil
-}
-
-// Fleet reads the whole fleet from the store.
-// Fleet reads the fleet, with each live node's lease as etcd says it
-// (where the member has a store client).
-func (m *Member) Fleet(ctx context.Context) (store.View, error) {
-	v, err := m.l.Fleet(ctx)
-	if err == nil && m.cfg.Store != nil {
-		m.cfg.Store.ReadLeases(ctx, &v)
-	}
-	return v, err
-}
-
-// Move moves addresses as req says (the live view's move key).
-func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveResult, error) {
-	req.Actor = m.identified(req.Actor)
-	return m.mover.Move(ctx, req)
 }
 
 // identified is a, asked of this agent, with the identity the store knows
@@ -660,14 +532,4 @@ func (m *Member) identified(a store.Actor) store.Actor {
 		a.Identity = m.cfg.Store.Identity()
 	}
 	return a
-}
-
-// History reads the store's history of ownership as q asks, and the
-// revision read.
-func (m *Member) History(ctx context.Context, q store.HistoryQuery) ([]store.Change, int64, error) {
-	if m.cfg.Store == nil {
-		return nil, 0, errors.New("this member keeps no history: it has no store client")
-	}
-	changes, rev, _, err := m.cfg.Store.History(ctx, q)
-	return changes, rev, err
 }

@@ -93,8 +93,6 @@ func (m *Member) standbyGroup(a netip.Addr) []netip.Addr {
 	return out
 }
 
-
-
 // withGroup is opts, encoded claim options, naming group (when not empty)
 // as theirs: options given for a move or a take-over keep the address in
 // its group.

@@ -1,0 +1,80 @@
+package fleet
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/api"
+)
+
+// Status returns the engine's claims and, beside them, the claims this
+// member keeps out of the engine: fenced, lost to another node, standby.
+func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
+	st := m.eng.Status(addrs...)
+	want := func(a netip.Addr) bool { return len(addrs) == 0 || slices.Contains(addrs, a) }
+	m.mu.Lock()
+	for a, o := range m.fenced {
+		if want(a) {
+			st = append(st, announce.Status{Claim: o.claim, MAC: o.mac, State: api.StateFenced})
+		}
+	}
+	for a, l := range m.lost {
+		if want(a) {
+			st = append(st, announce.Status{Claim: l.claim, State: api.StateLost})
+		}
+	}
+	for a, s := range m.standby {
+		if want(a) && m.standbyOnlyLocked(a) {
+			var opts announce.ClaimOptions
+			_ = json.Unmarshal(s.Options, &opts)
+			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: api.StateStandby})
+		}
+	}
+	m.mu.Unlock()
+	slices.SortStableFunc(st, func(x, y announce.Status) int { return x.Addr.Compare(y.Addr) })
+	return st
+}
+
+// Kept counts the claims the member keeps out of the engine, by state,
+// for the metrics: no status of every claim is read for them.
+func (m *Member) Kept() map[string]int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	standby := 0
+	for a := range m.standby {
+		if m.standbyOnlyLocked(a) {
+			standby++
+		}
+	}
+	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: standby}
+}
+
+// Notes says, for the claims that need it, what the store says of them:
+// who took a lost claim, whom a standby waits on, since when a claim is
+// fenced.
+func (m *Member) Notes() map[netip.Addr]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[netip.Addr]string{}
+	for a := range m.fenced {
+		out[a] = fmt.Sprintf("fenced since %s: the store is unreachable", m.fencedAt.Local().Format("15:04:05"))
+	}
+	for a, l := range m.lost {
+		// Both times: when the other node took it (its claim's), and
+		// when this one, fenced, found it gone.
+		took := ""
+		if !l.taken.IsZero() {
+			took = fmt.Sprintf(", which took it at %s", l.taken.Local().Format("15:04:05"))
+		}
+		out[a] = fmt.Sprintf("lost to %s%s; found at %s, when this node's fence lifted", l.to, took, l.at.Local().Format("15:04:05"))
+	}
+	for a := range m.standby {
+		if m.standbyOnlyLocked(a) {
+			out[a] = "standby: takes the address if its owner's lease expires"
+		}
+	}
+	return out
+}
