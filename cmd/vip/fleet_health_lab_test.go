@@ -1,13 +1,15 @@
 package main_test
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/labtest"
 )
 
 // TestFleetShowsStoppedRenewals, against a real etcd: when the owner
@@ -30,17 +32,27 @@ func TestFleetShowsStoppedRenewals(t *testing.T) {
 	frozen := time.Now()
 	defer wake()
 
+	// The fenced window is one second (etcd says a lease's time left in
+	// whole seconds, so fenced shows in the last second before it expires),
+	// and one vip fleet --json can take longer than that on a loaded
+	// machine (race-built, in CI): reads are started every 200 ms, up to
+	// three at once, so that some land in it; each is judged at its end,
+	// by when its read had certainly happened.
+	samples := sampleFleet(t, f, 20*time.Second, func(fl api.FleetResponse) bool {
+		return slices.ContainsFunc(fl.Claims, func(c api.FleetClaim) bool {
+			return c.Addr == addr && c.Node == "b" && c.State == api.FleetHeld
+		})
+	})
 	var notLive, fencedSeen, takenAt time.Duration
 	var states []string
-	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		fl := fleetOf(t, f)
-		at := time.Since(frozen)
-		for _, n := range fl.Nodes {
+	for _, s := range samples {
+		at := s.end.Sub(frozen)
+		for _, n := range s.fl.Nodes {
 			if n.Node == "a" && n.Health != api.HealthLive && notLive == 0 {
 				notLive = at
 			}
 		}
-		for _, c := range fl.Claims {
+		for _, c := range s.fl.Claims {
 			if c.Addr != addr {
 				continue
 			}
@@ -50,14 +62,15 @@ func TestFleetShowsStoppedRenewals(t *testing.T) {
 			if c.State == api.FleetFenced && fencedSeen == 0 {
 				fencedSeen = at
 			}
-			if c.Node == "b" && c.State == api.FleetHeld {
+			if c.Node == "b" && c.State == api.FleetHeld && takenAt == 0 {
 				takenAt = at
-				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("%s is not held by b yet (states so far %v)", addr, states)
-	})
-	t.Logf("after the freeze: a not live at %v, its address fenced at %v, held by b at %v; states %v", notLive, fencedSeen, takenAt, states)
+	}
+	if takenAt == 0 {
+		t.Fatalf("%s was not listed held by b within 20 s of the freeze (%d reads; states %v)", addr, len(samples), states)
+	}
+	t.Logf("after the freeze (%d reads): a not live at %v, its address fenced at %v, held by b at %v; states %v", len(samples), notLive, fencedSeen, takenAt, states)
 	// Fence-after is 2 s; etcd's TTL is to the second, and a poll takes
 	// a moment: within 1 s of the fence, with 1.5 s of slack for a loaded
 	// machine.
@@ -70,4 +83,67 @@ func TestFleetShowsStoppedRenewals(t *testing.T) {
 	if i := slices.Index(states, "a held"); i >= 0 && slices.Contains(states[i+1:], "a held") {
 		t.Errorf("listed held by a again after a stale or fenced listing: %v", states)
 	}
+}
+
+// fleetRead is one vip fleet --json and when it ended.
+type fleetRead struct {
+	end time.Time
+	fl  api.FleetResponse
+}
+
+// sampleFleet runs vip fleet --json on the client every 200 ms, up to
+// three at once, until a read satisfies done or timeout passes, and
+// returns the reads in the order they ended. A read that fails fails the
+// test.
+func sampleFleet(t *testing.T, f *fleetLab, timeout time.Duration, done func(api.FleetResponse) bool) []fleetRead {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var (
+		mu    sync.Mutex
+		reads []fleetRead
+		errs  []string
+		wg    sync.WaitGroup
+	)
+	slots := make(chan struct{}, 3)
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for ctx.Err() == nil {
+		select {
+		case slots <- struct{}{}:
+			wg.Add(1)
+			go func() {
+				defer func() { <-slots; wg.Done() }()
+				out, err := f.client.Command(ctx, vipBin, "fleet", "--json", "--store", f.storeURL, "--socket", f.sc).Output()
+				var fl api.FleetResponse
+				if err == nil {
+					err = json.Unmarshal(out, &fl)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				switch {
+				case ctx.Err() != nil:
+				case err != nil:
+					errs = append(errs, fmt.Sprintf("vip fleet --json: %v: %s", err, out))
+					cancel()
+				default:
+					reads = append(reads, fleetRead{end: time.Now(), fl: fl})
+					if done(fl) {
+						cancel()
+					}
+				}
+			}()
+		default: // three in flight: skip this tick
+		}
+		select {
+		case <-ctx.Done():
+		case <-tick.C:
+		}
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		t.Fatalf("%s", errs[0])
+	}
+	slices.SortFunc(reads, func(a, b fleetRead) int { return a.end.Compare(b.end) })
+	return reads
 }
