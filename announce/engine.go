@@ -258,6 +258,14 @@ func (e *Engine) Config() EngineConfig { return e.cfg }
 // and a function that ends the subscription.
 func (e *Engine) Subscribe(n int) (<-chan Event, func()) { return e.hub.subscribe(n) }
 
+// SubscribeSince is Subscribe, with the channel starting with the events
+// later than since that the engine still keeps (the latest 4096), and a
+// missed event first when some later than since are no longer kept. A
+// zero since is Subscribe.
+func (e *Engine) SubscribeSince(n int, since time.Time) (<-chan Event, func()) {
+	return e.hub.subscribeSince(n, since)
+}
+
 // Notify adds an event from a component beside the engine (such as the
 // capture that follows other addresses' owners) to the engine's stream.
 func (e *Engine) Notify(ev Event) { e.publish(ev) }

@@ -63,6 +63,7 @@ var exitCases = map[string][]exitCase{
 	"vip events": {
 		{args: []string{"events", "--nope"}, want: ExitBadInput, text: "vip events --help"},
 		{args: []string{"events", "--socket", "/nonexistent/vip.sock"}, want: ExitUnreachable, text: "sudo vip agent"},
+		{args: []string{"events", "--since", "-5m"}, want: ExitBadInput, text: "--since -5m0s is negative"},
 	},
 	"vip agent": {
 		{args: []string{"agent", "--metrics", "9469"}, want: ExitBadInput, text: "is not HOST:PORT"},

@@ -7,11 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os/signal"
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -288,51 +286,6 @@ func writeTable(w io.Writer, rows []statusRow) error {
 	return tw.Flush()
 }
 
-// eventsOptions are the flags of vip events.
-type eventsOptions struct {
-	JSON bool
-	// Retry follows the agent across its restarts: a stream that ends
-	// is opened again once the agent answers.
-	Retry bool
-}
-
-// newEventsCmd builds vip events; runF, when set, runs instead, so tests
-// check the flags apart.
-func newEventsCmd(d *deps, runF func(context.Context, *eventsOptions) error) *cobra.Command {
-	o := &eventsOptions{}
-	c := &cobra.Command{
-		Use:   "events",
-		Short: "Follow the agent's events: claims, refreshes, releases, bursts, interfaces",
-		Long: `Events prints the agent's events as they happen, one a line, until
-interrupted: claim, refresh, release, revoke, burst-start, burst-end, interface,
-conflict and owner-change; on an agent guarded by a store also fence, resume,
-taken, move, standby, withheld (frames held back because the lease's answer
-deadline had passed, and how many) and stall (the agent did not run past its
-deadline: for how long, whether its lease expired, who holds its addresses
-now). With --json each line is a JSON object.
-
-When the agent stops, events exits 4 (the agent is unreachable); with --retry
-it waits for the agent instead, follows it again within a second of its
-return, and says on standard error how long it was away (events in between
-are not replayed: vip status tells the state then).`,
-		Args:              cobra.NoArgs,
-		ValidArgsFunction: cobra.NoFileCompletions,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if runF != nil {
-				return runF(c.Context(), o)
-			}
-			return runEvents(c.Context(), d, o)
-		},
-	}
-	c.Flags().BoolVar(&o.JSON, "json", false, "print each event as a JSON object")
-	c.Flags().BoolVar(&o.Retry, "retry", false, "when the agent stops or restarts, wait for it and follow it again")
-	return c
-}
-
-func formatEvent(ev api.Event) string {
-	return ev.Time.Format("15:04:05.000") + " " + ev.Summary()
-}
-
 func writeJSON(d *deps, v any) error {
 	enc := json.NewEncoder(d.io.Out)
 	enc.SetIndent("", "  ")
@@ -464,79 +417,3 @@ func checkStatus(st api.StatusResponse) error {
 	}
 	return lost
 }
-
-func runEvents(ctx context.Context, d *deps, o *eventsOptions) error {
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	enc := json.NewEncoder(d.io.Out)
-	var gone time.Time // when the stream last ended, with --retry
-	for {
-		s, err := d.client().Events(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			if !o.Retry || !errors.Is(err, api.ErrUnreachable) {
-				return err
-			}
-			if gone.IsZero() {
-				gone = time.Now()
-			}
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(eventsRetry):
-			}
-			continue
-		}
-		if !gone.IsZero() {
-			fmt.Fprintf(d.io.ErrOut, "vip: following the agent again after %v away; events in between are not replayed (vip status shows the state now)\n", time.Since(gone).Round(100*time.Millisecond))
-			gone = time.Time{}
-		}
-		err = followEvents(s, enc, o.JSON, d.io.Out)
-		s.Close()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if out := (*outputError)(nil); errors.As(err, &out) {
-			return out
-		}
-		if !o.Retry {
-			return fmt.Errorf("%w: the agent ended the event stream (%v); it stopped or restarted: vip events --retry follows it across restarts", errStreamEnded, err)
-		}
-		fmt.Fprintf(d.io.ErrOut, "vip: the agent ended the event stream (%v): waiting for it\n", err)
-		gone = time.Now()
-	}
-}
-
-// eventsRetry is how often events --retry looks for the agent again.
-const eventsRetry = 200 * time.Millisecond
-
-// errStreamEnded makes vip events exit 4 when its agent goes away.
-var errStreamEnded = errors.New("the agent is gone")
-
-// followEvents prints the stream's events until it ends, and says why.
-func followEvents(s *api.EventStream, enc *json.Encoder, asJSON bool, out io.Writer) error {
-	for {
-		ev, err := s.Next()
-		if err != nil {
-			return err
-		}
-		if asJSON {
-			if err := enc.Encode(ev); err != nil {
-				return &outputError{err}
-			}
-			continue
-		}
-		if _, err := fmt.Fprintln(out, formatEvent(ev)); err != nil {
-			return &outputError{err}
-		}
-	}
-}
-
-// outputError is a failure to write what vip prints (a closed pipe): no
-// agent's fault, and no reason to follow it again.
-type outputError struct{ err error }
-
-func (e *outputError) Error() string { return "write the events: " + e.err.Error() }
-func (e *outputError) Unwrap() error { return e.err }

@@ -2,6 +2,7 @@ package tui
 
 import (
 	"context"
+	"time"
 
 	"github.com/vipctl/vip/internal/api"
 )
@@ -12,8 +13,9 @@ type Backend interface {
 	Status(ctx context.Context) (api.StatusResponse, error)
 	WhoHas(ctx context.Context) (api.WhoHasResponse, error)
 	// Events opens the agent's event stream; cancelling ctx or closing
-	// the source ends it.
-	Events(ctx context.Context) (EventSource, error)
+	// the source ends it. A non-zero since starts it with the events
+	// later than since that the agent still keeps.
+	Events(ctx context.Context, since time.Time) (EventSource, error)
 	Claim(ctx context.Context, r api.ClaimRequest) (api.ClaimResponse, error)
 	Release(ctx context.Context, r api.AddrsRequest) (api.ReleaseResponse, error)
 	Refresh(ctx context.Context, r api.AddrsRequest) (api.RefreshResponse, error)
@@ -36,8 +38,8 @@ func ClientBackend(c *api.Client) Backend { return clientBackend{c} }
 
 type clientBackend struct{ *api.Client }
 
-func (b clientBackend) Events(ctx context.Context) (EventSource, error) {
-	s, err := b.Client.Events(ctx)
+func (b clientBackend) Events(ctx context.Context, since time.Time) (EventSource, error) {
+	s, err := b.Client.EventsSince(ctx, since)
 	if err != nil {
 		return nil, err
 	}

@@ -12,7 +12,8 @@
 // model into a frame, so however fast events come the screen is drawn at
 // most ten times a second. Keys and resizes draw at once, since they come at
 // the operator's pace. When the agent stops answering, the view says so and
-// reconnects with backoff, subscribing to events again once it answers.
+// reconnects with backoff, subscribing to events again once it answers,
+// from the events the agent kept since the stream ended.
 //
 // The parts: backend.go (the agent as the model sees it), keys.go (the
 // keymap that also feeds the help bar), styles.go (every style, from one

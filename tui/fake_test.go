@@ -31,6 +31,7 @@ type fakeBackend struct {
 	whoHas    api.WhoHasResponse
 	whoHasErr error
 	sources   []*fakeSource
+	since     []time.Time // each stream's since, in the order opened
 	claims    []api.ClaimRequest
 	releases  []api.AddrsRequest
 	refreshes []api.AddrsRequest
@@ -70,12 +71,13 @@ func (f *fakeBackend) WhoHas(context.Context) (api.WhoHasResponse, error) {
 	return f.whoHas, f.whoHasErr
 }
 
-func (f *fakeBackend) Events(context.Context) (EventSource, error) {
+func (f *fakeBackend) Events(_ context.Context, since time.Time) (EventSource, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down {
 		return nil, f.unreachable()
 	}
+	f.since = append(f.since, since)
 	s := &fakeSource{ch: make(chan api.Event, 1024), done: make(chan struct{})}
 	f.sources = append(f.sources, s)
 	return s, nil

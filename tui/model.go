@@ -218,7 +218,7 @@ func (m *Model) Close() {
 
 // Init connects to the agent.
 func (m *Model) Init() tea.Cmd {
-	return connect(m.ctx, m.b, m.pumps, m.gen)
+	return connect(m.ctx, m.b, m.pumps, m.gen, time.Time{})
 }
 
 // Update applies a message.
@@ -241,8 +241,9 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.conn, m.attempt, m.lastErr = connUp, 0, nil
 		m.stream = msg.stream
+		prev := m.agent
 		m.applyStatus(msg.status)
-		m.noteGap()
+		m.noteGap(prev, msg.status.Agent)
 		m.polling = true
 		return m, tea.Batch(m.stream.wait(m.gen), poll(m.ctx, m.b, m.gen),
 			m.clock.after(m.opt.PollEvery, pollTickMsg{gen: m.gen}), m.fleetTick(), m.markDirty())
@@ -255,7 +256,7 @@ func (m *Model) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if msg.gen != m.gen {
 			return m, nil
 		}
-		return m, connect(m.ctx, m.b, m.pumps, m.gen)
+		return m, connect(m.ctx, m.b, m.pumps, m.gen, m.gapFrom)
 	case pollTickMsg:
 		if msg.gen != m.gen || m.conn != connUp {
 			return m, nil
@@ -389,14 +390,20 @@ func (m *Model) goDown(err error) tea.Cmd {
 }
 
 // noteGap, on a connection after one that was up, says in the event log
-// which events were not seen, and in the footer that the agent is back.
-func (m *Model) noteGap() {
+// how long the agent was unreachable and that the events it kept since
+// follow (the stream was opened from then), naming a restart (the agent
+// was prev, is cur); and in the footer that the agent is back.
+func (m *Model) noteGap(prev, cur api.Agent) {
 	now := m.clock.now()
 	if !m.downSince.IsZero() && !m.gapFrom.IsZero() {
 		at := func(t time.Time) string { return t.In(m.opt.Location).Format("15:04:05") }
-		m.log.push(api.Event{Time: now, Kind: kindGap,
-			Message: fmt.Sprintf("events between %s and %s not seen: the agent was unreachable", at(m.gapFrom), at(now))})
-		m.setFlash(false, "reconnected to the agent at %s after %s away; status and fleet read again",
+		msg := fmt.Sprintf("agent unreachable from %s to %s: the events it kept since follow", at(m.gapFrom), at(now))
+		if prev.PID != 0 && (prev.PID != cur.PID || !prev.Started.Equal(cur.Started)) {
+			msg = fmt.Sprintf("agent unreachable from %s to %s: it restarted at %s (pid %d, was %d); its events since follow",
+				at(m.gapFrom), at(now), at(cur.Started), cur.PID, prev.PID)
+		}
+		m.log.push(api.Event{Time: m.gapFrom, Kind: kindGap, Message: msg})
+		m.setFlash(false, "reconnected to the agent at %s after %s away; status, fleet and the events missed read again",
 			at(now), now.Sub(m.downSince).Round(time.Second))
 	}
 	m.downSince, m.gapFrom = time.Time{}, time.Time{}

@@ -688,14 +688,47 @@ func TestStaleWhileUnreachable(t *testing.T) {
 	h.until("connected, status and fleet read again", func() bool {
 		return h.m.conn == connUp && !h.m.polling && b.reads() > reads && h.m.fleetAt.Equal(h.now)
 	})
+	b.mu.Lock()
+	since := slices.Clone(b.since)
+	b.mu.Unlock()
+	if len(since) < 2 || !since[0].IsZero() || !since[len(since)-1].Equal(t0.Add(2*time.Second)) {
+		t.Errorf("streams opened since %v: want the first from now on, the one after the agent's return since 10:00:02, when the stream ended", since)
+	}
 	v = h.draw()
-	for _, want := range []string{"events between 10:00:02 and 10:00:20 not seen: the agent was unreachable", "reconnected to the agent at 10:00:20"} {
+	for _, want := range []string{"agent unreachable from 10:00:02 to 10:00:20: the events it kept since follow", "reconnected to the agent at 10:00:20"} {
 		if !strings.Contains(strings.Join(strings.Fields(v), " "), want) {
 			t.Errorf("back, the view does not say %q:\n%s", want, v)
 		}
 	}
 	if strings.Contains(v, "stale") || strings.Contains(v, "unreachable since") {
 		t.Errorf("back, the view still says it is stale:\n%s", v)
+	}
+}
+
+// TestReconnectNamesARestart: an agent that came back as a new process is
+// named so in the event log, with its pid and start, and the events its
+// stream replays (opened from when the old one ended) follow the note.
+func TestReconnectNamesARestart(t *testing.T) {
+	t.Parallel()
+	b := fixture()
+	h := connected(t, b, Options{}, 120, 40)
+	h.now = t0.Add(2 * time.Second)
+	b.setDown(true)
+	h.until("the agent seen gone", func() bool { return h.m.conn == connDown })
+	h.until("a retry to be set", func() bool { n, _ := h.pending(retryMsg{}); return n == 1 })
+	b.mu.Lock()
+	b.status.Agent.PID, b.status.Agent.Started = 4343, t0.Add(10*time.Second)
+	b.mu.Unlock()
+	b.setDown(false)
+	h.now = t0.Add(12 * time.Second)
+	h.fire(retryMsg{})
+	h.until("connected again", func() bool { return h.m.conn == connUp })
+	a6 := netip.MustParseAddr("2001:db8::10")
+	b.source().ch <- api.Event{Time: t0.Add(11 * time.Second), Kind: "taken", Addr: a6, Message: "lost to b at 10:00:05"}
+	h.until("the replayed event", func() bool { return h.m.log.len() >= 2 && h.m.log.at(h.m.log.len()-1).Kind == "taken" })
+	note := h.m.log.at(h.m.log.len() - 2)
+	if want := "agent unreachable from 10:00:02 to 10:00:12: it restarted at 10:00:10 (pid 4343, was 4242); its events since follow"; note.Kind != kindGap || note.Message != want {
+		t.Errorf("the note before the replayed event: %+v, want %q", note, want)
 	}
 }
 

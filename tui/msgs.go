@@ -182,9 +182,9 @@ type streamItem struct {
 	err error // set on the last item: the stream ended
 }
 
-func openStream(ctx context.Context, b Backend, p *pumps) (*stream, error) {
+func openStream(ctx context.Context, b Backend, p *pumps, since time.Time) (*stream, error) {
 	sctx, cancel := context.WithCancel(ctx)
-	src, err := b.Events(sctx)
+	src, err := b.Events(sctx, since)
 	if err != nil {
 		cancel()
 		return nil, err
@@ -252,8 +252,10 @@ func (s *stream) wait(gen int) tea.Cmd {
 	}
 }
 
-// connect asks the agent for its status and opens its event stream.
-func connect(ctx context.Context, b Backend, p *pumps, gen int) tea.Cmd {
+// connect asks the agent for its status and opens its event stream, from
+// the events it kept since since when that is not zero (the view lost the
+// stream then).
+func connect(ctx context.Context, b Backend, p *pumps, gen int, since time.Time) tea.Cmd {
 	return func() tea.Msg {
 		rctx, cancel := context.WithTimeout(ctx, requestTimeout)
 		defer cancel()
@@ -261,7 +263,7 @@ func connect(ctx context.Context, b Backend, p *pumps, gen int) tea.Cmd {
 		if err != nil {
 			return connectFailedMsg{gen: gen, err: err}
 		}
-		s, err := openStream(ctx, b, p)
+		s, err := openStream(ctx, b, p, since)
 		if err != nil {
 			return connectFailedMsg{gen: gen, err: err}
 		}

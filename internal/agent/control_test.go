@@ -113,9 +113,7 @@ func TestServerOversizedRequestsChangeNothing(t *testing.T) {
 	}
 	b.WriteString(`]}`)
 	body := b.String()
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	hc := unixHTTP(sock)
 	for _, path := range []string{"/v1/claims", "/v1/refresh", "/v1/release"} {
 		resp, err := hc.Post("http://vip"+path, "application/json", strings.NewReader(body))
 		if err != nil {

@@ -10,8 +10,10 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/internal/state"
@@ -49,7 +51,7 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 
 // adoptGuarded re-adopts a dead agent's claims through the store: those
 // another node took meanwhile are dropped from the state file and said so.
-func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, recorded []announce.Claim, log *slog.Logger) error {
+func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, recorded []announce.Claim, log *slog.Logger, notify func(announce.Event)) error {
 	_, err := m.Adopt(ctx, recorded)
 	var rf *announce.RefusedError
 	if !errors.As(err, &rf) {
@@ -61,12 +63,28 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 		if errors.As(r.Err, &held) {
 			log.Warn("a claim of the earlier agent is now another node's: dropped", "addr", r.Addr, "node", held.Node)
 			gone = append(gone, r.Addr)
+			// An event too, so that a view or vip events --retry
+			// that follows the agent across the restart sees it.
+			ev := announce.Event{Kind: event.Taken, Addr: r.Addr,
+				Message: fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", held.Node, takenSince(held.Since))}
+			if i := slices.IndexFunc(recorded, func(c announce.Claim) bool { return c.Addr == r.Addr }); i >= 0 {
+				ev.Interface = recorded[i].Interface
+			}
+			notify(ev)
 		}
 	}
 	if len(gone) > 0 {
 		return book.Delete(ctx, gone...)
 	}
 	return err
+}
+
+// takenSince says when another node took an address, if the store said.
+func takenSince(since time.Time) string {
+	if since.IsZero() {
+		return ""
+	}
+	return " (it took it at " + since.Local().Format("15:04:05.000") + ")"
 }
 
 // hostInterfaces lists this host's interfaces with their MACs and prefixes,

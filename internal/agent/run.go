@@ -298,7 +298,7 @@ func (d *daemon) readopt(ctx context.Context) {
 	defer cancel()
 	var err error
 	if d.member != nil {
-		err = adoptGuarded(actx, d.member, d.book, d.recorded, d.log)
+		err = adoptGuarded(actx, d.member, d.book, d.recorded, d.log, d.rt.Engine.Notify)
 		d.vip.adopted(d.rt.Engine.Held())
 	} else {
 		_, err = d.rt.Engine.Adopt(actx, d.recorded)

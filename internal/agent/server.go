@@ -30,7 +30,9 @@ type Engine interface {
 	Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error)
 	Status(addrs ...netip.Addr) []announce.Status
 	Held() []netip.Addr
-	Subscribe(n int) (<-chan announce.Event, func())
+	// SubscribeSince is the engine's events, starting with those it
+	// keeps from after since (none for a zero since).
+	SubscribeSince(n int, since time.Time) (<-chan announce.Event, func())
 	Config() announce.EngineConfig
 }
 
@@ -515,38 +517,6 @@ func (s *Server) whoHas(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, s.cfg.Watcher.WhoHas(order))
-}
-
-func (s *Server) streamEvents(w http.ResponseWriter, r *http.Request) {
-	s.events.Add(1)
-	defer s.events.Add(-1)
-	rc := http.NewResponseController(w)
-	// The stream outlives the server's read timeout, which would otherwise
-	// cancel the request.
-	_ = rc.SetReadDeadline(time.Time{})
-	events, cancel := s.cfg.Engine.Subscribe(1024)
-	defer cancel()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(http.StatusOK)
-	if err := rc.Flush(); err != nil {
-		return
-	}
-	enc := json.NewEncoder(w)
-	for {
-		select {
-		case <-r.Context().Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			// A client that stops reading must not hold a goroutine forever.
-			_ = rc.SetWriteDeadline(time.Now().Add(10 * time.Second))
-			if enc.Encode(ev) != nil || rc.Flush() != nil {
-				return
-			}
-		}
-	}
 }
 
 func (s *Server) noStore(w http.ResponseWriter) bool {

@@ -31,6 +31,8 @@ type fakeEngine struct {
 	// refuse are addresses the engine refuses while it claims the others.
 	refuse map[netip.Addr]error
 	subs   []chan announce.Event
+	// since is what each subscription asked for, in order.
+	since []time.Time
 }
 
 func newFakeEngine() *fakeEngine { return &fakeEngine{held: map[netip.Addr]announce.Status{}} }
@@ -112,6 +114,13 @@ func (f *fakeEngine) Held() []netip.Addr {
 	}
 	slices.SortFunc(out, netip.Addr.Compare)
 	return out
+}
+
+func (f *fakeEngine) SubscribeSince(n int, since time.Time) (<-chan announce.Event, func()) {
+	f.mu.Lock()
+	f.since = append(f.since, since)
+	f.mu.Unlock()
+	return f.Subscribe(n)
 }
 
 func (f *fakeEngine) Subscribe(n int) (<-chan announce.Event, func()) {
@@ -246,9 +255,7 @@ func TestServerRefusesBadRequests(t *testing.T) {
 		{"interval too short", `{"addrs":["192.0.2.10"],"interval":"1ms"}`, 400, api.CodeBadInput, "too short"},
 		{"oversized", `{"addrs":["` + strings.Repeat("1", api.MaxRequestBytes) + `"]}`, 413, api.CodeTooLarge, "over"},
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	hc := unixHTTP(sock)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			resp, err := hc.Post("http://vip/v1/claims", "application/json", strings.NewReader(tt.body))
@@ -413,6 +420,43 @@ func TestServerEvents(t *testing.T) {
 	}
 }
 
+// TestServerEventsSince: since=TIME reaches the engine as that time, and
+// a since that is no time is refused in a sentence that gives the form.
+func TestServerEventsSince(t *testing.T) {
+	eng := newFakeEngine()
+	c, sock := serve(t, eng, nil)
+	since := time.Date(2026, 12, 3, 9, 30, 0, 123456789, time.UTC)
+	s, err := c.EventsSince(ctx5(t), since)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	hc := unixHTTP(sock)
+	resp, err := hc.Get("http://vip/v1/events?since=yesterday")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b bytes.Buffer
+	b.ReadFrom(resp.Body)
+	if resp.StatusCode != 400 || !strings.Contains(b.String(), api.CodeBadInput) || !strings.Contains(b.String(), "RFC 3339") {
+		t.Errorf("since=yesterday: got %d %s, want 400, bad input, naming RFC 3339", resp.StatusCode, b.String())
+	}
+	eng.mu.Lock()
+	defer eng.mu.Unlock()
+	if len(eng.since) != 1 || !eng.since[0].Equal(since) {
+		t.Errorf("the engine was asked since %v, want once, since %v (the refused request asks nothing)", eng.since, since)
+	}
+}
+
+// unixHTTP is an HTTP client of the agent's socket at sock, for requests
+// the api client would not send.
+func unixHTTP(sock string) *http.Client {
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
+	}}}
+}
+
 func TestClientUnreachable(t *testing.T) {
 	c := api.NewClient(filepath.Join(t.TempDir(), "none.sock"))
 	if _, err := c.Status(ctx5(t)); !errors.Is(err, api.ErrUnreachable) {
@@ -440,10 +484,7 @@ func TestServerWhoHasUnderBothNames(t *testing.T) {
 	if got, err := c.WhoHas(ctx5(t)); err != nil || got.Entries == nil {
 		t.Fatalf("WhoHas: %+v, %v; want an empty table", got, err)
 	}
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", sock)
-	}}}
+	hc := unixHTTP(sock)
 	for _, path := range []string{"/v1/whohas", "/v1/traffic"} {
 		req, err := http.NewRequestWithContext(ctx5(t), http.MethodGet, "http://vip"+path, nil)
 		if err != nil {

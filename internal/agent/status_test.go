@@ -44,9 +44,7 @@ func statusEngine() *fakeEngine {
 func TestServerStatus(t *testing.T) {
 	eng := statusEngine()
 	c, sock := serve(t, eng, nil)
-	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-	}}}
+	hc := unixHTTP(sock)
 	get := func(t *testing.T, query string) (*http.Response, []byte) {
 		t.Helper()
 		resp, err := hc.Get("http://vip/v1/status" + query)
@@ -149,9 +147,7 @@ func TestServerStatusFails(t *testing.T) {
 			}
 			eng.held[bad.Addr] = bad
 			_, sock := serve(t, eng, nil)
-			hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-				return (&net.Dialer{}).DialContext(ctx, "unix", sock)
-			}}}
+			hc := unixHTTP(sock)
 			resp, err := hc.Get("http://vip/v1/status?indent=true")
 			if err != nil {
 				t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"syscall"
+	"time"
 )
 
 // ErrUnreachable is returned when no agent answers on the socket.
@@ -196,7 +197,18 @@ type EventStream struct {
 
 // Events opens the agent's event stream; cancel ctx or Close to end it.
 func (c *Client) Events(ctx context.Context) (*EventStream, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://vip/v1/events", nil)
+	return c.EventsSince(ctx, time.Time{})
+}
+
+// EventsSince is Events, starting with the events later than since that
+// the agent still keeps (a missed event first if some are no longer kept);
+// a zero since is Events.
+func (c *Client) EventsSince(ctx context.Context, since time.Time) (*EventStream, error) {
+	u := "http://vip/v1/events"
+	if !since.IsZero() {
+		u += "?since=" + url.QueryEscape(since.Format(time.RFC3339Nano))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return nil, err
 	}

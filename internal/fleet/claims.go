@@ -517,6 +517,12 @@ func (m *Member) Held() []netip.Addr {
 // Subscribe passes the engine's events on; Notify publishes one.
 func (m *Member) Subscribe(n int) (<-chan announce.Event, func()) { return m.eng.Subscribe(n) }
 
+// SubscribeSince passes the engine's events on, starting with those it
+// keeps from after since.
+func (m *Member) SubscribeSince(n int, since time.Time) (<-chan announce.Event, func()) {
+	return m.eng.SubscribeSince(n, since)
+}
+
 // Config returns the engine's configuration.
 func (m *Member) Config() announce.EngineConfig { return m.eng.Config() }
 

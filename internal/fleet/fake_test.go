@@ -186,6 +186,10 @@ func (f *fakeEngine) Subscribe(int) (<-chan announce.Event, func()) {
 	return ch, func() {}
 }
 
+func (f *fakeEngine) SubscribeSince(n int, _ time.Time) (<-chan announce.Event, func()) {
+	return f.Subscribe(n)
+}
+
 func (f *fakeEngine) Config() announce.EngineConfig { return announce.EngineConfig{} }
 
 func (f *fakeEngine) Notify(ev announce.Event) {

@@ -32,6 +32,7 @@ type Engine interface {
 	Status(addrs ...netip.Addr) []announce.Status
 	Held() []netip.Addr
 	Subscribe(n int) (<-chan announce.Event, func())
+	SubscribeSince(n int, since time.Time) (<-chan announce.Event, func())
 	Config() announce.EngineConfig
 	Notify(ev announce.Event)
 }

@@ -556,9 +556,11 @@ func TestFakeMoveArrivesOnceTheStoreAnswers(t *testing.T) {
 	a, aEng := f.join("a")
 	_, bEng := f.join("b")
 	f.claim(a, vip)
-	// Both of b's notices (the move asked, the owner let go) may come
-	// while its store fails.
-	f.s.failNext("b", 2)
+	// Both of b's notices (the move asked, the owner let go) come while
+	// its store fails, until the owner has let go. (Failing only b's next
+	// two operations was not enough: another of b's reads could use one
+	// up, and b then took the address at once, in CI.)
+	f.s.failNext("b", 1<<30)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	done := make(chan error, 1)
@@ -571,6 +573,7 @@ func TestFakeMoveArrivesOnceTheStoreAnswers(t *testing.T) {
 	}()
 	eventually(t, func() bool { return !aEng.holds(vip) && f.owner(vip) == "" }, "the owner did not let go for the move")
 	never(t, func() bool { return bEng.holds(vip) }, "the target took the address though its store failed")
+	f.s.failNext("b", 0)
 	f.advanceTo(3 * fakeTiming.Renew)
 	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "the target did not take the address once the store answered")
 	if err := <-done; err != nil {
