@@ -349,11 +349,11 @@ func refusedError(asked int, refused []api.Refused) error {
 	}
 	switch {
 	case held == len(refused) && held >= asked:
-		return fmt.Errorf("every address asked for is %w: see each above", errHeld)
+		return fmt.Errorf("every address asked for is %w: move each here with vip move as named above, or use --take-over", errHeld)
 	case held == len(refused):
-		return fmt.Errorf("%d of %d addresses are %w, and the others claimed: see each above", held, asked, errHeld)
+		return fmt.Errorf("%d of %d addresses are %w, and the others claimed: move each here with vip move as named above, or use --take-over", held, asked, errHeld)
 	}
-	return fmt.Errorf("%d of %d addresses were refused, and the others claimed: see each reason above", len(refused), asked)
+	return fmt.Errorf("%d of %d addresses were refused, and the others claimed: check each reason above", len(refused), asked)
 }
 
 func claimViaAgent(ctx context.Context, d *deps, o *claimOptions, req api.ClaimRequest) (api.ClaimResponse, error) {

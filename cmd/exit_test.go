@@ -3,15 +3,19 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/vipctl/vip/internal/labtest"
 )
 
 // exitCase is a documented bad input: what to type, the code it exits with
@@ -128,50 +132,23 @@ var exitCases = map[string][]exitCase{
 	},
 }
 
-// uncovered says why a code has no case: what making it needs.
+// uncovered says why a code has no case here, and which lab test (in
+// cmd/vip, as root) makes it and checks its message by the same rule
+// (labtest.CheckMessage).
 var uncovered = map[ExitCode]string{
 	ExitOK:       "success is no bad input",
-	ExitFailure:  "the operation itself failing (privileges, the kernel, a lab): it needs root or a network",
-	ExitConflict: "a competing claimer on a segment, a fenced claim or a drained node's traffic: it needs an agent, a store and a segment",
-	ExitHeld:     "another node's claim in a store",
-	ExitDenied:   "a store with authentication and roles",
+	ExitFailure:  "the operation itself failing (privileges, the kernel, a lab): it needs root or a network; TestClaimWithoutPrivileges",
+	ExitConflict: "a competing claimer on a segment, a fenced claim or a drained node's traffic: it needs an agent, a store and a segment; TestSplitBrainIsSeenAndDefenceIsBounded (status --check), TestProbe (probe --expect), TestDrain",
+	ExitHeld:     "another node's claim in a store; TestFleetCommands",
+	ExitDenied:   "a store with authentication and roles; TestStoreAuthentication (vip move, vip agent)",
 }
 
 // uncoveredOf is the same, for one command's code.
 var uncoveredOf = map[string]map[ExitCode]string{
 	// The agent reaches its store only after it has taken its socket.
-	"vip agent": {ExitUnreachable: "an agent started as root, and its socket"},
+	"vip agent": {ExitUnreachable: "an agent started as root, and its socket; TestExitUnreachableInTheLab"},
 	// Watch asks its agent only once it has a terminal.
-	"vip watch": {ExitUnreachable: "a terminal"},
-}
-
-// fixWord is a word, a flag or an example command ("like: vip claim
-// 192.0.2.10") that tells the user what to do.
-var fixWord = regexp.MustCompile(`\b(give|run|use|start|check|name|drop|ask)\b|--[a-z]|like: vip `)
-
-// checkMessage reports what is wrong with stderr as the message of a
-// failed command: each line is vip's, and the last, the error, is one
-// sentence that names the fix.
-func checkMessage(stderr string) string {
-	if !strings.HasSuffix(stderr, "\n") {
-		return "does not end with a newline"
-	}
-	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
-	for _, l := range lines {
-		if !strings.HasPrefix(l, "vip: ") {
-			return "has a line that does not start with \"vip: \": the error is more than one line"
-		}
-	}
-	msg := strings.TrimPrefix(lines[len(lines)-1], "vip: ")
-	switch {
-	case strings.HasSuffix(msg, "."):
-		return "ends with a period"
-	case regexp.MustCompile(`[a-z]\. [A-Z]`).MatchString(msg):
-		return "is more than one sentence"
-	case !fixWord.MatchString(msg):
-		return "names no fix (give, run, use, start, check, name, drop, ask, a flag or an example)"
-	}
-	return ""
+	"vip watch": {ExitUnreachable: "a terminal; TestExitUnreachableInTheLab"},
 }
 
 // TestExitCasesCoverEveryCode: every code a command documents has a bad
@@ -195,6 +172,39 @@ func TestExitCasesCoverEveryCode(t *testing.T) {
 				t.Errorf("%s %v: exits %d, which commandExits does not list for %s", path, c.args, c.want, path)
 			}
 		}
+	}
+}
+
+// TestUncoveredNameLabTests: each lab test named above as making a code
+// exists in cmd/vip, so that a renamed test does not leave a code unchecked.
+func TestUncoveredNameLabTests(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join("vip", "*_test.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("the lab tests in cmd/vip: %v (%d files)", err, len(files))
+	}
+	var src strings.Builder
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		src.Write(b)
+	}
+	why := slices.Collect(maps.Values(uncovered))
+	for _, m := range uncoveredOf {
+		why = slices.AppendSeq(why, maps.Values(m))
+	}
+	named := 0
+	for _, w := range why {
+		for _, name := range regexp.MustCompile(`\bTest[A-Za-z]+`).FindAllString(w, -1) {
+			named++
+			if !strings.Contains(src.String(), "func "+name+"(t *testing.T)") {
+				t.Errorf("%q names %s, which cmd/vip does not have", w, name)
+			}
+		}
+	}
+	if named < 6 {
+		t.Errorf("only %d lab tests named: each code a bad input here cannot make names the test that does", named)
 	}
 }
 
@@ -232,7 +242,7 @@ func TestExitCases(t *testing.T) {
 				if code != tt.want || !strings.Contains(errOut.String(), tt.text) {
 					t.Errorf("%s: vip %v: got exit %d, stderr %q; want exit %d and %q", path, args, code, errOut.String(), tt.want, tt.text)
 				}
-				if why := checkMessage(errOut.String()); why != "" {
+				if why := labtest.CheckMessage(errOut.String()); why != "" {
 					t.Errorf("vip %v: stderr %q %s", args, errOut.String(), why)
 				}
 				if d := time.Since(start); d > 3*time.Second {

@@ -167,7 +167,7 @@ func movesError(moves []api.MoveResult) error {
 	if failed == 0 {
 		return nil
 	}
-	return fmt.Errorf("%d of %d addresses %w: see each reason above, and vip fleet for where they are", failed, len(moves), errMoveFailed)
+	return fmt.Errorf("%d of %d addresses %w: check each reason above, and vip fleet for where they are", failed, len(moves), errMoveFailed)
 }
 
 // printMoves prints one line per move: its timeline on out, its failure on

@@ -413,7 +413,7 @@ func checkStatus(st api.StatusResponse) error {
 	case len(conflicted) > 0 && lost != nil:
 		return fmt.Errorf("%w for %s, and %w", errConflict, strings.Join(conflicted, ", "), lost)
 	case len(conflicted) > 0:
-		return fmt.Errorf("%w for %s", errConflict, strings.Join(conflicted, ", "))
+		return fmt.Errorf("%w for %s: check its MAC in the CLAIMERS column and stop that host's claim, or run vip release here", errConflict, strings.Join(conflicted, ", "))
 	}
 	return lost
 }

@@ -109,7 +109,7 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 			return err
 		}
 		if unexpected > 0 {
-			return fmt.Errorf("%w: %d of %d addresses were not answered by %s alone (each is listed above)", errUnexpected, unexpected, len(results), exp.Name)
+			return fmt.Errorf("%w: %d of %d addresses were not answered by %s alone: check the hosts that answered, listed above", errUnexpected, unexpected, len(results), exp.Name)
 		}
 		return nil
 	}
@@ -123,7 +123,7 @@ func runProbe(ctx context.Context, d *deps, o *probeOptions) error {
 		}
 	}
 	if answered > 0 {
-		return fmt.Errorf("%w: %d of %d addresses answered", errConflict, answered, len(results))
+		return fmt.Errorf("%w: %d of %d addresses answered: check the hosts listed above before claiming them", errConflict, answered, len(results))
 	}
 	return nil
 }

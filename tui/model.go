@@ -397,9 +397,9 @@ func (m *Model) noteGap(prev, cur api.Agent) {
 	now := m.clock.now()
 	if !m.downSince.IsZero() && !m.gapFrom.IsZero() {
 		at := func(t time.Time) string { return t.In(m.opt.Location).Format("15:04:05") }
-		msg := fmt.Sprintf("agent unreachable from %s to %s: the events it kept since follow", at(m.gapFrom), at(now))
+		msg := fmt.Sprintf("the agent was away from %s to %s: the events it kept since follow", at(m.gapFrom), at(now))
 		if prev.PID != 0 && (prev.PID != cur.PID || !prev.Started.Equal(cur.Started)) {
-			msg = fmt.Sprintf("agent unreachable from %s to %s: it restarted at %s (pid %d, was %d); its events since follow",
+			msg = fmt.Sprintf("the agent was away from %s to %s: it restarted at %s (pid %d, was %d); its events since follow",
 				at(m.gapFrom), at(now), at(cur.Started), cur.PID, prev.PID)
 		}
 		m.log.push(api.Event{Time: m.gapFrom, Kind: kindGap, Message: msg})

@@ -695,7 +695,7 @@ func TestStaleWhileUnreachable(t *testing.T) {
 		t.Errorf("streams opened since %v: want the first from now on, the one after the agent's return since 10:00:02, when the stream ended", since)
 	}
 	v = h.draw()
-	for _, want := range []string{"agent unreachable from 10:00:02 to 10:00:20: the events it kept since follow", "reconnected to the agent at 10:00:20"} {
+	for _, want := range []string{"the agent was away from 10:00:02 to 10:00:20: the events it kept since follow", "reconnected to the agent at 10:00:20"} {
 		if !strings.Contains(strings.Join(strings.Fields(v), " "), want) {
 			t.Errorf("back, the view does not say %q:\n%s", want, v)
 		}
@@ -727,7 +727,7 @@ func TestReconnectNamesARestart(t *testing.T) {
 	b.source().ch <- api.Event{Time: t0.Add(11 * time.Second), Kind: "taken", Addr: a6, Message: "lost to b at 10:00:05"}
 	h.until("the replayed event", func() bool { return h.m.log.len() >= 2 && h.m.log.at(h.m.log.len()-1).Kind == "taken" })
 	note := h.m.log.at(h.m.log.len() - 2)
-	if want := "agent unreachable from 10:00:02 to 10:00:12: it restarted at 10:00:10 (pid 4343, was 4242); its events since follow"; note.Kind != kindGap || note.Message != want {
+	if want := "the agent was away from 10:00:02 to 10:00:12: it restarted at 10:00:10 (pid 4343, was 4242); its events since follow"; note.Kind != kindGap || note.Message != want {
 		t.Errorf("the note before the replayed event: %+v, want %q", note, want)
 	}
 }

@@ -312,6 +312,8 @@ func TestAgentRefusesOthers(t *testing.T) {
 	}
 	if out, code := nobody(sock, "status"); code != 4 || !strings.Contains(out, "not open to this user") {
 		t.Errorf("nobody on a 0600 socket: got exit %d, %q; want 4 saying the socket is not open to this user", code, out)
+	} else if why := labtest.CheckMessage(out); why != "" {
+		t.Errorf("nobody on a 0600 socket: the message %s: %q", why, out)
 	}
 	// Even with the file mode opened up, the agent checks the peer itself.
 	if err := os.Chmod(sock, 0o666); err != nil {

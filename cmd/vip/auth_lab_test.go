@@ -12,6 +12,7 @@ import (
 
 	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/internal/labtest"
 )
 
 // authTokenTTL is short, so that the agents' tokens expire during the test
@@ -111,9 +112,19 @@ func TestStoreAuthentication(t *testing.T) {
 		out, code := vipEnvOn(t, f.client, f.sc, tc.env, tc.args...)
 		if code != tc.code || !strings.Contains(out, tc.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
 			t.Errorf("%s: got exit %d:\n%s\nwant exit %d and one line with %q", tc.name, code, out, tc.code, tc.want)
+		} else if why := labtest.CheckMessage(out); why != "" {
+			t.Errorf("%s: the message %s: %q", tc.name, why, out)
 		}
 	}
 	viewFleet("a")
+	// An agent with the viewer's credentials may not join: exit 6, its
+	// last line one sentence naming the permission.
+	viewerAgent := labtest.Start(t, f.client, vipBin, append([]string{"agent", "--socket", f.sc, "--node", "v", "--lease-ttl", fleetTTL}, as("viewer")...)...)
+	if code := viewerAgent.Wait(t, 20*time.Second); code != 6 || !strings.Contains(viewerAgent.Output(), "permission") {
+		t.Errorf("an agent with the viewer's credentials: exit %d, want 6 naming the permission:\n%s", code, viewerAgent.Output())
+	} else if why := labtest.CheckLastLine(viewerAgent.Output()); why != "" {
+		t.Errorf("an agent with the viewer's credentials: its message %s:\n%s", why, viewerAgent.Output())
+	}
 
 	// Every token the agents got has expired a few times over: they renew,
 	// watch and write all the same.

@@ -66,6 +66,8 @@ func TestSplitBrainIsSeenAndDefenceIsBounded(t *testing.T) {
 	}
 	if out, code := vipOn(t, a, sa, "status", "--check"); code != 3 || !strings.Contains(out, "competing claimer") {
 		t.Errorf("status --check during the split brain: got exit %d, %q; want 3", code, out)
+	} else if why := labtest.CheckLastLine(out); why != "" {
+		t.Errorf("status --check during the split brain: its message %s:\n%s", why, out)
 	}
 
 	// Count each side's rounds over 12 s: one burst at the claim, then at
@@ -204,6 +206,8 @@ func TestProbe(t *testing.T) {
 	out, code = vipOn(t, b, sa, "probe", "192.0.2.10", "2001:db8::10", "--expect", mac(b, "eth0"))
 	if code != 3 || strings.Count(out, "not by "+mac(b, "eth0")) != 2 || !strings.Contains(out, mac(a, "eth0")) {
 		t.Errorf("probe --expect b's MAC: got exit %d, %q; want 3, naming a's MAC as the one that answered", code, out)
+	} else if why := labtest.CheckLastLine(out); why != "" {
+		t.Errorf("probe --expect b's MAC: its message %s:\n%s", why, out)
 	}
 
 	// A plain host that has the addresses as its own: its kernel answers.

@@ -112,6 +112,8 @@ func TestDrain(t *testing.T) {
 	}
 	if !strings.Contains(out, "node b still gets traffic for 192.0.2.10 (from 192.0.2.13 "+macC+")") {
 		t.Errorf("drain b's error does not name the stale client:\n%s", out)
+	} else if why := labtest.CheckLastLine(out); why != "" {
+		t.Errorf("drain b's error %s:\n%s", why, out)
 	}
 }
 

@@ -30,6 +30,9 @@ func TestFleetCommands(t *testing.T) {
 	if code != 5 || !strings.Contains(out, "held by node a") || !strings.Contains(out, "vip move 192.0.2.10 --to b") || !strings.Contains(out, "--take-over") {
 		t.Fatalf("claim on b of a's address: exit %d, want 5 naming a and the two ways on:\n%s", code, out)
 	}
+	if why := labtest.CheckLastLine(out); why != "" {
+		t.Errorf("claim on b of a's address: its message %s:\n%s", why, out)
+	}
 
 	// The client has no agent: fleet and move talk to the store alone.
 	var f api.FleetResponse

@@ -529,5 +529,7 @@ func TestClaimWithoutPrivileges(t *testing.T) {
 	code := p.Wait(t, 10*time.Second)
 	if out := p.Output(); code != 1 || !strings.Contains(out, "root") || !strings.Contains(out, "CAP_NET_RAW") || !strings.Contains(out, "setcap") {
 		t.Errorf("vip claim as nobody: got exit %d, output %q; want exit 1 naming root, CAP_NET_RAW and setcap", code, out)
+	} else if why := labtest.CheckLastLine(out); why != "" {
+		t.Errorf("vip claim as nobody: the message %s: %q", why, out)
 	}
 }

@@ -73,6 +73,13 @@ func (tm *term) screen() string {
 	return string(out)
 }
 
+// history is the screen with the lines scrolled off above it: a program
+// that exits leaves its last words there once tmux marks the pane dead.
+func (tm *term) history() string {
+	out, _ := exec.Command("tmux", "-L", tm.server, "capture-pane", "-p", "-S", "-200", "-t", "vip").CombinedOutput()
+	return string(out)
+}
+
 // keys presses keys, named as tmux names them (Enter, Tab, y).
 func (tm *term) keys(keys ...string) {
 	tm.t.Helper()

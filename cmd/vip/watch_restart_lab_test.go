@@ -14,6 +14,17 @@ import (
 func fleetPane(s string) string  { return pane(s, "Fleet ·", "Events (") }
 func eventsPane(s string) string { return pane(s, "Events (", "\x00") }
 
+// fleetRow is the words of addr's row in the fleet pane (ADDRESS NODE
+// INTERFACE STATE ...), nil when it has none.
+func fleetRow(screen, addr string) []string {
+	for _, line := range strings.Split(fleetPane(screen), "\n") {
+		if f := strings.Fields(strings.TrimLeft(line, " ›")); len(f) > 0 && f[0] == addr {
+			return f
+		}
+	}
+	return nil
+}
+
 // TestWatchAcrossAgentRestart, the case of issue 24 in a real terminal,
 // with real etcd and two guarded agents: a holds 192.0.2.10 and
 // 2001:db8::10, b stands by for 2001:db8::10, vip watch runs on a. kill -9
@@ -40,6 +51,27 @@ func TestWatchAcrossAgentRestart(t *testing.T) {
 			hasRow(fleetPane(s), v6, " a ", "held", "b")
 	})
 
+	// A second view, on b, whose fleet pane must follow the store within
+	// a second: its screen is read every 50 ms from now on.
+	tb := startTerm(t, f.b, 150, 50, "watch", "--socket", f.sb)
+	tb.waitFor("b's view of the fleet", 15*time.Second, func(s string) bool { return hasRow(fleetPane(s), v6, " a ", "held") })
+	paneTaken := make(chan time.Time, 1)
+	stopWatching := make(chan struct{})
+	defer close(stopWatching)
+	go func() {
+		for {
+			select {
+			case <-stopWatching:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if f := fleetRow(tb.screen(), v6); len(f) > 3 && f[1] == "b" && f[3] == "held" {
+				paneTaken <- time.Now()
+				return
+			}
+		}
+	}()
+
 	f.agentA.Kill(t)
 	killed := time.Now()
 	tm.waitFor("the agent said unreachable, the panes stale", 5*time.Second, func(s string) bool {
@@ -47,12 +79,33 @@ func TestWatchAcrossAgentRestart(t *testing.T) {
 	})
 	t.Logf("unreachable and stale on screen %v after kill -9", time.Since(killed).Round(10*time.Millisecond))
 
-	// b takes 2001:db8::10 once a's lease expires.
-	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		fl := fleetOf(t, f)
-		ok := slices.ContainsFunc(fl.Claims, func(c api.FleetClaim) bool { return c.Addr == v6 && c.Node == "b" && c.State == api.FleetHeld })
-		return ok, fmt.Sprintf("%s is not held by b yet: %+v", v6, fl.Claims)
-	})
+	// b takes 2001:db8::10 once a's lease expires: vip fleet says so
+	// first (read every 200 ms), b's fleet pane within a second of it.
+	bHolds := func(fl api.FleetResponse) bool {
+		return slices.ContainsFunc(fl.Claims, func(c api.FleetClaim) bool { return c.Addr == v6 && c.Node == "b" && c.State == api.FleetHeld })
+	}
+	reads := sampleFleet(t, f, 20*time.Second, bHolds)
+	if len(reads) == 0 || !bHolds(reads[len(reads)-1].fl) {
+		t.Fatalf("%s was not listed held by b within 20 s of the kill (%d reads)", v6, len(reads))
+	}
+	inFleet := reads[len(reads)-1].end
+	for _, r := range reads {
+		if bHolds(r.fl) && r.end.Before(inFleet) {
+			inFleet = r.end
+		}
+	}
+	select {
+	case at := <-paneTaken:
+		lag := at.Sub(inFleet)
+		t.Logf("%s held by b: in vip fleet %v after the kill, in b's fleet pane %v after that", v6, inFleet.Sub(killed).Round(10*time.Millisecond), lag.Round(10*time.Millisecond))
+		// The pane reads the fleet every second; half a second of
+		// slack for a loaded machine.
+		if lag > 1500*time.Millisecond {
+			t.Errorf("b's fleet pane showed %s held by b %v after vip fleet did, want within a second", v6, lag)
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("b's fleet pane did not show %s held by b within 5 s of vip fleet:\n%s", v6, tb.screen())
+	}
 
 	// a's agent again, as it was started: it answers, and the view follows.
 	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
