@@ -176,8 +176,14 @@ func (m *Model) fleetTitle(shown int) string {
 // homeMinWidth is the narrowest pane with a HOME column.
 const homeMinWidth = 100
 
+// fleetStateW fits the longest state the store gives a claim, whole: a
+// state cut to "taking-o…" is no state an operator can read.
+var fleetStateW = slices.Max([]int{len(api.FleetHeld), len(api.FleetMoving), len(api.FleetTakingOver),
+	len(api.FleetFree), len(api.FleetStale), len(api.FleetFenced)})
+
 func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 	const nodeW, movingW, homeW = 10, 10, 8
+	stateW := fleetStateW
 	// HOME (where an address away lives at home) only where it fits
 	// beside a whole address.
 	withHome := w >= homeMinWidth

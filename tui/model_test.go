@@ -1123,3 +1123,27 @@ func TestFleetPaneNodeHealth(t *testing.T) {
 		t.Errorf("the fleet pane does not mark b fenced:\n%s", v)
 	}
 }
+
+// TestFleetPaneStatesWhole: every state the store gives a claim shows
+// whole in the fleet pane, at 80 and at 120 columns (taking-over was cut
+// to "taking-o…" by a column that fits the claims pane's states).
+func TestFleetPaneStatesWhole(t *testing.T) {
+	t.Parallel()
+	for _, w := range []int{80, 120} {
+		for _, state := range []string{api.FleetHeld, api.FleetMoving, api.FleetTakingOver, api.FleetFree, api.FleetStale, api.FleetFenced} {
+			b := fleetFixture()
+			b.fleet.Claims[0].State = state
+			h := connected(t, b, Options{}, w, 40)
+			h.until("the fleet", func() bool { return len(h.m.fleet.Claims) > 0 })
+			row := ""
+			for _, line := range strings.Split(h.draw(), "\n") {
+				if strings.Contains(line, b.fleet.Claims[0].Addr) && strings.Contains(line, b.fleet.Claims[0].Node+" ") && !strings.Contains(line, "eth1") {
+					row = line
+				}
+			}
+			if !slices.Contains(strings.Fields(row), state) {
+				t.Errorf("at %d columns, a claim %s: its fleet row %q does not say %s whole", w, state, row, state)
+			}
+		}
+	}
+}

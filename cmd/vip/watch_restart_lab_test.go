@@ -14,6 +14,26 @@ import (
 func fleetPane(s string) string  { return pane(s, "Fleet ·", "Events (") }
 func eventsPane(s string) string { return pane(s, "Events (", "\x00") }
 
+// when reads tm's screen every 50 ms until cond holds, and sends then the
+// time on the channel; stop ends it early.
+func (tm *term) when(cond func(screen string) bool) (at <-chan time.Time, stop func()) {
+	ch, done := make(chan time.Time, 1), make(chan struct{})
+	go func() {
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if cond(tm.screen()) {
+				ch <- time.Now()
+				return
+			}
+		}
+	}()
+	return ch, func() { close(done) }
+}
+
 // fleetRow is the words of addr's row in the fleet pane (ADDRESS NODE
 // INTERFACE STATE ...), nil when it has none.
 func fleetRow(screen, addr string) []string {
@@ -55,22 +75,11 @@ func TestWatchAcrossAgentRestart(t *testing.T) {
 	// a second: its screen is read every 50 ms from now on.
 	tb := startTerm(t, f.b, 150, 50, "watch", "--socket", f.sb)
 	tb.waitFor("b's view of the fleet", 15*time.Second, func(s string) bool { return hasRow(fleetPane(s), v6, " a ", "held") })
-	paneTaken := make(chan time.Time, 1)
-	stopWatching := make(chan struct{})
-	defer close(stopWatching)
-	go func() {
-		for {
-			select {
-			case <-stopWatching:
-				return
-			case <-time.After(50 * time.Millisecond):
-			}
-			if f := fleetRow(tb.screen(), v6); len(f) > 3 && f[1] == "b" && f[3] == "held" {
-				paneTaken <- time.Now()
-				return
-			}
-		}
-	}()
+	paneTaken, stopWatching := tb.when(func(s string) bool {
+		r := fleetRow(s, v6)
+		return len(r) > 3 && r[1] == "b" && r[3] == api.FleetHeld
+	})
+	defer stopWatching()
 
 	f.agentA.Kill(t)
 	killed := time.Now()
@@ -98,10 +107,10 @@ func TestWatchAcrossAgentRestart(t *testing.T) {
 	case at := <-paneTaken:
 		lag := at.Sub(inFleet)
 		t.Logf("%s held by b: in vip fleet %v after the kill, in b's fleet pane %v after that", v6, inFleet.Sub(killed).Round(10*time.Millisecond), lag.Round(10*time.Millisecond))
-		// The pane reads the fleet every second; half a second of
-		// slack for a loaded machine.
-		if lag > 1500*time.Millisecond {
-			t.Errorf("b's fleet pane showed %s held by b %v after vip fleet did, want within a second", v6, lag)
+		// The pane reads the fleet every second (measured 0.7-1.0 s
+		// here); a second of slack for a loaded, race-built run.
+		if lag > 2*time.Second {
+			t.Errorf("b's fleet pane showed %s held by b %v after vip fleet did, want within a second (+1 s of slack)", v6, lag)
 		}
 	case <-time.After(5 * time.Second):
 		t.Errorf("b's fleet pane did not show %s held by b within 5 s of vip fleet:\n%s", v6, tb.screen())
