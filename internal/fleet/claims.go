@@ -265,6 +265,28 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 // that cannot be deleted now is left, and said so in the log: it is bound
 // to the lease, so it cannot outlive this agent in any case.
 func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
+	m.dropKeysOf(ctx, addrs, m.groupsOf(addrs))
+}
+
+// groupsOf names the group of each of addrs this node holds or keeps
+// fenced that has one, for the history's records of their release.
+func (m *Member) groupsOf(addrs []netip.Addr) map[netip.Addr]string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := map[netip.Addr]string{}
+	for _, a := range addrs {
+		for _, o := range []map[netip.Addr]owned{m.owned, m.fenced} {
+			if g := o[a].claim.Options.Group; g != "" {
+				out[a] = g
+			}
+		}
+	}
+	return out
+}
+
+// dropKeysOf is dropKeys, each record naming the address's group in
+// groups (the caller read them while it still held the addresses).
+func (m *Member) dropKeysOf(ctx context.Context, addrs []netip.Addr, groups map[netip.Addr]string) {
 	if len(addrs) == 0 {
 		return
 	}
@@ -280,7 +302,9 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	g.SetLimit(keyConcurrency)
 	for _, a := range addrs {
 		g.Go(func() error {
-			if err := m.l.Drop(context.WithoutCancel(ctx), lease, a, ch); err != nil {
+			one := ch
+			one.Group = groups[a]
+			if err := m.l.Drop(context.WithoutCancel(ctx), lease, a, one); err != nil {
 				m.log.Warn("delete a released claim's key: deleted once the store answers", "addr", a, "err", err)
 				mu.Lock()
 				failed = append(failed, a)
@@ -291,7 +315,7 @@ func (m *Member) dropKeys(ctx context.Context, addrs []netip.Addr) {
 	}
 	_ = g.Wait()
 	ch.Message = "its key deleted once the store answered again"
-	m.retryDrops(lease, failed, ch)
+	m.retryDrops(lease, failed, ch, groups)
 }
 
 // releaseChange is the history's record of a release by this node, asked
@@ -306,8 +330,8 @@ func (m *Member) releaseChange(ctx context.Context) store.Change {
 // nobody. It tries again every renewal period until the store takes it, the
 // address is this node's again (claimed, or fenced for a resumption), or
 // the lease changed (the keys went with the old one), or the member stops.
-// Each deletion is recorded as ch.
-func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr, ch store.Change) {
+// Each deletion is recorded as ch, naming the address's group in groups.
+func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr, ch store.Change, groups map[netip.Addr]string) {
 	if len(addrs) == 0 {
 		return
 	}
@@ -331,13 +355,15 @@ func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr, ch store.Change) 
 		m.mu.Unlock()
 		var left []netip.Addr
 		for _, a := range addrs {
-			if err := m.l.Drop(ctx, lease, a, ch); err != nil {
+			one := ch
+			one.Group = groups[a]
+			if err := m.l.Drop(ctx, lease, a, one); err != nil {
 				left = append(left, a)
 				continue
 			}
 			m.log.Info("deleted a released claim's key once the store answered", "addr", a)
 		}
-		m.retryDrops(lease, left, ch)
+		m.retryDrops(lease, left, ch, groups)
 	})
 }
 
@@ -440,6 +466,7 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 	}
 	defer unlock()
 	var inEngine, local, standbys []netip.Addr
+	groups := m.groupsOf(addrs) // before they go from owned and fenced
 	m.mu.Lock()
 	for _, a := range addrs {
 		_, f := m.fenced[a]
@@ -472,7 +499,7 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		}
 		m.mu.Unlock()
 	}
-	m.dropKeys(ctx, append(slices.Clone(released), local...))
+	m.dropKeysOf(ctx, append(slices.Clone(released), local...), groups)
 	if len(local) > 0 && m.cfg.Forget != nil {
 		if err := m.cfg.Forget(ctx, local...); err != nil {
 			return released, notHeld, fmt.Errorf("forget the fenced claims: %w", err)

@@ -126,3 +126,29 @@ func TestFakeGroupStandbyWhole(t *testing.T) {
 		t.Errorf("standbys %v after the refusal, want none", got)
 	}
 }
+
+// TestFakeGroupReleaseRecordsGroup: the history's record of each address of
+// a group released names the group, as the claim's did.
+func TestFakeGroupReleaseRecordsGroup(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.join("a")
+	if _, err := a.Claim(context.Background(), groupReqs(groupAddrs), announce.ClaimOptions{Group: "web"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := a.Release(context.Background(), groupAddrs); err != nil {
+		t.Fatal(err)
+	}
+	released := 0
+	for _, ch := range f.s.History() {
+		if ch.Kind != store.ChangeRelease {
+			continue
+		}
+		released++
+		if ch.Group != "web" {
+			t.Errorf("the release of %s is recorded in group %q, want web", ch.Addr, ch.Group)
+		}
+	}
+	if released != len(groupAddrs) {
+		t.Errorf("%d releases recorded, want %d", released, len(groupAddrs))
+	}
+}

@@ -182,7 +182,8 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 				// it): deleted once the store answers.
 				m.log.Warn("hand a moved claim's key over: its key is deleted once the store answers", "addr", mv.Addr, "err", err)
 				m.retryDrops(lease, []netip.Addr{mv.Addr}, store.Change{Kind: store.ChangeRelease, Node: m.cfg.Node,
-					Message: "for a move to " + mv.To + ", whose hand-over failed: its key deleted once the store answered again"})
+					Message: "for a move to " + mv.To + ", whose hand-over failed: its key deleted once the store answered again"},
+					map[netip.Addr]string{mv.Addr: was[mv.Addr].claim.Options.Group})
 				continue
 			case !done:
 				// The move was given up meanwhile (its mover's lease
