@@ -10,7 +10,6 @@ import (
 	"os"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -66,7 +65,7 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 			// An event too, so that a view or vip events --retry
 			// that follows the agent across the restart sees it.
 			ev := announce.Event{Kind: event.Taken, Addr: r.Addr,
-				Message: fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", held.Node, takenSince(held.Since))}
+				Message: fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", held.Node, fleet.TakenAt(held.Since))}
 			if i := slices.IndexFunc(recorded, func(c announce.Claim) bool { return c.Addr == r.Addr }); i >= 0 {
 				ev.Interface = recorded[i].Interface
 			}
@@ -77,14 +76,6 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 		return book.Delete(ctx, gone...)
 	}
 	return err
-}
-
-// takenSince says when another node took an address, if the store said.
-func takenSince(since time.Time) string {
-	if since.IsZero() {
-		return ""
-	}
-	return " (it took it at " + since.Local().Format("15:04:05.000") + ")"
 }
 
 // hostInterfaces lists this host's interfaces with their MACs and prefixes,

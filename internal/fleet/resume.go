@@ -121,9 +121,9 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		if errors.As(r.Err, &held) {
 			lostTo[r.Addr] = held.Node
 			changes = append(changes, store.Change{Kind: store.ChangeLost, Addr: r.Addr, Node: m.cfg.Node, From: held.Node,
-				Time: now, Message: "taken while this node was fenced" + takenAt(held.Since)})
+				Time: now, Message: "taken while this node was fenced" + TakenAt(held.Since)})
 			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node, "taken", held.Since)
-			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, takenAt(held.Since)))
+			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, TakenAt(held.Since)))
 		}
 	}
 	m.recordFence(ctx, fencedSince, now, addrs, got, changes)
@@ -215,9 +215,9 @@ func (m *Member) giveUp(ctx context.Context, refused []announce.Refusal) {
 	}
 }
 
-// takenAt says when the node that took an address claimed it, as its
-// record says, for a loss found later.
-func takenAt(since time.Time) string {
+// TakenAt says when another node took an address, " (it took it at
+// 15:04:05.000)", or nothing when the store did not say (a zero since).
+func TakenAt(since time.Time) string {
 	if since.IsZero() {
 		return ""
 	}
