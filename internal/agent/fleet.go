@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"sync"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -50,30 +49,57 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 
 // adoptGuarded re-adopts a dead agent's claims through the store: those
 // another node took meanwhile are dropped from the state file and said so.
-func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, recorded []announce.Claim, log *slog.Logger, notify func(announce.Event)) error {
+// Then every address the earlier agent added that this agent does not hold
+// now goes from its interface, each said in the log and an event: whether
+// another node took it or it could not be re-adopted, this node no longer
+// answers for it, and the kernel must not either (remove is the engine's
+// Assigner underneath vip's bookkeeping; held, what the engine holds).
+func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, recorded []announce.Claim, remove func(ifname string, a netip.Addr) error, held func() []netip.Addr, log *slog.Logger, notify func(announce.Event)) error {
 	_, err := m.Adopt(ctx, recorded)
+	taken := map[netip.Addr]string{}
 	var rf *announce.RefusedError
-	if !errors.As(err, &rf) {
-		return err
-	}
-	var gone []netip.Addr
-	for _, r := range rf.Refused {
-		var held *fleet.HeldError
-		if errors.As(r.Err, &held) {
-			log.Warn("a claim of the earlier agent is now another node's: dropped", "addr", r.Addr, "node", held.Node)
-			gone = append(gone, r.Addr)
-			// An event too, so that a view or vip events --retry
-			// that follows the agent across the restart sees it.
-			ev := announce.Event{Kind: event.Taken, Addr: r.Addr,
-				Message: fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", held.Node, fleet.TakenAt(held.Since))}
-			if i := slices.IndexFunc(recorded, func(c announce.Claim) bool { return c.Addr == r.Addr }); i >= 0 {
-				ev.Interface = recorded[i].Interface
+	if errors.As(err, &rf) {
+		for _, r := range rf.Refused {
+			var h *fleet.HeldError
+			if errors.As(r.Err, &h) {
+				log.Warn("a claim of the earlier agent is now another node's: dropped", "addr", r.Addr, "node", h.Node)
+				taken[r.Addr] = fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", h.Node, fleet.TakenAt(h.Since))
 			}
-			notify(ev)
+		}
+		if len(taken) > 0 {
+			gone := make([]netip.Addr, 0, len(taken))
+			for a := range taken {
+				gone = append(gone, a)
+			}
+			err = book.Delete(ctx, gone...)
 		}
 	}
-	if len(gone) > 0 {
-		return book.Delete(ctx, gone...)
+	holds := map[netip.Addr]bool{}
+	for _, a := range held() {
+		holds[a] = true
+	}
+	for _, c := range recorded {
+		msg, lost := taken[c.Addr]
+		if c.AddedAddress && !holds[c.Addr] {
+			if rerr := remove(c.Interface, c.Addr); rerr != nil {
+				log.Error("remove an address the earlier agent added and this one does not hold: the kernel may answer for it until its lifetime ends", "addr", c.Addr, "interface", c.Interface, "err", rerr)
+				err = errors.Join(err, rerr)
+			} else {
+				log.Warn("removed an address the earlier agent added: this agent does not hold it", "addr", c.Addr, "interface", c.Interface)
+				removed := fmt.Sprintf("removed from %s, where the earlier agent had added it", c.Interface)
+				if lost {
+					msg += "; " + removed
+				} else {
+					notify(announce.Event{Kind: event.Release, Addr: c.Addr, Interface: c.Interface,
+						Message: "not re-adopted after the agent's restart, so " + removed})
+				}
+			}
+		}
+		if lost {
+			// An event too, so that a view or vip events --retry that
+			// follows the agent across the restart sees it.
+			notify(announce.Event{Kind: event.Taken, Addr: c.Addr, Interface: c.Interface, Message: msg})
+		}
 	}
 	return err
 }
@@ -98,98 +124,3 @@ func hostInterfaces(sys netcheck.System, notOwn map[netip.Addr]bool) []store.Int
 	return out
 }
 
-// vipAddrs knows which addresses on this host's interfaces are vip's, not
-// the host's own: those it added for claims with --assign. The node's
-// registration leaves them out, or every move of them away from here would
-// be refused as a move of the host's own address. They are the addresses
-// of the claims the engine holds with Assign, and besides:
-//   - those the engine's Assigner is adding or has added and not removed:
-//     a claim's address is on its interface before the claim is held, and
-//     after its release until it is removed, and a registration read
-//     meanwhile must not take it for the host's;
-//   - an earlier agent's, recorded in the state file with Assign, until the
-//     engine holds them (adopted) or for good if it never does (another
-//     node took them meanwhile, and the address stays where it was).
-type vipAddrs struct {
-	mu       sync.Mutex
-	assigned map[netip.Addr]bool
-	recorded map[netip.Addr]bool
-}
-
-// newVIPAddrs starts with the claims recorded in the state file at start.
-func newVIPAddrs(recorded []announce.Claim) *vipAddrs {
-	v := &vipAddrs{assigned: map[netip.Addr]bool{}, recorded: map[netip.Addr]bool{}}
-	for _, c := range recorded {
-		if c.Options.Assign {
-			v.recorded[c.Addr] = true
-		}
-	}
-	return v
-}
-
-// assigner returns as, with each address it adds counted as vip's from
-// before it is on the interface until it is removed again.
-func (v *vipAddrs) assigner(as announce.Assigner) announce.Assigner { return vipAssigner{as, v} }
-
-// adopted stops counting the recorded addresses the engine holds: its
-// status says from now on.
-func (v *vipAddrs) adopted(held []netip.Addr) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for _, a := range held {
-		delete(v.recorded, a)
-	}
-}
-
-// of returns vip's addresses, with those of the claims in st held with
-// Assign. The engine's status is read for it on each change of the host's
-// interfaces, rare enough that its cost (a few system calls per port for
-// the in-kernel responder's counters) does not count.
-func (v *vipAddrs) of(st []announce.Status) map[netip.Addr]bool {
-	out := map[netip.Addr]bool{}
-	for _, s := range st {
-		if s.Claim.Options.Assign {
-			out[s.Claim.Addr] = true
-		}
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	for a := range v.assigned {
-		out[a] = true
-	}
-	for a := range v.recorded {
-		out[a] = true
-	}
-	return out
-}
-
-// vipAssigner is an Assigner whose additions a vipAddrs counts.
-type vipAssigner struct {
-	announce.Assigner
-	v *vipAddrs
-}
-
-func (a vipAssigner) Add(ifname string, addr netip.Addr) (bool, error) {
-	a.v.mu.Lock()
-	had := a.v.assigned[addr]
-	a.v.assigned[addr] = true
-	a.v.mu.Unlock()
-	added, err := a.Assigner.Add(ifname, addr)
-	if !added && !had {
-		// Not added (there already, or it failed): not vip's by this.
-		a.v.mu.Lock()
-		delete(a.v.assigned, addr)
-		a.v.mu.Unlock()
-	}
-	return added, err
-}
-
-func (a vipAssigner) Remove(ifname string, addr netip.Addr) error {
-	err := a.Assigner.Remove(ifname, addr)
-	if err == nil {
-		a.v.mu.Lock()
-		delete(a.v.assigned, addr)
-		a.v.mu.Unlock()
-	}
-	return err
-}

@@ -174,6 +174,9 @@ type daemon struct {
 	deadline *announce.Deadline
 	// lingers reads what reached the addresses released a moment ago.
 	lingers *lingerBook
+	// stopLifetimes stops lengthening the lifetimes of the addresses vip
+	// added (vipAddrs.keepLifetimes); nil without a store.
+	stopLifetimes func()
 }
 
 // openState opens the state file and netlink, and reads the claims an
@@ -207,12 +210,20 @@ func (d *daemon) startEngine() error {
 		// is sent for a guarded claim before.
 		d.deadline = announce.NewDeadline(nil)
 		d.cfg.Responder.Deadline = d.deadline
-		d.vip = newVIPAddrs(d.recorded)
+		d.vip = newVIPAddrs(d.recorded, d.deadline, d.log)
 		ecfg.Assigner = d.vip.assigner(d.assigner)
+		stop, err := d.vip.keepLifetimes(context.Background(), d.assigner)
+		if err != nil {
+			return fmt.Errorf("follow the answer deadline with the lifetimes of the addresses vip adds: %w", err)
+		}
+		d.stopLifetimes = stop
 	}
 	d.lingers = d.cfg.Responder.Configure(&ecfg)
 	rt, err := Start(ecfg, SnifferConfig{Filter: d.cfg.Filter, WatchAll: d.cfg.WatchAll}, d.log)
 	if err != nil {
+		if d.stopLifetimes != nil {
+			d.stopLifetimes()
+		}
 		return err
 	}
 	d.rt = rt
@@ -235,6 +246,9 @@ func (d *daemon) stop() {
 	// answer outlives its key.
 	if d.member != nil {
 		d.member.Close()
+	}
+	if d.stopLifetimes != nil {
+		d.stopLifetimes()
 	}
 	if len(d.rt.Engine.Held()) == 0 {
 		_ = d.book.Remove()
@@ -260,6 +274,7 @@ func (d *daemon) stopKeeping() {
 		d.log.Error("stop at exit", "err", err)
 	}
 	d.lingers.closeParked()
+	d.stopLifetimes()
 	id, _, _ := d.member.Lease()
 	d.log.Info("agent stopped, keeping its guarded claims for a restart: started again within the lease's TTL it answers again with no standby taking over; after it, standbys take them (vip agent --on-stop hand-over gives them to the standbys at once)",
 		"claims", len(held), "lease", fmt.Sprintf("%x", id), "lease_ttl", d.member.Timing().TTL)
@@ -298,7 +313,7 @@ func (d *daemon) readopt(ctx context.Context) {
 	defer cancel()
 	var err error
 	if d.member != nil {
-		err = adoptGuarded(actx, d.member, d.book, d.recorded, d.log, d.rt.Engine.Notify)
+		err = adoptGuarded(actx, d.member, d.book, d.recorded, d.assigner.Remove, d.rt.Engine.Held, d.log, d.rt.Engine.Notify)
 		d.vip.adopted(d.rt.Engine.Held())
 	} else {
 		_, err = d.rt.Engine.Adopt(actx, d.recorded)

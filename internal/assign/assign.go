@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -50,6 +51,44 @@ func (n *Netlink) Close() error {
 // already on that interface, with any prefix length, it changes nothing and
 // reports added=false.
 func (n *Netlink) Add(ifname string, a netip.Addr) (added bool, err error) {
+	return n.add(ifname, a, 0)
+}
+
+// AddFor is Add with a valid lifetime: unless Extend lengthens it first,
+// the kernel removes the address by itself once life has passed, whatever
+// became of the process that added it (see the package comment). life is
+// cut to whole seconds, as the kernel counts it, and must be at least one.
+func (n *Netlink) AddFor(ifname string, a netip.Addr, life time.Duration) (added bool, err error) {
+	if life < time.Second {
+		return false, fmt.Errorf("add %s to %s: a lifetime of %s is shorter than the kernel's shortest, a second", a, ifname, life)
+	}
+	return n.add(ifname, a, life)
+}
+
+// Extend gives a, which AddFor put on ifname, a valid lifetime of life
+// from now, cut to whole seconds (at least one). An address the kernel
+// removed meanwhile, its lifetime over, is put back: call it only for an
+// address that is still to be there. An interface that is gone is an
+// error.
+func (n *Netlink) Extend(ifname string, a netip.Addr, life time.Duration) error {
+	p, err := hostPrefix(a)
+	if err != nil {
+		return fmt.Errorf("extend %s on %s: %w", a, ifname, err)
+	}
+	if life < time.Second {
+		return fmt.Errorf("extend %s on %s: a lifetime of %s is shorter than the kernel's shortest, a second", a, ifname, life)
+	}
+	link, err := n.h.LinkByName(ifname)
+	if err != nil {
+		return fmt.Errorf("extend %s on %s: %w", p, ifname, linkErr(err))
+	}
+	if err := n.h.AddrReplace(link, netlinkAddr(p, life)); err != nil {
+		return fmt.Errorf("extend %s on %s: %w", p, ifname, err)
+	}
+	return nil
+}
+
+func (n *Netlink) add(ifname string, a netip.Addr, life time.Duration) (added bool, err error) {
 	p, err := hostPrefix(a)
 	if err != nil {
 		return false, fmt.Errorf("add %s to %s: %w", a, ifname, err)
@@ -68,7 +107,7 @@ func (n *Netlink) Add(ifname string, a netip.Addr) (added bool, err error) {
 	if has {
 		return false, nil
 	}
-	err = n.h.AddrAdd(link, netlinkAddr(p))
+	err = n.h.AddrAdd(link, netlinkAddr(p, life))
 	switch {
 	case errors.Is(err, unix.EEXIST):
 		// Added by someone else since we looked: not ours either.
@@ -97,7 +136,7 @@ func (n *Netlink) Remove(ifname string, a netip.Addr) error {
 		}
 		return fmt.Errorf("remove %s from %s: %w", p, ifname, linkErr(err))
 	}
-	err = n.h.AddrDel(link, netlinkAddr(p))
+	err = n.h.AddrDel(link, netlinkAddr(p, 0))
 	// EADDRNOTAVAIL: no such address (with that prefix length). ENODEV
 	// (IPv4) and ENXIO (IPv6): the interface has no addresses of that
 	// family at all, or has just gone.
@@ -149,9 +188,15 @@ func hostPrefix(a netip.Addr) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-func netlinkAddr(p netip.Prefix) *netlink.Addr {
+// netlinkAddr is p as netlink adds it, with a valid and preferred lifetime
+// of life in whole seconds (0: forever). The preferred lifetime is the
+// valid one: a deprecated address would be passed over as a source.
+func netlinkAddr(p netip.Prefix, life time.Duration) *netlink.Addr {
 	bits := p.Addr().BitLen()
 	addr := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(bits, bits)}}
+	if secs := int(life / time.Second); secs > 0 {
+		addr.ValidLft, addr.PreferedLft = secs, secs
+	}
 	if p.Addr().Is6() {
 		addr.Flags = unix.IFA_F_NODAD
 	}

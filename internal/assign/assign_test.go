@@ -3,6 +3,7 @@ package assign_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -54,6 +55,8 @@ type ipAddr struct {
 	PrefixLen int    `json:"prefixlen"`
 	Tentative bool   `json:"tentative"`
 	NoDAD     bool   `json:"nodad"`
+	// ValidLife is the lifetime left in seconds: 4294967295 for ever.
+	ValidLife uint32 `json:"valid_life_time"`
 }
 
 // addrs returns the addresses of ifname on h, by address.
@@ -255,5 +258,71 @@ func TestAssignNoInterface(t *testing.T) {
 	}
 	if _, err := as.Add("eth0", netip.MustParseAddr("::ffff:192.0.2.10")); err == nil || !strings.Contains(err.Error(), "eth0") {
 		t.Errorf("add of an IPv4-mapped address: got %v, want a refusal naming eth0", err)
+	}
+}
+
+// TestAssignLifetime gives addresses a lifetime: Extend keeps them for as
+// long as it is called, and once it is not, the kernel removes them by
+// itself shortly after the lifetime ends; Extend puts back one that is gone.
+// Add's addresses have none.
+func TestAssignLifetime(t *testing.T) {
+	t.Parallel()
+	l := labtest.New(t, lab.HostConfig{Name: "b", IPv4: pfx("192.0.2.2/24"), IPv6: pfx("2001:db8::2/64")})
+	b := l.Host("b")
+	as := assigner(t, b)
+	for _, a := range []netip.Addr{vip4, vip6} {
+		added, err := as.AddFor("eth0", a, 2500*time.Millisecond)
+		if err != nil || !added {
+			t.Fatalf("AddFor %s: added %v, %v; want added", a, added, err)
+		}
+		if got := addrs(t, b, "eth0")[a]; got.ValidLife == 0 || got.ValidLife > 2 {
+			t.Fatalf("%s after AddFor 2.5 s: valid_life_time %d, want 1-2 (whole seconds, cut)", a, got.ValidLife)
+		}
+	}
+	// Extended every half second for longer than the lifetime: still there.
+	tick := time.NewTicker(500 * time.Millisecond) // a renewal's pace at a lease TTL of 3 s
+	defer tick.Stop()
+	var left time.Time // the last extension
+	for until := time.Now().Add(3 * time.Second); time.Now().Before(until); <-tick.C {
+		left = time.Now()
+		for _, a := range []netip.Addr{vip4, vip6} {
+			if err := as.Extend("eth0", a, 2*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, a := range []netip.Addr{vip4, vip6} {
+		if _, ok := addrs(t, b, "eth0")[a]; !ok {
+			t.Fatalf("%s went while it was extended", a)
+		}
+	}
+	// Left alone: gone, by the kernel, within its lifetime and the
+	// kernel's check (a quarter of a second), with room for a loaded
+	// machine.
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		have := addrs(t, b, "eth0")
+		_, v4 := have[vip4]
+		_, v6 := have[vip6]
+		return !v4 && !v6, fmt.Sprintf("still there %v after the last extension: %v", time.Since(left).Round(time.Millisecond), have)
+	})
+	gone := time.Since(left)
+	t.Logf("removed by the kernel %v after a lifetime of 2 s was last set", gone.Round(time.Millisecond))
+	if gone < 1900*time.Millisecond {
+		t.Errorf("removed %v after the last extension, before its lifetime of 2 s ended", gone)
+	}
+	// Extend puts it back.
+	if err := as.Extend("eth0", vip4, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := addrs(t, b, "eth0")[vip4]; !ok || got.PrefixLen != 32 {
+		t.Fatalf("%s after Extend of a removed address: %+v (present %v), want it back as /32", vip4, got, ok)
+	}
+	// Add's are for ever; lifetimes shorter than a second are refused.
+	add(t, as, "eth0", netip.MustParseAddr("192.0.2.20"), true)
+	if got := addrs(t, b, "eth0")[netip.MustParseAddr("192.0.2.20")]; got.ValidLife != 4294967295 {
+		t.Errorf("Add's address has valid_life_time %d, want forever", got.ValidLife)
+	}
+	if _, err := as.AddFor("eth0", netip.MustParseAddr("192.0.2.21"), 900*time.Millisecond); err == nil {
+		t.Error("AddFor with 900 ms: no error, want one (the kernel counts whole seconds)")
 	}
 }

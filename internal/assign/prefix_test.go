@@ -31,7 +31,7 @@ func TestHostPrefix(t *testing.T) {
 			if err != nil || p.String() != tc.want {
 				t.Fatalf("got %s, %v; want %s", p, err, tc.want)
 			}
-			a := netlinkAddr(p)
+			a := netlinkAddr(p, 0)
 			if a.IPNet.String() != tc.want {
 				t.Errorf("netlink address: got %s, want %s", a.IPNet, tc.want)
 			}
