@@ -168,6 +168,10 @@ func TestFleetFrozenOwnerStaysSilent(t *testing.T) {
 		{"ebpf-tcx", "ebpf (tcx)", []string{"--responder", "ebpf", "--responder-hook", "tcx"}, true, nil},
 		{"ebpf-xdp-generic", "ebpf (xdp-generic)", []string{"--responder", "ebpf", "--responder-hook", "xdp-generic"}, true, nil},
 		{"ebpf-tcx-assign", "kernel", []string{"--responder", "ebpf", "--responder-hook", "tcx"}, true, []string{"--assign"}},
+		// On sockets nothing withholds the kernel's answers: the
+		// address's lifetime, which ends by the deadline, has the kernel
+		// remove it.
+		{"socket-assign", "kernel", []string{"--responder", "socket"}, false, []string{"--assign"}},
 	}
 	for _, resp := range responders {
 		t.Run(resp.name, func(t *testing.T) {
