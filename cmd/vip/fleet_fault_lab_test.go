@@ -25,6 +25,8 @@ type fleetLab struct {
 	storeURL       string
 	agentA, agentB *labtest.Proc
 	etcd           *etcdlab.Etcd
+	// relay, if set, is what the agents reach the store through.
+	relay *labtest.Relay
 }
 
 // fleetTTL is short, so that the faults play out in seconds.
@@ -46,6 +48,14 @@ func newFleetLabWith(t *testing.T, agentArgs ...string) *fleetLab {
 // its host (192.0.2.1), before the agents start.
 func newFleetLabOn(t *testing.T, startStore func(*lab.Host) *etcdlab.Etcd, agentArgs ...string) *fleetLab {
 	t.Helper()
+	return newFleetLabThrough(t, startStore, false, agentArgs...)
+}
+
+// newFleetLabThrough is newFleetLabOn with, if relayed, the agents reaching
+// the store through a relay in its host (f.relay), whose delay the test
+// sets: a slow store.
+func newFleetLabThrough(t *testing.T, startStore func(*lab.Host) *etcdlab.Etcd, relayed bool, agentArgs ...string) *fleetLab {
+	t.Helper()
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,
 		lab.HostConfig{Name: "store", IPv4: pfx("192.0.2.1/24")},
@@ -56,6 +66,10 @@ func newFleetLabOn(t *testing.T, startStore func(*lab.Host) *etcdlab.Etcd, agent
 	f := &fleetLab{l: l, a: l.Host("a"), b: l.Host("b"), client: l.Host("client")}
 	f.etcd = startStore(l.Host("store"))
 	f.storeURL = "etcd://" + strings.TrimPrefix(f.etcd.Endpoint(), "http://")
+	if relayed {
+		f.relay = labtest.StartRelay(t, l.Host("store"), "192.0.2.1:2479", strings.TrimPrefix(f.etcd.Endpoint(), "http://"))
+		f.storeURL = "etcd://" + f.relay.Addr()
+	}
 	dir := sockDir(t)
 	f.sa, f.sb, f.sc = filepath.Join(dir, "a.sock"), filepath.Join(dir, "b.sock"), filepath.Join(dir, "client.sock")
 	args := func(node string) []string {

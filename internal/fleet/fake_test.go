@@ -206,6 +206,19 @@ func (f *fakeEngine) sawEvent(kind announce.EventKind, substr string) bool {
 	})
 }
 
+// eventsOf returns the messages of the events of kind.
+func (f *fakeEngine) eventsOf(kind announce.EventKind) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, ev := range f.events {
+		if ev.Kind == kind {
+			out = append(out, ev.Message)
+		}
+	}
+	return out
+}
+
 // countTraffic makes the engine count traffic for a: each status reads
 // 100 packets more than the one before.
 func (f *fakeEngine) countTraffic(a netip.Addr) {

@@ -62,6 +62,10 @@ type fakeStore struct {
 	nodeWrites map[string]int
 	// renewedOK says whether each node's last renewal was acknowledged.
 	renewedOK map[string]bool
+	// renewRTT, when set, is how long after it is sent each renewal is
+	// acknowledged, on the clock (a slow store); the lease counts from
+	// the acknowledgement.
+	renewRTT time.Duration
 	// history is what the ledgers recorded, in order, each with the
 	// revision of its change.
 	history []store.Change
@@ -164,6 +168,14 @@ func (s *fakeStore) failTakesNext(node string, n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failTakes[node] = n
+}
+
+// setRenewRTT has every renewal from now on acknowledged rtt after it is
+// sent.
+func (s *fakeStore) setRenewRTT(rtt time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.renewRTT = rtt
 }
 
 // renewalsOf counts node's renewals tried, and says whether the last was
@@ -388,8 +400,36 @@ func (l *fakeLedger) Reregister(_ context.Context, lease fleet.LeaseID, rec stor
 	return true, nil
 }
 
-func (l *fakeLedger) Renew(_ context.Context, lease fleet.LeaseID, _ time.Duration) error {
+func (l *fakeLedger) Renew(ctx context.Context, lease fleet.LeaseID, timeout time.Duration) error {
 	s := l.s
+	s.mu.Lock()
+	rtt := s.renewRTT
+	if rtt > 0 {
+		// Tried now, acknowledged a round trip later.
+		s.renewals[l.node]++
+	}
+	s.mu.Unlock()
+	if rtt > 0 {
+		if rtt > timeout {
+			return errUnreachable
+		}
+		select {
+		case <-s.clock.After(rtt):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := s.begin(l.node); err != nil {
+			return err
+		}
+		defer s.mu.Unlock()
+		ls, ok := s.leases[lease]
+		if !ok {
+			return fleet.ErrLeaseGone
+		}
+		ls.expires = s.clock.Now().Add(ls.ttl)
+		s.leases[lease] = ls
+		return nil
+	}
 	if err := s.begin(l.node); err != nil {
 		s.mu.Lock()
 		s.renewals[l.node]++

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,19 +20,27 @@ import (
 // renewLab is a real etcd in a lab host and a client of it from another.
 func renewLab(t testing.TB) *clientv3.Client {
 	t.Helper()
+	c, _ := slowRenewLab(t)
+	return c
+}
+
+// slowRenewLab is renewLab with the client reaching etcd through a relay
+// whose delay the test sets (no delay at first).
+func slowRenewLab(t testing.TB) (*clientv3.Client, *labtest.Relay) {
+	t.Helper()
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,
 		lab.HostConfig{Name: "store", IPv4: netip.MustParsePrefix("192.0.2.1/24")},
 		lab.HostConfig{Name: "a", IPv4: netip.MustParsePrefix("192.0.2.11/24")},
 	)
 	e := etcdlab.StartEtcd(t, l.Hosts[0])
-	return etcdlab.Client(t, l.Hosts[1], e.Endpoint())
+	relay := labtest.StartRelay(t, l.Hosts[0], "192.0.2.1:2479", strings.TrimPrefix(e.Endpoint(), "http://"))
+	return etcdlab.Client(t, l.Hosts[1], "http://"+relay.Addr()), relay
 }
 
-// TestRenewerOneStream: renewals go on one stream; the store's word that the
-// lease is gone is ErrLeaseNotFound; a renewal not answered in time closes
-// the stream, so that its late answer is never taken for the next one's,
-// and the next renewal opens another and succeeds.
+// TestRenewerOneStream: renewals go on one stream, overlapping ones too;
+// the store's word that the lease is gone is ErrLeaseNotFound; a renewal
+// not answered in time gives up alone, and the stream serves the next.
 func TestRenewerOneStream(t *testing.T) {
 	c := renewLab(t)
 	ctx := context.Background()
@@ -46,8 +55,18 @@ func TestRenewerOneStream(t *testing.T) {
 			t.Fatalf("renewal %d: %v", i, err)
 		}
 	}
+	// Twenty at once, each answered.
+	errs := make(chan error, 20)
+	for range 20 {
+		go func() { errs <- r.renew(ctx, g.ID, 5*time.Second) }()
+	}
+	for i := range 20 {
+		if err := <-errs; err != nil {
+			t.Fatalf("overlapping renewal %d: %v", i, err)
+		}
+	}
 	if r.streams != 1 {
-		t.Errorf("5 renewals opened %d streams, want 1", r.streams)
+		t.Errorf("25 renewals opened %d streams, want 1", r.streams)
 	}
 	// An answer cannot come within a nanosecond.
 	if err := r.renew(ctx, g.ID, time.Nanosecond); err == nil {
@@ -56,8 +75,8 @@ func TestRenewerOneStream(t *testing.T) {
 	if err := r.renew(ctx, g.ID, 2*time.Second); err != nil {
 		t.Fatalf("the renewal after a timeout: %v", err)
 	}
-	if r.streams != 2 {
-		t.Errorf("after a timeout: %d streams opened, want 2 (the late one closed)", r.streams)
+	if r.streams != 1 {
+		t.Errorf("after a timeout: %d streams opened, want 1 (the late answer goes to its own request)", r.streams)
 	}
 	ttl, err := c.TimeToLive(ctx, g.ID)
 	if err != nil || ttl.TTL < 4 {
@@ -68,6 +87,62 @@ func TestRenewerOneStream(t *testing.T) {
 	}
 	if err := r.renew(ctx, g.ID, 2*time.Second); !errors.Is(err, rpctypes.ErrLeaseNotFound) || !isLeaseGone(err) {
 		t.Errorf("a renewal of a revoked lease: %v, want ErrLeaseNotFound", err)
+	}
+}
+
+// TestRenewerLateAnswers: with every round trip to the store 2 s long,
+// renewals sent every 250 ms, each waiting up to 4 s, are each answered
+// about one round trip after their own send, not one after another, and a
+// renewal that gives up before its answer leaves the others theirs.
+func TestRenewerLateAnswers(t *testing.T) {
+	c, relay := slowRenewLab(t)
+	ctx := context.Background()
+	g, err := c.Grant(ctx, 30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRenewer(c)
+	defer r.close()
+	if err := r.renew(ctx, g.ID, 2*time.Second); err != nil {
+		t.Fatalf("a renewal before the store is slowed: %v", err)
+	}
+	relay.SetDelay(time.Second) // each way
+	type result struct {
+		i   int
+		err error
+		rtt time.Duration
+	}
+	results := make(chan result, 8)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for i := range 8 {
+		timeout := 4 * time.Second
+		if i == 3 {
+			timeout = 500 * time.Millisecond // gives up before its answer
+		}
+		go func() {
+			sent := time.Now()
+			err := r.renew(ctx, g.ID, timeout)
+			results <- result{i, err, time.Since(sent)}
+		}()
+		<-tick.C
+	}
+	for range 8 {
+		res := <-results
+		switch {
+		case res.i == 3 && res.err == nil:
+			t.Errorf("renewal 3 with a 500 ms timeout was answered in %v, over a 2 s round trip", res.rtt)
+		case res.i == 3:
+		case res.err != nil:
+			t.Errorf("renewal %d: %v after %v", res.i, res.err, res.rtt)
+		case res.rtt < 1900*time.Millisecond || res.rtt > 3500*time.Millisecond:
+			t.Errorf("renewal %d answered after %v, want about one 2 s round trip", res.i, res.rtt)
+		default:
+			t.Logf("renewal %d answered after %v", res.i, res.rtt.Round(time.Millisecond))
+		}
+	}
+	if r.streams != 1 {
+		t.Errorf("the renewals opened %d streams, want 1", r.streams)
 	}
 }
 
