@@ -6,6 +6,7 @@ import (
 	"maps"
 	"net"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,6 +78,41 @@ func TestEngineAssign(t *testing.T) {
 	}
 	if got := fa.removedList(); len(got) != 1 || got[0] != a4 {
 		t.Errorf("got removed %v, want only a4: never remove an address vip did not add", got)
+	}
+}
+
+// TestEngineLeaveKeepsAddresses: Leave stops the claims as Suspend does but
+// leaves the addresses vip added on the interface, for the next agent;
+// Suspend removes them.
+func TestEngineLeaveKeepsAddresses(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		stop        func(e *Engine, addrs []netip.Addr) ([]netip.Addr, []netip.Addr, error)
+		wantRemoved []netip.Addr
+	}{
+		{"leave", func(e *Engine, addrs []netip.Addr) ([]netip.Addr, []netip.Addr, error) {
+			return e.Leave(addrs, "restart")
+		}, nil},
+		{"suspend", func(e *Engine, addrs []netip.Addr) ([]netip.Addr, []netip.Addr, error) {
+			return e.Suspend(addrs, "fenced")
+		}, []netip.Addr{a4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, fa := newAssignHarness(t)
+			if _, err := h.claimWith(t, ClaimOptions{Assign: true}, Request{a4, "eth0"}); err != nil {
+				t.Fatal(err)
+			}
+			stopped, _, err := tc.stop(h.e, []netip.Addr{a4})
+			if err != nil || len(stopped) != 1 {
+				t.Fatalf("stopped %v, %v; want a4", stopped, err)
+			}
+			if len(h.e.Status()) != 0 {
+				t.Errorf("still held: %+v", h.e.Status())
+			}
+			if got := fa.removedList(); !slices.Equal(got, tc.wantRemoved) {
+				t.Errorf("removed %v, want %v", got, tc.wantRemoved)
+			}
+		})
 	}
 }
 

@@ -34,8 +34,20 @@ func (e *Engine) Suspend(addrs []netip.Addr, why string) (suspended, notHeld []n
 	return e.release(context.Background(), addrs, releaseHow{suspend: why})
 }
 
+// Leave stops claims for a restart of the agent: as Suspend, but an address
+// vip added stays on its interface, for a service that binds it, and for
+// the next agent to take over (the caller sees to it that the kernel
+// removes it by itself when no agent does: the guarded agent's addresses
+// have lifetimes that end by its answer deadline). The events say why.
+func (e *Engine) Leave(addrs []netip.Addr, why string) (left, notHeld []netip.Addr, err error) {
+	return e.release(context.Background(), addrs, releaseHow{suspend: why, keepAddresses: true})
+}
+
 // releaseHow says how a release treats the book.
 type releaseHow struct {
+	// keepAddresses leaves the addresses vip added on their interfaces
+	// (Leave).
+	keepAddresses bool
 	// force releases even when the book cannot forget the claims (the
 	// engine stopping), and reports that.
 	force bool
@@ -87,7 +99,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 	// owner's kernel answered one 15 ms after it woke).
 	for _, cs := range gone {
 		c := cs.claim
-		if c.AddedAddress {
+		if c.AddedAddress && !how.keepAddresses {
 			if err := e.cfg.Assigner.Remove(c.Interface, c.Addr); err != nil {
 				errs = append(errs, fmt.Errorf("release %s: remove it from %s: %w", c.Addr, c.Interface, err))
 			}

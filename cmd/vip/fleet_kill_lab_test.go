@@ -197,3 +197,69 @@ func TestFleetKilledOwnerWithAssign(t *testing.T) {
 		})
 	}
 }
+
+// TestFleetRestartKeepsAssigned restarts the owner's agent (SIGTERM and a
+// start, as systemctl restart does) while it holds addresses with --assign
+// and a service listens on them: the addresses stay on the interface
+// through the restart, with the lifetimes the last renewal gave them, so
+// the service goes on accepting connections, and the new agent takes them
+// over and lengthens their lifetimes again, past the old lease.
+func TestFleetRestartKeepsAssigned(t *testing.T) {
+	t.Parallel()
+	f := newFleetLab(t)
+	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	vips := []netip.Addr{v4, v6}
+	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String(), "--assign")
+	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby", "--assign")
+	macA, macB := mac(f.a, "eth0"), mac(f.b, "eth0")
+	serveTCP(t, f.a)
+	capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6 or tcp port 7")
+	connectLoop(t, f.client, v4, v6)
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		pkts := capture.Snapshot(t)
+		return synAcks(pkts, macA, time.Time{}, v4) > 0 && synAcks(pkts, macA, time.Time{}, v6) > 0, "a's service does not accept on both VIPs"
+	})
+	ours := func(a netip.Addr) bool { return a == v4 || a == v6 }
+
+	stopped := time.Now()
+	if code := f.agentA.Stop(t); code != 0 {
+		t.Fatalf("a's agent after SIGTERM: exit %d:\n%s", code, f.agentA.Output())
+	}
+	if got := assignedOf(t, f.a, ours); len(got) != 2 {
+		t.Fatalf("a's eth0 has %v once its agent stopped for a restart, want both VIPs still there", got)
+	}
+	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return strings.Count(f.agentA.Output(), "took over an address the earlier agent added") == 2, "the new agent has not taken over both addresses:\n" + f.agentA.Output()
+	})
+	// Three TTLs on, past the old lease and any lifetime it gave: still
+	// there, and still served.
+	ttl, _ := time.ParseDuration(fleetTTL)
+	labtest.Eventually(t, 5*ttl, func() (bool, string) {
+		return time.Since(stopped) > 3*ttl, "three TTLs after the restart"
+	})
+	if got := assignedOf(t, f.a, ours); len(got) != 2 {
+		t.Fatalf("a's eth0 has %v three TTLs after the restart, want both VIPs", got)
+	}
+	pkts := capture.Packets(t)
+	for _, vip := range vips {
+		var longest time.Duration
+		prev := stopped
+		for _, pk := range fromMAC(pkts, macA, stopped, vip) {
+			if tcp, ok := pk.Layer(layers.LayerTypeTCP).(*layers.TCP); ok && tcp.SYN && tcp.ACK {
+				at := pk.Metadata().Timestamp
+				longest = max(longest, at.Sub(prev))
+				prev = at
+			}
+		}
+		t.Logf("%s: longest stretch without a connection accepted by a across the restart: %v", vip, longest.Round(time.Millisecond))
+		// The client tries about every 100 ms; a second allows for a
+		// loaded machine.
+		if longest > time.Second {
+			t.Errorf("%s: a accepted no connection for %v across its agent's restart", vip, longest)
+		}
+		if n := len(fromMAC(pkts, macB, time.Time{}, vip)); n > 0 {
+			t.Errorf("%s: %d frames from the standby b during a's restart", vip, n)
+		}
+	}
+}

@@ -123,4 +123,3 @@ func hostInterfaces(sys netcheck.System, notOwn map[netip.Addr]bool) []store.Int
 	}
 	return out
 }
-

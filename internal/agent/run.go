@@ -259,15 +259,17 @@ func (d *daemon) stop() {
 // leaves from the moment it begins (the answer deadline closes, for the
 // program in the kernel and the sockets alike), the member stops renewing
 // without revoking the lease, and the engine lets every claim go without
-// forgetting it in the state file, removing the addresses it added (the
-// kernel would answer for them with nobody renewing the lease). The keys
-// stay in the store until the lease expires, one TTL after the last
-// renewal at most.
+// forgetting it in the state file. The addresses it added stay on their
+// interfaces, for the services that bind them, with the lifetimes the last
+// acknowledged renewal gave them: the kernel answers for them until the
+// next agent takes them over, or removes them by itself at that renewal's
+// deadline, before the lease can expire. The keys stay in the store until
+// the lease expires, one TTL after the last renewal at most.
 func (d *daemon) stopKeeping() {
 	_ = d.deadline.Close()
 	d.member.Leave()
 	held := d.rt.Engine.Held()
-	if _, _, err := d.rt.Engine.Suspend(held, "the agent stopped for a restart: the claim waits in the store and the state file"); err != nil {
+	if _, _, err := d.rt.Engine.Leave(held, "the agent stopped for a restart: the claim waits in the store and the state file"); err != nil {
 		d.log.Error("fall silent at exit", "err", err)
 	}
 	if err := d.rt.Stop(); err != nil {
