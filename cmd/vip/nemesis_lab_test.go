@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/gopacket"
+	"github.com/google/gopacket/layers"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/vipctl/vip/internal/etcdlab"
@@ -52,6 +54,14 @@ const (
 	// transaction and answers (0.2–0.5 s in the lab), an etcd election
 	// may delay the expiry (1–2 s), and one probe interval (20 ms).
 	maxGap = nemesisTTL + 3*time.Second
+	// slowStoreDelay is the relays' delay each way for nemesis.SlowStore:
+	// 1.2 s round trips, under the longest the TTL survives (the fence's
+	// delay less a renewal period, 1.5 s at 3 s).
+	slowStoreDelay = 600 * time.Millisecond
+	// keepAnswered bounds a silence that only a slow store or a restart
+	// overlapped: neither may hand the addresses over, nor leave them
+	// unanswered for long (a restart's gap, with room for a race build).
+	keepAnswered = time.Second
 	// settleTimeout bounds the wait after a heal for one owner answering
 	// and the others standing by.
 	settleTimeout = 30 * time.Second
@@ -165,9 +175,15 @@ type nemesisLab struct {
 	storeURL string
 	cli      *clientv3.Client
 	vips     []netip.Addr
-	rec      *storeRecorder
-	elapsed  time.Duration
-	log      *slog.Logger
+	// assigned are the VIPs claimed with --assign (the last two of vips),
+	// with a TCP service on every node listening on them.
+	assigned map[netip.Addr]bool
+	// relays stand between the agents and each etcd member, to slow the
+	// store (nemesis.SlowStore); the recorder reaches etcd directly.
+	relays  []*labtest.Relay
+	rec     *storeRecorder
+	elapsed time.Duration
+	log     *slog.Logger
 
 	mu         sync.Mutex // guards what follows, written by actions on their own goroutines
 	injections []nemesis.Injection
@@ -190,13 +206,18 @@ func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
 		stores: []*lab.Host{l.Host("s1"), l.Host("s2"), l.Host("s3")},
 		nodes:  []string{"a", "b", "c"},
 		hosts:  map[string]*lab.Host{}, socks: map[string]string{}, agents: map[string]*labtest.Proc{}, macs: map[string]string{},
-		vips: []netip.Addr{netip.MustParseAddr("192.0.2.50"), netip.MustParseAddr("2001:db8::50")},
-		log:  slog.New(slog.NewTextHandler(tWriter{t}, nil)),
+		vips: []netip.Addr{netip.MustParseAddr("192.0.2.50"), netip.MustParseAddr("2001:db8::50"),
+			netip.MustParseAddr("192.0.2.51"), netip.MustParseAddr("2001:db8::51")},
+		assigned: map[netip.Addr]bool{netip.MustParseAddr("192.0.2.51"): true, netip.MustParseAddr("2001:db8::51"): true},
+		log:      slog.New(slog.NewTextHandler(tWriter{t}, nil)),
 	}
 	n.etcd = etcdlab.StartEtcdCluster(t, n.stores...)
 	var eps []string
-	for _, e := range n.etcd.Endpoints() {
-		eps = append(eps, strings.TrimPrefix(e, "http://"))
+	for i, e := range n.etcd.Endpoints() {
+		ip := n.stores[i].IPv4.Addr().String()
+		r := labtest.StartRelay(t, n.stores[i], ip+":2479", strings.TrimPrefix(e, "http://"))
+		n.relays = append(n.relays, r)
+		eps = append(eps, r.Addr())
 	}
 	n.storeURL = "etcd://" + strings.Join(eps, ",")
 	n.cli = etcdlab.Client(t, n.client, n.etcd.Endpoints()...)
@@ -209,8 +230,47 @@ func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
 		n.socks[node] = filepath.Join(dir, node+".sock")
 		n.macs[node] = mac(n.hosts[node], "eth0")
 		n.startAgent(t, node)
+		serveTCP(t, n.hosts[node])
 	}
 	return n
+}
+
+// claimArgs returns the claim of addrs, with --assign for those of
+// n.assigned, as one command's arguments each: vip claim takes one set of
+// options.
+func (n *nemesisLab) claimArgs(addrs []netip.Addr, more ...string) [][]string {
+	var plain, assigned []string
+	for _, a := range addrs {
+		if n.assigned[a] {
+			assigned = append(assigned, a.String())
+		} else {
+			plain = append(plain, a.String())
+		}
+	}
+	var out [][]string
+	if len(plain) > 0 {
+		out = append(out, append(append([]string{"claim"}, more...), plain...))
+	}
+	if len(assigned) > 0 {
+		out = append(out, append(append([]string{"claim", "--assign"}, more...), assigned...))
+	}
+	return out
+}
+
+// claim runs claimArgs's commands on node, and returns their output and
+// the first non-zero exit.
+func (n *nemesisLab) claim(t *testing.T, node string, addrs []netip.Addr, more ...string) (string, int) {
+	t.Helper()
+	var out string
+	var code int
+	for _, args := range n.claimArgs(addrs, more...) {
+		o, c := n.vip(t, node, args...)
+		out += o
+		if code == 0 {
+			code = c
+		}
+	}
+	return out, code
 }
 
 func (n *nemesisLab) startAgent(t *testing.T, node string) {
@@ -263,11 +323,22 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 	t.Helper()
 	n.mustClaim(t, "a")
 	for _, node := range []string{"b", "c"} {
-		mustVip(t, n.hosts[node], n.socks[node], append([]string{"claim", "--standby"}, n.addrs()...)...)
+		for _, args := range n.claimArgs(n.vips, "--standby") {
+			mustVip(t, n.hosts[node], n.socks[node], args...)
+		}
 	}
 	// A large kernel buffer: a dropped frame could hide a violation, and
-	// Packets fails the run on any.
-	capture := labtest.CaptureBuffered(t, n.client, "eth0", 64<<10, "arp or icmp6")
+	// Packets fails the run on any. The client connects to the services
+	// on the assigned VIPs all along: a connection accepted by a node
+	// that does not hold the key is a violation too.
+	capture := labtest.CaptureBuffered(t, n.client, "eth0", 64<<10, "arp or icmp6 or tcp port 7")
+	var assigned []netip.Addr
+	for _, v := range n.vips {
+		if n.assigned[v] {
+			assigned = append(assigned, v)
+		}
+	}
+	connectLoop(t, n.client, assigned...)
 	ctx, stopProbes := context.WithCancel(context.Background())
 	var probing sync.WaitGroup
 	probeErrs := make([]error, len(n.vips))
@@ -275,18 +346,22 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 	// The probes' sender addresses are no host's: every kernel on the
 	// segment would otherwise learn the client's address at the probes'
 	// sequence MACs, and its connections to etcd would break.
-	senders := []netip.Addr{netip.MustParseAddr("192.0.2.213"), netip.MustParseAddr("2001:db8::213")}
+	sender4, sender6 := netip.MustParseAddr("192.0.2.213"), netip.MustParseAddr("2001:db8::213")
 	limit := 30 * time.Minute
 	if long > 0 {
 		limit += long
 	}
 	start := time.Now()
 	for i, v := range n.vips {
+		sender := sender4
+		if v.Is6() {
+			sender = sender6
+		}
 		probing.Add(1)
 		go func() {
 			defer probing.Done()
 			res, err := loadgen.Run(ctx, loadgen.Config{
-				Netns: "/run/netns/" + n.client.Netns, Interface: "eth0", Target: v, Sender: senders[i],
+				Netns: "/run/netns/" + n.client.Netns, Interface: "eth0", Target: v, Sender: sender,
 				Rate: probeRate, Count: probeRate * int(limit/time.Second), Run: uint8(i + 1), Sources: 4,
 			})
 			if !errors.Is(err, context.Canceled) {
@@ -336,7 +411,10 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 		h.Nodes[m] = node
 	}
 	for _, pk := range pkts {
-		if f, ok := nemesis.Decode(pk.Data(), pk.Metadata().Timestamp, n.vips, 1, 2); ok {
+		if f, ok := nemesis.Decode(pk.Data(), pk.Metadata().Timestamp, n.vips, 1, 2, 3, 4); ok {
+			h.Frames = append(h.Frames, f)
+		}
+		if f, ok := acceptOf(pk, n.vips); ok {
 			h.Frames = append(h.Frames, f)
 		}
 	}
@@ -344,12 +422,35 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 	n.mu.Lock()
 	h.Injections, h.Excluded = slices.Clone(n.injections), slices.Clone(n.excluded)
 	n.mu.Unlock()
-	return nemesis.Check(h, nemesis.Bounds{ClockError: clockError, MaxGap: maxGap})
+	return nemesis.Check(h, nemesis.Bounds{ClockError: clockError, MaxGap: maxGap,
+		KindGap: map[nemesis.Kind]time.Duration{nemesis.SlowStore: keepAnswered, nemesis.TermRestart: keepAnswered}})
 }
 
 func (n *nemesisLab) mustClaim(t *testing.T, node string) {
 	t.Helper()
-	mustVip(t, n.hosts[node], n.socks[node], append([]string{"claim"}, n.addrs()...)...)
+	for _, args := range n.claimArgs(n.vips) {
+		mustVip(t, n.hosts[node], n.socks[node], args...)
+	}
+}
+
+// acceptOf reads a TCP connection accepted on one of vips from pk: a
+// SYN-ACK sent from it (the checker's nemesis.Accept).
+func acceptOf(pk gopacket.Packet, vips []netip.Addr) (nemesis.Frame, bool) {
+	tcp, ok := pk.Layer(layers.LayerTypeTCP).(*layers.TCP)
+	eth, _ := pk.Layer(layers.LayerTypeEthernet).(*layers.Ethernet)
+	if !ok || eth == nil || !tcp.SYN || !tcp.ACK {
+		return nemesis.Frame{}, false
+	}
+	var src netip.Addr
+	if ip4, ok := pk.Layer(layers.LayerTypeIPv4).(*layers.IPv4); ok {
+		src = addrOf(ip4.SrcIP)
+	} else if ip6, ok := pk.Layer(layers.LayerTypeIPv6).(*layers.IPv6); ok {
+		src = addrOf(ip6.SrcIP)
+	}
+	if !slices.Contains(vips, src) {
+		return nemesis.Frame{}, false
+	}
+	return nemesis.Frame{At: pk.Metadata().Timestamp, Addr: src, MAC: eth.SrcMAC.String(), Kind: nemesis.Accept}, true
 }
 
 // step injects one fault (or takes one action), heals it and waits for the
@@ -426,6 +527,15 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 		in.Target = "etcd " + leader.Name
 		time.Sleep(s.Hold)
 		leader.Restart(t)
+	case nemesis.SlowStore:
+		in.Target = "etcd"
+		for _, r := range n.relays {
+			r.SetDelay(slowStoreDelay)
+		}
+		time.Sleep(s.Hold)
+		for _, r := range n.relays {
+			r.SetDelay(0)
+		}
 	case nemesis.StoreDown:
 		in.Target = "etcd"
 		for _, m := range n.etcd.Members {
@@ -490,7 +600,7 @@ func (n *nemesisLab) action(t *testing.T, k nemesis.Kind, owner string, pick uin
 	case nemesis.Move:
 		out, code = vipOn(t, n.client, n.socks[owner], append(append([]string{"move"}, n.addrs()...), "--to", to, "--store", n.storeURL)...)
 	case nemesis.TakeOver:
-		out, code = n.vip(t, to, append([]string{"claim", "--take-over"}, n.addrs()...)...)
+		out, code = n.claim(t, to, n.vips, "--take-over")
 	case nemesis.ReleaseClaim:
 		// Free on purpose from the release until the claim is live.
 		from := time.Now()
@@ -501,7 +611,7 @@ func (n *nemesisLab) action(t *testing.T, k nemesis.Kind, owner string, pick uin
 			// the same node: drop it first.
 			n.vip(t, to, append([]string{"release"}, n.addrs()...)...)
 			var o2 string
-			o2, code = n.vip(t, to, append([]string{"claim"}, n.addrs()...)...)
+			o2, code = n.claim(t, to, n.vips)
 			out += o2
 		}
 		for _, v := range n.vips {
@@ -522,7 +632,7 @@ func (n *nemesisLab) settle(t *testing.T) error {
 			if o == "" {
 				// Nobody holds it (a move or a claim failed under the
 				// fault): the operator claims it again.
-				out, code := n.vip(t, n.nodes[0], "claim", v.String())
+				out, code := n.claim(t, n.nodes[0], []netip.Addr{v})
 				fl, _ := n.vip(t, n.nodes[0], "fleet", "--store", n.storeURL)
 				return false, fmt.Sprintf("nobody holds %s; claim on %s: exit %d: %s; fleet:\n%s", v, n.nodes[0], code, out, fl)
 			}
@@ -550,7 +660,7 @@ func (n *nemesisLab) settle(t *testing.T) error {
 				switch claimState(st, v) {
 				case "standby":
 				case "":
-					out, code := n.vip(t, node, "claim", "--standby", v.String())
+					out, code := n.claim(t, node, []netip.Addr{v}, "--standby")
 					why = append(why, fmt.Sprintf("%s not yet standing by for %s (claim --standby: exit %d: %s)", node, v, code, strings.TrimSpace(out)))
 				default:
 					// Lost or fenced after the fault: the operator

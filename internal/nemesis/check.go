@@ -25,6 +25,28 @@ type Bounds struct {
 	// exclusions: the lease's TTL plus the time a standby takes to claim
 	// and answer, and one probe interval.
 	MaxGap time.Duration
+	// KindGap lowers MaxGap for a silence that only faults of the kinds
+	// it names overlapped: those after which an address must stay
+	// answered, not fail over (a slow store, a restart). A silence that
+	// overlaps another kind too gets the larger bound.
+	KindGap map[Kind]time.Duration
+}
+
+// gapBound is the longest a silence that overlapped the faults ks may
+// last.
+func (b Bounds) gapBound(ks []Kind) time.Duration {
+	if len(ks) == 0 {
+		return b.MaxGap
+	}
+	var bound time.Duration
+	for _, k := range ks {
+		kb, ok := b.KindGap[k]
+		if !ok {
+			kb = b.MaxGap
+		}
+		bound = max(bound, kb)
+	}
+	return bound
 }
 
 // Rule names the invariant a violation broke.
@@ -34,6 +56,9 @@ type Rule string
 const (
 	RuleOverlap   Rule = "two MACs answered one request"
 	RuleNotHolder Rule = "answer from a node not holding the key"
+	// RuleAccept is a connection accepted on the address by a node that
+	// did not hold its key: a service reached on the wrong host.
+	RuleAccept Rule = "connection accepted by a node not holding the key"
 	RuleUnknown   Rule = "answer from a MAC of no node"
 	RuleGap       Rule = "unanswered too long"
 	RuleClock     Rule = "an answer the clock bound cannot decide"
@@ -300,7 +325,11 @@ func checkAnswers(h History, b Bounds, a netip.Addr, frames []Frame, hs []holdin
 		rep.Allowance = max(rep.Allowance, need)
 		switch {
 		case !held:
-			violate(Violation{Rule: RuleNotHolder, Addr: a, At: f.At, Detail: fmt.Sprintf("%s from %s (node %s); the key was %s", f.Kind, f.MAC, node, holderAt(hs, f.At))})
+			rule := RuleNotHolder
+			if f.Kind == Accept {
+				rule = RuleAccept
+			}
+			violate(Violation{Rule: rule, Addr: a, At: f.At, Detail: fmt.Sprintf("%s from %s (node %s); the key was %s", f.Kind, f.MAC, node, holderAt(hs, f.At))})
 		case b.ClockError > 0 && need > b.ClockError:
 			violate(Violation{Rule: RuleClock, Addr: a, At: f.At, Detail: fmt.Sprintf("%s from %s (node %s) passes only if the key's change was %v off its surest time, over the bound of %v",
 				f.Kind, f.MAC, node, need.Round(time.Millisecond), b.ClockError)})
@@ -363,16 +392,17 @@ func checkGaps(h History, b Bounds, a netip.Addr, frames []Frame, rep *Report,
 		if len(ks) == 0 {
 			rep.Steady = max(rep.Steady, d)
 		}
-		if b.MaxGap <= 0 || d <= b.MaxGap {
+		bound := b.gapBound(ks)
+		if bound <= 0 || d <= bound {
 			return
 		}
-		if u, at := uncovered(from, to, excl); u > b.MaxGap {
+		if u, at := uncovered(from, to, excl); u > bound {
 			violate(Violation{Rule: RuleGap, Addr: a, At: at, Detail: fmt.Sprintf("no answer from %s to %s (%v, of which %v outside any exclusion; bound %v)",
-				from.Format("15:04:05.000"), to.Format("15:04:05.000"), d.Round(time.Millisecond), u.Round(time.Millisecond), b.MaxGap)})
+				from.Format("15:04:05.000"), to.Format("15:04:05.000"), d.Round(time.Millisecond), u.Round(time.Millisecond), bound)})
 		}
 	}
 	for _, f := range frames {
-		if f.Kind == Request {
+		if f.Kind == Request || f.Kind == Accept {
 			continue
 		}
 		if !prev.IsZero() {

@@ -87,6 +87,16 @@ func TestCheck(t *testing.T) {
 			want: []Rule{RuleUnknown}, answered: 10,
 		},
 		{
+			name: "a connection accepted by the old owner after the key moved",
+			// a's service accepts at 1 s (its key) and at 6 s (b's
+			// key): the second breaks the rule. Neither fills the
+			// silence from 2 s to 5.02 s.
+			frames: join(probes(0, 0, 100, macA), probes(100, 2000, 150), []Frame{{At: at(1000), Addr: v4, MAC: macA, Kind: Accept}, {At: at(3500), Addr: v4, MAC: macA, Kind: Accept}},
+				probes(250, 5020, 250, macB), []Frame{{At: at(6000), Addr: v4, MAC: macA, Kind: Accept}, {At: at(6100), Addr: v4, MAC: macB, Kind: Accept}}),
+			claims: handover, end: 10000,
+			want: []Rule{RuleAccept}, answered: 350, longestGap: 3040 * time.Millisecond,
+		},
+		{
 			name: "a gap too long",
 			// b answers only from 8 s: 6 s of silence after a's last.
 			frames: join(probes(0, 0, 100, macA), probes(100, 2000, 300), probes(400, 8000, 100, macB)),
@@ -162,6 +172,40 @@ func TestCheck(t *testing.T) {
 			}
 			if md := rep.Markdown(); !strings.Contains(md, "| SIGSTOP > TTL | 1 |") {
 				t.Errorf("the table lacks the freeze's row:\n%s", md)
+			}
+		})
+	}
+}
+
+// TestCheckKindGap: a silence that only a fault with a bound of its own
+// overlapped is held to that bound; one that another fault overlapped too
+// gets the larger.
+func TestCheckKindGap(t *testing.T) {
+	nodes := map[string]string{macA: "a"}
+	claims := []Claim{{Seen: at(0), Rev: 2, Addr: v4, Node: "a"}}
+	// a answers to 2 s, then from 3.5 s: 1.5 s of silence.
+	frames := join(probes(0, 0, 100, macA), probes(100, 2000, 75), probes(175, 3500, 100, macA))
+	slow := Injection{Kind: SlowStore, Target: "etcd", Start: at(1000), Healed: at(4000), Settled: at(4500)}
+	move := Injection{Kind: Move, Target: "a", Start: at(2500), Healed: at(3000), Settled: at(3200)}
+	bounds := Bounds{MaxGap: 4 * time.Second, KindGap: map[Kind]time.Duration{SlowStore: time.Second}}
+	for _, tc := range []struct {
+		name string
+		in   []Injection
+		want int
+	}{
+		{"a slow store alone: bound 1 s", []Injection{slow}, 1},
+		{"a move during the slow store: bound 4 s", []Injection{slow, move}, 0},
+		{"no bound of its own: 4 s", []Injection{{Kind: CutAll, Target: "a", Start: at(1000), Healed: at(4000), Settled: at(4500)}}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Check(History{Addrs: []netip.Addr{v4}, Nodes: nodes, Frames: frames, Claims: claims, Injections: tc.in, Start: at(0), End: at(5500)}, bounds)
+			if len(rep.Violations) != tc.want {
+				t.Errorf("got violations %v, want %d", rep.Violations, tc.want)
+			}
+			for _, v := range rep.Violations {
+				if v.Rule != RuleGap || !strings.Contains(v.Detail, "bound 1s") {
+					t.Errorf("violation %v, want a gap over the bound of 1s", v)
+				}
 			}
 		})
 	}

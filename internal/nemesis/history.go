@@ -18,6 +18,11 @@ const (
 	// Announcement claims the address unasked: a gratuitous ARP request or
 	// reply, or an unsolicited neighbor advertisement.
 	Announcement
+	// Accept is a TCP connection accepted on the address: a SYN-ACK sent
+	// from it, by a service on a host that has it on an interface
+	// (--assign). It answers no probe and fills no silence, but, like an
+	// answer, may come only from the node that holds the key.
+	Accept
 )
 
 // String names the kind as the report does.
@@ -29,12 +34,14 @@ func (k FrameKind) String() string {
 		return "reply"
 	case Announcement:
 		return "announcement"
+	case Accept:
+		return "connection accepted"
 	}
 	return "unknown"
 }
 
-// Frame is one ARP or NDP frame about a VIP, as the client's capture saw
-// it. At is the capture's kernel receive timestamp, on the same wall clock
+// Frame is one ARP or NDP frame about a VIP, or a TCP connection accepted
+// on it, as the client's capture saw it. At is the capture's kernel receive timestamp, on the same wall clock
 // as the store's history (one kernel runs every lab host).
 type Frame struct {
 	At   time.Time

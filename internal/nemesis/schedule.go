@@ -44,6 +44,10 @@ const (
 	// Term stops it with SIGTERM and starts it again only once a standby
 	// holds its addresses, past its lease.
 	Term
+	// SlowStore slows every agent's round trip to the store (both ways
+	// through a relay), for longer than the TTL, but less than the
+	// longest round trip the TTL survives: no owner may fence.
+	SlowStore
 	// Move is `vip move ADDR... --to NODE` to a node that does not own it.
 	Move
 	// TakeOver is `vip claim ADDR... --take-over` on a node that does not
@@ -56,7 +60,7 @@ const (
 
 // Faults lists the faults, Actions the operator's actions.
 var (
-	faults  = []Kind{FreezeShort, FreezeLong, Kill, KillRestart, CutStore, CutClient, CutAll, LeaderKill, StoreDown, TermRestart, Term}
+	faults  = []Kind{FreezeShort, FreezeLong, Kill, KillRestart, CutStore, CutClient, CutAll, LeaderKill, StoreDown, TermRestart, Term, SlowStore}
 	actions = []Kind{Move, TakeOver, ReleaseClaim}
 )
 
@@ -97,6 +101,8 @@ func (k Kind) String() string {
 		return "SIGTERM, restart at once"
 	case Term:
 		return "SIGTERM, restart later"
+	case SlowStore:
+		return "store slow > TTL"
 	case Move:
 		return "vip move"
 	case TakeOver:
@@ -180,7 +186,7 @@ func hold(r *rand.Rand, k Kind, ttl time.Duration) time.Duration {
 		return between(r, ttl/4, ttl*3/4)
 	case FreezeLong:
 		return between(r, ttl+time.Second, 2*ttl+time.Second)
-	case CutStore, CutAll, StoreDown:
+	case CutStore, CutAll, StoreDown, SlowStore:
 		return between(r, ttl+time.Second, 2*ttl)
 	case CutClient:
 		return between(r, time.Second, ttl)
@@ -195,7 +201,7 @@ func hold(r *rand.Rand, k Kind, ttl time.Duration) time.Duration {
 var names = map[string]Kind{
 	"freeze-short": FreezeShort, "freeze-long": FreezeLong, "kill": Kill, "kill-restart": KillRestart,
 	"cut-store": CutStore, "cut-client": CutClient, "cut-all": CutAll, "leader-kill": LeaderKill,
-	"store-down": StoreDown, "term-restart": TermRestart, "term": Term, "move": Move, "take-over": TakeOver, "release-claim": ReleaseClaim,
+	"store-down": StoreDown, "term-restart": TermRestart, "term": Term, "slow-store": SlowStore, "move": Move, "take-over": TakeOver, "release-claim": ReleaseClaim,
 }
 
 // ParseKinds reads a comma-separated list of short names, such as
