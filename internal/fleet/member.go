@@ -167,6 +167,9 @@ type Member struct {
 	// the Deadline's count of frames withheld as last reported.
 	stalled      time.Duration
 	withheldSeen uint64
+	// passed is the last deadline replaced after it had passed (closedAt:
+	// closed), which reportWithheld names once a renewal moved it.
+	passed time.Duration
 	// revoking is closed once the last fence's revocation returned: a
 	// resumption waits for it, so that no new lease opens the deadline
 	// while the engine still holds a claim whose key may be another's.

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,10 @@ type fakeFleet struct {
 	s     *fakeStore
 	// running are the members whose renewals the clock waits for.
 	running map[string]*fleet.Member
+	// bootAhead is how far the Deadline's clock has run past the fake
+	// one: a process stopped (suspended, frozen) while CLOCK_BOOTTIME
+	// counted on and its timers did not.
+	bootAhead atomic.Int64
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -55,7 +60,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 func (f *fakeFleet) now() time.Duration { return f.clock.Since(f.epoch) }
 
 // boot reads the Deadline's clock, which runs with the fake one.
-func (f *fakeFleet) boot() time.Duration { return bootAtEpoch + f.now() }
+func (f *fakeFleet) boot() time.Duration {
+	return bootAtEpoch + f.now() + time.Duration(f.bootAhead.Load())
+}
 
 func (f *fakeFleet) join(name string) (*fleet.Member, *fakeEngine) {
 	f.t.Helper()
