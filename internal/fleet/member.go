@@ -26,6 +26,7 @@ import (
 type Engine interface {
 	Claim(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
 	Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error)
+	Resume(ctx context.Context, claims []announce.Claim, why string) ([]announce.Status, error)
 	Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error)
 	Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error)
 	Suspend(addrs []netip.Addr, why string) (suspended, notHeld []netip.Addr, err error)
