@@ -267,6 +267,17 @@ func TestFleetGolden(t *testing.T) {
 	}
 	golden(t, "fleet-empty.golden", out.Bytes())
 	out.Reset()
+	// Every lease expired while the agents could not reach the store:
+	// their standby records name them, and the view says no more than
+	// the store knows (issue 31: "no live node", every address free).
+	if err := printFleet(&out, api.FleetResponse{Nodes: []api.FleetNode{}, Unregistered: []string{"a", "b"}, Claims: []api.FleetClaim{
+		{Addr: "192.0.2.10", State: api.FleetUnknown, Standbys: []string{"b"}},
+		{Addr: "192.0.2.20", State: api.FleetUnknown, Standbys: []string{"a"}},
+	}}, fleetNow); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fleet-unregistered.golden", out.Bytes())
+	out.Reset()
 	if err := writeJSON(&deps{io: IO{Out: &out}}, fleetFixture); err != nil {
 		t.Fatal(err)
 	}
