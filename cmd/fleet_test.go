@@ -407,3 +407,45 @@ func TestStandbyCheck(t *testing.T) {
 		}
 	}
 }
+
+// TestDrainedSendersAddUp: the line of a drained address lists its senders
+// so that they add up to its count: what the senders left out sent, and
+// what came from senders the node no longer remembers (it keeps a bounded
+// number; the count is exact), are said (issue 31: "3 packets ... from
+// 02:00:00:00:00:09 (2001:db8::9, 2)").
+func TestDrainedSendersAddUp(t *testing.T) {
+	last := time.Date(2026, 11, 30, 1, 2, 0, 0, time.UTC)
+	s9 := api.DrainSender{MAC: "02:00:00:00:00:09", From: "2001:db8::9", Packets: 2, Last: last}
+	s8 := api.DrainSender{MAC: "02:00:00:00:00:08", From: "2001:db8::8", Packets: 1, Last: last}
+	for _, tc := range []struct {
+		name string
+		a    api.DrainAddr
+		want string
+	}{
+		{"a sender forgotten", api.DrainAddr{Packets: 3, Senders: []api.DrainSender{s9}},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 1 from senders not remembered"},
+		{"every sender remembered", api.DrainAddr{Packets: 3, Senders: []api.DrainSender{s9, s8}},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 02:00:00:00:00:08 (2001:db8::8, 1)"},
+		{"senders left out, and one forgotten", api.DrainAddr{Packets: 10, Senders: []api.DrainSender{s9}, MoreSenders: 2, MorePackets: 7},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 2 more senders (7), 1 from senders not remembered"},
+		{"no sender remembered", api.DrainAddr{Packets: 4},
+			", from senders not remembered"},
+		// An agent that did not count what the senders it left out
+		// sent: nothing is said of the rest.
+		{"an older agent's count", api.DrainAddr{Packets: 10, Senders: []api.DrainSender{s9}, MoreSenders: 2},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 2 more"},
+		// A packet counted between the read of the senders and the
+		// address's count.
+		{"senders read before the count", api.DrainAddr{Packets: 2, Senders: []api.DrainSender{s9, s8}},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 02:00:00:00:00:08 (2001:db8::8, 1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.a
+			a.Addr, a.To, a.Counted, a.Last = "2001:db8::10", "b", true, last
+			got := describeDrained(a, "a", time.Second)
+			if _, from, _ := strings.Cut(got, " (a's clock)"); from != tc.want {
+				t.Errorf("got %q, want it to end %q", got, tc.want)
+			}
+		})
+	}
+}

@@ -221,8 +221,29 @@ type DrainAddr struct {
 	Bytes   uint64        `json:"bytes"`
 	Last    time.Time     `json:"last,omitzero"`
 	Senders []DrainSender `json:"senders,omitempty"`
-	// MoreSenders is how many senders the node left out.
-	MoreSenders int `json:"more_senders,omitempty"`
+	// MoreSenders is how many senders the node left out, and MorePackets
+	// how many packets they sent. Packets less these and the senders'
+	// came from senders the node no longer remembers (Unremembered).
+	MoreSenders int    `json:"more_senders,omitempty"`
+	MorePackets uint64 `json:"more_packets,omitempty"`
+}
+
+// Unremembered is how many of the packets came from senders the node no
+// longer remembered when it counted them (it keeps a bounded number of
+// senders; the address's own count is exact). A count from an agent that
+// did not say what the senders it left out sent (MoreSenders without
+// MorePackets) tells nothing of it: zero.
+func (a DrainAddr) Unremembered() uint64 {
+	if a.MoreSenders > 0 && a.MorePackets == 0 {
+		return 0
+	}
+	told := a.MorePackets
+	for _, s := range a.Senders {
+		told += s.Packets
+	}
+	// The senders are read before the address's count, so their sum is
+	// the smaller but for a packet counted between the two reads.
+	return a.Packets - min(told, a.Packets)
 }
 
 // DrainSender is one host that sent to the drained node for an address.
