@@ -610,9 +610,11 @@ func (m *Member) Close() {
 // every key bound to it (claims, registration) stay until the
 // lease expires, one TTL after the last renewal, and an agent of this node
 // started again on this host before then takes them over. The agent has
-// closed the answer deadline first, so nothing answers meanwhile.
+// closed the answer deadline first, so nothing answers meanwhile. The
+// registration says the agent stopped (markStopped).
 func (m *Member) Leave() {
 	m.halt()
+	m.markStopped()
 	m.l.Close()
 }
 
