@@ -29,23 +29,39 @@ func (e *Engine) Claim(ctx context.Context, reqs []Request, opts ClaimOptions) (
 	for i, r := range reqs {
 		items[i] = Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, RefreshedAt: now, Options: opts}
 	}
-	return e.take(ctx, items, false)
+	return e.take(ctx, items, false, "claimed")
 }
 
-// Adopt takes over claims recorded by an earlier run (after a crash): each
-// keeps its options, its ClaimedAt and whether vip added its address, and
-// gets a fresh burst. A claim whose interface is gone waits for it.
+// Adopt takes over claims recorded by an earlier run (after a crash or a
+// restart): each keeps its options, its ClaimedAt and whether vip added its
+// address, and gets a fresh burst. A claim whose interface is gone waits
+// for it. Its claim event says "adopted from an earlier run".
 func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
+	return e.adopt(ctx, claims, "adopted from an earlier run")
+}
+
+// Resume takes again, as Adopt does, claims that this run stopped without
+// releasing them for good: those the fleet's fence suspended, once the
+// store answers again, or one let go for a move that gave up. why is what
+// their claim events say (and so a hook's VIP_REASON), since they are not
+// an earlier run's.
+func (e *Engine) Resume(ctx context.Context, claims []Claim, why string) ([]Status, error) {
+	return e.adopt(ctx, claims, why)
+}
+
+func (e *Engine) adopt(ctx context.Context, claims []Claim, why string) ([]Status, error) {
 	now := e.clock.Now()
 	items := slices.Clone(claims)
 	for i := range items {
 		items[i].RefreshedAt = now
 	}
-	return e.take(ctx, items, true)
+	return e.take(ctx, items, true, why)
 }
 
-func (e *Engine) take(ctx context.Context, items []Claim, adopt bool) ([]Status, error) {
-	out, err := e.claim(ctx, items, adopt)
+// take claims items, adopted or not; why is what each new claim's event
+// says.
+func (e *Engine) take(ctx context.Context, items []Claim, adopt bool, why string) ([]Status, error) {
+	out, err := e.claim(ctx, items, adopt, why)
 	if err != nil {
 		return nil, err
 	}
@@ -98,6 +114,8 @@ type claimOutcome struct {
 // claimPlan is one claim request on its way through claim's steps.
 type claimPlan struct {
 	adopt bool
+	// why is what the event of each new claim says.
+	why string
 	// refreshed are the held claims the request refreshes, and records
 	// starts with their new records, in that order.
 	refreshed []*claimState
@@ -123,10 +141,10 @@ func (p *claimPlan) refuse(a netip.Addr, err error) {
 // sender go on meanwhile), record in the book, and commit (under mu), from
 // where the claims are live. An address that cannot be claimed is refused
 // and its steps undone; the others go on.
-func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (claimOutcome, error) {
+func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool, why string) (claimOutcome, error) {
 	e.op.Lock()
 	defer e.op.Unlock()
-	p, err := e.plan(items, adopt)
+	p, err := e.plan(items, adopt, why)
 	if err != nil {
 		return claimOutcome{}, err
 	}
@@ -151,10 +169,10 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool) (claimOut
 // (with their new records), and those refused as held on another
 // interface. An address given twice, or an assign with no assigner, fails
 // the whole request.
-func (e *Engine) plan(items []Claim, adopt bool) (*claimPlan, error) {
+func (e *Engine) plan(items []Claim, adopt bool, why string) (*claimPlan, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	p := &claimPlan{adopt: adopt, added: map[*claimState]bool{}}
+	p := &claimPlan{adopt: adopt, why: why, added: map[*claimState]bool{}}
 	var refreshedOpt []ClaimOptions
 	seen := make(map[netip.Addr]bool, len(items))
 	for _, c := range items {
@@ -315,7 +333,7 @@ func (e *Engine) logRequest(p *claimPlan) {
 func (e *Engine) commitLocked(ctx context.Context, p *claimPlan) claimOutcome {
 	out := claimOutcome{lives: make([]<-chan struct{}, 0, len(p.fresh)+len(p.refreshed)), refused: p.refused}
 	for _, cs := range p.fresh {
-		if live := e.startLocked(ctx, cs, p.adopt, len(p.fresh)); live != nil {
+		if live := e.startLocked(ctx, cs, p, len(p.fresh)); live != nil {
 			out.lives = append(out.lives, live)
 		}
 		out.fresh = append(out.fresh, cs.claim.Addr)
@@ -335,10 +353,10 @@ func (e *Engine) commitLocked(ctx context.Context, p *claimPlan) claimOutcome {
 	return out
 }
 
-// startLocked makes a new claim, one of n, live, and returns what closes
-// once its first round is sent; nil for a claim waiting for its
+// startLocked makes a new claim of p, one of n, live, and returns what
+// closes once its first round is sent; nil for a claim waiting for its
 // interface. The caller holds e.mu.
-func (e *Engine) startLocked(ctx context.Context, cs *claimState, adopt bool, n int) <-chan struct{} {
+func (e *Engine) startLocked(ctx context.Context, cs *claimState, p *claimPlan, n int) <-chan struct{} {
 	e.claims[cs.claim.Addr] = cs
 	e.byAddr = nil
 	e.syncSendLocked(cs)
@@ -347,15 +365,11 @@ func (e *Engine) startLocked(ctx context.Context, cs *claimState, adopt bool, n 
 	if cs.port != nil {
 		mac = cs.port.MAC().String()
 	}
-	msg := "claimed"
-	if adopt {
-		msg = "adopted from an earlier run"
-	}
 	if level := claimLogLevel(n); e.log.Enabled(ctx, level) {
 		e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
-			"window", e.burst(cs).Window, "interval", e.burst(cs).Interval, "frames", e.frames(cs).String(), "adopted", adopt)
+			"window", e.burst(cs).Window, "interval", e.burst(cs).Interval, "frames", e.frames(cs).String(), "adopted", p.adopt)
 	}
-	e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: msg})
+	e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: p.why})
 	if !cs.live() {
 		e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
 		e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)

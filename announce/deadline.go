@@ -57,6 +57,10 @@ type deadlineWatcher struct {
 // from boot by the time anything runs.
 const closedAt = 1
 
+// ClosedAt is what At returns for a closed deadline: not a time it passed
+// at, and not one to show as a time (it would read as the host's boot).
+const ClosedAt = time.Duration(closedAt)
+
 // NewDeadline returns a Deadline on now (nil means boottime.Now), closed:
 // nothing may be sent until the first Set, so that an agent that restarts
 // answers nothing before the store acknowledged its lease.

@@ -226,6 +226,55 @@ func TestEngineAdopt(t *testing.T) {
 	}
 }
 
+// TestClaimEventSaysWhy: a claim's event (a hook's VIP_REASON) says why
+// the engine took it: claimed, adopted from an earlier run's record, or
+// taken again for the reason its caller gives (the fleet's fence lifted),
+// which an earlier run's adoption is not.
+func TestClaimEventSaysWhy(t *testing.T) {
+	resumed := "resumed after the fence: the store answers again"
+	for _, tc := range []struct {
+		name string
+		take func(e *Engine, c Claim) error
+		want string
+	}{
+		{"claimed", func(e *Engine, c Claim) error {
+			_, err := e.Claim(context.Background(), []Request{{Addr: c.Addr, Interface: c.Interface}}, ClaimOptions{})
+			return err
+		}, "claimed"},
+		{"adopted", func(e *Engine, c Claim) error {
+			_, err := e.Adopt(context.Background(), []Claim{c})
+			return err
+		}, "adopted from an earlier run"},
+		{"resumed", func(e *Engine, c Claim) error {
+			_, err := e.Resume(context.Background(), []Claim{c}, resumed)
+			return err
+		}, resumed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newEngineHarness(t, nil)
+			events, cancel := h.e.Subscribe(100)
+			defer cancel()
+			if err := tc.take(h.e, Claim{Addr: a4, Interface: "eth0", ClaimedAt: t0, RefreshedAt: t0}); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				select {
+				case ev := <-events:
+					if ev.Kind != EventClaim {
+						continue
+					}
+					if ev.Message != tc.want {
+						t.Errorf("the claim's event says %q, want %q", ev.Message, tc.want)
+					}
+					return
+				case <-time.After(5 * time.Second):
+					t.Fatal("no claim event")
+				}
+			}
+		})
+	}
+}
+
 func TestEventsLostAreCounted(t *testing.T) {
 	h := newHub()
 	ch, cancel := h.subscribe(2)

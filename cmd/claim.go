@@ -299,7 +299,7 @@ func runClaim(ctx context.Context, d *deps, o *claimOptions) error {
 	if err := printClaims(d, o.JSON, resp); err != nil {
 		return err
 	}
-	noteAssigned(d, req, resp.Claims)
+	noteAssigned(d, req.Assign, resp.Claims)
 	return refusedError(len(req.Addrs), resp.Refused)
 }
 
@@ -309,7 +309,6 @@ func claimEach(ctx context.Context, d *deps, o *claimOptions, reqs []api.ClaimRe
 	var (
 		all   api.ClaimResponse
 		asked int
-		done  []api.ClaimRequest
 	)
 	for _, req := range reqs {
 		resp, err := claimViaAgent(ctx, d, o, req)
@@ -323,14 +322,12 @@ func claimEach(ctx context.Context, d *deps, o *claimOptions, reqs []api.ClaimRe
 		all.Claims = append(all.Claims, resp.Claims...)
 		all.Refused = append(all.Refused, resp.Refused...)
 		asked += len(req.Addrs)
-		done = append(done, req)
 	}
 	if err := printClaims(d, o.JSON, all); err != nil {
 		return err
 	}
-	for _, req := range done {
-		noteAssigned(d, req, all.Claims)
-	}
+	// Once for all: each request's would name every request's claims.
+	noteAssigned(d, o.Assign, all.Claims)
 	return refusedError(asked, all.Refused)
 }
 
@@ -447,7 +444,7 @@ func claimForeground(ctx context.Context, d *deps, o *claimOptions, req api.Clai
 		_ = stopEngine()
 		return err
 	}
-	noteAssigned(d, req, claims)
+	noteAssigned(d, req.Assign, claims)
 	<-ctx.Done()
 	if err := stopEngine(); err != nil {
 		return fmt.Errorf("release on exit: %w", err)
@@ -488,13 +485,16 @@ func showForeground(ctx context.Context, d *deps, eng *announce.Engine, sniffer 
 }
 
 // noteAssigned says which addresses --assign found already on their
-// interface: vip leaves those there at release.
-func noteAssigned(d *deps, req api.ClaimRequest, claims []api.Claim) {
-	if !req.Assign {
+// interface: vip leaves those there at release. Only a claim made now
+// tells: a standby adds nothing until it takes its address, and a refresh
+// adds nothing either (a claim made without --assign stays so), so for
+// those not being Assigned says nothing of the interface.
+func noteAssigned(d *deps, assign bool, claims []api.Claim) {
+	if !assign {
 		return
 	}
 	for _, c := range claims {
-		if !c.Assigned {
+		if !c.Assigned && c.State != api.StateStandby && c.RefreshedAt.Equal(c.ClaimedAt) {
 			fmt.Fprintf(d.io.ErrOut, "vip: %s was already on %s, so vip did not add it and will not remove it\n", c.Addr, c.Interface)
 		}
 	}

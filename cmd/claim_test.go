@@ -3,10 +3,12 @@ package cmd
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -374,5 +376,70 @@ func TestPrintStandbyWithoutMAC(t *testing.T) {
 	}
 	if got := strings.TrimSpace(out.String()); got != "standby  192.0.2.10  on eth0  until its owner's lease expires" {
 		t.Errorf("got %q", got)
+	}
+}
+
+// TestClaimAssignNote: vip claim --assign says an address was already on
+// its interface (so vip will not remove it) only of a claim made now that
+// vip did not add: not of a standby, which adds nothing until it takes the
+// address (issue 31: "192.0.2.10 was already on eth0" of one that was
+// not), nor of a refresh, and once per address when an address file's
+// groups are claimed one request each.
+func TestClaimAssignNote(t *testing.T) {
+	now := time.Date(2026, 11, 30, 1, 0, 0, 0, time.UTC)
+	claimed := func(state string, assigned bool) api.Claim {
+		return api.Claim{Interface: "eth0", MAC: "02:00:00:00:00:02", State: state, ClaimedAt: now, RefreshedAt: now, Assigned: assigned}
+	}
+	refreshed := claimed(api.StateAnnouncing, false)
+	refreshed.ClaimedAt = now.Add(-time.Hour)
+	file := filepath.Join(t.TempDir(), "vips")
+	if err := os.WriteFile(file, []byte("[web]\n192.0.2.10\n[db]\n192.0.2.20\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		// agent is the agent's claim of each address.
+		agent map[string]api.Claim
+		want  []string
+	}{
+		{"already on the interface", []string{"192.0.2.10"},
+			map[string]api.Claim{"192.0.2.10": claimed(api.StateAnnouncing, false)}, []string{"192.0.2.10"}},
+		{"added by vip", []string{"192.0.2.10"},
+			map[string]api.Claim{"192.0.2.10": claimed(api.StateAnnouncing, true)}, nil},
+		{"standby", []string{"192.0.2.10", "--standby"},
+			map[string]api.Claim{"192.0.2.10": claimed(api.StateStandby, false)}, nil},
+		{"refresh", []string{"192.0.2.10"},
+			map[string]api.Claim{"192.0.2.10": refreshed}, nil},
+		{"groups of a file", []string{"-f", file},
+			map[string]api.Claim{"192.0.2.10": claimed(api.StateAnnouncing, false), "192.0.2.20": claimed(api.StateAnnouncing, true)}, []string{"192.0.2.10"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sock := serveHandler(t, func(w http.ResponseWriter, r *http.Request) {
+				var req api.ClaimRequest
+				_ = json.NewDecoder(r.Body).Decode(&req)
+				var resp api.ClaimResponse
+				for _, a := range req.Addrs {
+					c := tc.agent[a]
+					c.Addr = a
+					resp.Claims = append(resp.Claims, c)
+				}
+				_ = json.NewEncoder(w).Encode(resp)
+			})
+			args := append([]string{"claim", "--assign", "-i", "eth0", "--no-autostart", "--socket", sock}, tc.args...)
+			code, _, errOut := runVip(t, args...)
+			if code != ExitOK {
+				t.Fatalf("vip %v: exit %d, stderr %q", args, code, errOut)
+			}
+			var got []string
+			for _, line := range strings.Split(strings.TrimSpace(errOut), "\n") {
+				if a, ok := strings.CutSuffix(line, " was already on eth0, so vip did not add it and will not remove it"); ok {
+					got = append(got, strings.TrimPrefix(a, "vip: "))
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("vip %v noted %v as already on eth0, want %v; stderr:\n%s", args, got, tc.want, errOut)
+			}
+		})
 	}
 }

@@ -314,7 +314,7 @@ func drainAddr(qa *fleet.QuietAddr, to string, quiet bool) api.DrainAddr {
 	l := qa.Linger
 	out := api.DrainAddr{
 		Addr: qa.Addr.String(), To: to, Counted: qa.Counted && !qa.Lost, Quiet: quiet,
-		Packets: l.Packets, Bytes: l.Bytes, Last: l.Last, MoreSenders: l.MoreSenders,
+		Packets: l.Packets, Bytes: l.Bytes, Last: l.Last, MoreSenders: l.MoreSenders, MorePackets: l.MorePackets,
 	}
 	for _, s := range l.Senders {
 		out.Senders = append(out.Senders, api.DrainSender{MAC: s.MAC, From: s.From.String(), Packets: s.Packets, Last: s.Last})
@@ -361,8 +361,20 @@ func describeDrained(a api.DrainAddr, node string, quiet time.Duration) string {
 	for _, s := range a.Senders {
 		from = append(from, fmt.Sprintf("%s (%s, %d)", s.MAC, s.From, s.Packets))
 	}
-	if a.MoreSenders > 0 {
+	switch {
+	case a.MoreSenders > 0 && a.MorePackets == 0:
+		// An agent that did not count what they sent.
 		from = append(from, fmt.Sprintf("%d more", a.MoreSenders))
+	case a.MoreSenders > 0:
+		from = append(from, fmt.Sprintf("%d more %s (%d)", a.MoreSenders, plural(a.MoreSenders, "sender", "senders"), a.MorePackets))
+	}
+	// The node remembers a bounded number of senders: the packets of
+	// those it forgot are counted all the same, and said, so that the
+	// list adds up to the count.
+	if n := a.Unremembered(); n > 0 && len(from) == 0 {
+		from = append(from, "senders not remembered")
+	} else if n > 0 {
+		from = append(from, fmt.Sprintf("%d from senders not remembered", n))
 	}
 	if len(from) > 0 {
 		fmt.Fprintf(&b, ", from %s", strings.Join(from, ", "))
@@ -381,6 +393,9 @@ func drainError(r api.DrainResponse) error {
 			uncounted = append(uncounted, a.Addr)
 		default:
 			from := "no sender remembered"
+			if a.MoreSenders > 0 {
+				from = fmt.Sprintf("%d senders not listed", a.MoreSenders)
+			}
 			if len(a.Senders) > 0 {
 				var s []string
 				for _, x := range a.Senders {

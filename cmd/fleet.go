@@ -203,6 +203,12 @@ this host, and shows every live node (version, host, pid, interfaces with
 their MACs, lease TTL) and every address in the store (its node, interface,
 MAC, since when, state, standbys, and the node it is moving to).
 
+A node that stands by for an address but has no registration is named as
+such: its agent is stopped, or could not reach the store for longer than its
+lease (which expired, and its registration and claims with it); the store
+cannot tell which. An address nobody holds is free when a registered node
+stands by for it, and unknown when none does.
+
 A key under the prefix that is not one of vip's records is skipped, and
 named on standard error with the reason.`,
 		Example: `  vip fleet --store etcd://192.0.2.5:2379
@@ -248,9 +254,14 @@ func runFleet(ctx context.Context, d *deps, o *fleetOptions) error {
 // printFleet prints the fleet as two tables, the nodes and the claims.
 func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	if len(f.Nodes) == 0 {
+	switch {
+	case len(f.Nodes) == 0 && len(f.Unregistered) == 0:
 		fmt.Fprintln(w, "no live node: start agents with vip agent --store")
-	} else {
+	case len(f.Nodes) == 0:
+		// Nodes that stand by are known to the store, registered or
+		// not: whether they live, it cannot say (see below).
+		fmt.Fprintln(w, "no node registered")
+	default:
 		fmt.Fprintln(w, "NODE\tVERSION\tHOST\tPID\tLEASE TTL\tRENEWED\tINTERFACES\tCORDON")
 		for _, n := range f.Nodes {
 			ifs := make([]string, len(n.Interfaces))
@@ -270,10 +281,13 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 	if err := w.Flush(); err != nil {
 		return err
 	}
-	// Cordons of nodes not alive now hold when they come back.
+	for _, n := range f.Unregistered {
+		fmt.Fprintf(out, "node %s stands by but is not registered: its agent is stopped, or its lease expired while it could not reach the store (it registers again once it does)\n", n)
+	}
+	// Cordons of nodes not registered now hold when they come back.
 	for _, c := range f.Cordons {
 		if !slices.ContainsFunc(f.Nodes, func(n api.FleetNode) bool { return n.Node == c.Node }) {
-			fmt.Fprintf(out, "node %s, not alive now, is cordoned: %s\n", c.Node, describeCordon(c, now))
+			fmt.Fprintf(out, "node %s, not registered now, is cordoned: %s\n", c.Node, describeCordon(c, now))
 		}
 	}
 	fmt.Fprintln(out)

@@ -267,6 +267,17 @@ func TestFleetGolden(t *testing.T) {
 	}
 	golden(t, "fleet-empty.golden", out.Bytes())
 	out.Reset()
+	// Every lease expired while the agents could not reach the store:
+	// their standby records name them, and the view says no more than
+	// the store knows (issue 31: "no live node", every address free).
+	if err := printFleet(&out, api.FleetResponse{Nodes: []api.FleetNode{}, Unregistered: []string{"a", "b"}, Claims: []api.FleetClaim{
+		{Addr: "192.0.2.10", State: api.FleetUnknown, Standbys: []string{"b"}},
+		{Addr: "192.0.2.20", State: api.FleetUnknown, Standbys: []string{"a"}},
+	}}, fleetNow); err != nil {
+		t.Fatal(err)
+	}
+	golden(t, "fleet-unregistered.golden", out.Bytes())
+	out.Reset()
 	if err := writeJSON(&deps{io: IO{Out: &out}}, fleetFixture); err != nil {
 		t.Fatal(err)
 	}
@@ -394,5 +405,47 @@ func TestStandbyCheck(t *testing.T) {
 		if code, _ := exitCode(err); code != ExitBadInput {
 			t.Errorf("%+v: exit %d, want 2", tt.o, code)
 		}
+	}
+}
+
+// TestDrainedSendersAddUp: the line of a drained address lists its senders
+// so that they add up to its count: what the senders left out sent, and
+// what came from senders the node no longer remembers (it keeps a bounded
+// number; the count is exact), are said (issue 31: "3 packets ... from
+// 02:00:00:00:00:09 (2001:db8::9, 2)").
+func TestDrainedSendersAddUp(t *testing.T) {
+	last := time.Date(2026, 11, 30, 1, 2, 0, 0, time.UTC)
+	s9 := api.DrainSender{MAC: "02:00:00:00:00:09", From: "2001:db8::9", Packets: 2, Last: last}
+	s8 := api.DrainSender{MAC: "02:00:00:00:00:08", From: "2001:db8::8", Packets: 1, Last: last}
+	for _, tc := range []struct {
+		name string
+		a    api.DrainAddr
+		want string
+	}{
+		{"a sender forgotten", api.DrainAddr{Packets: 3, Senders: []api.DrainSender{s9}},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 1 from senders not remembered"},
+		{"every sender remembered", api.DrainAddr{Packets: 3, Senders: []api.DrainSender{s9, s8}},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 02:00:00:00:00:08 (2001:db8::8, 1)"},
+		{"senders left out, and one forgotten", api.DrainAddr{Packets: 10, Senders: []api.DrainSender{s9}, MoreSenders: 2, MorePackets: 7},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 2 more senders (7), 1 from senders not remembered"},
+		{"no sender remembered", api.DrainAddr{Packets: 4},
+			", from senders not remembered"},
+		// An agent that did not count what the senders it left out
+		// sent: nothing is said of the rest.
+		{"an older agent's count", api.DrainAddr{Packets: 10, Senders: []api.DrainSender{s9}, MoreSenders: 2},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 2 more"},
+		// A packet counted between the read of the senders and the
+		// address's count.
+		{"senders read before the count", api.DrainAddr{Packets: 2, Senders: []api.DrainSender{s9, s8}},
+			", from 02:00:00:00:00:09 (2001:db8::9, 2), 02:00:00:00:00:08 (2001:db8::8, 1)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := tc.a
+			a.Addr, a.To, a.Counted, a.Last = "2001:db8::10", "b", true, last
+			got := describeDrained(a, "a", time.Second)
+			if _, from, _ := strings.Cut(got, " (a's clock)"); from != tc.want {
+				t.Errorf("got %q, want it to end %q", got, tc.want)
+			}
+		})
 	}
 }

@@ -162,6 +162,11 @@ func (m *Model) fleetTitle(shown int) string {
 		names[i] = m.nodeName(n.Node)
 	}
 	nodes := "no live node"
+	if len(m.fleet.Unregistered) > 0 {
+		// Its standbys' nodes are known, and may run cut off from the
+		// store: not registered is all the store says of them.
+		nodes = "no node registered"
+	}
 	if len(names) > 0 {
 		nodes = fmt.Sprintf("%d %s: %s", len(names), plural(len(names), "node", "nodes"), strings.Join(names, ", "))
 	}
@@ -179,7 +184,7 @@ const homeMinWidth = 100
 // fleetStateW fits the longest state the store gives a claim, whole: a
 // state cut to "taking-o…" is no state an operator can read.
 var fleetStateW = slices.Max([]int{len(api.FleetHeld), len(api.FleetMoving), len(api.FleetTakingOver),
-	len(api.FleetFree), len(api.FleetStale), len(api.FleetFenced)})
+	len(api.FleetFree), len(api.FleetUnknown), len(api.FleetStale), len(api.FleetFenced)})
 
 func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 	const nodeW, movingW, homeW = 10, 10, 8

@@ -1130,7 +1130,7 @@ func TestFleetPaneNodeHealth(t *testing.T) {
 func TestFleetPaneStatesWhole(t *testing.T) {
 	t.Parallel()
 	for _, w := range []int{80, 120} {
-		for _, state := range []string{api.FleetHeld, api.FleetMoving, api.FleetTakingOver, api.FleetFree, api.FleetStale, api.FleetFenced} {
+		for _, state := range []string{api.FleetHeld, api.FleetMoving, api.FleetTakingOver, api.FleetFree, api.FleetUnknown, api.FleetStale, api.FleetFenced} {
 			b := fleetFixture()
 			b.fleet.Claims[0].State = state
 			h := connected(t, b, Options{}, w, 40)

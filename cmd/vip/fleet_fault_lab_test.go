@@ -282,6 +282,9 @@ func TestFleetAgentRestartAfterKill(t *testing.T) {
 	old := status(t, f.a, f.sa).Agent.Store.Lease
 	f.agentA.Kill(t)
 	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json")
+	if _, ok := findLog(logLines(t, f.agentA.Output()), "took over the records of this node's agent that died (it recorded no stop)", ""); !ok {
+		t.Errorf("the new agent does not say its predecessor died:\n%s", f.agentA.Output())
+	}
 	ttl, _ := time.ParseDuration(fleetTTL)
 	// Past the old lease's expiry, which etcd itself reports, the claim
 	// must still be a's, in the store and on the wire.

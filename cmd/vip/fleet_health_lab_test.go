@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/labtest"
 )
 
 // TestFleetShowsStoppedRenewals, against a real etcd: when the owner
@@ -160,4 +162,58 @@ func sampleFleet(t *testing.T, f *fleetLab, timeout time.Duration, done func(api
 	}
 	slices.SortFunc(reads, func(a, b fleetRead) int { return a.end.Compare(b.end) })
 	return reads
+}
+
+// TestFleetWhileTheAgentsCannotReachTheStore, against a real etcd: agents
+// cut off from the store for longer than their leases lose every
+// registration and claim in it (etcd runs on, and expires the leases)
+// while they run, fenced, and take their addresses back once they reach it
+// (issue 31: vip fleet, read then, said "no live node: start agents" and
+// listed every address free, 0.6 s before they did). The view lists the
+// nodes that stand by as not registered and the addresses as unknown,
+// never free, until they are held again.
+func TestFleetWhileTheAgentsCannotReachTheStore(t *testing.T) {
+	t.Parallel()
+	f := newFleetLab(t)
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	mustVip(t, f.b, f.sb, "claim", "192.0.2.10", "--standby")
+	mustVip(t, f.b, f.sb, "claim", "192.0.2.20")
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.20", "--standby")
+	store := f.etcd.Host.IPv4.Addr()
+	cutA, cutB := labtest.CutFrom(t, f.a, "eth0", store), labtest.CutFrom(t, f.b, "eth0", store)
+	// The leases expire a TTL (3 s) after the last renewals: every read
+	// until then still lists the nodes.
+	var fl api.FleetResponse
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		fl = fleetOf(t, f)
+		return len(fl.Nodes) == 0, fmt.Sprintf("the cut-off nodes' leases did not expire: %+v", fl.Nodes)
+	})
+	if want := []string{"a", "b"}; !slices.Equal(fl.Unregistered, want) {
+		t.Errorf("vip fleet --json lists %v as not registered, want %v (both stand by)", fl.Unregistered, want)
+	}
+	for _, c := range fl.Claims {
+		if c.State != api.FleetUnknown {
+			t.Errorf("%s is listed %s with every node unregistered, want %s: its owner runs, and takes it back once it reaches the store", c.Addr, c.State, api.FleetUnknown)
+		}
+	}
+	out := mustVip(t, f.client, f.sc, "fleet", "--store", f.storeURL)
+	for _, untrue := range []string{"no live node", " free "} {
+		if strings.Contains(out, untrue) {
+			t.Errorf("vip fleet says %q of agents that run cut off from the store:\n%s", untrue, out)
+		}
+	}
+	// Whichever reaches the store first takes both: its claim back, and
+	// the other's as its standby, whose owner's lease expired.
+	cutA.Heal(t)
+	cutB.Heal(t)
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		fl = fleetOf(t, f)
+		held := 0
+		for _, c := range fl.Claims {
+			if c.State == api.FleetHeld {
+				held++
+			}
+		}
+		return held == 2 && len(fl.Unregistered) == 0, fmt.Sprintf("the addresses were not held again once the agents reached the store: %+v, unregistered %v", fl.Claims, fl.Unregistered)
+	})
 }

@@ -40,6 +40,11 @@ func TestFleetRestartKeepsClaims(t *testing.T) {
 	}
 	started := time.Now()
 	f.agentA = startAgent(t, f.a, f.sa, args()...)
+	// Its predecessor stopped, and its registration says so (issue 31:
+	// "took over the records of this node's agent that died").
+	if _, ok := findLog(logLines(t, f.agentA.Output()), "took over the records of this node's agent, which stopped for a restart", ""); !ok {
+		t.Errorf("the new agent does not say its predecessor stopped for a restart:\n%s", f.agentA.Output())
+	}
 	// Answered again: the first frame from a for each address on the
 	// client's wire after the start (its burst's first round, sent once
 	// the store acknowledged the new lease's first renewal).

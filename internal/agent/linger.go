@@ -224,6 +224,9 @@ func boundSenders(addrs []store.LingerAddr) {
 		la := &addrs[i]
 		keep := min(len(la.Senders), left)
 		la.MoreSenders += len(la.Senders) - keep
+		for _, s := range la.Senders[keep:] {
+			la.MorePackets += s.Packets
+		}
 		la.Senders = la.Senders[:keep]
 		left -= keep
 	}
@@ -257,9 +260,10 @@ func lingerAddr(ifname string, g bpfresp.Linger) store.LingerAddr {
 		la.Last = g.Last.UTC()
 	}
 	for i, s := range g.Senders {
-		if i == store.MaxLingerSenders {
-			la.MoreSenders = len(g.Senders) - i
-			break
+		if i >= store.MaxLingerSenders {
+			la.MoreSenders++
+			la.MorePackets += s.Packets
+			continue
 		}
 		la.Senders = append(la.Senders, store.LingerSender{
 			MAC: net.HardwareAddr(s.MAC[:]).String(), From: s.From, Packets: s.Packets, Last: s.Last.UTC(),

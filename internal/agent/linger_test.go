@@ -145,7 +145,7 @@ func TestLingerRecordBounds(t *testing.T) {
 	for i := range store.MaxLingerSendersAll {
 		a := store.LingerAddr{Addr: netip.AddrFrom4([4]byte{192, 0, 2, byte(i % 250)}), Last: now.Add(-time.Duration(i) * time.Second)}
 		for range store.MaxLingerSenders {
-			a.Senders = append(a.Senders, store.LingerSender{MAC: "02:00:5e:00:53:01"})
+			a.Senders = append(a.Senders, store.LingerSender{MAC: "02:00:5e:00:53:01", Packets: 2})
 		}
 		addrs = append(addrs, a)
 	}
@@ -156,6 +156,20 @@ func TestLingerRecordBounds(t *testing.T) {
 	}
 	if kept != store.MaxLingerSendersAll || len(addrs[0].Senders) != store.MaxLingerSenders || len(addrs[len(addrs)-1].Senders) != 0 || addrs[len(addrs)-1].MoreSenders != store.MaxLingerSenders {
 		t.Errorf("kept %d senders (newest address %d, oldest %d), want %d in all, the newest first", kept, len(addrs[0].Senders), len(addrs[len(addrs)-1].Senders), store.MaxLingerSendersAll)
+	}
+	// What the senders left out sent is kept, so that the senders add
+	// up to the address's count (issue 31).
+	if got, want := addrs[len(addrs)-1].MorePackets, uint64(2*store.MaxLingerSenders); got != want || addrs[0].MorePackets != 0 {
+		t.Errorf("the senders left out sent %d packets (the newest address's %d), want %d (and 0)", got, addrs[0].MorePackets, want)
+	}
+	g := bpfresp.Linger{Addr: netip.MustParseAddr("192.0.2.10"), Packets: 20}
+	for i := range store.MaxLingerSenders + 2 {
+		g.Senders = append(g.Senders, bpfresp.Sender{From: netip.MustParseAddr("192.0.2.99"), Packets: uint64(i + 1)})
+	}
+	if la := lingerAddr("eth0", g); len(la.Senders) != store.MaxLingerSenders || la.MoreSenders != 2 ||
+		la.MorePackets != uint64(store.MaxLingerSenders+1+store.MaxLingerSenders+2) {
+		t.Errorf("an address's record keeps %d senders and leaves out %d that sent %d, want %d, 2 and %d",
+			len(la.Senders), la.MoreSenders, la.MorePackets, store.MaxLingerSenders, store.MaxLingerSenders+1+store.MaxLingerSenders+2)
 	}
 	x := store.Lingering{Addrs: []store.LingerAddr{{Addr: netip.MustParseAddr("192.0.2.10"), Packets: 3, Last: now, Senders: []store.LingerSender{{MAC: "m", Packets: 3, Last: now}}}}}
 	y := store.Lingering{Addrs: []store.LingerAddr{{Addr: netip.MustParseAddr("192.0.2.10"), Packets: 3, Last: now.Add(time.Microsecond), Senders: []store.LingerSender{{MAC: "m", Packets: 3, Last: now.Add(time.Microsecond)}}}}}

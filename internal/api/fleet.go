@@ -11,6 +11,13 @@ type FleetResponse struct {
 	Claims   []FleetClaim `json:"claims"`
 	// Cordons are the nodes' cordons that hold, live nodes or not.
 	Cordons []Cordon `json:"cordons,omitempty"`
+	// Unregistered are the nodes that stand by for an address (a standby
+	// record is bound to no lease, and outlives its agent's) but have no
+	// registration: their agents are stopped, or could not reach the
+	// store for longer than their leases, which expired; the store cannot
+	// tell which. Such a node registers again, and takes back what it
+	// held, once it reaches the store.
+	Unregistered []string `json:"unregistered,omitempty"`
 	// Skipped are keys under the prefix that are not vip records.
 	Skipped []FleetSkipped `json:"skipped,omitempty"`
 }
@@ -85,6 +92,12 @@ const (
 	// --take-over): its target takes it from the owner.
 	FleetTakingOver = "taking-over"
 	FleetFree       = "free" // nobody holds it: only standbys, or a move, name it
+	// FleetUnknown is an address nobody holds in the store, none of
+	// whose standbys is registered: its owner's lease expired, or it was
+	// released, and the nodes that name it are stopped or cut off from
+	// the store (see FleetResponse.Unregistered), so whether it is free
+	// or about to be taken back cannot be read from the store.
+	FleetUnknown = "unknown"
 	// FleetStale and FleetFenced are a held address whose owner's
 	// renewals stopped: it may answer still (stale), or has fenced.
 	FleetStale  = "stale"
@@ -208,8 +221,29 @@ type DrainAddr struct {
 	Bytes   uint64        `json:"bytes"`
 	Last    time.Time     `json:"last,omitzero"`
 	Senders []DrainSender `json:"senders,omitempty"`
-	// MoreSenders is how many senders the node left out.
-	MoreSenders int `json:"more_senders,omitempty"`
+	// MoreSenders is how many senders the node left out, and MorePackets
+	// how many packets they sent. Packets less these and the senders'
+	// came from senders the node no longer remembers (Unremembered).
+	MoreSenders int    `json:"more_senders,omitempty"`
+	MorePackets uint64 `json:"more_packets,omitempty"`
+}
+
+// Unremembered is how many of the packets came from senders the node no
+// longer remembered when it counted them (it keeps a bounded number of
+// senders; the address's own count is exact). A count from an agent that
+// did not say what the senders it left out sent (MoreSenders without
+// MorePackets) tells nothing of it: zero.
+func (a DrainAddr) Unremembered() uint64 {
+	if a.MoreSenders > 0 && a.MorePackets == 0 {
+		return 0
+	}
+	told := a.MorePackets
+	for _, s := range a.Senders {
+		told += s.Packets
+	}
+	// The senders are read before the address's count, so their sum is
+	// the smaller but for a packet counted between the two reads.
+	return a.Packets - min(told, a.Packets)
 }
 
 // DrainSender is one host that sent to the drained node for an address.

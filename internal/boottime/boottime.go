@@ -30,9 +30,3 @@ func Now() time.Duration {
 	}
 	return max(time.Duration(ts.Nano()), 1)
 }
-
-// Wall converts a CLOCK_BOOTTIME reading to the wall-clock time it is or
-// was, for people to read: now plus how far at lies ahead.
-func Wall(at time.Duration) time.Time {
-	return time.Now().Add(at - Now())
-}

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/boottime"
 	"github.com/vipctl/vip/internal/event"
 )
 
@@ -18,17 +17,27 @@ import (
 
 // moveDeadline moves the answer deadline to FenceAfter past sent, the
 // send time of a grant or renewal the store acknowledged, on the
-// Deadline's clock.
+// Deadline's clock. A deadline it replaces after it had passed (or was
+// closed) is kept for reportWithheld: the frames withheld for it are
+// reported after the move, when the Deadline no longer knows it.
 func (m *Member) moveDeadline(sent time.Duration) {
+	if at, now := m.cfg.Deadline.At(); at <= now {
+		m.mu.Lock()
+		m.passed = at
+		m.mu.Unlock()
+	}
 	if err := m.cfg.Deadline.Set(sent + m.timing.FenceAfter()); err != nil {
 		m.log.Error("move the answer deadline: the responders keep the older one and fall silent at it", "err", err)
 	}
 }
 
 // reportWithheld says, in an event, how many frames were withheld for a
-// past deadline since it last did.
+// past deadline since it last did, and which deadline that was: the one
+// in force if it has passed, else the one the last renewal replaced.
 func (m *Member) reportWithheld() {
 	n := m.cfg.Deadline.Withheld()
+	at, now := m.cfg.Deadline.At()
+	wall := m.clock.Now()
 	m.mu.Lock()
 	if n < m.withheldSeen {
 		// A count that could not be read (a map gone with its
@@ -38,15 +47,29 @@ func (m *Member) reportWithheld() {
 	}
 	fresh := n - m.withheldSeen
 	m.withheldSeen = n
+	if at > now {
+		at = m.passed
+	}
 	m.mu.Unlock()
 	if fresh == 0 {
 		return
 	}
-	at, _ := m.cfg.Deadline.At()
-	when := boottime.Wall(at).Local().Format("15:04:05.000")
+	frames := fmt.Sprintf("withheld %d frames (answers, gratuitous rounds, probes)", fresh)
+	var msg, when string
+	if at == announce.ClosedAt {
+		// A closed deadline (a fence, or no lease acknowledged yet)
+		// did not pass at any time worth showing.
+		when = "closed"
+		msg = frames + ": the answer deadline was closed (fenced, or no lease acknowledged yet) until the store acknowledged a renewal"
+	} else {
+		// The deadline is a reading of CLOCK_BOOTTIME: the wall clock
+		// it corresponds to is now's, less how long ago it passed on
+		// the Deadline's own clock.
+		when = wall.Add(at - now).Local().Format("15:04:05.000")
+		msg = frames + ": the answer deadline of this agent's lease passed at " + when + " with no renewal acknowledged"
+	}
 	m.log.Warn("frames withheld: the answer deadline had passed", "frames", fresh, "deadline", when)
-	m.eng.Notify(announce.Event{Kind: event.Withheld, Count: int(min(fresh, 1<<31-1)),
-		Message: fmt.Sprintf("withheld %d frames (answers, gratuitous rounds, probes): the answer deadline of this agent's lease passed at %s with no renewal acknowledged", fresh, when)})
+	m.eng.Notify(announce.Event{Kind: event.Withheld, Count: int(min(fresh, 1<<31-1)), Message: msg})
 }
 
 // reportStall tells, in one event, what a stall past the deadline came

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/event"
 )
 
 // fakeEngine is an engine of memory: it records when each address began
@@ -103,8 +104,18 @@ func (f *fakeEngine) Claim(_ context.Context, reqs []announce.Request, opts anno
 	return f.take(claims)
 }
 
-func (f *fakeEngine) Adopt(_ context.Context, claims []announce.Claim) ([]announce.Status, error) {
-	return f.take(claims)
+// Adopt and Resume tell of each claim as the engine does: in an event that
+// says why it was taken.
+func (f *fakeEngine) Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error) {
+	return f.Resume(ctx, claims, "adopted from an earlier run")
+}
+
+func (f *fakeEngine) Resume(_ context.Context, claims []announce.Claim, why string) ([]announce.Status, error) {
+	st, err := f.take(claims)
+	for _, s := range st {
+		f.Notify(announce.Event{Kind: event.Claim, Addr: s.Addr, Message: why})
+	}
+	return st, err
 }
 
 func (f *fakeEngine) Refresh(_ context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {

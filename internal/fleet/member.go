@@ -26,6 +26,7 @@ import (
 type Engine interface {
 	Claim(ctx context.Context, reqs []announce.Request, opts announce.ClaimOptions) ([]announce.Status, error)
 	Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error)
+	Resume(ctx context.Context, claims []announce.Claim, why string) ([]announce.Status, error)
 	Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error)
 	Release(ctx context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error)
 	Suspend(addrs []netip.Addr, why string) (suspended, notHeld []netip.Addr, err error)
@@ -167,6 +168,9 @@ type Member struct {
 	// the Deadline's count of frames withheld as last reported.
 	stalled      time.Duration
 	withheldSeen uint64
+	// passed is the last deadline replaced after it had passed (closedAt:
+	// closed), which reportWithheld names once a renewal moved it.
+	passed time.Duration
 	// revoking is closed once the last fence's revocation returned: a
 	// resumption waits for it, so that no new lease opens the deadline
 	// while the engine still holds a claim whose key may be another's.
@@ -606,9 +610,11 @@ func (m *Member) Close() {
 // every key bound to it (claims, registration) stay until the
 // lease expires, one TTL after the last renewal, and an agent of this node
 // started again on this host before then takes them over. The agent has
-// closed the answer deadline first, so nothing answers meanwhile.
+// closed the answer deadline first, so nothing answers meanwhile. The
+// registration says the agent stopped (markStopped).
 func (m *Member) Leave() {
 	m.halt()
+	m.markStopped()
 	m.l.Close()
 }
 

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +44,10 @@ type fakeFleet struct {
 	s     *fakeStore
 	// running are the members whose renewals the clock waits for.
 	running map[string]*fleet.Member
+	// bootAhead is how far the Deadline's clock has run past the fake
+	// one: a process stopped (suspended, frozen) while CLOCK_BOOTTIME
+	// counted on and its timers did not.
+	bootAhead atomic.Int64
 }
 
 func newFakeFleet(t *testing.T) *fakeFleet {
@@ -55,7 +60,9 @@ func newFakeFleet(t *testing.T) *fakeFleet {
 func (f *fakeFleet) now() time.Duration { return f.clock.Since(f.epoch) }
 
 // boot reads the Deadline's clock, which runs with the fake one.
-func (f *fakeFleet) boot() time.Duration { return bootAtEpoch + f.now() }
+func (f *fakeFleet) boot() time.Duration {
+	return bootAtEpoch + f.now() + time.Duration(f.bootAhead.Load())
+}
 
 func (f *fakeFleet) join(name string) (*fleet.Member, *fakeEngine) {
 	f.t.Helper()
@@ -383,6 +390,14 @@ func TestFakeFenceAndResume(t *testing.T) {
 			f.advanceTo(tc.backAt)
 			eventually(t, func() bool { return aEng.sawEvent(tc.wantEvent, tc.wantMsg) }, "no event says "+tc.wantMsg)
 			eventually(t, func() bool { return aEng.holds(vip) == tc.wantHeld }, "a's engine does not hold the address as it should")
+			if tc.wantHeld && !aEng.sawEvent(event.Claim, "resumed after the fence: the store answers again") {
+				// The claim's event is a hook's VIP_REASON: this run
+				// fenced it, no earlier run recorded it.
+				t.Error("the claim's event does not say it resumed after the fence")
+			}
+			if aEng.sawEvent(event.Claim, "adopted from an earlier run") {
+				t.Error("a claim resumed after the fence is told as adopted from an earlier run")
+			}
 			if got := f.owner(vip); got != tc.wantOwner {
 				t.Errorf("the store's owner of %s: %q, want %q", vip, got, tc.wantOwner)
 			}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"syscall"
+	"time"
 
 	"github.com/vipctl/vip/internal/store"
 )
@@ -21,8 +22,14 @@ func (m *Member) register(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if other != nil {
-		m.log.Info("took over the records of this node's agent that died", "pid", other.PID)
+	switch {
+	case other == nil:
+	case !other.Stopped.IsZero():
+		m.log.Info("took over the records of this node's agent, which stopped for a restart", "pid", other.PID, "stopped", other.Stopped)
+	default:
+		// Its record does not say it stopped: it was killed or
+		// crashed, or the store did not answer as it stopped.
+		m.log.Info("took over the records of this node's agent that died (it recorded no stop)", "pid", other.PID)
 	}
 	// A lease granted when the request was sent lives at least TTL from
 	// then: the same deadline as after a renewal.
@@ -41,6 +48,27 @@ func (m *Member) register(ctx context.Context) error {
 	// member runs, this does nothing).
 	m.InterfacesChanged()
 	return nil
+}
+
+// markStopped writes into the registration that the agent stops for a
+// restart, so that its successor tells a stop from a death. Under the
+// lease, which it leaves to run out; a fenced member, or a store that does
+// not answer within a second (the stop waits for it), leaves the record
+// as it was, and the successor then says the agent died.
+func (m *Member) markStopped() {
+	if _, fenced := m.isFenced(); fenced {
+		return
+	}
+	m.mu.Lock()
+	lease, ifs := m.lease, m.registered
+	m.mu.Unlock()
+	rec := m.nodeRecord(ifs)
+	rec.Stopped = m.clock.Now().UTC()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if wrote, err := m.l.Reregister(ctx, lease, rec); err != nil || !wrote {
+		m.log.Warn("record the stop in this node's registration: its successor will say it died", "err", err)
+	}
 }
 
 // interfaces reads this host's interfaces for the registration.

@@ -1,8 +1,13 @@
 package fleet_test
 
 import (
+	"context"
+	"log/slog"
 	"net/netip"
+	"os"
+	"os/exec"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -164,6 +169,85 @@ func TestFakeInterfacesChanged(t *testing.T) {
 			}
 			if _, _, writes, _ := f.s.node("a"); tc.newLease && writes != 0 {
 				t.Errorf("the registration made under the new lease was written again %d times, want none (it was fresh)", writes)
+			}
+		})
+	}
+}
+
+// records is a log of the messages a member logged, for a test to read.
+type records struct {
+	mu   sync.Mutex
+	msgs []string
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.msgs = append(r.msgs, rec.Message)
+	return nil
+}
+func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
+func (r *records) WithGroup(string) slog.Handler      { return r }
+
+func (r *records) said(msg string) bool { return slices.Contains(r.all(), msg) }
+
+func (r *records) all() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.msgs)
+}
+
+// TestFakeRegistrationSaysHowThePredecessorStopped: an agent that stops
+// for a restart (Leave) says so in its registration, under its lease; its
+// successor on the host says it took over the records of an agent that
+// stopped for a restart, and of one that died only when the record says
+// no stop (issue 31: every restart was told as a death).
+func TestFakeRegistrationSaysHowThePredecessorStopped(t *testing.T) {
+	t.Run("Leave records the stop", func(t *testing.T) {
+		f := newFakeFleet(t)
+		a, _ := f.join("a")
+		f.advanceTo(1500 * time.Millisecond)
+		lease, _, _ := a.Lease()
+		a.Leave()
+		rec, under, _, ok := f.s.node("a")
+		if !ok || int64(under) != lease || !rec.Stopped.Equal(f.clock.Now()) {
+			t.Errorf("after Leave the registration is %+v under lease %x (found %v), want it stopped at %v under %x", rec, under, ok, f.clock.Now(), lease)
+		}
+	})
+	host, _ := os.Hostname()
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		t.Skipf("no boot id to make this host's predecessor with: %v", err)
+	}
+	// A process that ran and is gone: the predecessor's pid.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Date(2025, 12, 31, 23, 59, 58, 0, time.UTC)
+	for _, tc := range []struct {
+		name          string
+		stopped       time.Time
+		want, wantNot string
+	}{
+		{"stopped for a restart", stopped,
+			"took over the records of this node's agent, which stopped for a restart", "took over the records of this node's agent that died (it recorded no stop)"},
+		{"died", time.Time{},
+			"took over the records of this node's agent that died (it recorded no stop)", "took over the records of this node's agent, which stopped for a restart"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeFleet(t)
+			f.s.putNode(store.Node{Node: "a", Host: host, BootID: strings.TrimSpace(string(boot)), PID: gone.Process.Pid, Stopped: tc.stopped})
+			log := &records{}
+			eng := newFakeEngine()
+			m, err := fleet.Join(context.Background(), fleet.Config{Ledger: f.s.ledger("a"), Clock: f.clock, Node: "a", TTL: fakeTTL, Log: slog.New(log)}, eng)
+			if err != nil {
+				t.Fatalf("join over this host's predecessor: %v", err)
+			}
+			t.Cleanup(m.Close)
+			if !log.said(tc.want) || log.said(tc.wantNot) {
+				t.Errorf("the successor logged %q, want %q and not %q", log.all(), tc.want, tc.wantNot)
 			}
 		})
 	}

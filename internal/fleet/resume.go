@@ -137,8 +137,9 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 	for i, t := range got {
 		resumed[i] = t.claim
 	}
-	// Adopt keeps each claim's options and since, with a fresh burst.
-	st, err := m.eng.Adopt(ctx, resumed)
+	// Resume keeps each claim's options and since, with a fresh burst,
+	// as Adopt does; but the claims are this run's, not an earlier one's.
+	st, err := m.eng.Resume(ctx, resumed, "resumed after the fence: the store answers again")
 	var rf *announce.RefusedError
 	var unresumed []announce.Refusal
 	switch {

@@ -221,7 +221,7 @@ func (m *Member) keepHome(ctx context.Context, o owned, lease LeaseID, to string
 		m.dropKeys(ctx, []netip.Addr{a})
 		return
 	}
-	st, err := m.eng.Adopt(ctx, []announce.Claim{o.claim})
+	st, err := m.eng.Resume(ctx, []announce.Claim{o.claim}, "claimed again: the move to "+to+" gave up before it was handed over")
 	if err != nil {
 		m.log.Error("claim an address again after its move gave up", "addr", a, "err", err)
 		m.dropKeys(ctx, []netip.Addr{a})

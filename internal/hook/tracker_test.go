@@ -93,7 +93,7 @@ func TestTracker(t *testing.T) {
 			name:   "fenced, then resumed",
 			settle: time.Second,
 			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Suspend, 5000, "fenced: answered 1 requests"),
-				{Kind: event.Fence, State: "fenced"}, ev(event.Claim, 9000, "adopted from an earlier run"), {Kind: event.Resume}},
+				{Kind: event.Fence, State: "fenced"}, ev(event.Claim, 9000, "resumed after the fence: the store answers again"), {Kind: event.Resume}},
 			want: []string{"claim " + a + " none>owner peer=", "fence " + a + " owner>fenced peer=", "resume " + a + " fenced>owner peer="},
 		},
 		{

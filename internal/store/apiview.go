@@ -1,6 +1,7 @@
 package store
 
 import (
+	"slices"
 	"time"
 
 	"github.com/vipctl/vip/internal/api"
@@ -20,6 +21,10 @@ func (c Cordon) API(now time.Time) *api.Cordon {
 // /v1/fleet).
 func (v View) API(now time.Time) api.FleetResponse {
 	out := api.FleetResponse{Revision: v.Revision, Nodes: []api.FleetNode{}, Claims: []api.FleetClaim{}}
+	registered := make(map[string]bool, len(v.Nodes))
+	for _, n := range v.Nodes {
+		registered[n.Node] = true
+	}
 	for _, n := range v.Nodes {
 		fn := api.FleetNode{Node: n.Node, Version: n.Version, Host: n.Host, PID: n.PID, Started: n.Started,
 			LeaseTTL: api.Duration(n.LeaseTTL), Interfaces: []api.FleetInterface{}}
@@ -43,7 +48,15 @@ func (v View) API(now time.Time) api.FleetResponse {
 			c.Group = OptionsGroup(cv.Move.Options)
 		}
 		if c.Node == "" {
-			c.State = api.FleetFree
+			// No owner: free only if a registered node stands by for
+			// it. When none does, the store cannot say: a store that
+			// was out of the agents' reach for longer than their
+			// leases has lost every registration and claim, while the
+			// agents run and take them back once they reach it.
+			c.State = api.FleetUnknown
+			if slices.ContainsFunc(cv.Standbys, func(s Standby) bool { return registered[s.Node] }) {
+				c.State = api.FleetFree
+			}
 		}
 		if cv.Move != nil {
 			c.State, c.MovingTo = api.FleetMoving, cv.Move.To
@@ -55,6 +68,9 @@ func (v View) API(now time.Time) api.FleetResponse {
 			if s.Node != cv.Claim.Node {
 				c.Standbys = append(c.Standbys, s.Node)
 			}
+			if !registered[s.Node] && !slices.Contains(out.Unregistered, s.Node) {
+				out.Unregistered = append(out.Unregistered, s.Node)
+			}
 		}
 		out.Claims = append(out.Claims, c)
 	}
@@ -64,6 +80,7 @@ func (v View) API(now time.Time) api.FleetResponse {
 	for _, cv := range v.Free {
 		add(cv)
 	}
+	slices.Sort(out.Unregistered)
 	for _, c := range v.Cordons {
 		if c.Active(now) {
 			out.Cordons = append(out.Cordons, *c.API(now))

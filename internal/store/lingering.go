@@ -44,8 +44,12 @@ type LingerAddr struct {
 	Last    time.Time      `json:"last,omitzero"`
 	Senders []LingerSender `json:"senders,omitempty"`
 	// MoreSenders is how many senders were left out (MaxLingerSenders,
-	// MaxLingerSendersAll).
-	MoreSenders int `json:"more_senders,omitempty"`
+	// MaxLingerSendersAll), and MorePackets how many packets they sent.
+	// Packets less these and the senders' is what came from senders the
+	// responder no longer remembers (it keeps a bounded number; the
+	// address's own counts are exact).
+	MoreSenders int    `json:"more_senders,omitempty"`
+	MorePackets uint64 `json:"more_packets,omitempty"`
 }
 
 // LingerSender is a host that sent to a lingering address: whose cache

@@ -50,6 +50,10 @@ type Node struct {
 	Started    time.Time   `json:"started"`
 	LeaseTTL   Duration    `json:"lease_ttl"`
 	Interfaces []Interface `json:"interfaces"`
+	// Stopped is when the agent stopped for a restart (vip agent
+	// --on-stop keep), leaving its lease and keys to its successor on
+	// the host: zero while it runs, and for an agent that died.
+	Stopped time.Time `json:"stopped,omitzero"`
 	// Lease is the agent's lease, read from the key (not stored in it).
 	Lease int64 `json:"lease,omitempty"`
 }

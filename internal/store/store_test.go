@@ -100,23 +100,56 @@ func TestParseLingering(t *testing.T) {
 }
 
 // TestViewStates: an address's state as vip fleet lists it, from what the
-// store holds: held, moving, taking-over (a take-over's move), free.
+// store holds: held, moving, taking-over (a take-over's move), free, and
+// unknown for an address nobody holds whose standbys are not registered:
+// when the agents could not reach the store for longer than their leases,
+// every registration and claim went with them, while they run and take
+// their addresses back once they reach it (issue 31: "no live node" and
+// every address free, 0.6 s before they did). The standbys that are not
+// registered are listed.
 func TestViewStates(t *testing.T) {
 	a := func(s string) netip.Addr { return netip.MustParseAddr(s) }
-	v := View{
-		Claims: []ClaimView{
-			{Claim: Claim{Addr: a("192.0.2.10"), Node: "a"}},
-			{Claim: Claim{Addr: a("192.0.2.11"), Node: "a"}, Move: &Move{To: "b"}},
-			{Claim: Claim{Addr: a("192.0.2.12"), Node: "a"}, Move: &Move{To: "b", TakeOver: true}},
-		},
-		Free: []ClaimView{{Claim: Claim{Addr: a("192.0.2.13")}, Standbys: []Standby{{Node: "b"}}}},
+	claims := []ClaimView{
+		{Claim: Claim{Addr: a("192.0.2.10"), Node: "a"}, Standbys: []Standby{{Node: "c"}}},
+		{Claim: Claim{Addr: a("192.0.2.11"), Node: "a"}, Move: &Move{To: "b"}},
+		{Claim: Claim{Addr: a("192.0.2.12"), Node: "a"}, Move: &Move{To: "b", TakeOver: true}},
 	}
-	var got []string
-	for _, c := range v.API(time.Now()).Claims {
-		got = append(got, c.Addr+" "+c.State)
-	}
-	want := []string{"192.0.2.10 held", "192.0.2.11 moving", "192.0.2.12 taking-over", "192.0.2.13 free"}
-	if !slices.Equal(got, want) {
-		t.Errorf("states %v, want %v", got, want)
+	for _, tc := range []struct {
+		name             string
+		v                View
+		want             []string
+		wantUnregistered []string
+	}{
+		{name: "a registered standby: free",
+			v: View{Nodes: []Node{{Node: "a"}, {Node: "b"}, {Node: "c"}}, Claims: claims,
+				Free: []ClaimView{{Claim: Claim{Addr: a("192.0.2.13")}, Standbys: []Standby{{Node: "b"}, {Node: "d"}}}}},
+			want:             []string{"192.0.2.10 held", "192.0.2.11 moving", "192.0.2.12 taking-over", "192.0.2.13 free"},
+			wantUnregistered: []string{"d"}},
+		{name: "no registered standby: unknown",
+			v: View{Nodes: []Node{{Node: "a"}, {Node: "c"}}, Claims: claims,
+				Free: []ClaimView{{Claim: Claim{Addr: a("192.0.2.13")}, Standbys: []Standby{{Node: "d"}, {Node: "b"}}}}},
+			want:             []string{"192.0.2.10 held", "192.0.2.11 moving", "192.0.2.12 taking-over", "192.0.2.13 unknown"},
+			wantUnregistered: []string{"b", "d"}},
+		{name: "every lease expired: no node, every address unknown",
+			v: View{Free: []ClaimView{
+				{Claim: Claim{Addr: a("192.0.2.10")}, Standbys: []Standby{{Node: "b"}}},
+				{Claim: Claim{Addr: a("192.0.2.20")}, Standbys: []Standby{{Node: "a"}}},
+			}},
+			want:             []string{"192.0.2.10 unknown", "192.0.2.20 unknown"},
+			wantUnregistered: []string{"a", "b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := tc.v.API(time.Now())
+			var got []string
+			for _, c := range f.Claims {
+				got = append(got, c.Addr+" "+c.State)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("states %v, want %v", got, tc.want)
+			}
+			if !slices.Equal(f.Unregistered, tc.wantUnregistered) {
+				t.Errorf("unregistered %v, want %v", f.Unregistered, tc.wantUnregistered)
+			}
+		})
 	}
 }
