@@ -58,10 +58,10 @@ const (
 	RuleNotHolder Rule = "answer from a node not holding the key"
 	// RuleAccept is a connection accepted on the address by a node that
 	// did not hold its key: a service reached on the wrong host.
-	RuleAccept Rule = "connection accepted by a node not holding the key"
-	RuleUnknown   Rule = "answer from a MAC of no node"
-	RuleGap       Rule = "unanswered too long"
-	RuleClock     Rule = "an answer the clock bound cannot decide"
+	RuleAccept  Rule = "connection accepted by a node not holding the key"
+	RuleUnknown Rule = "answer from a MAC of no node"
+	RuleGap     Rule = "unanswered too long"
+	RuleClock   Rule = "an answer the clock bound cannot decide"
 )
 
 // Violation is one breach of a rule, with the fault(s) under way then.
