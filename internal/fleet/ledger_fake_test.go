@@ -404,8 +404,12 @@ func (l *fakeLedger) Renew(ctx context.Context, lease fleet.LeaseID, timeout tim
 	s := l.s
 	s.mu.Lock()
 	rtt := s.renewRTT
+	var acked <-chan time.Time
 	if rtt > 0 {
-		// Tried now, acknowledged a round trip later.
+		// Tried now, acknowledged a round trip later: the timer is set
+		// before the try is counted, so that a test that waits for the
+		// count knows the acknowledgement's time.
+		acked = s.clock.After(rtt)
 		s.renewals[l.node]++
 	}
 	s.mu.Unlock()
@@ -414,7 +418,7 @@ func (l *fakeLedger) Renew(ctx context.Context, lease fleet.LeaseID, timeout tim
 			return errUnreachable
 		}
 		select {
-		case <-s.clock.After(rtt):
+		case <-acked:
 		case <-ctx.Done():
 			return ctx.Err()
 		}

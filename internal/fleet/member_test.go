@@ -135,10 +135,18 @@ func (f *fakeFleet) waitRenewals(name string, n int) {
 			return false, name + " did not renew when due"
 		}
 		f.s.mu.Lock()
-		slow := f.s.renewRTT > 0
+		rtt := f.s.renewRTT
 		f.s.mu.Unlock()
-		if !ok || slow {
-			// Not acknowledged, or not yet: nothing to record.
+		if rtt > 0 {
+			// A slow store: the renewal sent a round trip ago is the
+			// latest acknowledged by now, and must be recorded before
+			// the clock moves on (else the fence's timer could run
+			// first).
+			sent := (f.now() - rtt) / fakeTiming.Renew * fakeTiming.Renew
+			_, renewed, _ := m.Lease()
+			return sent < 0 || !renewed.Before(f.epoch.Add(sent)), fmt.Sprintf("%s did not record the renewal sent at %v, acknowledged now", name, sent)
+		}
+		if !ok {
 			return true, ""
 		}
 		_, renewed, _ := m.Lease()
