@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
+	"github.com/vipctl/vip/internal/batchio"
 	"github.com/vipctl/vip/internal/wire"
 )
 
@@ -492,7 +493,9 @@ func (l *Link) Announce(addr netip.Addr, frames FrameKinds) (int, error) {
 // that looks for competing claimers.
 func (l *Link) Probe(addr netip.Addr) (int, error) { return l.send.Probe(addr) }
 
-// Close stops answering, leaves every group and closes the sockets.
+// Close stops answering, leaves every group and closes the sockets, all at
+// once: each packet socket's close waits for a grace period of the
+// kernel's (batchio.CloseAll).
 func (l *Link) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -504,11 +507,11 @@ func (l *Link) Close() error {
 	if l.unwatch != nil {
 		l.unwatch() // first, while the responder can still count
 	}
-	errs := []error{l.groups.close(), l.resp.Close()}
+	closes := []func() error{l.groups.close, l.resp.Close}
 	for _, c := range l.conns {
-		errs = append(errs, c.Close())
+		closes = append(closes, c.Close)
 	}
-	return errors.Join(errs...)
+	return batchio.CloseAll(closes...)
 }
 
 // receiveBuffer is the receive buffer of the answering sockets.

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/vipctl/vip/internal/batchio"
 )
 
 // Release stops answering for each address at once, ends its window and
@@ -110,6 +112,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
 		}
 	}
+	var closing []func() error
 	for i, cs := range gone {
 		a := cs.claim.Addr
 		did := fmt.Sprintf("answered %d requests, sent %d gratuitous frames", answered[i].answers, answered[i].frames)
@@ -120,8 +123,15 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 			e.log.Info("release", "addr", a, "interface", cs.claim.Interface, "answered", answered[i].answers, "gratuitous_frames", answered[i].frames)
 			e.publish(Event{Kind: EventRelease, Addr: a, Interface: cs.claim.Interface, Message: did})
 		}
-		errs = append(errs, e.unrefOp(cs.port))
+		if p := e.unrefLater(cs.port); p != nil {
+			closing = append(closing, p.closer())
+		}
 	}
+	// The ports that held their last claim close together, as the
+	// sockets of one do (Link.Close): an agent stopping on several
+	// interfaces waits for the kernel's grace periods once, not once an
+	// interface.
+	errs = append(errs, batchio.CloseAll(closing...))
 	return released, notHeld, errors.Join(errs...)
 }
 
@@ -170,6 +180,16 @@ func (e *Engine) forgetLocked(gone []*claimState) ([]counts, map[*portRef][]neti
 // unrefOp drops a claim's reference to its port, and closes the port with
 // the last. The caller holds e.op.
 func (e *Engine) unrefOp(p *portRef) error {
+	if p = e.unrefLater(p); p != nil {
+		return p.closer()()
+	}
+	return nil
+}
+
+// unrefLater drops a claim's reference to its port and, with the last,
+// takes the port out of the engine and returns it, for the caller to
+// close. The caller holds e.op.
+func (e *Engine) unrefLater(p *portRef) *portRef {
 	if p == nil {
 		return nil
 	}
@@ -177,10 +197,17 @@ func (e *Engine) unrefOp(p *portRef) error {
 		return nil
 	}
 	delete(e.ports, p.Name())
-	if err := p.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", p.Name(), err)
+	return p
+}
+
+// closer returns the close of a port that held its last claim.
+func (p *portRef) closer() func() error {
+	return func() error {
+		if err := p.Close(); err != nil {
+			return fmt.Errorf("close %s: %w", p.Name(), err)
+		}
+		return nil
 	}
-	return nil
 }
 
 func (e *Engine) answeredLocked(cs *claimState) uint64 {

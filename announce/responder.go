@@ -164,7 +164,7 @@ func (r *socketResponder) Close() error {
 	if r.wake >= 0 {
 		batchio.Poke(r.wake)
 	}
-	err := errors.Join(r.arpc.Close(), r.ip6c.Close())
+	err := batchio.CloseAll(r.arpc.Close, r.ip6c.Close)
 	r.wg.Wait()
 	if r.wake >= 0 {
 		unix.Close(r.wake)

@@ -436,9 +436,11 @@ func (s *packetSource) Close() error {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	unix.Close(s.wake)
-	var errs []error
-	for _, fd := range s.fds {
-		errs = append(errs, os.NewSyscallError("close", unix.Close(fd)))
+	// Together: each socket's close waits for a grace period of the
+	// kernel's (batchio.CloseAll).
+	closes := make([]func() error, len(s.fds))
+	for i, fd := range s.fds {
+		closes[i] = func() error { return os.NewSyscallError("close", unix.Close(fd)) }
 	}
-	return errors.Join(errs...)
+	return batchio.CloseAll(closes...)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/announce/bpfresp"
+	"github.com/vipctl/vip/internal/batchio"
 	"github.com/vipctl/vip/internal/store"
 )
 
@@ -53,6 +54,9 @@ type lingerBook struct {
 	// linger on them: kept open, still counting, until the last linger
 	// ends or a new port of the interface takes them.
 	parked map[string]announce.KernelResponder
+	// stopping is set once the agent stops (closeParked): a responder
+	// then closes with its port.
+	stopping bool
 }
 
 func newLingerBook(linger time.Duration) *lingerBook {
@@ -87,10 +91,11 @@ func (b *lingerBook) park(ifname string, resp announce.KernelResponder) error {
 	if ok {
 		end = l.LingerEnds()
 	}
-	if end.IsZero() {
+	b.mu.Lock()
+	if end.IsZero() || b.stopping {
+		b.mu.Unlock()
 		return resp.Close()
 	}
-	b.mu.Lock()
 	old := b.parked[ifname]
 	b.parked[ifname] = resp
 	b.mu.Unlock()
@@ -152,15 +157,28 @@ func (b *lingerBook) takeParked(ifi *net.Interface) announce.KernelResponder {
 	return nil
 }
 
-// closeParked closes every parked responder: the agent stops.
-func (b *lingerBook) closeParked() {
+// closeParked closes every parked responder, and from then on each
+// port's responder closes with its port rather than parking: the agent
+// stops, and nothing reads their counts after it. The closes run together
+// in the background, beside the ports' own (each detach of a program
+// waits for a grace period of the kernel's: batchio.CloseAll); the
+// returned wait waits for them.
+func (b *lingerBook) closeParked() (wait func()) {
 	b.mu.Lock()
+	b.stopping = true
 	parked := b.parked
 	b.parked = map[string]announce.KernelResponder{}
 	b.mu.Unlock()
+	closes := make([]func() error, 0, len(parked))
 	for _, resp := range parked {
-		_ = resp.Close()
+		closes = append(closes, resp.Close)
 	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = batchio.CloseAll(closes...)
+	}()
+	return func() { <-done }
 }
 
 // opened notes the port opened on ifname: resp is its in-kernel responder,

@@ -109,7 +109,7 @@ func TestLingerBookParks(t *testing.T) {
 
 	last := &lingeringResp{index: 7, mac: mac, ends: time.Now().Add(time.Hour)}
 	_ = b.wrap("eth0", last).Close()
-	b.closeParked()
+	b.closeParked()()
 	if !last.isClosed() {
 		t.Error("closeParked left a parked responder open")
 	}
@@ -133,7 +133,7 @@ func TestLingerBookParkedTwice(t *testing.T) {
 	if r.isClosed() {
 		t.Fatal("the responder closed at its first linger's end, while a later one lasts")
 	}
-	b.closeParked()
+	b.closeParked()()
 }
 
 // TestLingerRecordBounds: the record counts senders in all, the addresses

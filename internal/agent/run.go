@@ -238,10 +238,13 @@ func (d *daemon) stop() {
 		d.stopKeeping()
 		return
 	}
+	// The parked responders close beside the ports, which close their
+	// own rather than park them.
+	parkedClosed := d.lingers.closeParked()
 	if err := d.rt.Stop(); err != nil {
 		d.log.Error("release at exit", "err", err)
 	}
-	d.lingers.closeParked()
+	parkedClosed()
 	// The lease goes after the engine stopped answering, so that no
 	// answer outlives its key.
 	if d.member != nil {
@@ -268,6 +271,12 @@ func (d *daemon) stop() {
 func (d *daemon) stopKeeping() {
 	_ = d.deadline.Close()
 	d.member.Leave()
+	// What closes from here closes at once, each close waiting for a
+	// grace period of the kernel's (batchio.CloseAll): the parked
+	// responders and the captures in the background, the ports as the
+	// engine lets their claims go.
+	parkedClosed := d.lingers.closeParked()
+	d.rt.StopWatching()
 	held := d.rt.Engine.Held()
 	if _, _, err := d.rt.Engine.Leave(held, "the agent stopped for a restart: the claim waits in the store and the state file"); err != nil {
 		d.log.Error("fall silent at exit", "err", err)
@@ -275,7 +284,7 @@ func (d *daemon) stopKeeping() {
 	if err := d.rt.Stop(); err != nil {
 		d.log.Error("stop at exit", "err", err)
 	}
-	d.lingers.closeParked()
+	parkedClosed()
 	d.stopLifetimes()
 	id, _, _ := d.member.Lease()
 	d.log.Info("agent stopped, keeping its guarded claims for a restart: started again within the lease's TTL it answers again with no standby taking over; after it, standbys take them (vip agent --on-stop hand-over gives them to the standbys at once)",

@@ -61,14 +61,21 @@ func Start(cfg announce.EngineConfig, sniff SnifferConfig, log *slog.Logger) (*R
 // block. It replaces what an earlier call set.
 func (r *Runtime) OnInterfacesChanged(fn func()) { r.hostChanged.Store(&fn) }
 
+// StopWatching tells the sniffer and the interface watch to stop, and
+// returns without waiting for them: the captures then close while the
+// caller closes other sockets (Stop waits for them).
+func (r *Runtime) StopWatching() {
+	r.stopSniffer()
+	r.stopWatch()
+}
+
 // Stop stops watching, then stops the engine, which releases every claim
 // (removing the addresses it added), and returns the release's error.
 func (r *Runtime) Stop() error {
-	r.stopSniffer()
+	r.StopWatching()
 	if r.Sniffer != nil {
 		r.Sniffer.Wait()
 	}
-	r.stopWatch()
 	r.waitWatch()
 	r.stopEngine()
 	return <-r.engineDone

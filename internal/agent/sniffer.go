@@ -15,6 +15,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/batchio"
 	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
@@ -160,11 +161,18 @@ func (g *Sniffer) follow(ctx context.Context, events <-chan announce.Event) {
 				g.pullAskers()
 			}
 		case <-ctx.Done():
+			// The captures close together, outside the lock: each
+			// close waits for a grace period of the kernel's
+			// (batchio.CloseAll).
 			g.mu.Lock()
+			var closes []func() error
 			for name, c := range g.captures {
-				g.closeLocked(name, c)
+				if closeIt := g.takeLocked(name, c); closeIt != nil {
+					closes = append(closes, closeIt)
+				}
 			}
 			g.mu.Unlock()
+			_ = batchio.CloseAll(closes...)
 			return
 		case ev, ok := <-events:
 			if !ok {
@@ -433,13 +441,22 @@ func (g *Sniffer) openLocked(ctx context.Context, name string, afterIngress bool
 }
 
 func (g *Sniffer) closeLocked(name string, c *sniffedCapture) {
+	if closeIt := g.takeLocked(name, c); closeIt != nil {
+		_ = closeIt()
+	}
+}
+
+// takeLocked stops the capture of name and forgets it; it returns the
+// close of its source (nil when it has none), for the caller to run.
+func (g *Sniffer) takeLocked(name string, c *sniffedCapture) (closeIt func() error) {
 	if c.cancel != nil {
 		c.cancel()
 	}
-	if c.cap != nil {
-		_ = c.cap.Close()
-	}
 	delete(g.captures, name)
+	if c.cap == nil {
+		return nil
+	}
+	return c.cap.Close
 }
 
 func (g *Sniffer) onEvent(ev sniff.Event) {

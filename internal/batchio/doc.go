@@ -18,4 +18,7 @@
 // architecture (a 32-bit one has no padding after the length). A Reader
 // and a Writer allocate only when made: reading, sending and waiting
 // without a timeout allocate nothing, so the answer path does not.
+//
+// CloseAll closes sockets together: each close of a packet socket waits
+// for an RCU grace period in the kernel, and closes made at once share it.
 package batchio
