@@ -35,7 +35,8 @@ func (e *Engine) Claim(ctx context.Context, reqs []Request, opts ClaimOptions) (
 // Adopt takes over claims recorded by an earlier run (after a crash or a
 // restart): each keeps its options, its ClaimedAt and whether vip added its
 // address, and gets a fresh burst. A claim whose interface is gone waits
-// for it. Its claim event says "adopted from an earlier run".
+// for it. Each publishes a resume event (EventResume), not a claim event,
+// that says "adopted from an earlier run".
 func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
 	return e.adopt(ctx, claims, "adopted from an earlier run")
 }
@@ -43,7 +44,7 @@ func (e *Engine) Adopt(ctx context.Context, claims []Claim) ([]Status, error) {
 // Resume takes again, as Adopt does, claims that this run stopped without
 // releasing them for good: those the fleet's fence suspended, once the
 // store answers again, or one let go for a move that gave up. why is what
-// their claim events say (and so a hook's VIP_REASON), since they are not
+// their resume events say (and so a hook's VIP_REASON), since they are not
 // an earlier run's.
 func (e *Engine) Resume(ctx context.Context, claims []Claim, why string) ([]Status, error) {
 	return e.adopt(ctx, claims, why)
@@ -369,7 +370,14 @@ func (e *Engine) startLocked(ctx context.Context, cs *claimState, p *claimPlan, 
 		e.log.Log(ctx, level, "claim", "addr", cs.claim.Addr, "interface", cs.claim.Interface, "mac", mac,
 			"window", e.burst(cs).Window, "interval", e.burst(cs).Interval, "frames", e.frames(cs).String(), "adopted", p.adopt)
 	}
-	e.publish(Event{Kind: EventClaim, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: p.why})
+	kind := EventClaim
+	if p.adopt {
+		// Taken back, not claimed anew: after a restart (Adopt), a fence
+		// or a move that gave up (Resume). Hooks tell one from a change
+		// of owner by it.
+		kind = EventResume
+	}
+	e.publish(Event{Kind: kind, Addr: cs.claim.Addr, Interface: cs.claim.Interface, MAC: mac, State: e.stateLocked(cs), Message: p.why})
 	if !cs.live() {
 		e.probeLocked(cs, FirstProbeDelay) // probes go out once it is live
 		e.log.Warn("claim is waiting for its interface", "addr", cs.claim.Addr, "interface", cs.claim.Interface)

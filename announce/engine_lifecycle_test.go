@@ -236,19 +236,21 @@ func TestClaimEventSaysWhy(t *testing.T) {
 		name string
 		take func(e *Engine, c Claim) error
 		want string
+		// kind is the event's: a claim taken back is a resume.
+		kind EventKind
 	}{
 		{"claimed", func(e *Engine, c Claim) error {
 			_, err := e.Claim(context.Background(), []Request{{Addr: c.Addr, Interface: c.Interface}}, ClaimOptions{})
 			return err
-		}, "claimed"},
+		}, "claimed", EventClaim},
 		{"adopted", func(e *Engine, c Claim) error {
 			_, err := e.Adopt(context.Background(), []Claim{c})
 			return err
-		}, "adopted from an earlier run"},
+		}, "adopted from an earlier run", EventResume},
 		{"resumed", func(e *Engine, c Claim) error {
 			_, err := e.Resume(context.Background(), []Claim{c}, resumed)
 			return err
-		}, resumed},
+		}, resumed, EventResume},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newEngineHarness(t, nil)
@@ -260,8 +262,11 @@ func TestClaimEventSaysWhy(t *testing.T) {
 			for {
 				select {
 				case ev := <-events:
-					if ev.Kind != EventClaim {
+					if ev.Kind != EventClaim && ev.Kind != EventResume {
 						continue
+					}
+					if ev.Kind != tc.kind {
+						t.Errorf("the claim's event is a %s event, want %s", ev.Kind, tc.kind)
 					}
 					if ev.Message != tc.want {
 						t.Errorf("the claim's event says %q, want %q", ev.Message, tc.want)

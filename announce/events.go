@@ -14,6 +14,7 @@ type EventKind = event.Kind
 // The kinds of Event, as `vip events` prints them.
 const (
 	EventClaim       = event.Claim
+	EventResume      = event.Resume // a claim taken back, not claimed anew (Engine.Adopt, Engine.Resume)
 	EventRefresh     = event.Refresh
 	EventRelease     = event.Release
 	EventSuspend     = event.Suspend // claims the fence stopped at once (Engine.Suspend)

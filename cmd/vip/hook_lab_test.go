@@ -168,3 +168,34 @@ func TestHooks(t *testing.T) {
 	f.agentA.Kill(t)
 	waitCalls(t, dir, "b", v4, "standby none>standby peer=", "standby standby>owner peer=a")
 }
+
+// TestHookSeesARestart: an agent stopped with SIGTERM and started again (as
+// systemctl restart does) takes its claims back, and its hook is told
+// "resume owner>owner", not a new claim, so that a hook that restarts a
+// service when its host becomes the owner does not do so at every restart
+// of the agent.
+func TestHookSeesARestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	prog := filepath.Join(dir, "on-change")
+	if err := os.WriteFile(prog, []byte(strings.ReplaceAll(hookScript, "DIR", dir)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := newFleetLabWith(t, "--on-change", prog)
+	v4, v6 := "192.0.2.10", "2001:db8::10"
+	mustVip(t, f.a, f.sa, "claim", v4, v6, "--assign")
+	waitCalls(t, dir, "a", v4, "claim none>owner peer=")
+	waitCalls(t, dir, "a", v6, "claim none>owner peer=")
+	if code := f.agentA.Stop(t); code != 0 {
+		t.Fatalf("a's agent after SIGTERM: exit %d:\n%s", code, f.agentA.Output())
+	}
+	f.agentA = startAgent(t, f.a, f.sa, "--store", f.storeURL, "--node", "a", "--lease-ttl", fleetTTL, "--log-format", "json", "--on-change", prog)
+	waitCalls(t, dir, "a", v4, "claim none>owner peer=", "resume owner>owner peer=")
+	waitCalls(t, dir, "a", v6, "claim none>owner peer=", "resume owner>owner peer=")
+	// The resume event names why, for scripts that read vip events.
+	events := labtest.Start(t, f.a, vipBin, "events", "--json", "--since", "1m", "--socket", f.sa)
+	line := events.WaitOutput(t, `"kind":"resume","addr":"192.0.2.10"`, 10*time.Second)
+	if !strings.Contains(line, "adopted from an earlier run") {
+		t.Errorf("the restarted agent's resume event of %s does not say why: %s", v4, line)
+	}
+}

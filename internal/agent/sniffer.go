@@ -179,7 +179,7 @@ func (g *Sniffer) follow(ctx context.Context, events <-chan announce.Event) {
 				return
 			}
 			switch ev.Kind {
-			case announce.EventClaim, announce.EventRelease, announce.EventInterface, announce.EventMissed:
+			case announce.EventClaim, announce.EventResume, announce.EventRelease, announce.EventInterface, announce.EventMissed:
 				if due == nil {
 					due = time.After(reconcileEvery)
 				}

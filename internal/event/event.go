@@ -36,8 +36,11 @@ const (
 	// by another node).
 	Missed Kind = "lost"
 	// Fence reports an agent that could not renew its lease in the store
-	// stopping every guarded claim; Resume the claims coming back once
-	// the store answers again.
+	// stopping every guarded claim. Resume reports claims taken back
+	// rather than claimed anew: with an address, one claim of this host
+	// taken again after the agent's restart (from the state file), after
+	// a fence, or after a move that gave up; without one, the fleet's
+	// summary once the store answers again after a fence.
 	Fence  Kind = "fence"
 	Resume Kind = "resume"
 	// Taken reports a claim another node took while this one was fenced.

@@ -113,7 +113,7 @@ func (f *fakeEngine) Adopt(ctx context.Context, claims []announce.Claim) ([]anno
 func (f *fakeEngine) Resume(_ context.Context, claims []announce.Claim, why string) ([]announce.Status, error) {
 	st, err := f.take(claims)
 	for _, s := range st {
-		f.Notify(announce.Event{Kind: event.Claim, Addr: s.Addr, Message: why})
+		f.Notify(announce.Event{Kind: event.Resume, Addr: s.Addr, Message: why})
 	}
 	return st, err
 }

@@ -398,12 +398,12 @@ func TestFakeFenceAndResume(t *testing.T) {
 			f.advanceTo(tc.backAt)
 			eventually(t, func() bool { return aEng.sawEvent(tc.wantEvent, tc.wantMsg) }, "no event says "+tc.wantMsg)
 			eventually(t, func() bool { return aEng.holds(vip) == tc.wantHeld }, "a's engine does not hold the address as it should")
-			if tc.wantHeld && !aEng.sawEvent(event.Claim, "resumed after the fence: the store answers again") {
+			if tc.wantHeld && !aEng.sawEvent(event.Resume, "resumed after the fence: the store answers again") {
 				// The claim's event is a hook's VIP_REASON: this run
 				// fenced it, no earlier run recorded it.
 				t.Error("the claim's event does not say it resumed after the fence")
 			}
-			if aEng.sawEvent(event.Claim, "adopted from an earlier run") {
+			if aEng.sawEvent(event.Resume, "adopted from an earlier run") {
 				t.Error("a claim resumed after the fence is told as adopted from an earlier run")
 			}
 			if got := f.owner(vip); got != tc.wantOwner {

@@ -44,12 +44,20 @@ func (t *Tracker) Event(ev event.Event) []Change {
 	switch ev.Kind {
 	case event.Claim:
 		c.New = Owner
+		return append(t.flush(a), t.hold(c)...)
+	case event.Resume:
+		// A claim taken back: after a fence (fenced -> owner), or after
+		// a restart of the agent or a move that gave up, when this host
+		// was the owner all along (owner -> owner, told all the same,
+		// so that a hook can tell a restart from a change of owner).
+		c.New = Owner
 		out := t.flush(a)
-		if t.state(a) == Fenced {
-			c.Event = "resume" // the fleet adopts the fenced claims again
-			return append(out, t.now(c)...)
+		c.Old = t.state(a)
+		if c.Old != Fenced {
+			c.Old = Owner
 		}
-		return append(out, t.hold(c)...)
+		t.commit(c)
+		return append(out, c)
 	case event.Release:
 		c.New = None
 		return append(t.flush(a), t.hold(c)...)

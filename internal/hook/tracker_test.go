@@ -93,8 +93,16 @@ func TestTracker(t *testing.T) {
 			name:   "fenced, then resumed",
 			settle: time.Second,
 			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Suspend, 5000, "fenced: answered 1 requests"),
-				{Kind: event.Fence, State: "fenced"}, ev(event.Claim, 9000, "resumed after the fence: the store answers again"), {Kind: event.Resume}},
+				{Kind: event.Fence, State: "fenced"}, ev(event.Resume, 9000, "resumed after the fence: the store answers again"), {Kind: event.Resume}},
 			want: []string{"claim " + a + " none>owner peer=", "fence " + a + " owner>fenced peer=", "resume " + a + " fenced>owner peer="},
+		},
+		{
+			// A new agent's tracker knows nothing of the earlier one:
+			// a claim it takes back is this host's all along.
+			name:   "the agent restarted: resumed, owner to owner",
+			settle: time.Second,
+			events: []event.Event{ev(event.Resume, 0, "adopted from an earlier run"), ev(event.BurstEnd, 2, "")},
+			want:   []string{"resume " + a + " owner>owner peer="},
 		},
 		{
 			name:   "fenced, then lost",
