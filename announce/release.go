@@ -177,15 +177,6 @@ func (e *Engine) forgetLocked(gone []*claimState) ([]counts, map[*portRef][]neti
 	return out, byPort
 }
 
-// unrefOp drops a claim's reference to its port, and closes the port with
-// the last. The caller holds e.op.
-func (e *Engine) unrefOp(p *portRef) error {
-	if p = e.unrefLater(p); p != nil {
-		return p.closer()()
-	}
-	return nil
-}
-
 // unrefLater drops a claim's reference to its port and, with the last,
 // takes the port out of the engine and returns it, for the caller to
 // close. The caller holds e.op.

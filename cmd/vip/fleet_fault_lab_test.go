@@ -139,6 +139,39 @@ func requestsFor(pkts []gopacket.Packet, addr netip.Addr) int {
 	return n
 }
 
+// probeOwned has a claim v4 and v6 and b stand by for them, starts the
+// client's capture and probe of both, and waits for a's answers (before
+// what, said in the failure). It returns the capture and a's and b's MACs.
+func probeOwned(t *testing.T, f *fleetLab, v4, v6 netip.Addr, before string) (capture *labtest.Cap, macA, macB string) {
+	t.Helper()
+	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
+	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
+	capture = labtest.Capture(t, f.client, "eth0", "arp or icmp6")
+	probe(t, f.client, v4, v6)
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		pkts := capture.Snapshot(t)
+		return len(answersFor(pkts, v4)) > 0 && len(answersFor(pkts, v6)) > 0, "no answers from a before " + before
+	})
+	return capture, mac(f.a, "eth0"), mac(f.b, "eth0")
+}
+
+// probedPast waits until the client's capture holds an answer for addr a
+// second after since (when, said in the failure), and returns everything it
+// captured, failing the test if the client asked for addr fewer than
+// minRequests times (the probe did not run).
+func probedPast(t *testing.T, capture *labtest.Cap, addr netip.Addr, since time.Time, minRequests int, when string) []gopacket.Packet {
+	t.Helper()
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		ans := answersFor(capture.Snapshot(t), addr)
+		return len(ans) > 0 && ans[len(ans)-1].at.After(since.Add(time.Second)), "no answers a second after " + when
+	})
+	pkts := capture.Packets(t)
+	if n := requestsFor(pkts, addr); n < minRequests {
+		t.Fatalf("the client asked for %s only %d times: the probe did not run", addr, n)
+	}
+	return pkts
+}
+
 // probe asks for the VIPs from the client without pause: an ARP request and
 // a neighbor solicitation about every 50 ms each.
 func probe(t *testing.T, h *lab.Host, v4, v6 netip.Addr) {
@@ -160,15 +193,7 @@ func TestFleetPartitionFencesBeforeTakeOver(t *testing.T) {
 	labtest.RequireTool(t, "ndisc6")
 	f := newFleetLab(t)
 	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
-	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
-	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
-	macA, macB := mac(f.a, "eth0"), mac(f.b, "eth0")
-
-	capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
-	probe(t, f.client, v4, v6)
-	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
-		return len(answersFor(capture.Snapshot(t), v4)) > 0 && len(answersFor(capture.Snapshot(t), v6)) > 0, "no answers from a before the cut"
-	})
+	capture, macA, macB := probeOwned(t, f, v4, v6, "the cut")
 
 	cut := labtest.Isolate(t, f.l, f.a, f.l.Host("store"))
 	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
@@ -202,15 +227,7 @@ func TestFleetPartitionFencesBeforeTakeOver(t *testing.T) {
 	cut.Heal(t)
 	waitLostToB(t, f, 2, "after the heal")
 	// A second of probing after the heal: a must stay silent.
-	healed := time.Now()
-	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
-		ans := answersFor(capture.Snapshot(t), v4)
-		return len(ans) > 0 && ans[len(ans)-1].at.After(healed.Add(time.Second)), "no answers a second after the heal"
-	})
-	pkts := capture.Packets(t)
-	if n := requestsFor(pkts, v4); n < 20 {
-		t.Fatalf("the client asked for %s only %d times: the probe did not run", v4, n)
-	}
+	pkts := probedPast(t, capture, v4, time.Now(), 20, "the heal")
 	for _, vip := range []netip.Addr{v4, v6} {
 		var lastA, firstB time.Time
 		for _, an := range answersFor(pkts, vip) {

@@ -44,6 +44,16 @@ func fromMAC(pkts []gopacket.Packet, mac string, after time.Time, vips ...netip.
 	return out
 }
 
+// firstFrom is when mac first answered for addr in pkts (zero: never).
+func firstFrom(pkts []gopacket.Packet, addr netip.Addr, mac string) time.Time {
+	for _, an := range answersFor(pkts, addr) {
+		if an.mac == mac {
+			return an.at
+		}
+	}
+	return time.Time{}
+}
+
 // synAcks counts the TCP connections mac accepted after after: the SYN-ACKs
 // it sent from one of vips.
 func synAcks(pkts []gopacket.Packet, mac string, after time.Time, vips ...netip.Addr) int {
@@ -133,13 +143,7 @@ func TestFleetKilledOwnerWithAssign(t *testing.T) {
 				pkts := capture.Snapshot(t)
 				firstB = time.Time{}
 				for _, vip := range vips {
-					var first time.Time
-					for _, an := range answersFor(pkts, vip) {
-						if an.mac == macB {
-							first = an.at
-							break
-						}
-					}
+					first := firstFrom(pkts, vip, macB)
 					if first.IsZero() {
 						return false, fmt.Sprintf("b has not answered for %s yet", vip)
 					}
@@ -155,13 +159,7 @@ func TestFleetKilledOwnerWithAssign(t *testing.T) {
 				t.Fatalf("the client asked for %s only %d times: the probe did not run", v4, n)
 			}
 			for _, vip := range vips {
-				var firstOfB time.Time
-				for _, an := range answersFor(pkts, vip) {
-					if an.mac == macB {
-						firstOfB = an.at
-						break
-					}
-				}
+				firstOfB := firstFrom(pkts, vip, macB)
 				if late := fromMAC(pkts, macA, firstOfB, vip); len(late) > 0 {
 					t.Errorf("%s: %d frames from a (%s) after b's first answer at %s: %s; first at %s", vip, len(late), macA,
 						firstOfB.Format("15:04:05.000"), kindCounts(late), late[0].Metadata().Timestamp.Format("15:04:05.000"))

@@ -36,15 +36,7 @@ func TestFleetSlowStore(t *testing.T) {
 			t.Parallel()
 			f := newFleetLabThrough(t, func(h *lab.Host) *etcdlab.Etcd { return etcdlab.StartEtcd(t, h) }, true, "--lease-ttl", tc.ttl)
 			v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
-			mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
-			mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
-			macA, macB := mac(f.a, "eth0"), mac(f.b, "eth0")
-			capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
-			probe(t, f.client, v4, v6)
-			labtest.Eventually(t, 10*time.Second, func() (bool, string) {
-				pkts := capture.Snapshot(t)
-				return len(answersFor(pkts, v4)) > 0 && len(answersFor(pkts, v6)) > 0, "no answers from a before the store slows"
-			})
+			capture, macA, macB := probeOwned(t, f, v4, v6, "the store slows")
 
 			slowed := time.Now()
 			f.relay.SetDelay(tc.rtt / 2)
@@ -56,16 +48,7 @@ func TestFleetSlowStore(t *testing.T) {
 				return time.Since(slowed) > 20*time.Second, "20 s of a slow store"
 			})
 			f.relay.SetDelay(0)
-			restored := time.Now()
-			// A second of probing after it.
-			labtest.Eventually(t, 10*time.Second, func() (bool, string) {
-				ans := answersFor(capture.Snapshot(t), v4)
-				return len(ans) > 0 && ans[len(ans)-1].at.After(restored.Add(time.Second)), "no answers a second after the store is fast again"
-			})
-			pkts := capture.Packets(t)
-			if n := requestsFor(pkts, v4); n < 100 {
-				t.Fatalf("the client asked for %s only %d times in over 20 s: the probe did not run", v4, n)
-			}
+			pkts := probedPast(t, capture, v4, time.Now(), 100, "the store is fast again")
 			for _, vip := range []netip.Addr{v4, v6} {
 				var longest time.Duration
 				var from time.Time
