@@ -543,6 +543,13 @@ func TestLabCaptureAfterIngressOwnFramesOnly(t *testing.T) {
 		got := targets(&fromTap)
 		return len(got) == 3, fmt.Sprintf("the tap observed who-has for %v, want all three", got)
 	})
+	// The capture after ingress reads later than the tap: wait for the
+	// broadcast there too (the frames to other MACs, sent after it, never
+	// come), rather than read it the moment the tap has all three.
+	labtest.Eventually(t, 3*time.Second, func() (bool, string) {
+		got := targets(&fromStack)
+		return len(got) > 0, "after ingress: no who-has observed, want the broadcast's (192.0.2.51)"
+	})
 	if got := targets(&fromStack); len(got) != 1 || got[0] != "192.0.2.51" {
 		t.Errorf("after ingress: who-has for %v, want the broadcast's (192.0.2.51) alone", got)
 	}
