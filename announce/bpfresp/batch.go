@@ -56,7 +56,7 @@ func batchUpdate[K, V any](m *ebpf.Map, keys []K, vals []V, per int) (int, error
 					return done, err
 				}
 			}
-		case errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond:
+		case errors.Is(err, unix.ENOMEM) && wait <= maxRefillWait:
 			time.Sleep(wait) // the caches refill from an interrupt: nothing to wait on
 			wait *= 4
 			if n > 0 {
@@ -96,6 +96,12 @@ func batchDelete[K any](m *ebpf.Map, keys []K) (int, error) {
 	return done, nil
 }
 
+// maxRefillWait is the longest wait before the last try of an update the
+// kernel refused for want of memory: the waits grow fourfold from 50 µs, so
+// the tries span about 270 ms in all. 17 ms in all was not enough for CI's
+// loaded machine, where a hold of two addresses failed so (TestSnapshot).
+const maxRefillWait = 250 * time.Millisecond
+
 // update puts k and v in m. The maps are not preallocated, and the
 // kernel refills their per-CPU element caches asynchronously: thousands of
 // updates in a row on a busy machine can find the cache empty (ENOMEM)
@@ -103,7 +109,7 @@ func batchDelete[K any](m *ebpf.Map, keys []K) (int, error) {
 // times, a little later each time.
 func update(m *ebpf.Map, k, v any) error {
 	err := m.Update(k, v, ebpf.UpdateAny)
-	for wait := 50 * time.Microsecond; errors.Is(err, unix.ENOMEM) && wait <= 50*time.Millisecond; wait *= 4 {
+	for wait := 50 * time.Microsecond; errors.Is(err, unix.ENOMEM) && wait <= maxRefillWait; wait *= 4 {
 		time.Sleep(wait) // the refill runs from an interrupt: nothing to wait on
 		err = m.Update(k, v, ebpf.UpdateAny)
 	}
