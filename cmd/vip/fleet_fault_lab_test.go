@@ -139,13 +139,14 @@ func requestsFor(pkts []gopacket.Packet, addr netip.Addr) int {
 	return n
 }
 
-// probeOwned has a claim v4 and v6 and b stand by for them, starts the
+// probeOwned has a claim v4 and v6 and b stand by for them (with claimArgs
+// added to both claims), starts the
 // client's capture and probe of both, and waits for a's answers (before
 // what, said in the failure). It returns the capture and a's and b's MACs.
-func probeOwned(t *testing.T, f *fleetLab, v4, v6 netip.Addr, before string) (capture *labtest.Cap, macA, macB string) {
+func probeOwned(t *testing.T, f *fleetLab, v4, v6 netip.Addr, before string, claimArgs ...string) (capture *labtest.Cap, macA, macB string) {
 	t.Helper()
-	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
-	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
+	mustVip(t, f.a, f.sa, append([]string{"claim", v4.String(), v6.String()}, claimArgs...)...)
+	mustVip(t, f.b, f.sb, append([]string{"claim", v4.String(), v6.String(), "--standby"}, claimArgs...)...)
 	capture = labtest.Capture(t, f.client, "eth0", "arp or icmp6")
 	probe(t, f.client, v4, v6)
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {

@@ -55,9 +55,13 @@ const (
 	// may delay the expiry (1–2 s), and one probe interval (20 ms).
 	maxGap = nemesisTTL + 3*time.Second
 	// slowStoreDelay is the relays' delay each way for nemesis.SlowStore:
-	// 1.2 s round trips, under the longest the TTL survives (the fence's
-	// delay less a renewal period, 1.5 s at 3 s).
-	slowStoreDelay = 600 * time.Millisecond
+	// 0.6 s round trips, under the longest the TTL survives with
+	// addresses on the interface (the fence's delay less a second, 1 s
+	// at 3 s: an address's lifetime is whole seconds, at least one, and
+	// must end by the deadline). At 1.2 s round trips the deadline held
+	// but every assigned address's lifetime ran out (CI's run: 192.0.2.51
+	// unanswered 6.2 s).
+	slowStoreDelay = 300 * time.Millisecond
 	// keepAnswered bounds a silence that only a slow store or a restart
 	// overlapped: neither may hand the addresses over, nor leave them
 	// unanswered for long (a restart's gap, with room for a race build).
