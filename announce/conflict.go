@@ -3,6 +3,7 @@ package announce
 import (
 	"context"
 	"fmt"
+	"github.com/vipctl/vip/internal/event"
 	"net"
 	"net/netip"
 	"slices"
@@ -111,7 +112,7 @@ func (e *Engine) Conflict(addr netip.Addr, c Claimer) {
 			e.log.Error("yield: the address could not be released", "addr", addr, "err", err)
 			return
 		}
-		e.publish(Event{Kind: EventConflict, Addr: addr, Interface: iface, MAC: key, Message: "yielded: released to " + key})
+		e.publish(Event{Kind: EventConflict, Addr: addr, Interface: iface, MAC: key, To: event.StateNone, Peer: key, Message: "yielded: released to " + key})
 		e.selfReleased(released, "yielded to the competing claimer "+key)
 	default:
 		e.mu.Unlock()

@@ -56,14 +56,14 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 // Assigner underneath vip's bookkeeping; held, what the engine holds).
 func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, recorded []announce.Claim, remove func(ifname string, a netip.Addr) error, held func() []netip.Addr, log *slog.Logger, notify func(announce.Event)) error {
 	_, err := m.Adopt(ctx, recorded)
-	taken := map[netip.Addr]string{}
+	taken := map[netip.Addr]lostTo{}
 	var rf *announce.RefusedError
 	if errors.As(err, &rf) {
 		for _, r := range rf.Refused {
 			var h *fleet.HeldError
 			if errors.As(r.Err, &h) {
 				log.Warn("a claim of the earlier agent is now another node's: dropped", "addr", r.Addr, "node", h.Node)
-				taken[r.Addr] = fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", h.Node, fleet.TakenAt(h.Since))
+				taken[r.Addr] = lostTo{h.Node, fmt.Sprintf("lost to %s while this node's agent was down%s: not re-adopted", h.Node, fleet.TakenAt(h.Since))}
 			}
 		}
 		if len(taken) > 0 {
@@ -79,7 +79,8 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 		holds[a] = true
 	}
 	for _, c := range recorded {
-		msg, lost := taken[c.Addr]
+		to, lost := taken[c.Addr]
+		msg := to.msg
 		if c.AddedAddress && !holds[c.Addr] {
 			if rerr := remove(c.Interface, c.Addr); rerr != nil {
 				log.Error("remove an address the earlier agent added and this one does not hold: the kernel may answer for it until its lifetime ends", "addr", c.Addr, "interface", c.Interface, "err", rerr)
@@ -98,11 +99,14 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 		if lost {
 			// An event too, so that a view or vip events --retry that
 			// follows the agent across the restart sees it.
-			notify(announce.Event{Kind: event.Taken, Addr: c.Addr, Interface: c.Interface, Message: msg})
+			notify(announce.Event{Kind: event.Taken, Addr: c.Addr, Interface: c.Interface, To: event.StateLost, Peer: to.node, Message: msg})
 		}
 	}
 	return err
 }
+
+// lostTo is a claim of the earlier agent that another node holds now.
+type lostTo struct{ node, msg string }
 
 // hostInterfaces lists this host's interfaces with their MACs and prefixes,
 // for the node's registration in the store, less the addresses in notOwn

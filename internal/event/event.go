@@ -79,9 +79,29 @@ type Event struct {
 	Rounds int `json:"rounds,omitempty"`
 	Frames int `json:"frames,omitempty"`
 	Count  int `json:"count,omitempty"`
+	// To, on an event that changes this node's place for Addr, is that
+	// place after it: one of the states below. Peer is the other side of
+	// the change when known: the node that held the address or takes it
+	// (a standby's former owner, a move's source or target, the node that
+	// took it while this one was down), or a competing claimer's MAC.
+	// They are what programs read (hooks); Message is for people.
+	To   State  `json:"to,omitempty"`
+	Peer string `json:"peer,omitempty"`
 	// Message says in words what happened, for logs and terminals.
 	Message string `json:"message,omitempty"`
 }
+
+// State is this node's place for an address, as an event's To says it.
+type State string
+
+// The states.
+const (
+	StateNone    State = "none"
+	StateOwner   State = "owner"
+	StateStandby State = "standby"
+	StateFenced  State = "fenced"
+	StateLost    State = "lost"
+)
 
 // Summary describes the event in words, without its time: kind, address,
 // interface, MAC, counts and message, each when present.

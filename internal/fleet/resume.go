@@ -123,7 +123,7 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			changes = append(changes, store.Change{Kind: store.ChangeLost, Addr: r.Addr, Node: m.cfg.Node, From: held.Node,
 				Time: now, Message: "taken while this node was fenced" + TakenAt(held.Since)})
 			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node, "taken", held.Since)
-			m.notify(event.Taken, r.Addr, "", fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, TakenAt(held.Since)))
+			m.notifyChange(event.Taken, r.Addr, "", event.StateLost, held.Node, fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, TakenAt(held.Since)))
 		}
 	}
 	m.recordFence(ctx, fencedSince, now, addrs, got, changes)

@@ -74,7 +74,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 			m.watchGone(r.Addr, rev)
 			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: api.StateStandby})
 			m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
-			m.notify(event.Standby, r.Addr, r.Interface, "registered as a standby: takes the address if its owner's lease expires")
+			m.notifyChange(event.Standby, r.Addr, r.Interface, event.StateStandby, "", "registered as a standby: takes the address if its owner's lease expires")
 		}
 	}
 	return st, nil
@@ -182,7 +182,7 @@ func (m *Member) forgetStandbyAsOf(a netip.Addr, rev int64) {
 	}
 	m.unwatchGone(a)
 	m.log.Info("no longer a standby", "addr", a, "by", "the store")
-	m.notify(event.Standby, a, s.Interface, "removed from the address's standbys in the store (vip standby --remove)")
+	m.notifyChange(event.Standby, a, s.Interface, event.StateNone, "", "removed from the address's standbys in the store (vip standby --remove)")
 }
 
 // keepStandby notes this node's standby record s, read or written at rev,
@@ -216,7 +216,7 @@ func (m *Member) syncStandby(ctx context.Context, a netip.Addr) error {
 		m.keepStandby(*s, rev)
 		if !had {
 			m.log.Info("standby", "addr", a, "interface", s.Interface, "by", "the store")
-			m.notify(event.Standby, a, s.Interface, "made a standby in the store (vip standby): takes the address if its owner's lease expires")
+			m.notifyChange(event.Standby, a, s.Interface, event.StateStandby, "", "made a standby in the store (vip standby): takes the address if its owner's lease expires")
 		}
 	case s == nil && had:
 		m.forgetStandby(a)
@@ -280,7 +280,7 @@ func (m *Member) takeAsStandby(ctx context.Context, addrs []netip.Addr, prev *st
 			msg += fmt.Sprintf(" (group %s, %d addresses in one transaction)", s.Group, len(ss))
 		}
 		m.log.Warn("standby took over", "addr", s.Addr, "interface", s.Interface, "from", owner.Node, "group", s.Group)
-		m.notify(event.Standby, s.Addr, s.Interface, msg)
+		m.notifyChange(event.Standby, s.Addr, s.Interface, event.StateOwner, owner.Node, msg)
 	}
 }
 

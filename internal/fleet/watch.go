@@ -196,7 +196,7 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 				continue
 			}
 			m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
-			m.notify(event.Move, mv.Addr, "", "released for a move to "+mv.To+"; this node stands by for it")
+			m.notifyChange(event.Move, mv.Addr, "", event.StateStandby, mv.To, "released for a move to "+mv.To+"; this node stands by for it")
 			if r.Standby != nil {
 				m.keepStandby(*r.Standby, rev)
 			}
@@ -229,7 +229,7 @@ func (m *Member) keepHome(ctx context.Context, o owned, lease LeaseID, to string
 	}
 	m.commit(st)
 	m.log.Warn("a move gave up before its address was handed over: kept here", "addr", a, "to", to)
-	m.notify(event.Move, a, o.claim.Interface, "kept: the move to "+to+" gave up before it was handed over")
+	m.notifyChange(event.Move, a, o.claim.Interface, event.StateOwner, to, "kept: the move to "+to+" gave up before it was handed over")
 }
 
 // retryMoves reads the moves of addrs again a renewal period from now, in
@@ -323,7 +323,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		msg += " (its mover had given up: taken all the same, as asked)"
 	}
 	m.log.Info("moved here", "addr", mv.Addr, "interface", mv.Interface, "from", from, "mover_gave_up", givenUp)
-	m.notify(event.Move, mv.Addr, mv.Interface, msg)
+	m.notifyChange(event.Move, mv.Addr, mv.Interface, event.StateOwner, mv.From, msg)
 }
 
 // moveChange is the history's record of the move mv arriving here: who

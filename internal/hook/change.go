@@ -3,24 +3,27 @@ package hook
 import (
 	"net/netip"
 	"time"
+
+	"github.com/vipctl/vip/internal/event"
 )
 
-// State is what this node is for an address, as a hook sees it.
-type State string
+// State is what this node is for an address, as a hook sees it: the
+// events' own (event.State), which say it in their To.
+type State = event.State
 
 // The states in VIP_OLD_STATE and VIP_NEW_STATE.
 const (
 	// None: this node neither holds the address nor stands by for it.
-	None State = "none"
+	None = event.StateNone
 	// Owner: this node answers for the address.
-	Owner State = "owner"
+	Owner = event.StateOwner
 	// Standby: this node takes the address if its owner's lease expires.
-	Standby State = "standby"
+	Standby = event.StateStandby
 	// Fenced: this node could not renew its lease and answers nothing,
 	// keeping the claim to resume.
-	Fenced State = "fenced"
+	Fenced = event.StateFenced
 	// Lost: another node took the address while this one was fenced.
-	Lost State = "lost"
+	Lost = event.StateLost
 )
 
 // Change is one change of state of one of this node's claims: what a hook

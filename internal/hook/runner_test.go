@@ -316,9 +316,9 @@ func TestFollow(t *testing.T) {
 	defer func() { cancel(); <-done }()
 	now := time.Now()
 	at := func(ms int) time.Time { return now.Add(time.Duration(ms) * time.Millisecond) }
-	events <- event.Event{Time: at(0), Kind: event.Standby, Addr: addrA, Message: "registered as a standby: takes the address if its owner's lease expires"}
+	events <- event.Event{Time: at(0), Kind: event.Standby, Addr: addrA, To: event.StateStandby, Message: "registered as a standby: takes the address if its owner's lease expires"}
 	events <- event.Event{Time: at(1), Kind: event.Claim, Addr: addrA, Message: "claimed"}
-	events <- event.Event{Time: at(2), Kind: event.Standby, Addr: addrA, Message: "took the address as a standby: the lease of its owner a expired"}
+	events <- event.Event{Time: at(2), Kind: event.Standby, Addr: addrA, To: event.StateOwner, Peer: "a", Message: "took the address as a standby: the lease of its owner a expired"}
 	events <- event.Event{Time: at(3), Kind: event.Missed, Count: 3}
 	events <- event.Event{Time: at(4), Kind: event.Release, Addr: addrA, Message: "released"}
 	want := []string{"standby:none:standby:", "standby:standby:owner:a", "release:owner:none:"}

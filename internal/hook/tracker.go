@@ -2,7 +2,6 @@ package hook
 
 import (
 	"net/netip"
-	"strings"
 	"time"
 
 	"github.com/vipctl/vip/internal/event"
@@ -65,39 +64,33 @@ func (t *Tracker) Event(ev event.Event) []Change {
 		c.Event, c.New = "fence", Fenced
 		return t.now(c)
 	case event.Taken:
-		c.New, c.Peer = Lost, between(msg, "lost to ", " while")
+		c.New, c.Peer = Lost, ev.Peer
 		return t.now(c)
 	case event.Standby:
-		switch {
-		case strings.HasPrefix(msg, "took the address as a standby"):
-			c.New, c.Peer = Owner, between(msg, "the lease of its owner ", " expired")
+		c.Peer = ev.Peer
+		switch ev.To {
+		case Owner: // took the address as a standby
+			c.New = Owner
 			return t.explain(c, Owner)
-		case strings.HasPrefix(msg, "registered as a standby"), strings.HasPrefix(msg, "made a standby"):
-			c.New = Standby
-			return t.now(c)
-		case strings.HasPrefix(msg, "removed from the address's standbys"):
-			c.New = None
+		case Standby, None: // registered, made or removed as a standby
+			c.New = ev.To
 			return t.now(c)
 		}
 	case event.Move:
-		switch {
-		case strings.HasPrefix(msg, "released for a move to "):
-			// It stands by for the address it let go.
-			c.New, c.Peer = Standby, between(msg, "released for a move to ", ";")
+		c.Peer = ev.Peer
+		switch ev.To {
+		case Standby:
+			// Released for a move: it stands by for the address it let
+			// go.
+			c.New = Standby
 			return t.explain(c, None)
-		case strings.HasPrefix(msg, "moved here from "):
-			c.New, c.Peer = Owner, between(msg, "moved here from ", " (")
-			if c.Peer == "nobody" {
-				c.Peer = ""
-			}
-			return t.explain(c, Owner)
-		case strings.HasPrefix(msg, "kept: the move to "):
+		case Owner: // moved here, or kept when the move gave up
 			c.New = Owner
 			return t.explain(c, Owner)
 		}
 	case event.Conflict:
-		if strings.HasPrefix(msg, "yielded: released to ") {
-			c.New, c.Peer = None, strings.TrimPrefix(msg, "yielded: released to ")
+		if ev.To == None { // yielded to a competing claimer
+			c.New, c.Peer = None, ev.Peer
 			return t.explain(c, None)
 		}
 	}
@@ -197,18 +190,4 @@ func (t *Tracker) commit(c Change) {
 		return
 	}
 	t.last[c.Addr] = c.New
-}
-
-// between returns what s has between before and the first after that
-// follows it (or its end): the node a fleet event names.
-func between(s, before, after string) string {
-	i := strings.Index(s, before)
-	if i < 0 {
-		return ""
-	}
-	s = s[i+len(before):]
-	if j := strings.Index(s, after); j >= 0 {
-		s = s[:j]
-	}
-	return s
 }

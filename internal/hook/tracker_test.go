@@ -21,6 +21,14 @@ func ev(kind event.Kind, ms int, msg string) event.Event {
 	return event.Event{Time: t0.Add(time.Duration(ms) * time.Millisecond), Kind: kind, Addr: addrA, Interface: "eth0", Message: msg}
 }
 
+// changeEv is ev of a change of this node's place, to to with peer: what the
+// fleet's events say beside their words, which the tracker does not read.
+func changeEv(kind event.Kind, ms int, to event.State, peer, msg string) event.Event {
+	e := ev(kind, ms, msg)
+	e.To, e.Peer = to, peer
+	return e
+}
+
 // line says a change as the tests compare it.
 func line(c Change) string {
 	return fmt.Sprintf("%s %s %s>%s peer=%s", c.Event, c.Addr, c.Old, c.New, c.Peer)
@@ -50,23 +58,23 @@ func TestTracker(t *testing.T) {
 			name:   "standby takes over: the claim waits for its explanation",
 			settle: time.Second,
 			events: []event.Event{
-				ev(event.Standby, 0, "registered as a standby: takes the address if its owner's lease expires"),
+				changeEv(event.Standby, 0, Standby, "", "registered as a standby: takes the address if its owner's lease expires"),
 				ev(event.Claim, 10, "claimed"), ev(event.BurstStart, 11, ""),
-				ev(event.Standby, 12, "took the address as a standby: the lease of its owner a expired"),
+				changeEv(event.Standby, 12, Owner, "a", "took the address as a standby: the lease of its owner a expired"),
 			},
 			want: []string{"standby " + a + " none>standby peer=", "standby " + a + " standby>owner peer=a"},
 		},
 		{
 			name:   "moved away: the release becomes a standby for the target",
 			settle: time.Second,
-			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 2000, "answered 3 requests"), ev(event.Move, 2005, "released for a move to b; this node stands by for it")},
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 2000, "answered 3 requests"), changeEv(event.Move, 2005, Standby, "b", "released for a move to b; this node stands by for it")},
 			due:    time.Second,
 			want:   []string{"claim " + a + " none>owner peer=", "move " + a + " owner>standby peer=b"},
 		},
 		{
 			name:   "moved here",
 			settle: time.Second,
-			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Move, 30, "moved here from b (its mover had given up: taken all the same, as asked)")},
+			events: []event.Event{ev(event.Claim, 0, "claimed"), changeEv(event.Move, 30, Owner, "b", "moved here from b (its mover had given up: taken all the same, as asked)")},
 			want:   []string{"move " + a + " none>owner peer=b"},
 		},
 		{
@@ -85,7 +93,7 @@ func TestTracker(t *testing.T) {
 		{
 			name:   "a late explanation changes nothing",
 			settle: time.Second,
-			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 5, "released"), ev(event.Claim, 6, "claimed"), ev(event.Move, 2000, "moved here from b")},
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 5, "released"), ev(event.Claim, 6, "claimed"), changeEv(event.Move, 2000, Owner, "b", "moved here from b")},
 			due:    time.Second,
 			want:   []string{"claim " + a + " none>owner peer=", "release " + a + " owner>none peer=", "claim " + a + " none>owner peer="},
 		},
@@ -106,21 +114,21 @@ func TestTracker(t *testing.T) {
 		},
 		{
 			name:   "fenced, then lost",
-			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Suspend, 1, "fenced"), ev(event.Taken, 2, "lost to b while this node was fenced: it stays silent")},
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Suspend, 1, "fenced"), changeEv(event.Taken, 2, Lost, "b", "lost to b while this node was fenced: it stays silent")},
 			want:   []string{"claim " + a + " none>owner peer=", "fence " + a + " owner>fenced peer=", "taken " + a + " fenced>lost peer=b"},
 		},
 		{
 			name:   "yielded to a competing claimer",
 			settle: time.Second,
-			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 2000, "answered"), ev(event.Conflict, 2001, "yielded: released to 02:00:00:00:00:09")},
+			events: []event.Event{ev(event.Claim, 0, "claimed"), ev(event.Release, 2000, "answered"), changeEv(event.Conflict, 2001, None, "02:00:00:00:00:09", "yielded: released to 02:00:00:00:00:09")},
 			due:    time.Second,
 			want:   []string{"claim " + a + " none>owner peer=", "conflict " + a + " owner>none peer=02:00:00:00:00:09"},
 		},
 		{
 			name: "standby set, removed, and a standby not taken",
-			events: []event.Event{ev(event.Standby, 0, "made a standby in the store (vip standby): takes the address"),
+			events: []event.Event{changeEv(event.Standby, 0, Standby, "", "made a standby in the store (vip standby): takes the address"),
 				ev(event.Standby, 1, "not taken: the lease of its owner a expired, but cordoned"),
-				ev(event.Standby, 2, "removed from the address's standbys in the store (vip standby --remove)")},
+				changeEv(event.Standby, 2, None, "", "removed from the address's standbys in the store (vip standby --remove)")},
 			want: []string{"standby " + a + " none>standby peer=", "standby " + a + " standby>none peer="},
 		},
 		{
