@@ -85,6 +85,21 @@ func frameKind(pk gopacket.Packet) string {
 	if icmp, ok := pk.Layer(layers.LayerTypeICMPv6).(*layers.ICMPv6); ok {
 		return "ICMPv6 " + icmp.TypeCode.String()
 	}
+	if tcp, ok := pk.Layer(layers.LayerTypeTCP).(*layers.TCP); ok {
+		var flags []string
+		for _, f := range []struct {
+			on   bool
+			name string
+		}{{tcp.SYN, "SYN"}, {tcp.ACK, "ACK"}, {tcp.FIN, "FIN"}, {tcp.RST, "RST"}, {tcp.PSH, "PSH"}} {
+			if f.on {
+				flags = append(flags, f.name)
+			}
+		}
+		if c, ok := tcpConnOf(pk); ok {
+			return fmt.Sprintf("TCP %s %s > %s", strings.Join(flags, ","), c.src, c.dst)
+		}
+		return "TCP " + strings.Join(flags, ",")
+	}
 	return "other frame"
 }
 
