@@ -2,7 +2,9 @@ package cmd
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/internal/agent"
+	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -184,12 +187,19 @@ func (s *storeOptions) open(ctx context.Context, cmd string) (*store.Client, err
 	return store.Open(ctx, s.config())
 }
 
+// defaultFailsafeListen is where an agent answers failsafe questions.
+var defaultFailsafeListen = fmt.Sprintf(":%d", failsafe.DefaultPort)
+
 // agentStoreOptions are the agent's store flags: how to reach it, and who
 // the agent is there.
 type agentStoreOptions struct {
 	storeOptions
 	Node     string
 	LeaseTTL time.Duration
+	// Failsafe and where it listens and says it does (agent.StoreConfig).
+	Failsafe          bool
+	FailsafeListen    string
+	FailsafeAdvertise string
 }
 
 func (s *agentStoreOptions) addFlags(c *cobra.Command) {
@@ -197,12 +207,17 @@ func (s *agentStoreOptions) addFlags(c *cobra.Command) {
 	f := c.Flags()
 	f.StringVar(&s.Node, "node", "", "this agent's name in the store (default: the host name)")
 	f.DurationVar(&s.LeaseTTL, "lease-ttl", fleet.DefaultTTL, "the lease's time to live: how long a dead agent's addresses stay unanswered before a standby takes them")
+	f.BoolVar(&s.Failsafe, "failsafe", false, "keep answering through a store outage while every other agent of the fleet, asked over UDP, says it cannot reach the store either and promises to take none of this node's addresses (experimental)")
+	f.StringVar(&s.FailsafeListen, "failsafe-listen", defaultFailsafeListen, "where the agent answers the other agents' failsafe questions (UDP ADDR:PORT; open it between the fleet's hosts)")
+	f.StringVar(&s.FailsafeAdvertise, "failsafe-advertise", "", "the address the other agents ask this one at, in its record (default: the one this host reaches the store from)")
 	_ = c.RegisterFlagCompletionFunc("node", cobra.NoFileCompletions)
 	_ = c.RegisterFlagCompletionFunc("lease-ttl", cobra.NoFileCompletions)
+	_ = c.RegisterFlagCompletionFunc("failsafe-listen", cobra.NoFileCompletions)
+	_ = c.RegisterFlagCompletionFunc("failsafe-advertise", cobra.NoFileCompletions)
 }
 
 func (s *agentStoreOptions) parsed(c *cobra.Command) {
-	s.storeOptions.parsed(c, append([]string{"node", "lease-ttl"}, storeFlagNames...)...)
+	s.storeOptions.parsed(c, append([]string{"node", "lease-ttl", "failsafe", "failsafe-listen", "failsafe-advertise"}, storeFlagNames...)...)
 }
 
 func (s *agentStoreOptions) check() error {
@@ -217,6 +232,15 @@ func (s *agentStoreOptions) check() error {
 	if err := fleet.CheckTTL(s.LeaseTTL); err != nil {
 		return &inputError{err: err}
 	}
+	if s.Failsafe {
+		listen := s.FailsafeListen
+		if strings.HasPrefix(listen, ":") {
+			listen = "0.0.0.0" + listen
+		}
+		if _, err := netip.ParseAddrPort(listen); err != nil {
+			return badInput("--failsafe-listen %q is not ADDR:PORT or :PORT", s.FailsafeListen)
+		}
+	}
 	return nil
 }
 
@@ -224,7 +248,8 @@ func (s *agentStoreOptions) config() agent.StoreConfig {
 	if s.URL == "" {
 		return agent.StoreConfig{}
 	}
-	return agent.StoreConfig{Config: s.storeOptions.config(), Node: s.Node, TTL: s.LeaseTTL}
+	return agent.StoreConfig{Config: s.storeOptions.config(), Node: s.Node, TTL: s.LeaseTTL,
+		Failsafe: s.Failsafe, FailsafeListen: s.FailsafeListen, FailsafeAdvertise: s.FailsafeAdvertise}
 }
 
 // guardedForeground refuses claim --foreground where claims are guarded by

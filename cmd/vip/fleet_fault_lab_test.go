@@ -192,7 +192,21 @@ func TestFleetPartitionFencesBeforeTakeOver(t *testing.T) {
 	t.Parallel()
 	labtest.RequireTool(t, "arping")
 	labtest.RequireTool(t, "ndisc6")
-	f := newFleetLab(t)
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{{"lease", nil}, {"failsafe", []string{"--failsafe"}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			partitionFencesBeforeTakeOver(t, newFleetLabWith(t, tc.args...))
+		})
+	}
+}
+
+// partitionFencesBeforeTakeOver is TestFleetPartitionFencesBeforeTakeOver
+// on f. With the failsafe, a asks b, which reaches the store and says so:
+// the failsafe does not cover an outage of the owner's alone.
+func partitionFencesBeforeTakeOver(t *testing.T, f *fleetLab) {
 	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
 	capture, macA, macB := probeOwned(t, f, v4, v6, "the cut")
 

@@ -9,9 +9,11 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/netcheck"
 	"github.com/vipctl/vip/internal/state"
@@ -22,7 +24,7 @@ import (
 // every claim of eng is guarded by this agent's lease. The node's
 // registration lists this host's interfaces less the addresses vip says are
 // its own (see vipAddrs).
-func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *state.File, vip *vipAddrs, deadline *announce.Deadline, log *slog.Logger) (*fleet.Member, error) {
+func joinFleet(ctx context.Context, cfg Config, keyFile string, eng *announce.Engine, book *state.File, vip *vipAddrs, deadline *announce.Deadline, log *slog.Logger) (*fleet.Member, error) {
 	c, err := store.Open(ctx, cfg.Store.Config)
 	if err != nil {
 		return nil, err
@@ -35,16 +37,83 @@ func joinFleet(ctx context.Context, cfg Config, eng *announce.Engine, book *stat
 		}
 	}
 	sys := cfg.Sys
-	m, err := fleet.Join(ctx, fleet.Config{
+	fc := fleet.Config{
 		Store: c, Node: node, TTL: cfg.Store.TTL, Version: cfg.Version, Log: log,
 		Interfaces: func() []store.Interface { return hostInterfaces(sys, vip.of(eng.Status())) },
 		Forget:     book.Delete, Deadline: deadline, Own: announce.InterfaceAddrs,
-	}, eng)
+	}
+	if cfg.Store.Failsafe {
+		if fc.Failsafe, err = failsafeConfig(cfg.Store, keyFile); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	m, err := fleet.Join(ctx, fc, eng)
 	if err != nil {
+		if fc.Failsafe != nil {
+			fc.Failsafe.Conn.Close()
+		}
 		c.Close()
 		return nil, err
 	}
 	return m, nil
+}
+
+// failsafeConfig loads (or makes) the failsafe's key, opens its socket, and
+// finds the address the node's record gives for it: --failsafe-advertise,
+// else the address this host reaches the store's first endpoint from.
+func failsafeConfig(sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, error) {
+	key, err := failsafe.LoadKey(keyFile)
+	if err != nil {
+		return nil, err
+	}
+	listen := sc.FailsafeListen
+	if listen == "" {
+		listen = fmt.Sprintf(":%d", failsafe.DefaultPort)
+	}
+	conn, err := net.ListenPacket("udp", listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen for failsafe questions on %s: %w: give --failsafe-listen a free UDP port, or --failsafe=false", listen, err)
+	}
+	port := uint16(conn.LocalAddr().(*net.UDPAddr).Port)
+	adv, err := failsafeAdvertise(sc, port)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: adv}, nil
+}
+
+// failsafeAdvertise is where the other agents ask this one.
+func failsafeAdvertise(sc StoreConfig, port uint16) (netip.AddrPort, error) {
+	if sc.FailsafeAdvertise != "" {
+		ap, err := netip.ParseAddrPort(sc.FailsafeAdvertise)
+		if err != nil {
+			a, aerr := netip.ParseAddr(sc.FailsafeAdvertise)
+			if aerr != nil {
+				return netip.AddrPort{}, fmt.Errorf("--failsafe-advertise %q is not ADDR or ADDR:PORT", sc.FailsafeAdvertise)
+			}
+			ap = netip.AddrPortFrom(a, port)
+		}
+		return ap, nil
+	}
+	endpoints, _, err := store.ParseURL(sc.URL)
+	if err != nil || len(endpoints) == 0 {
+		return netip.AddrPort{}, fmt.Errorf("find the address to advertise for the failsafe: give --failsafe-advertise ADDR")
+	}
+	host := endpoints[0]
+	if i := strings.Index(host, "://"); i >= 0 {
+		host = host[i+3:]
+	}
+	// A UDP socket connected to the store sends nothing, and its local
+	// address is the one the routes pick towards it.
+	c, err := net.Dial("udp", host)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("find the address this host reaches the store from (%s): %w: give --failsafe-advertise ADDR", host, err)
+	}
+	defer c.Close()
+	local := c.LocalAddr().(*net.UDPAddr).AddrPort()
+	return netip.AddrPortFrom(local.Addr().Unmap(), port), nil
 }
 
 // adoptGuarded re-adopts a dead agent's claims through the store: those

@@ -66,6 +66,13 @@ type StoreConfig struct {
 	Node string
 	// TTL is the lease's time to live; zero takes fleet.DefaultTTL.
 	TTL time.Duration
+	// Failsafe turns the failsafe on (fleet.FailsafeConfig): it answers
+	// on FailsafeListen (UDP ADDR:PORT) and its record says
+	// FailsafeAdvertise (empty: the address this host reaches the store
+	// from, and the port listened on).
+	Failsafe          bool
+	FailsafeListen    string
+	FailsafeAdvertise string
 }
 
 // OnStop says what a guarded agent does with its claims when it stops.
@@ -295,7 +302,7 @@ func (d *daemon) stopKeeping() {
 // and has the registration follow the host's interfaces and addresses.
 func (d *daemon) joinFleet(ctx context.Context) error {
 	var err error
-	if d.member, err = joinFleet(ctx, d.cfg, d.rt.Engine, d.book, d.vip, d.deadline, d.log); err != nil {
+	if d.member, err = joinFleet(ctx, d.cfg, d.paths.Key, d.rt.Engine, d.book, d.vip, d.deadline, d.log); err != nil {
 		return err
 	}
 	// From here the registration follows the host's interfaces and

@@ -21,12 +21,14 @@ import (
 // with different sockets never share one.
 type Paths struct {
 	Socket, Lock, State, Log string
+	// Key is the failsafe's key (failsafe.LoadKey).
+	Key string
 }
 
 // PathsFor returns the paths of the agent on socket.
 func PathsFor(socket string) Paths {
 	base := strings.TrimSuffix(socket, ".sock")
-	return Paths{Socket: socket, Lock: socket + ".lock", State: base + ".state", Log: base + ".log"}
+	return Paths{Socket: socket, Lock: socket + ".lock", State: base + ".state", Log: base + ".log", Key: base + ".failsafe-key"}
 }
 
 // ErrRunning is returned when another agent already serves the socket.

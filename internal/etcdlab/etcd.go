@@ -10,6 +10,8 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -179,6 +181,27 @@ func (e *Etcd) Stop(t labtest.TB) {
 func (e *Etcd) Kill(t labtest.TB) {
 	t.Helper()
 	e.proc.Kill(t)
+}
+
+// Freeze stops etcd's process with SIGSTOP, as a stalled host or VM would:
+// its connections stay open and nothing answers on them. thaw (SIGCONT)
+// wakes it; it runs at cleanup too, so that the process can be stopped.
+func (e *Etcd) Freeze(t labtest.TB) (thaw func()) {
+	t.Helper()
+	pid := e.proc.Pid()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("SIGSTOP to etcd (pid %d): %v", pid, err)
+	}
+	var once sync.Once
+	thaw = func() {
+		once.Do(func() {
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil && !e.proc.Exited() {
+				t.Errorf("SIGCONT to etcd (pid %d): %v", pid, err)
+			}
+		})
+	}
+	t.Cleanup(thaw)
+	return thaw
 }
 
 // Restart stops etcd if it is running, starts it again on the same data

@@ -60,6 +60,11 @@ const (
 	// held back since the last one; a stall's, the addresses lost.
 	Withheld Kind = "withheld"
 	Stall    Kind = "stall"
+	// Failsafe reports an owner that answers past its lease's deadline
+	// while the store is unreachable, every other node having promised
+	// to take none of its addresses meanwhile (state "failsafe"), and
+	// its end once the store is back (state "store").
+	Failsafe Kind = "failsafe"
 	// HookFailed reports a hook (vip agent --on-change) that exited
 	// non-zero, ran past its timeout or could not start, and changes
 	// that no hook will see (dropped from a full queue, missed by a

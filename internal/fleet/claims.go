@@ -44,6 +44,9 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
+	if err := m.keepPromises(ctx); err != nil {
+		return nil, err
+	}
 	now := m.clock.Now()
 	items := make([]announce.Claim, len(reqs))
 	for i, r := range reqs {
@@ -423,6 +426,9 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
+	if err := m.keepPromises(ctx); err != nil {
+		return false, 0, err
+	}
 	rec := m.claimRecord(a, tk.ifname, m.macs()[tk.ifname], m.clock.Now(), tk.opts)
 	if tk.home != m.cfg.Node {
 		rec.Home = tk.home

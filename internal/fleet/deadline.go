@@ -29,6 +29,7 @@ func (m *Member) moveDeadline(sent time.Duration) {
 	if err := m.cfg.Deadline.Set(sent + m.timing.FenceAfter()); err != nil {
 		m.log.Error("move the answer deadline: the responders keep the older one and fall silent at it", "err", err)
 	}
+	m.failsafeRenewed(sent + m.timing.FenceAfter())
 }
 
 // reportWithheld says, in an event, how many frames were withheld for a

@@ -56,6 +56,9 @@ func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
 		took, _, err := m.takeKey(ctx, tks[0].addr, tks[0])
 		return took, err
 	}
+	if err := m.keepPromises(ctx); err != nil {
+		return false, err
+	}
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()

@@ -183,6 +183,12 @@ type Ledger interface {
 	// got to.
 	WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64
 
+	// Nodes reads the live nodes' records, and the revision read.
+	Nodes(ctx context.Context) ([]store.Node, int64, error)
+	// WatchNodes watches the nodes' records from after rev, calling fn
+	// after each batch of changes, until the watch breaks or ctx is
+	// done; it returns the revision it got to.
+	WatchNodes(ctx context.Context, rev int64, fn func()) int64
 	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
 

@@ -490,6 +490,10 @@ func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, don
 
 func (l *etcdLedger) Fleet(ctx context.Context) (store.View, error) { return l.c.Fleet(ctx) }
 
+func (l *etcdLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
+	return l.c.NodeRecords(ctx)
+}
+
 func (l *etcdLedger) MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error) {
 	if all {
 		return l.c.Fleet(ctx)

@@ -789,6 +789,18 @@ func (l *fakeLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 	})
 }
 
+func (l *fakeLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
+	v, err := l.MoveView(ctx, nil, true)
+	return v.Nodes, v.Revision, err
+}
+
+// WatchNodes tells of no change: the fake keeps no events of the nodes'
+// records, and the member reads them again every TTL.
+func (l *fakeLedger) WatchNodes(ctx context.Context, rev int64, _ func()) int64 {
+	<-ctx.Done()
+	return rev
+}
+
 func (l *fakeLedger) Fleet(ctx context.Context) (store.View, error) {
 	return l.MoveView(ctx, nil, true)
 }

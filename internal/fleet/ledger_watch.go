@@ -93,6 +93,20 @@ func (l *etcdLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 	return rev
 }
 
+func (l *etcdLedger) WatchNodes(ctx context.Context, rev int64, fn func()) int64 {
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+	for wr := range wch {
+		if at, ok := broken(wr, rev); ok {
+			return at
+		}
+		if len(wr.Events) > 0 {
+			fn()
+		}
+		rev = wr.Header.Revision
+	}
+	return rev
+}
+
 // WatchMoves watches the move records and the claims' deletions, on two
 // watches of one context: claims being created, which a filling fleet
 // writes by the hundred thousand, never leave the store. When a watch

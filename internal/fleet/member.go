@@ -107,7 +107,10 @@ type Config struct {
 	// (announce.InterfaceAddrs): a guarded claim of one that vip did not
 	// add is refused. Nil refuses none.
 	Own func(ifname string) map[netip.Addr]bool
-	Log *slog.Logger
+	// Failsafe, when set, keeps this node's addresses answered through
+	// a store outage that every other node sees too (FailsafeConfig).
+	Failsafe *FailsafeConfig
+	Log      *slog.Logger
 }
 
 // owned is a guarded claim: the key is this node's.
@@ -216,6 +219,9 @@ type Member struct {
 	// goroutine of its own from outside it then.
 	closed bool
 
+	// fs is the failsafe (nil: off).
+	fs *failsafeState
+
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
 	resuming atomic.Bool
@@ -265,6 +271,9 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
+	if cfg.Failsafe != nil {
+		m.startFailsafe()
+	}
 	if err := m.register(ctx); err != nil {
 		return nil, err
 	}
@@ -286,6 +295,9 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	go func() { defer m.wg.Done(); m.renewLoop(runCtx) }()
 	go func() { defer m.wg.Done(); m.watchLoop(runCtx, rev) }()
 	go func() { defer m.wg.Done(); m.cordonLoop(runCtx) }()
+	if m.fs != nil {
+		m.runFailsafe(runCtx)
+	}
 	endpoints, _ := m.l.Where()
 	m.log.Info("joined the fleet", "store", strings.Join(endpoints, ","), "lease_ttl", cfg.TTL,
 		"fence_after", m.timing.FenceAfter(), "renew_every", m.timing.Renew)

@@ -81,10 +81,12 @@ func (m *Member) interfaces() []store.Interface {
 
 // nodeRecord is this node's registration, with its interfaces ifs.
 func (m *Member) nodeRecord(ifs []store.Interface) store.Node {
-	return store.Node{
+	rec := store.Node{
 		Node: m.cfg.Node, Version: m.cfg.Version, Host: m.host, PID: os.Getpid(), BootID: m.boot,
 		Started: m.start.UTC(), LeaseTTL: store.Duration(m.cfg.TTL), Interfaces: ifs,
 	}
+	m.failsafeRecord(&rec)
+	return rec
 }
 
 // predecessor says whether other is this host's own agent that died.

@@ -218,6 +218,7 @@ func (m *Member) renewLoop(ctx context.Context) {
 			m.log.Warn("this agent did not run for longer than its fence delay: frozen or starved", "for", gap.Round(time.Millisecond))
 		}
 		m.renewAsync(ctx)
+		m.failsafeTick(ctx)
 		m.reportWithheld()
 		last = m.cfg.Deadline.Now()
 		select {

@@ -54,6 +54,11 @@ type Node struct {
 	// --on-stop keep), leaving its lease and keys to its successor on
 	// the host: zero while it runs, and for an agent that died.
 	Stopped time.Time `json:"stopped,omitzero"`
+	// FailsafeKey is the public half of the agent's failsafe key (base64
+	// Ed25519), and Failsafe where it answers failsafe questions
+	// (ADDR:PORT, UDP): empty when its failsafe is off.
+	FailsafeKey string `json:"failsafe_key,omitempty"`
+	Failsafe    string `json:"failsafe,omitempty"`
 	// Lease is the agent's lease, read from the key (not stored in it).
 	Lease int64 `json:"lease,omitempty"`
 }

@@ -98,6 +98,22 @@ func (c *Client) Fleet(ctx context.Context) (View, error) {
 	return b.view(rev), nil
 }
 
+// NodeRecords reads the live nodes' records, one range of nodes/, and the
+// revision read.
+func (c *Client) NodeRecords(ctx context.Context) ([]Node, int64, error) {
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, 0, c.Explain(err)
+	}
+	b := newViewBuilder(c.Keys)
+	for _, kv := range resp.Kvs {
+		b.add(kv)
+	}
+	return b.v.Nodes, resp.Header.Revision, nil
+}
+
 // maxTxnAddrs bounds the addresses whose records one transaction reads
 // (two reads each, under etcd's default of 128 operations a transaction).
 const maxTxnAddrs = 60

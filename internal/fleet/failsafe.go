@@ -1,0 +1,387 @@
+package fleet
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"net"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/failsafe"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// FailsafeConfig turns on the failsafe (Config.Failsafe): an owner whose
+// renewals no longer reach the store keeps answering past its lease's
+// deadline while every other live node of the fleet says, over a signed
+// channel (package failsafe), that it does not reach the store either and
+// promises not to take any of the owner's addresses for a while.
+//
+// Who is asked is every node whose record the owner last read from the
+// store: any of them could take an address whose owner's lease expired.
+// A node of the fleet takes nothing through the store while a promise it
+// made is in force, nor, once started, for a promise's length (what an
+// earlier agent of the node may have promised). An owner with no other
+// node to ask has no failsafe: nothing tells its own outage from the
+// store's.
+type FailsafeConfig struct {
+	// Key is this agent's key (failsafe.LoadKey); Conn where it answers
+	// questions, and Advertise the address its record gives for it.
+	Key       ed25519.PrivateKey
+	Conn      net.PacketConn
+	Advertise netip.AddrPort
+}
+
+// failsafeTiming is the failsafe's timing for the member's: how long a
+// promise lasts, how long a round waits for answers, and how old the
+// last acknowledged renewal is when a node counts as not reaching the
+// store (and an owner starts asking). All scale with the TTL.
+func (t Timing) failsafePromise() time.Duration { return t.TTL / 2 }
+func (t Timing) failsafeTimeout() time.Duration { return t.Renew }
+func (t Timing) unreachedAfter() time.Duration  { return 2 * t.Renew }
+
+// failsafeState is the member's failsafe: the peers as last read, the
+// promises made, and, as an owner, the rounds asked.
+type failsafeState struct {
+	cfg    FailsafeConfig
+	asker  *failsafe.Asker
+	server *failsafe.Server
+	asking atomic.Bool
+
+	mu sync.Mutex
+	// peers are the live nodes as last read from the store, with their
+	// keys and where they answer.
+	peers map[string]failsafePeer
+	// promised is, by owner, until when this node promised to take none
+	// of its addresses (the member's clock); holdUntil the same for
+	// whatever an earlier agent of this node promised (start plus a
+	// promise's length).
+	promised  map[string]time.Time
+	holdUntil time.Time
+	// since is when this owner started answering on failsafe (zero: it
+	// is not), ackedBy who acknowledged the last round, at when.
+	since   time.Time
+	ackedBy []string
+	ackedAt time.Time
+	// leaseUntil is the deadline the last acknowledged renewal gave, on
+	// the Deadline's clock: one later than it is the failsafe's.
+	leaseUntil time.Duration
+}
+
+type failsafePeer struct {
+	key  ed25519.PublicKey
+	addr netip.AddrPort
+}
+
+// startFailsafe sets up the failsafe of a member that has one: its record
+// fields, the server answering the fleet's owners, and the reads of the
+// peers. Called by Join before the member runs.
+func (m *Member) startFailsafe() {
+	fc := m.cfg.Failsafe
+	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{},
+		holdUntil: m.start.Add(m.timing.failsafePromise())}
+	fs.asker = failsafe.NewAsker(m.cfg.Node, fc.Key, fs.keyOf)
+	fs.server = failsafe.NewServer(failsafe.ServerConfig{Conn: fc.Conn, Node: m.cfg.Node, Key: fc.Key, KeyOf: fs.keyOf,
+		Decide: m.failsafeDecide, Log: m.log})
+	m.fs = fs
+}
+
+// runFailsafe answers questions and reads the peers until ctx ends.
+func (m *Member) runFailsafe(ctx context.Context) {
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		if err := m.fs.server.Serve(ctx); err != nil {
+			m.log.Error("failsafe: the channel stopped: this node answers no owner's questions", "err", err)
+		}
+	}()
+	go func() {
+		defer m.wg.Done()
+		// Read, then watch from the read's revision; a change read
+		// again at once, a broken watch after a renewal period. A
+		// read every TTL besides, whatever the watch says.
+		changed := make(chan struct{}, 1)
+		rev := m.readPeers(ctx)
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			for ctx.Err() == nil {
+				rev = m.l.WatchNodes(ctx, rev, func() {
+					select {
+					case changed <- struct{}{}:
+					default:
+					}
+				})
+				select {
+				case <-ctx.Done():
+				case <-m.clock.After(m.timing.Renew):
+				}
+			}
+		}()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-changed:
+			case <-m.clock.After(m.timing.TTL):
+			}
+			m.readPeers(ctx)
+		}
+	}()
+}
+
+func (fs *failsafeState) keyOf(node string) (ed25519.PublicKey, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	p, ok := fs.peers[node]
+	return p.key, ok && p.key != nil
+}
+
+// readPeers reads the live nodes' keys and addresses, and returns the
+// revision read (0: none). While the store does not answer, the last read
+// stands: those are the nodes an owner asks.
+func (m *Member) readPeers(ctx context.Context) int64 {
+	nodes, rev, err := m.l.Nodes(ctx)
+	if err != nil {
+		m.log.Debug("failsafe: read the fleet's nodes", "err", err)
+		return 0
+	}
+	peers := map[string]failsafePeer{}
+	for _, n := range nodes {
+		if n.Node == m.cfg.Node || n.FailsafeKey == "" {
+			continue
+		}
+		key, err := failsafe.ParsePublicKey(n.FailsafeKey)
+		if err != nil {
+			m.log.Warn("failsafe: a node's record has a key that does not parse: its answers count for nothing", "peer", n.Node, "err", err)
+			continue
+		}
+		addr, err := netip.ParseAddrPort(n.Failsafe)
+		if err != nil {
+			m.log.Warn("failsafe: a node's record says no address to ask it at", "peer", n.Node, "failsafe", n.Failsafe)
+			continue
+		}
+		peers[n.Node] = failsafePeer{key: key, addr: addr}
+	}
+	m.fs.mu.Lock()
+	m.fs.peers = peers
+	m.fs.mu.Unlock()
+	return rev
+}
+
+// failsafeRecord adds the failsafe's fields to the node's record.
+func (m *Member) failsafeRecord(rec *store.Node) {
+	if m.cfg.Failsafe == nil {
+		return
+	}
+	rec.FailsafeKey = failsafe.PublicKey(m.cfg.Failsafe.Key)
+	rec.Failsafe = m.cfg.Failsafe.Advertise.String()
+}
+
+// failsafeDecide is this node's answer to an owner's question: that it
+// reaches the store (its last renewal was acknowledged lately), or that
+// it does not either, with a promise to take none of the owner's
+// addresses for as long as asked, at most a promise's length.
+func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Duration, string) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	closed, renewed := m.closed, m.renewed
+	m.mu.Unlock()
+	if closed {
+		return failsafe.Refused, 0, "this node's agent is stopping"
+	}
+	if age := now.Sub(renewed); age < m.timing.unreachedAfter() {
+		return failsafe.ReachesStore, 0, fmt.Sprintf("its lease was renewed %s ago", age.Round(time.Millisecond))
+	}
+	p := min(q.Promise(), m.timing.failsafePromise())
+	fs := m.fs
+	fs.mu.Lock()
+	if until := now.Add(p); until.After(fs.promised[q.From]) {
+		fs.promised[q.From] = until
+	}
+	fs.mu.Unlock()
+	return failsafe.Accepted, p, ""
+}
+
+// keepPromises waits until no promise this node made (or an earlier agent
+// of it may have made) is in force: a take through the store before then
+// could take an address whose owner answers on failsafe on the strength
+// of that promise.
+func (m *Member) keepPromises(ctx context.Context) error {
+	if m.fs == nil {
+		return nil
+	}
+	m.fs.mu.Lock()
+	until, owner := m.fs.holdUntil, "an earlier agent's owners"
+	for o, t := range m.fs.promised {
+		if t.After(until) {
+			until, owner = t, o
+		}
+	}
+	m.fs.mu.Unlock()
+	wait := m.clock.Until(until)
+	if wait <= 0 {
+		return nil
+	}
+	m.log.Info("failsafe: takes nothing until its promise ends", "owner", owner, "for", wait.Round(time.Millisecond))
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-m.clock.After(wait):
+		return nil
+	}
+}
+
+// failsafeTick starts a round of questions when this owner's renewals no
+// longer reach the store, one at a time.
+func (m *Member) failsafeTick(ctx context.Context) {
+	if m.fs == nil {
+		return
+	}
+	m.mu.Lock()
+	unreached := m.clock.Since(m.renewed) >= m.timing.unreachedAfter()
+	fenced, owns := !m.fencedAt.IsZero(), len(m.owned) > 0
+	m.mu.Unlock()
+	if !unreached || fenced || !owns || !m.fs.asking.CompareAndSwap(false, true) {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer m.fs.asking.Store(false)
+		m.failsafeRound(ctx)
+	}()
+}
+
+// failsafeRound asks every peer at once. If all accept, the answer
+// deadline moves to the earliest promise's end counted from the round's
+// send time (a promise counts from its receipt, which is later), unless
+// the deadline passed or closed meanwhile: once fenced, only the store
+// opens it again. If any does not, the failsafe ends, and with it the
+// answers, if the deadline in force is one the failsafe gave.
+func (m *Member) failsafeRound(ctx context.Context) {
+	fs := m.fs
+	fs.mu.Lock()
+	targets := make([]failsafe.Target, 0, len(fs.peers))
+	for n, p := range fs.peers {
+		targets = append(targets, failsafe.Target{Node: n, Addr: p.addr})
+	}
+	fs.mu.Unlock()
+	if len(targets) == 0 {
+		return // no one to tell the store's outage from this node's own
+	}
+	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
+	replies := fs.asker.Ask(ctx, targets, int64(lease), m.timing.failsafePromise(), m.timing.failsafeTimeout())
+	promise := m.timing.failsafePromise()
+	var refused []string
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			refused = append(refused, fmt.Sprintf("%s did not answer (%v)", r.Node, r.Err))
+		case r.Verdict != failsafe.Accepted:
+			refused = append(refused, fmt.Sprintf("%s %s: %s", r.Node, r.Verdict, r.Why))
+		default:
+			promise = min(promise, r.Promise)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if len(refused) > 0 {
+		m.failsafeEnds(strings.Join(refused, "; "))
+		return
+	}
+	m.ackMu.Lock()
+	defer m.ackMu.Unlock()
+	m.mu.Lock()
+	storeBack := m.renewed.After(sent) || lease != m.lease
+	m.mu.Unlock()
+	at, now := m.cfg.Deadline.At()
+	if storeBack || at == announce.ClosedAt || at <= now {
+		return
+	}
+	until := sentBoot + promise
+	if until > at {
+		if err := m.cfg.Deadline.Set(until); err != nil {
+			m.log.Error("failsafe: move the answer deadline", "err", err)
+			return
+		}
+		m.mu.Lock()
+		m.fence.Reset(m.clock.Until(sent.Add(promise)))
+		m.mu.Unlock()
+	}
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Node
+	}
+	fs.mu.Lock()
+	first := fs.since.IsZero()
+	if first {
+		fs.since = sent
+	}
+	fs.ackedBy, fs.ackedAt = names, m.clock.Now()
+	fs.mu.Unlock()
+	if first {
+		msg := fmt.Sprintf("the store is unreachable: answering on failsafe, acknowledged by %s", strings.Join(names, ", "))
+		m.log.Warn("failsafe: answering past the lease's deadline", "acknowledged_by", strings.Join(names, ","))
+		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "failsafe", Message: msg})
+	}
+}
+
+// failsafeEnds takes a round that not every peer accepted: if the deadline
+// in force is the failsafe's (past the lease's), the member fences now;
+// else the lease's deadline stands and the fence comes at it.
+func (m *Member) failsafeEnds(why string) {
+	at, _ := m.cfg.Deadline.At()
+	m.fs.mu.Lock()
+	on, leaseUntil := !m.fs.since.IsZero(), m.fs.leaseUntil
+	m.fs.mu.Unlock()
+	if at != announce.ClosedAt && at > leaseUntil {
+		m.fenceWhy("the failsafe ended: " + why)
+		return
+	}
+	if on {
+		m.log.Debug("failsafe: not every peer accepted", "why", why)
+	}
+}
+
+// failsafeRenewed notes the lease's deadline a renewal gave, and ends a
+// failsafe under way: the store is back.
+func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
+	if m.fs == nil {
+		return
+	}
+	now := m.clock.Now()
+	m.fs.mu.Lock()
+	m.fs.leaseUntil = leaseUntil
+	since := m.fs.since
+	m.fs.since, m.fs.ackedBy = time.Time{}, nil
+	m.fs.mu.Unlock()
+	if !since.IsZero() {
+		m.log.Info("failsafe: the store is back", "after", now.Sub(since).Round(time.Millisecond))
+		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "store",
+			Message: fmt.Sprintf("the store is back: answered on failsafe for %s", now.Sub(since).Round(time.Millisecond))})
+	}
+}
+
+// FailsafeInfo says whether this owner answers on failsafe: since when,
+// acknowledged last by whom and when (zero since: it does not).
+func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt time.Time) {
+	if m.fs == nil {
+		return
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt
+}
