@@ -355,6 +355,16 @@ func TestStatusStoreGolden(t *testing.T) {
 	if got, want := storeLine(s, time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)), ", answers nothing until the store acknowledges a renewal (3 frames withheld),"; !strings.Contains(got, want) || strings.Contains(got, "passed") {
 		t.Errorf("got %q, want it to say %q and nothing passed", got, want)
 	}
+	// On failsafe: since when the store is unreachable, who acknowledged.
+	s = *st.Agent.Store
+	now := time.Date(2026, 11, 30, 1, 2, 2, 0, time.UTC)
+	s.Renewed = now.Add(-20 * time.Second)
+	s.Failsafe = &api.Failsafe{Since: now.Add(-19 * time.Second), AckedBy: []string{"b", "c"}, AckedAt: now.Add(-400 * time.Millisecond)}
+	want = fmt.Sprintf("; store unreachable since %s: ANSWERING ON FAILSAFE since %s, acknowledged by b, c 400ms ago",
+		s.Renewed.Local().Format(time.TimeOnly), s.Failsafe.Since.Local().Format(time.TimeOnly))
+	if got := storeLine(s, now); !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to say %q", got, want)
+	}
 }
 
 // ms is a step of a move's timeline in a fixture.

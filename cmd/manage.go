@@ -262,6 +262,11 @@ func storeLine(s api.Store, now time.Time) string {
 			line += fmt.Sprintf(" (%d frames withheld)", s.Withheld)
 		}
 	}
+	if f := s.Failsafe; f != nil {
+		line += fmt.Sprintf("; store unreachable since %s: ANSWERING ON FAILSAFE since %s, acknowledged by %s %s ago",
+			s.Renewed.Local().Format(time.TimeOnly), f.Since.Local().Format(time.TimeOnly), strings.Join(f.AckedBy, ", "),
+			now.Sub(f.AckedAt).Round(100*time.Millisecond))
+	}
 	if !s.Fenced.IsZero() {
 		line += ", FENCED since " + s.Fenced.Local().Format(time.TimeOnly) + ": it answers for no guarded claim until it renews its lease"
 	}

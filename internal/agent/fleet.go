@@ -81,7 +81,7 @@ func failsafeConfig(sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, erro
 		conn.Close()
 		return nil, err
 	}
-	return &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: adv}, nil
+	return &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: adv, Promises: strings.TrimSuffix(keyFile, "-key") + "-promises"}, nil
 }
 
 // failsafeAdvertise is where the other agents ask this one.

@@ -181,6 +181,20 @@ type Store struct {
 	Withheld       uint64    `json:"withheld"`
 	// Cordon is this node's cordon while it holds (vip cordon).
 	Cordon *Cordon `json:"cordon,omitempty"`
+	// FailsafeEnabled says the agent runs with --failsafe; Failsafe is
+	// set while it answers on failsafe.
+	FailsafeEnabled bool      `json:"failsafe_enabled,omitempty"`
+	Failsafe        *Failsafe `json:"failsafe,omitempty"`
+}
+
+// Failsafe is an agent answering past its lease's deadline because the
+// store is unreachable and every other node of the fleet said it does not
+// reach it either and promised to take none of its addresses: since when,
+// and who acknowledged the last round, when.
+type Failsafe struct {
+	Since   time.Time `json:"since"`
+	AckedBy []string  `json:"acked_by"`
+	AckedAt time.Time `json:"acked_at"`
 }
 
 // The states of a Claim: the engine's (announcing, holding, waiting,

@@ -3,9 +3,13 @@ package fleet
 import (
 	"context"
 	"crypto/ed25519"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -25,18 +29,23 @@ import (
 // promises not to take any of the owner's addresses for a while.
 //
 // Who is asked is every node whose record the owner last read from the
-// store: any of them could take an address whose owner's lease expired.
+// store: any of them could take an address whose owner's lease expired;
+// one that runs without the failsafe cannot promise, so there is none.
 // A node of the fleet takes nothing through the store while a promise it
-// made is in force, nor, once started, for a promise's length (what an
-// earlier agent of the node may have promised). An owner with no other
-// node to ask has no failsafe: nothing tells its own outage from the
-// store's.
+// made is in force, its earlier agents' included (kept on disk; an agent
+// that cannot read them takes nothing for a promise's length). An owner
+// with no other node to ask has no failsafe: nothing tells its own outage
+// from the store's.
 type FailsafeConfig struct {
 	// Key is this agent's key (failsafe.LoadKey); Conn where it answers
 	// questions, and Advertise the address its record gives for it.
 	Key       ed25519.PrivateKey
 	Conn      net.PacketConn
 	Advertise netip.AddrPort
+	// Promises is the file that keeps the promises this node made, so
+	// that an agent started again keeps its predecessor's (empty: none
+	// kept, and a started agent takes nothing for a promise's length).
+	Promises string
 }
 
 // failsafeTiming is the failsafe's timing for the member's: how long a
@@ -57,8 +66,10 @@ type failsafeState struct {
 
 	mu sync.Mutex
 	// peers are the live nodes as last read from the store, with their
-	// keys and where they answer.
-	peers map[string]failsafePeer
+	// keys and where they answer; keyless those that run without the
+	// failsafe, which cannot promise anything.
+	peers   map[string]failsafePeer
+	keyless []string
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
 	// whatever an earlier agent of this node promised (start plus a
@@ -85,8 +96,18 @@ type failsafePeer struct {
 // peers. Called by Join before the member runs.
 func (m *Member) startFailsafe() {
 	fc := m.cfg.Failsafe
-	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{},
-		holdUntil: m.start.Add(m.timing.failsafePromise())}
+	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}}
+	if kept, err := loadPromises(fc.Promises); err != nil {
+		m.log.Warn("failsafe: the promises of an earlier agent cannot be read: this one takes nothing for a promise's length", "err", err)
+		fs.holdUntil = m.start.Add(m.timing.failsafePromise())
+	} else {
+		for o, until := range kept {
+			if until.After(m.clock.Now()) {
+				fs.promised[o] = until
+				m.log.Info("failsafe: keeps an earlier agent's promise", "owner", o, "until", until)
+			}
+		}
+	}
 	fs.asker = failsafe.NewAsker(m.cfg.Node, fc.Key, fs.keyOf)
 	fs.server = failsafe.NewServer(failsafe.ServerConfig{Conn: fc.Conn, Node: m.cfg.Node, Key: fc.Key, KeyOf: fs.keyOf,
 		Decide: m.failsafeDecide, Log: m.log})
@@ -154,8 +175,13 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		return 0
 	}
 	peers := map[string]failsafePeer{}
+	var keyless []string
 	for _, n := range nodes {
-		if n.Node == m.cfg.Node || n.FailsafeKey == "" {
+		if n.Node == m.cfg.Node {
+			continue
+		}
+		if n.FailsafeKey == "" {
+			keyless = append(keyless, n.Node)
 			continue
 		}
 		key, err := failsafe.ParsePublicKey(n.FailsafeKey)
@@ -171,7 +197,7 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		peers[n.Node] = failsafePeer{key: key, addr: addr}
 	}
 	m.fs.mu.Lock()
-	m.fs.peers = peers
+	m.fs.peers, m.fs.keyless = peers, keyless
 	m.fs.mu.Unlock()
 	return rev
 }
@@ -203,10 +229,16 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 	p := min(q.Promise(), m.timing.failsafePromise())
 	fs := m.fs
 	fs.mu.Lock()
+	defer fs.mu.Unlock()
 	if until := now.Add(p); until.After(fs.promised[q.From]) {
 		fs.promised[q.From] = until
+		// On disk before the answer leaves: an agent started again
+		// keeps it.
+		if err := savePromises(fs.cfg.Promises, fs.promised, now); err != nil {
+			m.log.Error("failsafe: keep a promise on disk: none made", "err", err)
+			return failsafe.Refused, 0, "this node cannot keep its promise on disk"
+		}
 	}
-	fs.mu.Unlock()
 	return failsafe.Accepted, p, ""
 }
 
@@ -278,6 +310,15 @@ func (m *Member) failsafeRound(ctx context.Context) {
 		return // no one to tell the store's outage from this node's own
 	}
 	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
+	fs.mu.Lock()
+	keyless := slices.Clone(fs.keyless)
+	fs.mu.Unlock()
+	if len(keyless) > 0 {
+		// A node that cannot be asked could take any address once the
+		// lease expires: no failsafe.
+		m.failsafeEnds(strings.Join(keyless, ", ") + " run without --failsafe and cannot promise")
+		return
+	}
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
@@ -384,4 +425,58 @@ func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt time
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
 	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt
+}
+
+// loadPromises reads the promises kept in path (none when there is no
+// file, or no path).
+func loadPromises(path string) (map[string]time.Time, error) {
+	kept := map[string]time.Time{}
+	if path == "" {
+		return kept, nil
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return kept, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &kept); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return kept, nil
+}
+
+// savePromises writes the promises still in force at now to path, whole
+// or not at all (a new file renamed over the old, synced first).
+func savePromises(path string, promised map[string]time.Time, now time.Time) error {
+	if path == "" {
+		return nil
+	}
+	live := map[string]time.Time{}
+	for o, until := range promised {
+		if until.After(now) {
+			live[o] = until.UTC()
+		}
+	}
+	b, err := json.Marshal(live)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".promises-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(b)
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	return err
 }

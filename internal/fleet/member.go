@@ -474,6 +474,12 @@ func (m *Member) Info() api.Store {
 	if c, ok := m.Cordon(); ok {
 		st.Cordon = c.API(m.clock.Now())
 	}
+	if m.fs != nil {
+		st.FailsafeEnabled = true
+		if since, by, at := m.FailsafeInfo(); !since.IsZero() {
+			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at}
+		}
+	}
 	if d := m.cfg.Deadline; d != nil {
 		st.Withheld = d.Withheld()
 		if d.Closed() {
