@@ -59,9 +59,10 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzServerRequest$$' -fuzztime 20000x ./internal/agent
 	$(GO) test -run '^$$' -fuzz '^FuzzServerEngine$$' -fuzztime 20000x ./internal/agent
 
-# The completions, the man pages and the README's table of exit codes.
+# The completions, the man pages, the command reference (docs/cli) and the
+# README's table of exit codes.
 generate:
-	$(GO) generate ./completions ./man
+	$(GO) generate ./completions ./man ./docs/cli
 	$(GO) test ./cmd -run '^TestREADMEExitCodes$$' -update
 
 goreleaser:

@@ -19,7 +19,7 @@ import (
 // and their clients must authenticate again.
 const authTokenTTL = 2 * time.Second
 
-// vipRoles are the README's least-privilege roles on /vip/, and a user of
+// vipRoles are docs/authentication.md's least-privilege roles on /vip/, and a user of
 // each (carol is an operator known by her client certificate alone).
 func vipRoles() etcdlab.Auth {
 	return etcdlab.Auth{
@@ -49,7 +49,7 @@ func passwordFile(t *testing.T, dir, user, password string) string {
 }
 
 // TestStoreAuthentication, against a real etcd with authentication enabled
-// and the README's roles on /vip/: agents claim and move with their
+// and docs/authentication.md's roles on /vip/: agents claim and move with their
 // credentials, through token expiries; an operator moves, by password and
 // by client certificate, and the history names who the store
 // authenticated; a viewer reads the fleet and the history and is refused

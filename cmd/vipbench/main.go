@@ -18,8 +18,10 @@
 //
 // A run of some steps (-run) splices what it measured into the -out file
 // as it is (splice.go): its rows, sections, notes and step times replace
-// theirs, the rest stays, and the file's preamble names the run, its
-// commit and its steps. So a single step can be re-measured.
+// theirs, the rest stays, and the file's run log, at its end, names the
+// run, its commit and its steps. So a single step can be re-measured.
+// Whole or spliced, the file then opens with the table of its headline
+// figures, read from its own sections (headline.go).
 //
 // Every scenario is bounded in time. One that cannot run is reported as
 // failed, in the output and in BENCHMARKS.md, and the driver goes on with
@@ -159,13 +161,9 @@ func writeReport(o *options, rep *report, stdout, stderr io.Writer) error {
 	if err := rep.write(&buf); err != nil {
 		return err
 	}
-	if o.out == "-" {
-		_, err := stdout.Write(buf.Bytes())
-		return err
-	}
 	out := buf.String()
 	how := "wrote"
-	if o.only != nil {
+	if o.only != nil && o.out != "-" {
 		old, err := os.ReadFile(o.out)
 		switch {
 		case err == nil:
@@ -173,6 +171,11 @@ func writeReport(o *options, rep *report, stdout, stderr io.Writer) error {
 		case !errors.Is(err, fs.ErrNotExist):
 			return fmt.Errorf("read %s to splice this run into it: %w", o.out, err)
 		}
+	}
+	out = withHeadline(out)
+	if o.out == "-" {
+		_, err := io.WriteString(stdout, out)
+		return err
 	}
 	if err := os.WriteFile(o.out, []byte(out), 0o644); err != nil {
 		return err

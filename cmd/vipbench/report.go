@@ -151,16 +151,6 @@ func verdictOf(ok bool) verdict {
 func (r *report) write(w io.Writer) error {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("# Benchmarks\n\n")
-	p("Written by `%s`; every number below is from that one run.\n\n", r.Command)
-	p("**Machine:** %s.  \n", r.Machine)
-	p("**Code:** %s.  \n", r.Machine.Source)
-	mode := "full run"
-	if r.Short {
-		mode = "short run (`-short`: shorter load runs, idle measured over 5 s instead of 60 s)"
-	}
-	p("**Mode:** %s.  \n", mode)
-	p("**Load average** (1, 5, 15 min) before the run: %s; after: %s.\n\n", r.LoadBefore, r.LoadAfter)
-
 	p("## vip against the kernel\n\n")
 	p("Ratios are vip over the kernel, in the same run. Each of vip's latency runs goes between two runs of the same load against the kernel, right before and right after it, and the *kernel* column beside it is their mean: this machine's latencies drift by 10–30%% over minutes, and a ratio to a kernel run made minutes earlier would count the drift as vip's (the kernel's own steps, run first, are in the load runs table and in the side-by-side table's kernel column). *vip* is the agent with its eBPF responder on tcx ingress (`vip agent --responder ebpf`, what `auto` picks on this kernel); ")
 	p("rows marked *socket responder* are an agent with `--responder socket`, for machines without eBPF. ")
@@ -278,6 +268,19 @@ func (r *report) write(w io.Writer) error {
 		}
 		p("\n")
 	}
+
+	// The run log comes last: the headline table opens the file
+	// (withHeadline), and the figures before the run that made them.
+	p("%s\n\n", runLogHeading)
+	p("Written by `%s`; every number in this file is from that one run.\n\n", r.Command)
+	p("**Machine:** %s.  \n", r.Machine)
+	p("**Code:** %s.  \n", r.Machine.Source)
+	mode := "full run"
+	if r.Short {
+		mode = "short run (`-short`: shorter load runs, idle measured over 5 s instead of 60 s)"
+	}
+	p("**Mode:** %s.  \n", mode)
+	p("**Load average** (1, 5, 15 min) before the run: %s; after: %s.\n", r.LoadBefore, r.LoadAfter)
 	return nil
 }
 

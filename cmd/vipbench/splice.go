@@ -11,15 +11,15 @@ import (
 // splices what it measured into the file as it is instead of rewriting it:
 // its rows replace the rows of the same scenario in each table, its
 // sections (the fleet's, the floor's) replace theirs, the rest stays, and
-// the preamble gains a line naming the run, its commit and the steps it
-// measured. The file is the only record of the earlier runs, so the splice
+// the run log at the end gains a line naming the run, its commit and the
+// steps it measured. The file is the only record of the earlier runs, so the splice
 // works on its Markdown: sections by their "## " heading, table rows by
 // their first cells, list items by the words before their first colon.
 
 // mdDoc is BENCHMARKS.md cut into its parts.
 type mdDoc struct {
 	title    string   // the "# " line
-	preamble []string // lines between the title and the first section
+	preamble []string // lines between the title and the first section (the run log, in files written before it moved to the end)
 	sections []mdSection
 }
 
@@ -96,7 +96,7 @@ var (
 	}
 )
 
-// runProvenance is the preamble's line for one partial run.
+// runProvenance is the run log's line for one partial run.
 type runProvenance struct {
 	Command, Source, Mode, LoadBefore, LoadAfter string
 	Date                                         time.Time
@@ -120,8 +120,12 @@ func (p runProvenance) line() string {
 		p.Command, p.Date.UTC().Format("2006-01-02 15:04 MST"), p.Source, p.Mode, p.LoadBefore, p.LoadAfter, what)
 }
 
-// remeasuredHead opens the preamble's list of partial runs.
-const remeasuredHead = "**Re-measured since** by runs of some steps: each row, section, note and step below is from the latest of these runs that measured it, the rest from the run above."
+// remeasuredHead opens the run log's list of partial runs.
+const remeasuredHead = "**Re-measured since** by runs of some steps: each row, section, note and step in this file is from the latest of these runs that measured it, the rest from the run above."
+
+// oldRemeasuredHead is remeasuredHead as files said it before the run log
+// moved to their end, below the rows.
+const oldRemeasuredHead = "**Re-measured since** by runs of some steps: each row, section, note and step below is from the latest of these runs that measured it, the rest from the run above."
 
 // splice returns old with what the partial run rendered in fresh put in
 // place of the parts it measured.
@@ -130,7 +134,7 @@ func splice(old, fresh string, prov runProvenance) string {
 	if o.title == "" {
 		return fresh
 	}
-	o.preamble = splicePreamble(o.preamble, prov)
+	o.moveRunLog()
 	ok := map[string]bool{} // steps the partial run measured without error
 	for _, s := range prov.Steps {
 		if s.Err == nil {
@@ -139,6 +143,11 @@ func splice(old, fresh string, prov runProvenance) string {
 	}
 	after := -1 // where the previous fresh section went
 	for _, ns := range n.sections {
+		if ns.heading == runLogHeading || ns.heading == headlineHeading {
+			// The old run log gains this run's line below; the
+			// headline table is made again from the spliced file.
+			continue
+		}
 		i := o.section(ns.heading)
 		if i < 0 {
 			after++
@@ -162,22 +171,53 @@ func splice(old, fresh string, prov runProvenance) string {
 			o.sections = append(o.sections[:i], o.sections[i+1:]...)
 		}
 	}
+	// The run log gains this run's line, and stays last.
+	i := o.section(runLogHeading)
+	runLog := o.sections[i]
+	runLog.lines = spliceRunLog(runLog.lines, prov)
+	o.sections = append(append(o.sections[:i:i], o.sections[i+1:]...), runLog)
 	return o.String()
 }
 
-func splicePreamble(pre []string, prov runProvenance) []string {
-	out := trimBlank(pre)
+// runLogHeading heads the last section, which says which runs measured
+// what: the run that wrote the file, then the runs of some steps spliced
+// into it.
+const runLogHeading = "## Run log"
+
+// moveRunLog gives a file written before the run log moved to the end
+// (it stood between the title and the first section) a run log section.
+func (d *mdDoc) moveRunLog() {
+	if d.section(runLogHeading) >= 0 {
+		return
+	}
+	lines := trimBlank(d.preamble)
+	for len(lines) > 0 && strings.TrimSpace(lines[0]) == "" {
+		lines = lines[1:]
+	}
+	for i, l := range lines {
+		l = strings.Replace(l, "; every number below is from that one run", "; every number in this file is from that one run", 1)
+		if l == oldRemeasuredHead {
+			l = remeasuredHead
+		}
+		lines[i] = l
+	}
+	d.preamble = []string{""}
+	d.sections = append(d.sections, mdSection{heading: runLogHeading, lines: append([]string{""}, lines...)})
+}
+
+func spliceRunLog(lines []string, prov runProvenance) []string {
+	out := trimBlank(lines)
 	has := false
 	for i, l := range out {
 		if strings.HasPrefix(l, "**Re-measured since**") {
 			has = true
 		}
-		out[i] = strings.Replace(l, "; every number below is from that one run.", "; every number below is from that one run, but for what the runs listed under *Re-measured since* measured.", 1)
+		out[i] = strings.Replace(l, "; every number in this file is from that one run.", "; every number in this file is from that one run, but for what the runs listed under *Re-measured since* measured.", 1)
 	}
 	if !has {
 		out = append(out, "", remeasuredHead, "")
 	}
-	return append(out, prov.line(), "")
+	return append(out, prov.line())
 }
 
 func trimBlank(lines []string) []string {

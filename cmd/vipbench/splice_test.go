@@ -96,7 +96,7 @@ func TestSplice(t *testing.T) {
 		{name: "a re-measured row replaces the old one", want: "| IPv4 1,000/s: median reply latency | not run | 3.0 µs | — | ≤ 1× kernel | — |", wantNot: "45.0 µs", wantOnce: true},
 		{name: "a new row follows the row before it in the run", want: "| IPv4 100,000/s: median reply latency |", before: "| IPv4 100,000/s: requests without a reply within 1 s |"},
 		{name: "a row the run did not measure stays", want: "| fleet, 1,000 agents × 100 claims: move p99 | — | 624 ms |"},
-		{name: "the old run stays named", want: "Written by `vipbench`; every number below is from that one run, but for what the runs listed under *Re-measured since* measured."},
+		{name: "the old run stays named", want: "Written by `vipbench`; every number in this file is from that one run, but for what the runs listed under *Re-measured since* measured."},
 		{name: "the partial run is named with its commit and steps", want: "- `vipbench -run ^(vip IPv4|claim)`, 2026-12-01 13:00 UTC, commit bbbbbbb, no uncommitted changes to non-test code, full run; load average 0.50 0.60 0.70 before, 0.80 0.60 0.70 after: vip IPv4 1,000/s; claim to the wire."},
 		{name: "a re-measured step's time replaces the old one", want: "| vip IPv4 1,000/s | 11s | ok |", wantNot: "| vip IPv4 1,000/s | 10s |"},
 		{name: "a step only the partial run had joins the steps table", want: "| build vip | 2s | ok |"},
@@ -155,7 +155,7 @@ func TestWriteReport(t *testing.T) {
 		want     []string
 		wantGone []string
 	}{
-		{"every step", "", []string{"Written by `vipbench -run ^(vip IPv4|claim)`; every number below is from that one run."}, []string{"fleet, 1,000 agents"}},
+		{"every step", "", []string{"Written by `vipbench -run ^(vip IPv4|claim)`; every number in this file is from that one run."}, []string{"fleet, 1,000 agents"}},
 		{"some steps", "^(vip IPv4|claim)", []string{remeasuredHead, "fleet, 1,000 agents × 100 claims: move p99"}, nil},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

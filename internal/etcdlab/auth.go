@@ -51,7 +51,7 @@ type Auth struct {
 }
 
 // EnableAuth creates root (with the root role), the roles and the users of
-// a, and enables authentication, as the etcdctl commands of the README do:
+// a, and enables authentication, as the etcdctl commands of docs/authentication.md do:
 // from then on every request to the store needs a user, or a client
 // certificate whose common name is one on the TLS endpoint.
 func (e *Etcd) EnableAuth(t labtest.TB, a Auth) {
