@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -87,6 +88,11 @@ var (
 	keepalivedAddr = netip.MustParseAddr("192.0.2.10")
 	failoverAddr   = netip.MustParseAddr("192.0.2.20")
 )
+
+// killSpread is the period the kill is spread over: keepalived's
+// advertisement interval (advert_int 1) and vip's renewal period at the
+// default TTL (a sixth of it).
+const killSpread = time.Second
 
 // takeover is one owner's death as the client's wire saw it.
 type takeover struct {
@@ -341,6 +347,15 @@ func (f *failoverLab) measure(ctx context.Context, addr netip.Addr, oldMAC, newM
 		return slices.ContainsFunc(claims, func(c arpClaim) bool { return c.answer && c.mac == oldMAC }),
 			fmt.Sprintf("%s (%s) does not answer for %s before the kill", f.a.Name, oldMAC, addr)
 	})
+	// The kill lands at a random point of keepalived's advertisement
+	// period and of vip's renewal period: a fixed delay from the answer
+	// just seen would put it at about the same point every round, and
+	// every round would measure the same end of each one's range.
+	select {
+	case <-time.After(rand.N(killSpread)):
+	case <-ctx.Done():
+		t.Fatalf("%v", context.Cause(ctx))
+	}
 	killed := time.Now()
 	kill()
 	taken()

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/vipctl/vip/internal/fleet"
 )
 
 // The failover step's targets (issue 32): vip's takeover at most as long as
@@ -59,7 +61,7 @@ func (b *bench) failoverRows() {
 	r := b.failover
 	b.rep.Failover, b.rep.FailoverErr = r, b.ran[failoverStep]
 	took := row{Scenario: "failover after kill -9 of the owner, to the standby's first answer on the client's wire, at each one's defaults (kernel column: keepalived, unicast VRRP)",
-		Target: "≤ 1.0× keepalived, and ≤ the TTL + " + fmtDur(failoverOverTTL)}
+		Target: "≤ 1.0× keepalived, and ≤ the TTL + " + fmt.Sprint(failoverOverTTL.Seconds()) + " s"}
 	after := row{Scenario: "failover after kill -9 of the owner: frames from its host saying it has the address after the standby's first answer (kernel column: keepalived)",
 		Ratio: "—", Target: "0 (vip)"}
 	if r == nil || len(r.KA) == 0 || len(r.Vip) == 0 {
@@ -100,6 +102,9 @@ func writeFailover(w io.Writer, rep *report) {
 	p("One lab, one run: the owner is killed (`kill -9`, no restart) while the client asks for the address %d times a second, and the client's capture says when the standby first answered and what the dead owner's host sent after. ", r.Cfg.Rate)
 	p("Each round kills keepalived's master, then vip's owner. keepalived: %s, unicast VRRP, `advert_int 1`, its defaults otherwise (the master at priority 150, the backup at the default 100). ", strings.TrimSpace(r.Keepalived))
 	p("vip: two agents guarded by one etcd, the lease TTL %v (the default), answering with %s; b stands by (`vip claim ADDR --standby`). ", r.Cfg.ttl(), responder)
+	p("Each kill lands at a random point of the second after the owner's first answer, so of keepalived's advertisement period and of vip's renewal period (%v at the default TTL). ", fleet.TimingFor(r.Cfg.ttl()).Renew)
+	p("keepalived's backup declares the master dead 3 × `advert_int` + (256 − 100)/256 × `advert_int` = 3.61 s after the last advertisement it heard, so 2.61–3.61 s after a kill; ")
+	p("vip's standby takes over once etcd deletes the dead owner's key, a TTL after the last renewal that reached it, on etcd's next expiry check (every 500 ms). ")
 	p("*Slack*: from the old owner's last frame for the address to the standby's first answer, the time the address went unanswered (negative: both answered). ")
 	p("Reproduce with `make bench BENCHFLAGS='-run ^failover$ -gobench=false'`.\n\n")
 	if stepErr != nil {
@@ -124,7 +129,7 @@ func writeFailover(w io.Writer, rep *report) {
 		for _, tk := range r.Vip {
 			slacks = append(slacks, tk.slack())
 		}
-		p("| median | %s | %d in all | %s | %s | %d in all |\n", fmtDur(median(tooks(r.KA))), late(r.KA), fmtDur(median(tooks(r.Vip))), fmtSigned(median(slacks)), late(r.Vip))
+		p("| median | %s | %s in all | %s | %s | %s in all |\n", fmtDur(median(tooks(r.KA))), fmtCount(late(r.KA)), fmtDur(median(tooks(r.Vip))), fmtSigned(median(slacks)), fmtCount(late(r.Vip)))
 		p("\nvip over keepalived, medians: %s. The frames after the first answer are counted for %s after it.\n",
 			fmtRatio(float64(median(tooks(r.Vip))), float64(median(tooks(r.KA)))), fmtDur(r.Cfg.After))
 	}
