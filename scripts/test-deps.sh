@@ -4,8 +4,10 @@
 # and sysctl, the peers the lab tests check vip against (iputils arping and
 # ping, ndisc6, tcpdump, socat), setpriv, tmux (the terminal the TUI's
 # end-to-end test types into), prometheus and promtool (the metrics lab
-# test), etcd and etcdctl (the store the fleet's lab tests run in lab hosts)
-# and clang, llvm-strip and libbpf's headers (the eBPF responder's program).
+# test), etcd and etcdctl (the store the fleet's lab tests run in lab hosts),
+# keepalived (the failover vipbench and its lab test time vip's against, run
+# in a lab host) and clang, llvm-strip and libbpf's headers (the eBPF
+# responder's program).
 # Debian package names.
 #
 # Root installs with apt-get; anyone else through sudo, and without sudo it
@@ -26,14 +28,14 @@ declare -A test_pkg=(
   [arping]=iputils-arping [ping]=iputils-ping [ndisc6]=ndisc6 [tcpdump]=tcpdump
   [setpriv]=util-linux [socat]=socat [tmux]=tmux
   [prometheus]=prometheus [promtool]=prometheus
-  [etcd]=etcd-server [etcdctl]=etcd-client
+  [etcd]=etcd-server [etcdctl]=etcd-client [keepalived]=keepalived
   [clang]=clang [llvm-strip]=llvm
 )
 
 # Packages whose install enables and starts a server for the whole host
 # (Debian's way), each with its systemd unit: the tests start their own
 # inside lab namespaces.
-declare -A service_of=([prometheus]=prometheus.service [etcd-server]=etcd.service)
+declare -A service_of=([prometheus]=prometheus.service [etcd-server]=etcd.service [keepalived]=keepalived.service)
 
 # check sets missing to the packages that provide what is not here.
 check() {
@@ -76,10 +78,10 @@ echo "test-deps: installing ${missing[*]}" >&2
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || true
 installed=("${missing[@]}")
 check
-# Debian's prometheus and etcd-server packages enable and start a server
-# (on :9090, on localhost:2379) for the whole host; the tests start their
-# own inside lab namespaces, so the ones the install started are stopped and
-# disabled again.
+# Debian's prometheus, etcd-server and keepalived packages enable and start
+# a server (on :9090, on localhost:2379, VRRP from /etc/keepalived) for the
+# whole host; the tests start their own inside lab namespaces, so the ones
+# the install started are stopped and disabled again.
 if [ -d /run/systemd/system ]; then
   for pkg in "${installed[@]}"; do
     unit=${service_of[$pkg]:-}

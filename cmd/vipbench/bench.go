@@ -75,6 +75,8 @@ type bench struct {
 	sched   []*schedVariant
 	wire    *schedVariant
 	fleet   *fleetResult
+	// failover is keepalived's takeovers and vip's, side by side.
+	failover *failoverResult
 	// fleetBroke are the fleet step's sizes that fenced themselves.
 	fleetBroke []brokenFleet
 }
@@ -204,6 +206,11 @@ func (b *bench) run(ctx context.Context) *report {
 	defer os.RemoveAll(dir)
 
 	vipErr := b.step(ctx, "build vip", 5*time.Minute, b.buildVip)
+	// keepalived and vip killed in turn, in a lab of their own, gone
+	// before the main lab comes up.
+	if b.selected(failoverStep) {
+		b.step(ctx, failoverStep, b.failoverConfig().timeout(), b.failoverRun)
+	}
 	labErr := b.step(ctx, "lab up", 30*time.Second, b.labUp)
 	defer b.teardown()
 	if labErr != nil {
@@ -262,9 +269,11 @@ func (b *bench) buildVip(ctx context.Context) error {
 		return nil
 	}
 	b.vipBin = filepath.Join(b.dir, "vip")
-	cmd := exec.CommandContext(ctx, b.o.goTool, "build", "-o", b.vipBin, "./cmd/vip")
+	// By its import path, so that a test of the driver, which runs in
+	// cmd/vipbench, builds it too.
+	cmd := exec.CommandContext(ctx, b.o.goTool, "build", "-o", b.vipBin, "github.com/vipctl/vip/cmd/vip")
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build ./cmd/vip (run vipbench from the repository's root): %w\n%s", err, tail(out, 30))
+		return fmt.Errorf("go build ./cmd/vip (run vipbench from the repository): %w\n%s", err, tail(out, 30))
 	}
 	return nil
 }

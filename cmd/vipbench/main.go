@@ -13,8 +13,10 @@
 // program on XDP generic; the kernel's runs and vip's are repeated with a
 // core busy. Before the lab, in a lab of its own, the fleet
 // step simulates 1,000 agents guarded by one real etcd (100 with -short):
-// claim and move latency, etcd's traffic at rest, memory per agent. It
-// needs root.
+// claim and move latency, etcd's traffic at rest, memory per agent. After
+// the build, the failover step kills an owner again and again in a lab of
+// its own, keepalived's VRRP master and vip's agent in turn, and times the
+// standby's first answer on the client's wire (issue 32). It needs root.
 //
 // A run of some steps (-run) splices what it measured into the -out file
 // as it is (splice.go): its rows, sections, notes and step times replace
@@ -30,6 +32,7 @@
 //	sudo go run ./cmd/vipbench                 # about 25 minutes
 //	sudo go run ./cmd/vipbench -short          # about 3 minutes
 //	sudo go run ./cmd/vipbench -run '^fleet$'  # the fleet step alone
+//	sudo go run ./cmd/vipbench -run '^failover$' -gobench=false  # beside keepalived
 package main
 
 import (

@@ -77,6 +77,9 @@ type report struct {
 	// LoadBefore and LoadAfter are /proc/loadavg around the run: other
 	// work on the machine shows there.
 	LoadBefore, LoadAfter string
+	// Failover is keepalived's and vip's takeovers after a kill.
+	Failover    *failoverResult
+	FailoverErr error
 }
 
 // fmtDur prints a latency with three significant digits.
@@ -160,6 +163,7 @@ func (r *report) write(w io.Writer) error {
 		p("| %s | %s | %s | %s | %s | %s |\n", x.Scenario, x.Kernel, x.Vip, x.Ratio, x.Target, x.Met)
 	}
 	p("\n")
+	writeFailover(w, r)
 	writeResponders(w, r.Responders)
 	writeFloor(w, r.Floor)
 	writeFleet(w, r)
@@ -361,6 +365,7 @@ func (r *report) howMeasured() []string {
 		"**Go benchmarks** run before the lab, on the same machine: `-benchmem`, one count, default benchtime.",
 		schedHowMeasured(),
 		fleetHowMeasured(),
+		failoverHowMeasured(),
 	}
 	return h
 }

@@ -357,6 +357,7 @@ func (b *bench) finish() {
 
 	b.schedRows()
 	b.fleetRows()
+	b.failoverRows()
 
 	// Where the send times came from, by rate.
 	r.Clock = b.clocks()
