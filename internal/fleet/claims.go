@@ -44,7 +44,7 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
-	if err := m.keepPromises(ctx); err != nil {
+	if err := m.mayTake(ctx); err != nil {
 		return nil, err
 	}
 	now := m.clock.Now()
@@ -426,7 +426,7 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	if err := m.keepPromises(ctx); err != nil {
+	if err := m.mayTake(ctx); err != nil {
 		return false, 0, err
 	}
 	rec := m.claimRecord(a, tk.ifname, m.macs()[tk.ifname], m.clock.Now(), tk.opts)

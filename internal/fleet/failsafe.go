@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
@@ -84,6 +85,16 @@ type failsafeState struct {
 	// leaseUntil is the deadline the last acknowledged renewal gave, on
 	// the Deadline's clock: one later than it is the failsafe's.
 	leaseUntil time.Duration
+	// recorded is the set as the store has it (store.FailsafeSet): the
+	// peers' names, under which lease, at which revision of the key. An
+	// owner asks only a set the store has, so that a node outside it
+	// knows to wait.
+	recordedNames string
+	recordedLease LeaseID
+	recordedRev   int64
+	// reread asks for the peers and the sets to be read again (a
+	// promise that ended, after which a lapsed owner's set can go).
+	reread chan struct{}
 }
 
 type failsafePeer struct {
@@ -96,7 +107,7 @@ type failsafePeer struct {
 // peers. Called by Join before the member runs.
 func (m *Member) startFailsafe() {
 	fc := m.cfg.Failsafe
-	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}}
+	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, reread: make(chan struct{}, 1)}
 	if kept, err := loadPromises(fc.Promises); err != nil {
 		m.log.Warn("failsafe: the promises of an earlier agent cannot be read: this one takes nothing for a promise's length", "err", err)
 		fs.holdUntil = m.start.Add(m.timing.failsafePromise())
@@ -128,7 +139,7 @@ func (m *Member) runFailsafe(ctx context.Context) {
 		// Read, then watch from the read's revision; a change read
 		// again at once, a broken watch after a renewal period. A
 		// read every TTL besides, whatever the watch says.
-		changed := make(chan struct{}, 1)
+		changed := m.fs.reread
 		rev := m.readPeers(ctx)
 		m.wg.Add(1)
 		go func() {
@@ -199,7 +210,127 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	m.fs.mu.Lock()
 	m.fs.peers, m.fs.keyless = peers, keyless
 	m.fs.mu.Unlock()
+	m.recordSet(ctx, rev, peers, keyless)
+	// A lapsed owner's set that this node may clear (a node's record
+	// going is what the watch tells first).
+	if _, err := m.failsafeBlocks(ctx); err != nil {
+		m.log.Debug("failsafe: read the failsafe sets", "err", err)
+	}
 	return rev
+}
+
+// recordSet writes this owner's failsafe set to the store when the peers
+// read at rev, or the lease, are not the ones it has.
+func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]failsafePeer, keyless []string) {
+	names := slices.Concat(slices.Collect(maps.Keys(peers)), keyless)
+	slices.Sort(names)
+	joined := strings.Join(names, ",")
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	m.fs.mu.Lock()
+	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0
+	m.fs.mu.Unlock()
+	if same {
+		return
+	}
+	modRev, err := m.l.PutFailsafeSet(ctx, store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev, Nodes: names})
+	if err != nil {
+		m.log.Warn("failsafe: write this node's failsafe set: no failsafe until it is written", "err", err)
+		return
+	}
+	m.fs.mu.Lock()
+	m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev = joined, lease, modRev
+	m.fs.mu.Unlock()
+}
+
+// dropSet deletes this node's failsafe set, at a stop for good: its lease
+// goes, and nothing of it answers on failsafe after.
+func (m *Member) dropSet() {
+	if m.fs == nil {
+		return
+	}
+	m.fs.mu.Lock()
+	modRev := m.fs.recordedRev
+	m.fs.mu.Unlock()
+	if modRev == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if _, err := m.l.ClearFailsafeSet(ctx, m.cfg.Node, modRev); err != nil {
+		m.log.Debug("failsafe: delete this node's failsafe set", "err", err)
+	}
+}
+
+// failsafeBlocks says why this node may not take an address through the
+// store now, if it may not: an owner whose lease is gone may still answer
+// on failsafe, on the promises of the set it wrote, and this node is not
+// in that set (it joined since: the owner never asked it). A node of the
+// set, whichever of its agents, keeps its own promises (keepPromises) and clears a lapsed owner's
+// set once it reaches the store and its promises to the owner ended: the
+// owner gets no more from it, so it answers no longer.
+func (m *Member) failsafeBlocks(ctx context.Context) (string, error) {
+	sets, nodes, err := m.l.FailsafeSets(ctx, m.cfg.Node)
+	if err != nil || len(sets) == 0 {
+		return "", err
+	}
+	live := map[string]store.Node{}
+	for _, n := range nodes {
+		live[n.Node] = n
+	}
+	for _, s := range sets {
+		if s.Node == m.cfg.Node {
+			continue
+		}
+		if n, ok := live[s.Node]; ok && n.Lease == s.Lease {
+			continue // its owner renews that lease: it answers on it
+		}
+		if slices.Contains(s.Nodes, m.cfg.Node) {
+			// Asked by the owner: this node's promises, kept on
+			// disk across its agents, say when it may take.
+			m.clearSet(ctx, s)
+			continue
+		}
+		return fmt.Sprintf("%s's lease is gone, and it may still answer on failsafe for the nodes of its set, which did not include this one (it joined since): this node takes nothing until one of them reaches the store and clears it, or %s is back", s.Node, s.Node), nil
+	}
+	return "", nil
+}
+
+// clearSet deletes a lapsed owner's set, of which this node is one, if
+// this node reaches the store and no promise it made the owner is in
+// force; else it reads again when the promise ends.
+func (m *Member) clearSet(ctx context.Context, s store.FailsafeSet) {
+	now := m.clock.Now()
+	m.mu.Lock()
+	reaches := now.Sub(m.renewed) < m.timing.unreachedAfter()
+	m.mu.Unlock()
+	if !reaches {
+		return
+	}
+	var until time.Time
+	if m.fs != nil {
+		m.fs.mu.Lock()
+		until = m.fs.promised[s.Node]
+		if m.fs.holdUntil.After(until) {
+			until = m.fs.holdUntil
+		}
+		m.fs.mu.Unlock()
+	}
+	if wait := until.Sub(now); wait > 0 {
+		if m.fs != nil {
+			m.clock.AfterFunc(wait, func() {
+				select {
+				case m.fs.reread <- struct{}{}:
+				default:
+				}
+			})
+		}
+		return
+	}
+	if ok, err := m.l.ClearFailsafeSet(ctx, s.Node, s.ModRev); err == nil && ok {
+		m.log.Info("failsafe: cleared a lapsed owner's failsafe set: its lease is gone and this node's promises to it ended", "owner", s.Node)
+	}
 }
 
 // failsafeRecord adds the failsafe's fields to the node's record.
@@ -240,6 +371,32 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 		}
 	}
 	return failsafe.Accepted, p, ""
+}
+
+// mayTake waits until this node may take an address through the store:
+// no promise of its own in force (keepPromises), and no lapsed owner's
+// failsafe set that leaves it out (failsafeBlocks), read again every
+// renewal period.
+func (m *Member) mayTake(ctx context.Context) error {
+	if err := m.keepPromises(ctx); err != nil {
+		return err
+	}
+	said := false
+	for {
+		why, err := m.failsafeBlocks(ctx)
+		if err != nil || why == "" {
+			return err
+		}
+		if !said {
+			m.log.Warn("failsafe: waits to take anything", "why", why)
+			said = true
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", why, ctx.Err())
+		case <-m.clock.After(m.timing.Renew):
+		}
+	}
 }
 
 // keepPromises waits until no promise this node made (or an earlier agent
@@ -322,6 +479,15 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
+	fs.mu.Lock()
+	recorded := fs.recordedRev != 0 && fs.recordedLease == lease
+	fs.mu.Unlock()
+	if !recorded {
+		// A node outside a set the store does not have would not
+		// know to wait.
+		m.failsafeEnds("its failsafe set is not in the store yet")
+		return
+	}
 	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	replies := fs.asker.Ask(ctx, targets, int64(lease), m.timing.failsafePromise(), m.timing.failsafeTimeout())
 	promise := m.timing.failsafePromise()
@@ -448,7 +614,11 @@ func loadPromises(path string) (map[string]time.Time, error) {
 }
 
 // savePromises writes the promises still in force at now to path, whole
-// or not at all (a new file renamed over the old, synced first).
+// or not at all (a new file renamed over the old). It does not sync: a
+// promise must outlive the agent's process (kill -9, a crash), which the
+// page cache does, not the host's, whose restart takes longer than any
+// promise lasts; an fsync for every answer took over the round's timeout
+// on a loaded machine.
 func savePromises(path string, promised map[string]time.Time, now time.Time) error {
 	if path == "" {
 		return nil
@@ -469,9 +639,6 @@ func savePromises(path string, promised map[string]time.Time, now time.Time) err
 	}
 	defer os.Remove(tmp.Name())
 	_, err = tmp.Write(b)
-	if err == nil {
-		err = tmp.Sync()
-	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}

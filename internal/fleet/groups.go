@@ -56,7 +56,7 @@ func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
 		took, _, err := m.takeKey(ctx, tks[0].addr, tks[0])
 		return took, err
 	}
-	if err := m.keepPromises(ctx); err != nil {
+	if err := m.mayTake(ctx); err != nil {
 		return false, err
 	}
 	m.mu.Lock()

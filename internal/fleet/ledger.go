@@ -189,6 +189,16 @@ type Ledger interface {
 	// after each batch of changes, until the watch breaks or ctx is
 	// done; it returns the revision it got to.
 	WatchNodes(ctx context.Context, rev int64, fn func()) int64
+	// PutFailsafeSet writes the node's failsafe set, which no lease
+	// binds (store.FailsafeSet), and returns the revision it wrote at.
+	PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) (int64, error)
+	// FailsafeSets reads every node's failsafe set (each with its
+	// ModRev) and, if there is any, the live records (each with its
+	// Lease and CreateRev) of their nodes and of self.
+	FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, error)
+	// ClearFailsafeSet deletes node's failsafe set if it is still the
+	// one last modified at modRev, and says whether it did.
+	ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error)
 	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
 

@@ -357,6 +357,83 @@ func (l *etcdLedger) PutLingering(ctx context.Context, lease LeaseID, rec store.
 	return l.c.PutLingering(ctx, int64(lease), rec)
 }
 
+func (l *etcdLedger) PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) (int64, error) {
+	val, err := store.Encode(rec)
+	if err != nil {
+		return 0, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Put(rctx, l.k.Failsafe(rec.Node), string(val))
+	if err != nil {
+		return 0, l.c.Explain(err)
+	}
+	return resp.Header.Revision, nil
+}
+
+func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	// The sets first, one small range, empty in a fleet without the
+	// failsafe; then, at that revision, only the records of their nodes
+	// and of this one.
+	resp, err := l.c.Get(rctx, l.k.Failsafes(), clientv3.WithPrefix())
+	if err != nil {
+		return nil, nil, l.c.Explain(err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, nil, nil
+	}
+	var sets []store.FailsafeSet
+	gets := []clientv3.Op{clientv3.OpGet(l.k.Node(self))}
+	for _, kv := range resp.Kvs {
+		p, err := l.k.Parse(string(kv.Key))
+		if err != nil || p.Kind != store.KindFailsafe {
+			continue
+		}
+		fs, err := store.Decode[store.FailsafeSet](string(kv.Key), kv.Value)
+		if err != nil {
+			// A set that does not decode is kept as one that covers
+			// nobody: every take waits for it to be cleared.
+			fs = store.FailsafeSet{}
+		}
+		fs.Node, fs.ModRev = p.Node, kv.ModRevision
+		sets = append(sets, fs)
+		gets = append(gets, clientv3.OpGet(l.k.Node(p.Node)))
+	}
+	var nodes []store.Node
+	for start := 0; start < len(gets); start += maxReadsPerTxn {
+		txn, err := l.c.Txn(rctx).Then(gets[start:min(start+maxReadsPerTxn, len(gets))]...).Commit()
+		if err != nil {
+			return nil, nil, l.c.Explain(err)
+		}
+		for _, r := range txn.Responses {
+			for _, kv := range r.GetResponseRange().Kvs {
+				p, err := l.k.Parse(string(kv.Key))
+				if err != nil || p.Kind != store.KindNode {
+					continue
+				}
+				n, _ := store.Decode[store.Node](string(kv.Key), kv.Value)
+				n.Node, n.Lease, n.CreateRev = p.Node, kv.Lease, kv.CreateRevision
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	return sets, nodes, nil
+}
+
+func (l *etcdLedger) ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	defer cancel()
+	key := l.k.Failsafe(node)
+	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).
+		Then(clientv3.OpDelete(key)).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	return resp.Succeeded, nil
+}
+
 func (l *etcdLedger) DropStandby(ctx context.Context, a netip.Addr, node string) error {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()

@@ -33,6 +33,9 @@ type fakeStore struct {
 	standbys  map[string]fakeKV[store.Standby] // by addr/node
 	moves     map[netip.Addr]fakeKV[store.Move]
 	inbox     map[string]fakeKV[netip.Addr] // by node/addr
+	// failsafes are the nodes' failsafe sets, their create the last
+	// write's revision.
+	failsafes map[string]fakeKV[store.FailsafeSet]
 	// lingering are the Lingering records written, in order.
 	lingering []store.Lingering
 	// cordons are the nodes' cordons, each with its Rev; they are bound
@@ -130,7 +133,8 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 		clock: clock, leases: map[fleet.LeaseID]fakeLease{}, nodes: map[string]fakeKV[store.Node]{},
 		claims: map[netip.Addr]fakeKV[store.Claim]{}, standbys: map[string]fakeKV[store.Standby]{},
 		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
-		cordons: map[string]store.Cordon{}, changed: make(chan struct{}),
+		failsafes: map[string]fakeKV[store.FailsafeSet]{},
+		cordons:   map[string]store.Cordon{}, changed: make(chan struct{}),
 		cut: map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
 		nodeWrites: map[string]int{},
 	}
@@ -656,6 +660,50 @@ func (l *fakeLedger) PutLingering(_ context.Context, _ fleet.LeaseID, rec store.
 	l.s.lingering = append(l.s.lingering, rec)
 	l.s.bumpLocked()
 	return nil
+}
+
+func (l *fakeLedger) PutFailsafeSet(_ context.Context, rec store.FailsafeSet) (int64, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return 0, err
+	}
+	defer l.s.mu.Unlock()
+	rev := l.s.bumpLocked()
+	l.s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: rec, create: rev}
+	return rev, nil
+}
+
+func (l *fakeLedger) FailsafeSets(_ context.Context, _ string) ([]store.FailsafeSet, []store.Node, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, nil, err
+	}
+	defer l.s.mu.Unlock()
+	var sets []store.FailsafeSet
+	for _, kv := range l.s.failsafes {
+		fs := kv.v
+		fs.ModRev = kv.create
+		sets = append(sets, fs)
+	}
+	var nodes []store.Node
+	for name, kv := range l.s.nodes {
+		n := kv.v
+		n.Node, n.Lease, n.CreateRev = name, int64(kv.lease), kv.create
+		nodes = append(nodes, n)
+	}
+	return sets, nodes, nil
+}
+
+func (l *fakeLedger) ClearFailsafeSet(_ context.Context, node string, modRev int64) (bool, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return false, err
+	}
+	defer l.s.mu.Unlock()
+	kv, ok := l.s.failsafes[node]
+	if !ok || kv.create != modRev {
+		return false, nil
+	}
+	delete(l.s.failsafes, node)
+	l.s.bumpLocked()
+	return true, nil
 }
 
 func (l *fakeLedger) Standbys(_ context.Context, node string) ([]store.Standby, int64, error) {

@@ -422,6 +422,7 @@ func (m *Member) PublishLingering(ctx context.Context, rec store.Lingering) erro
 // key.
 func (m *Member) Close() {
 	m.halt()
+	m.dropSet()
 	m.l.Close()
 	m.revokeLease()
 }

@@ -22,7 +22,7 @@ func (v *Versioned) versioned() *Versioned { return v }
 
 // Record is one of the records vip keeps in the store.
 type Record interface {
-	Node | Claim | Standby | Move | Cordon | Lingering | Change
+	Node | Claim | Standby | Move | Cordon | Lingering | Change | FailsafeSet
 }
 
 // Encode writes rec as the store keeps it, stamped with this vip's Format.

@@ -15,14 +15,15 @@ const DefaultPrefix = "/vip/"
 
 // The kinds of record, each under its own part of the prefix.
 const (
-	nodesDir   = "nodes/"
-	claimsDir  = "claims/"
-	standbyDir = "standby/"
-	movesDir   = "moves/"
-	inboxDir   = "inbox/"
-	cordonsDir = "cordons/"
-	lingerDir  = "lingering/"
-	historyDir = "history/"
+	nodesDir    = "nodes/"
+	claimsDir   = "claims/"
+	standbyDir  = "standby/"
+	movesDir    = "moves/"
+	inboxDir    = "inbox/"
+	cordonsDir  = "cordons/"
+	lingerDir   = "lingering/"
+	historyDir  = "history/"
+	failsafeDir = "failsafe/"
 )
 
 // maxRecordBytes bounds a value vip will decode: anything larger under the
@@ -59,8 +60,25 @@ type Node struct {
 	// (ADDR:PORT, UDP): empty when its failsafe is off.
 	FailsafeKey string `json:"failsafe_key,omitempty"`
 	Failsafe    string `json:"failsafe,omitempty"`
-	// Lease is the agent's lease, read from the key (not stored in it).
-	Lease int64 `json:"lease,omitempty"`
+	// Lease is the agent's lease, read from the key (not stored in it);
+	// CreateRev the revision the key was created at.
+	Lease     int64 `json:"lease,omitempty"`
+	CreateRev int64 `json:"-"`
+}
+
+// FailsafeSet is who an owner with the failsafe asks while the store is
+// unreachable: the nodes it read at revision Rev, for its lease Lease. No
+// lease binds it: it outlives the owner's lease, so that a node that is
+// not in it knows, once that lease is gone, that the owner did not ask it
+// and may still answer on the others' promises. ModRev is the key's, read
+// (not stored).
+type FailsafeSet struct {
+	Versioned
+	Node   string   `json:"node"`
+	Lease  int64    `json:"lease"`
+	Rev    int64    `json:"rev"`
+	Nodes  []string `json:"nodes"`
+	ModRev int64    `json:"-"`
 }
 
 // OwnAddress says on which interface a is one of the node's own addresses
@@ -213,6 +231,11 @@ func CheckPrefix(prefix string) error {
 // Node is the key of a node's registration.
 func (k Keys) Node(node string) string { return k.Prefix + nodesDir + node }
 
+// Failsafe is the key of node's failsafe set (FailsafeSet); Failsafes
+// the prefix of them all.
+func (k Keys) Failsafe(node string) string { return k.Prefix + failsafeDir + node }
+func (k Keys) Failsafes() string           { return k.Prefix + failsafeDir }
+
 // Claim is the key of addr's owner.
 func (k Keys) Claim(a netip.Addr) string { return k.Prefix + claimsDir + a.String() }
 
@@ -261,6 +284,7 @@ const (
 	KindInbox
 	KindCordon
 	KindLingering
+	KindFailsafe
 )
 
 // Parsed is a key under the prefix, split.
@@ -277,13 +301,15 @@ func (k Keys) Parse(key string) (Parsed, error) {
 		return Parsed{}, fmt.Errorf("key %q is not under %s", key, k.Prefix)
 	}
 	switch {
-	case strings.HasPrefix(rest, nodesDir), strings.HasPrefix(rest, cordonsDir), strings.HasPrefix(rest, lingerDir):
+	case strings.HasPrefix(rest, nodesDir), strings.HasPrefix(rest, cordonsDir), strings.HasPrefix(rest, lingerDir), strings.HasPrefix(rest, failsafeDir):
 		kind, dir := KindNode, nodesDir
 		switch {
 		case strings.HasPrefix(rest, cordonsDir):
 			kind, dir = KindCordon, cordonsDir
 		case strings.HasPrefix(rest, lingerDir):
 			kind, dir = KindLingering, lingerDir
+		case strings.HasPrefix(rest, failsafeDir):
+			kind, dir = KindFailsafe, failsafeDir
 		}
 		n := rest[len(dir):]
 		if err := CheckNode(n); err != nil {

@@ -183,7 +183,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 			b.skip(key, err)
 			return
 		}
-		n.Node, n.Lease = p.Node, lease
+		n.Node, n.Lease, n.CreateRev = p.Node, lease, kv.CreateRevision
 		b.v.Nodes = append(b.v.Nodes, n)
 	case KindClaim:
 		cl, err := Decode[Claim](key, value)
@@ -210,7 +210,7 @@ func (b *viewBuilder) add(kv *mvccpb.KeyValue) {
 			b.skip(key, err)
 		}
 		b.v.Cordons = append(b.v.Cordons, c)
-	case KindInbox, KindLingering:
+	case KindInbox, KindLingering, KindFailsafe:
 		// A move's notice to an agent: the move record says it all. A
 		// node's counts after its releases: vip drain reads them.
 	case KindMove:
