@@ -14,7 +14,7 @@ LDFLAGS    := -s -w -X github.com/vipctl/vip/cmd.version=$(VERSION) -X github.co
 GORELEASER ?= $(shell command -v goreleaser 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/goreleaser)
 GORELEASER_VERSION ?= v2.12.7
 
-.PHONY: build demo test deps vet generate release-check goreleaser fuzz
+.PHONY: build demo test unit lab deps vet generate release-check goreleaser fuzz
 
 # Without a C compiler Go quietly builds without cgo, and so without the
 # capture: the check stops first (as root it installs them), and
@@ -37,6 +37,23 @@ vet:
 	$(GO) vet ./...
 	GOFLAGS=-buildvcs=false $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: the files above need formatting"; exit 1; }
+
+# The fast loop: every test in short mode (go test -short), as you, in about
+# a minute on two cores once the build cache is warm. It covers the unit
+# tests: the codecs, the scheduler and detectors on fake clocks, the engine
+# over fake ports, the fleet against the fake store, the agent's API, the
+# TUI, the goldens. It leaves to make lab every test that needs root, a lab
+# of network namespaces, an outside program (etcd, tcpdump, arping, clang) or
+# a built vip binary: in short mode those skip, under CI=true too
+# (labtest.SkipShort). It installs nothing and runs no vet (make vet does).
+unit:
+	$(GO) test -short -count=1 ./...
+
+# The lab tests: every test as root, make test's first run (without vet
+# and -race). The unit tests run beside them, about a minute more.
+lab: deps
+	@$(AS_ROOT) true
+	$(GO) test -exec $(AS_ROOT) -count=1 -timeout 15m ./...
 
 # Lab tests build network namespaces: they need root, and skip without it
 # (under CI=true they fail instead), so the test binaries, compiled as the

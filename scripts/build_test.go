@@ -40,7 +40,7 @@ const buildTimeout = 2 * time.Minute
 // and write no binary: as an unprivileged user at once, and as root after
 // asking apt-get for the compiler.
 func TestBuildWithoutCompiler(t *testing.T) {
-	requireRoot(t)
+	labtest.RequireRoot(t, "running make build both as root and as an unprivileged user")
 	setpriv := labtest.RequireTool(t, "setpriv")
 	paths := map[string]string{}
 	for _, tool := range tools {
@@ -225,18 +225,4 @@ func copyModule(t *testing.T, module, dir string) {
 	if err != nil {
 		t.Fatalf("copy the module: %v", err)
 	}
-}
-
-// requireRoot skips the test when not run as root (or fails it under
-// CI=true), as labtest.New does for a lab.
-func requireRoot(t *testing.T) {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	why := "needs root, to run make build both as root and as an unprivileged user; run it as root (make test does)"
-	if os.Getenv("CI") == "true" {
-		t.Fatal(why + " (CI=true, so this fails instead of skipping)")
-	}
-	t.Skip(why)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/vipctl/vip/internal/labtest"
 )
 
 // TestLogsToTheJournal runs vip as a unit would run it, its standard error
@@ -17,6 +19,7 @@ import (
 // inode are the ones in the variable. vip agent --clean on a damaged state
 // file logs one warning and one info line, and needs no privilege.
 func TestLogsToTheJournal(t *testing.T) {
+	labtest.SkipShort(t) // runs the vip binary, which short mode does not build
 	t.Parallel()
 	tests := []struct {
 		name string

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -9,7 +10,9 @@ import (
 	"time"
 )
 
-// vipBin is the vip binary the lab tests run, built once by TestMain.
+// vipBin is the vip binary the lab tests run, built once by TestMain; in
+// short mode it is not built and stays empty, since every test here that
+// runs it skips (labtest.SkipShort).
 var vipBin string
 
 // raceBuild is set under -race (race_test.go): vipBin is then built with
@@ -26,6 +29,10 @@ func slow(d time.Duration) time.Duration {
 }
 
 func TestMain(m *testing.M) {
+	flag.Parse() // for testing.Short, before m.Run parses the flags
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "vip-bin-")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "make a directory for the vip binary:", err)

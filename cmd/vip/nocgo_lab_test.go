@@ -19,6 +19,7 @@ import (
 // and checks that the binary says it was built so.
 func buildNoCgo(t *testing.T) string {
 	t.Helper()
+	labtest.SkipShort(t) // short mode builds no binary
 	dir := t.TempDir()
 	// World-readable, as vipBin's, for the lab hosts.
 	if err := os.Chmod(dir, 0o755); err != nil {

@@ -16,5 +16,7 @@
 //
 // Tests that need a lab skip themselves when not run as root or when a tool is
 // missing, saying why; with CI=true in the environment they fail instead, so a
-// CI machine that cannot run them does not pass quietly.
+// CI machine that cannot run them does not pass quietly. In short mode (go test
+// -short, make unit) they skip, CI=true or not (SkipShort): the unit loop
+// asks for no lab.
 package labtest

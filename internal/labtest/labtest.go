@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strconv"
 	"sync/atomic"
+	"testing"
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
@@ -22,10 +23,12 @@ const pollInterval = 20 * time.Millisecond
 var labCount atomic.Uint64
 
 // New builds a lab with the given hosts for the test and removes it when the
-// test and its subtests end. It skips the test (or fails it under CI=true)
-// when not run as root or when iproute2 is missing.
+// test and its subtests end. It skips the test in short mode (SkipShort), and
+// skips it (or fails it under CI=true) when not run as root or when iproute2
+// is missing.
 func New(t TB, hosts ...lab.HostConfig) *lab.Lab {
 	t.Helper()
+	SkipShort(t)
 	if os.Geteuid() != 0 {
 		unavailable(t, "needs root to create network namespaces; run as root, e.g. sudo go test ./...")
 	}
@@ -62,10 +65,12 @@ func Prefix() string {
 	return "vt" + strconv.FormatInt(int64(os.Getpid()), 36) + "x" + strconv.FormatUint(n, 36)
 }
 
-// RequireTool returns the path of the program name, and skips the test (or
-// fails it under CI=true) when the program is not installed.
+// RequireTool returns the path of the program name. It skips the test in
+// short mode (SkipShort), and skips it (or fails it under CI=true) when the
+// program is not installed.
 func RequireTool(t TB, name string) string {
 	t.Helper()
+	SkipShort(t)
 	path, err := exec.LookPath(name)
 	if err != nil {
 		unavailable(t, fmt.Sprintf("needs %s, which is not installed or not in PATH; install it to run this test", name))
@@ -73,12 +78,29 @@ func RequireTool(t TB, name string) string {
 	return path
 }
 
-// RequireRoot skips the test (or fails it under CI=true) when not run as
-// root; what says what needs it ("loading eBPF programs").
+// RequireRoot skips the test in short mode (SkipShort), and skips it (or
+// fails it under CI=true) when not run as root; what says what needs it
+// ("loading eBPF programs").
 func RequireRoot(t TB, what string) {
 	t.Helper()
+	SkipShort(t)
 	if os.Geteuid() != 0 {
 		unavailable(t, what+" needs root; run as root, e.g. sudo go test ./...")
+	}
+}
+
+// SkipShort skips a lab test in short mode (go test -short, which make unit
+// runs), under CI=true as well: short mode is the explicit choice of the
+// unit loop, which needs no root, builds no lab and no vip binary, and runs
+// no outside program (etcd, tcpdump, arping); make lab and make test run
+// these tests. New, RequireRoot and RequireTool call it, so a test that
+// needs any of them skips at its first call; a lab test that needs none of
+// them (one that runs the vip binary only) calls it itself. Outside a test
+// binary (vipbench's driver) it does nothing.
+func SkipShort(t TB) {
+	t.Helper()
+	if testing.Testing() && testing.Short() {
+		t.Skip("a lab test, skipped in short mode (make unit); make lab runs it")
 	}
 }
 

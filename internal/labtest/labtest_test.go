@@ -3,6 +3,7 @@ package labtest_test
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +47,55 @@ func TestEventually(t *testing.T) {
 			t.Errorf("got failure %q, want one ending in the last reason %q", f.fatal, want)
 		}
 	})
+}
+
+// skipTB records a skip and ends its goroutine, as a test's Skip does, and
+// records a fatal failure without ending it, as fakeTB does.
+type skipTB struct {
+	fakeTB
+	skipped string
+}
+
+func (f *skipTB) Skip(args ...any) {
+	f.skipped = fmt.Sprint(args...)
+	runtime.Goexit()
+}
+
+// TestSkipShort: in short mode (make unit) every way into a lab skips the
+// test, under CI=true too, rather than fail for want of root or a tool;
+// outside short mode SkipShort lets the test go on.
+func TestSkipShort(t *testing.T) {
+	t.Setenv("CI", "true")
+	call := func(fn func(labtest.TB)) *skipTB {
+		f := &skipTB{fakeTB: fakeTB{TB: t}}
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			fn(f)
+		}()
+		<-done
+		return f
+	}
+	if !testing.Short() {
+		if f := call(func(tb labtest.TB) { labtest.SkipShort(tb) }); f.skipped != "" || f.fatal != "" {
+			t.Errorf("SkipShort outside short mode: skipped %q, failed %q; want neither", f.skipped, f.fatal)
+		}
+		return
+	}
+	for _, tt := range []struct {
+		name string
+		fn   func(labtest.TB)
+	}{
+		{"SkipShort", func(tb labtest.TB) { labtest.SkipShort(tb) }},
+		{"New", func(tb labtest.TB) { labtest.New(tb, lab.HostConfig{Name: "a"}) }},
+		{"RequireRoot", func(tb labtest.TB) { labtest.RequireRoot(tb, "this") }},
+		{"RequireTool", func(tb labtest.TB) { labtest.RequireTool(tb, "vip-no-such-tool") }},
+	} {
+		f := call(tt.fn)
+		if f.fatal != "" || !strings.Contains(f.skipped, "short mode") {
+			t.Errorf("%s in short mode under CI=true: skipped %q, failed %q; want a skip that names short mode", tt.name, f.skipped, f.fatal)
+		}
+	}
 }
 
 func host(t *testing.T) *lab.Host {
