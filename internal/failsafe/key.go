@@ -35,11 +35,12 @@ func LoadKey(path string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("write the failsafe key: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
+	err = tmp.Chmod(0o600)
+	if err == nil {
 		_, err = tmp.WriteString(base64.StdEncoding.EncodeToString(key.Seed()) + "\n")
-		if err == nil {
-			err = tmp.Sync()
-		}
+	}
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
