@@ -136,11 +136,11 @@ func isRequestFor(pk gopacket.Packet, addr netip.Addr) bool {
 // TestFleetFailsafeJoinerWaits cuts a and b off from the store, but not
 // from each other: a answers on failsafe, b's promise covering it. Then c
 // joins the fleet, reaching the store, which a cannot see: a never asks
-// it. Once a's lease is gone, c's claim of a's address waits, since a
-// may still answer, and c answers nothing meanwhile. When b reaches the
-// store again, it says so to a, which fences; once b's promise ended, b
-// clears a's failsafe set and the address goes on, to b or c, with no
-// frame of a after the new owner's first.
+// it. Once a's lease is gone, c's claim of a's address is refused, since a
+// may still answer, and c answers nothing. When b reaches the store again,
+// it says so to a, which fences; once b's promise ended, b clears a's
+// failsafe set and takes the address as its standby, with no frame of a
+// after its first.
 func TestFleetFailsafeJoinerWaits(t *testing.T) {
 	t.Parallel()
 	labtest.RequireTool(t, "arping")
@@ -166,15 +166,17 @@ func TestFleetFailsafeJoinerWaits(t *testing.T) {
 		resp, err := cli.Get(ctxFor(t, 5*time.Second), keys.Node("a"))
 		return err == nil && resp.Count == 0, "a's lease is not gone from the store"
 	})
-	claim := labtest.Start(t, f.client, vipBin, "claim", v4.String(), v6.String(), "--socket", f.sc)
-	agentC.WaitOutput(t, "failsafe: waits to take anything", 10*time.Second)
-	// Two seconds more of a answering on failsafe, c waiting.
-	waitFrom := time.Now()
-	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
-		return time.Since(waitFrom) > 2*time.Second, "two seconds of c waiting"
-	})
-	if claim.Exited() {
-		t.Fatalf("c's claim ended while a answered on failsafe:\n%s\n%s", claim.Output(), agentC.Output())
+	// c's claim is refused at once, saying why, and leaves nothing
+	// behind; again two seconds on.
+	for range 2 {
+		out, code := vipOn(t, f.client, f.sc, "claim", v4.String(), v6.String())
+		if code == 0 || !strings.Contains(out, "may still answer on failsafe") {
+			t.Fatalf("c's claim while a answered on failsafe: exit %d, want a refusal that says why:\n%s\n%s", code, out, agentC.Output())
+		}
+		refused := time.Now()
+		labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+			return time.Since(refused) > 2*time.Second, "two seconds more of a on failsafe"
+		})
 	}
 	if st := status(t, f.a, f.sa).Agent.Store; st == nil || st.Failsafe == nil || !st.Fenced.IsZero() {
 		t.Fatalf("a stopped answering on failsafe while b could still promise: %+v", st)

@@ -42,6 +42,7 @@ func joinFleet(ctx context.Context, cfg Config, keyFile string, eng *announce.En
 		Interfaces: func() []store.Interface { return hostInterfaces(sys, vip.of(eng.Status())) },
 		Forget:     book.Delete, Deadline: deadline, Own: announce.InterfaceAddrs,
 	}
+	fc.Promises = promisesFile(keyFile)
 	if cfg.Store.Failsafe {
 		if fc.Failsafe, err = failsafeConfig(cfg.Store, keyFile); err != nil {
 			c.Close()
@@ -81,8 +82,12 @@ func failsafeConfig(sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, erro
 		conn.Close()
 		return nil, err
 	}
-	return &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: adv, Promises: strings.TrimSuffix(keyFile, "-key") + "-promises"}, nil
+	return &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: adv, Promises: promisesFile(keyFile)}, nil
 }
+
+// promisesFile is where the failsafe keeps this node's promises, beside
+// its key.
+func promisesFile(keyFile string) string { return strings.TrimSuffix(keyFile, "-key") + "-promises" }
 
 // failsafeAdvertise is where the other agents ask this one.
 func failsafeAdvertise(sc StoreConfig, port uint16) (netip.AddrPort, error) {
@@ -112,8 +117,11 @@ func failsafeAdvertise(sc StoreConfig, port uint16) (netip.AddrPort, error) {
 		return netip.AddrPort{}, fmt.Errorf("find the address this host reaches the store from (%s): %w: give --failsafe-advertise ADDR", host, err)
 	}
 	defer c.Close()
-	local := c.LocalAddr().(*net.UDPAddr).AddrPort()
-	return netip.AddrPortFrom(local.Addr().Unmap(), port), nil
+	local := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
+	if local.IsLoopback() {
+		return netip.AddrPort{}, fmt.Errorf("this host reaches the store over loopback (%s), which the other agents cannot ask it at: give --failsafe-advertise ADDR", local)
+	}
+	return netip.AddrPortFrom(local, port), nil
 }
 
 // adoptGuarded re-adopts a dead agent's claims through the store: those

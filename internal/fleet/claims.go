@@ -44,9 +44,11 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
-	if err := m.mayTake(ctx); err != nil {
-		return nil, err
+	done, err := m.mayTake(ctx, false)
+	if err != nil {
+		return nil, fmt.Errorf("nothing was claimed: %w", err)
 	}
+	defer done()
 	now := m.clock.Now()
 	items := make([]announce.Claim, len(reqs))
 	for i, r := range reqs {
@@ -426,9 +428,11 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	if err := m.mayTake(ctx); err != nil {
+	done, err := m.mayTake(ctx, true)
+	if err != nil {
 		return false, 0, err
 	}
+	defer done()
 	rec := m.claimRecord(a, tk.ifname, m.macs()[tk.ifname], m.clock.Now(), tk.opts)
 	if tk.home != m.cfg.Node {
 		rec.Home = tk.home

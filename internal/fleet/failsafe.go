@@ -77,6 +77,9 @@ type failsafeState struct {
 	// promise's length).
 	promised  map[string]time.Time
 	holdUntil time.Time
+	// taking counts the takes through the store under way (mayTake to
+	// their end): while one is, this node promises nothing.
+	taking int
 	// since is when this owner started answering on failsafe (zero: it
 	// is not), ackedBy who acknowledged the last round, at when.
 	since   time.Time
@@ -308,7 +311,7 @@ func (m *Member) clearSet(ctx context.Context, s store.FailsafeSet) {
 	if !reaches {
 		return
 	}
-	var until time.Time
+	until := m.kept[s.Node]
 	if m.fs != nil {
 		m.fs.mu.Lock()
 		until = m.fs.promised[s.Node]
@@ -361,6 +364,12 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 	fs := m.fs
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if fs.taking > 0 {
+		// Checked with the promise's record under one lock, as a take
+		// counts itself before it reads the promises: either it sees
+		// this promise, or this sees it.
+		return failsafe.Refused, 0, "this node is taking addresses through the store"
+	}
 	if until := now.Add(p); until.After(fs.promised[q.From]) {
 		fs.promised[q.From] = until
 		// On disk before the answer leaves: an agent started again
@@ -376,16 +385,37 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 // mayTake waits until this node may take an address through the store:
 // no promise of its own in force (keepPromises), and no lapsed owner's
 // failsafe set that leaves it out (failsafeBlocks), read again every
-// renewal period.
-func (m *Member) mayTake(ctx context.Context) error {
+// renewal period; without wait, such a set refuses at once. From its
+// call until done, this node promises nothing, so that no promise made
+// meanwhile goes unseen.
+func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error) {
+	done = func() {}
+	if m.fs != nil {
+		m.fs.mu.Lock()
+		m.fs.taking++
+		m.fs.mu.Unlock()
+		done = func() {
+			m.fs.mu.Lock()
+			m.fs.taking--
+			m.fs.mu.Unlock()
+		}
+	}
 	if err := m.keepPromises(ctx); err != nil {
-		return err
+		done()
+		return nil, err
 	}
 	said := false
 	for {
 		why, err := m.failsafeBlocks(ctx)
-		if err != nil || why == "" {
-			return err
+		switch {
+		case err != nil:
+			done()
+			return nil, err
+		case why == "":
+			return done, nil
+		case !wait:
+			done()
+			return nil, errors.New(why)
 		}
 		if !said {
 			m.log.Warn("failsafe: waits to take anything", "why", why)
@@ -393,38 +423,55 @@ func (m *Member) mayTake(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", why, ctx.Err())
+			done()
+			return nil, fmt.Errorf("%s: %w", why, ctx.Err())
 		case <-m.clock.After(m.timing.Renew):
 		}
 	}
 }
 
-// keepPromises waits until no promise this node made (or an earlier agent
-// of it may have made) is in force: a take through the store before then
-// could take an address whose owner answers on failsafe on the strength
-// of that promise.
-func (m *Member) keepPromises(ctx context.Context) error {
+// promisedUntil is when the last promise in force that this node (or an
+// earlier agent of it) made ends, and to whom; zero when none is.
+func (m *Member) promisedUntil() (time.Time, string) {
 	if m.fs == nil {
-		return nil
+		var until time.Time
+		var owner string
+		for o, t := range m.kept {
+			if t.After(until) {
+				until, owner = t, o
+			}
+		}
+		return until, owner
 	}
 	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
 	until, owner := m.fs.holdUntil, "an earlier agent's owners"
 	for o, t := range m.fs.promised {
 		if t.After(until) {
 			until, owner = t, o
 		}
 	}
-	m.fs.mu.Unlock()
-	wait := m.clock.Until(until)
-	if wait <= 0 {
-		return nil
-	}
-	m.log.Info("failsafe: takes nothing until its promise ends", "owner", owner, "for", wait.Round(time.Millisecond))
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-m.clock.After(wait):
-		return nil
+	return until, owner
+}
+
+// keepPromises waits until no promise this node made (or an earlier agent
+// of it made) is in force: a take through the store before then could take
+// an address whose owner answers on failsafe on the strength of that
+// promise. It looks again after each wait: a promise may have been made
+// meanwhile (mayTake stops them while it runs).
+func (m *Member) keepPromises(ctx context.Context) error {
+	for {
+		until, owner := m.promisedUntil()
+		wait := m.clock.Until(until)
+		if wait <= 0 {
+			return nil
+		}
+		m.log.Info("failsafe: takes nothing until its promise ends", "owner", owner, "for", wait.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-m.clock.After(wait):
+		}
 	}
 }
 
@@ -479,8 +526,13 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
+	asked := make([]string, 0, len(targets))
+	for _, t := range targets {
+		asked = append(asked, t.Node)
+	}
+	slices.Sort(asked)
 	fs.mu.Lock()
-	recorded := fs.recordedRev != 0 && fs.recordedLease == lease
+	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && strings.Join(asked, ",") == fs.recordedNames
 	fs.mu.Unlock()
 	if !recorded {
 		// A node outside a set the store does not have would not
@@ -522,6 +574,14 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	if until > at {
 		if err := m.cfg.Deadline.Set(until); err != nil {
 			m.log.Error("failsafe: move the answer deadline", "err", err)
+			return
+		}
+		if _, fenced := m.isFenced(); fenced {
+			// A fence closed the deadline between the look above
+			// and the move (fenceWhy takes no lock): closed again.
+			if err := m.cfg.Deadline.Close(); err != nil {
+				m.log.Error("fence: close the answer deadline", "err", err)
+			}
 			return
 		}
 		m.mu.Lock()

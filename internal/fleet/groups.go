@@ -56,9 +56,11 @@ func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
 		took, _, err := m.takeKey(ctx, tks[0].addr, tks[0])
 		return took, err
 	}
-	if err := m.mayTake(ctx); err != nil {
+	done, err := m.mayTake(ctx, true)
+	if err != nil {
 		return false, err
 	}
+	defer done()
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()

@@ -109,7 +109,10 @@ type Config struct {
 	Own func(ifname string) map[netip.Addr]bool
 	// Failsafe, when set, keeps this node's addresses answered through
 	// a store outage that every other node sees too (FailsafeConfig).
+	// Promises, without it, is where an earlier agent with it kept its
+	// promises, which this one keeps too.
 	Failsafe *FailsafeConfig
+	Promises string
 	Log      *slog.Logger
 }
 
@@ -200,6 +203,10 @@ type Member struct {
 	// passedOver are the addresses this node stood by for and left alone
 	// while cordoned, with the owner whose lease expired.
 	passedOver map[netip.Addr]store.Claim
+	// missedTakes are the addresses whose owner's key went while this
+	// node was fenced, with that owner's record: looked at again once it
+	// resumes (takeFreeStandbys).
+	missedTakes map[netip.Addr]*store.Claim
 	// incoming are the moves to this node whose owner has not let go;
 	// polling, those whose record is read again soon (pollIncoming).
 	incoming map[netip.Addr]MoveRecord
@@ -219,8 +226,10 @@ type Member struct {
 	// goroutine of its own from outside it then.
 	closed bool
 
-	// fs is the failsafe (nil: off).
-	fs *failsafeState
+	// fs is the failsafe (nil: off); kept, with it off, the promises an
+	// earlier agent of this node made with it on (Config.Promises).
+	fs   *failsafeState
+	kept map[string]time.Time
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -273,6 +282,10 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	m.mover = &Mover{l: m.l, clock: m.clock}
 	if cfg.Failsafe != nil {
 		m.startFailsafe()
+	} else if kept, err := loadPromises(cfg.Promises); err != nil {
+		return nil, fmt.Errorf("read the failsafe promises an earlier agent of this node made: %w: remove the file once they have ended (a TTL at most)", err)
+	} else {
+		m.kept = kept
 	}
 	if err := m.register(ctx); err != nil {
 		return nil, err

@@ -241,6 +241,13 @@ func (m *Member) takeAsStandby(ctx context.Context, addrs []netip.Addr, prev *st
 	}
 	_, first := m.standby[a]
 	fenced := !m.fencedAt.IsZero()
+	if fenced && first && len(ss) > 0 {
+		// Looked at again once the member resumes (takeFreeStandbys).
+		if m.missedTakes == nil {
+			m.missedTakes = map[netip.Addr]*store.Claim{}
+		}
+		m.missedTakes[a] = prev
+	}
 	m.mu.Unlock()
 	if !first || len(ss) == 0 || fenced {
 		return

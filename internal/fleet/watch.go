@@ -36,6 +36,7 @@ func (m *Member) resync(ctx context.Context) {
 	if err := m.reconcileStandbys(ctx); err != nil {
 		m.log.Debug("read this node's standbys again", "err", err)
 	}
+	m.takeFreeStandbys(ctx)
 	addrs, err := m.l.Inbox(ctx, m.cfg.Node)
 	if err != nil {
 		m.log.Debug("read the inbox", "err", err)
@@ -129,6 +130,27 @@ func (m *Member) gone(a netip.Addr, prev *store.Claim) {
 		return
 	}
 	m.takeAsStandby(ctx, addrs, prev)
+}
+
+// takeFreeStandbys takes, as their standby, the addresses whose owner's
+// key went while this node was fenced (takeAsStandby passed them over,
+// and no other deletion will come), each judged as then: not if its owner
+// let it go on purpose.
+func (m *Member) takeFreeStandbys(ctx context.Context) {
+	if _, fenced := m.isFenced(); fenced {
+		return
+	}
+	m.mu.Lock()
+	missed := m.missedTakes
+	m.missedTakes = nil
+	m.mu.Unlock()
+	for a, prev := range missed {
+		if ctx.Err() != nil {
+			return
+		}
+		m.log.Info("an owner's key went while this node was fenced: its standby looks again", "addr", a)
+		m.gone(a, prev)
+	}
 }
 
 // owns reports whether the engine holds a for this node.
