@@ -16,15 +16,22 @@ import (
 // while a move waits for a frozen target. The view runs on a third agent,
 // c, and its screen is read every 50 ms; vip fleet --json is read every
 // 200 ms. The pane must show each state within a second of vip fleet
-// (it reads the fleet every second; measured 0.8-1.0 s here, and a second
-// of slack for a loaded, race-built run).
+// (it reads the fleet every second; measured 0.8-1.0 s here, and two
+// seconds of slack for a loaded, race-built run, where one read of the
+// fleet through c's agent took over a second).
+//
+// The agents run at the default TTL, 6 s, so that taking-over lasts
+// longer than the pane's read with its slack: at the lab's 3 s it lasted
+// 2.3 s in one CI run, and the pane, one slow read late, went from held
+// by a to held by b without showing it.
 func TestFleetPaneFollowsTheStore(t *testing.T) {
 	t.Parallel()
 	labtest.RequireTool(t, "tmux")
-	f := newFleetLab(t)
+	const ttl = "6s"
+	f := newFleetLabWith(t, "--lease-ttl", ttl)
 	const addr = "192.0.2.10"
 	mustVip(t, f.a, f.sa, "claim", addr)
-	startAgent(t, f.client, f.sc, "--store", f.storeURL, "--node", "c", "--lease-ttl", fleetTTL, "--log-format", "json")
+	startAgent(t, f.client, f.sc, "--store", f.storeURL, "--node", "c", "--lease-ttl", ttl, "--log-format", "json")
 	tm := startTerm(t, f.client, 150, 50, "watch", "--socket", f.sc)
 	tm.waitFor("the fleet in c's view", 15*time.Second, func(s string) bool {
 		r := fleetRow(s, addr)
@@ -54,8 +61,8 @@ func TestFleetPaneFollowsTheStore(t *testing.T) {
 		case at := <-paneAt:
 			lag := at.Sub(reads[i].end)
 			t.Logf("%s %s: in c's fleet pane %v after vip fleet listed it", addr, state, lag.Round(10*time.Millisecond))
-			if lag > 2*time.Second {
-				t.Errorf("the fleet pane showed %s %s %v after vip fleet, want within a second (+1 s of slack)", addr, state, lag)
+			if lag > 3*time.Second {
+				t.Errorf("the fleet pane showed %s %s %v after vip fleet, want within a second (+2 s of slack)", addr, state, lag)
 			}
 		case <-time.After(5 * time.Second):
 			t.Errorf("the fleet pane did not show %s %s within 5 s of vip fleet:\n%s", addr, state, tm.screen())

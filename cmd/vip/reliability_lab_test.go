@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -445,6 +446,38 @@ func assignedOf(t *testing.T, h *lab.Host, keep func(netip.Addr) bool) []string 
 		}
 	}
 	slices.Sort(got)
+	return got
+}
+
+// lifetimesOf returns what is left of the valid lifetime of each address
+// on h's eth0 for which keep is true, in the kernel's whole seconds
+// (rounded down); one that lasts forever is given a year. An address not
+// on the interface is left out.
+func lifetimesOf(t *testing.T, h *lab.Host, keep func(netip.Addr) bool) map[netip.Addr]time.Duration {
+	t.Helper()
+	var links []struct {
+		AddrInfo []struct {
+			Local string `json:"local"`
+			Valid uint32 `json:"valid_life_time"`
+		} `json:"addr_info"`
+	}
+	out := mustRun(t, h, "ip", "-j", "addr", "show", "dev", "eth0")
+	if err := json.Unmarshal([]byte(out), &links); err != nil {
+		t.Fatalf("ip -j addr: %v:\n%s", err, out)
+	}
+	got := map[netip.Addr]time.Duration{}
+	for _, l := range links {
+		for _, a := range l.AddrInfo {
+			ad, err := netip.ParseAddr(a.Local)
+			switch {
+			case err != nil || !keep(ad):
+			case a.Valid == math.MaxUint32:
+				got[ad] = 365 * 24 * time.Hour
+			default:
+				got[ad] = time.Duration(a.Valid) * time.Second
+			}
+		}
+	}
 	return got
 }
 
