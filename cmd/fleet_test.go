@@ -365,6 +365,18 @@ func TestStatusStoreGolden(t *testing.T) {
 	if got := storeLine(s, now); !strings.Contains(got, want) {
 		t.Errorf("got %q, want it to say %q", got, want)
 	}
+	// A node that promised an owner on failsafe says to whom, until when.
+	s = *st.Agent.Store
+	s.Promised = &api.Promise{Owner: "a", Until: now.Add(2500 * time.Millisecond)}
+	want = fmt.Sprintf("; PROMISED a to take none of its addresses until %s (2.5s more): takes nothing through the store until then",
+		s.Promised.Until.Local().Format(time.TimeOnly))
+	if got := storeLine(s, now); !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to say %q", got, want)
+	}
+	// One that ended says nothing of it.
+	if got := storeLine(s, now.Add(3*time.Second)); strings.Contains(got, "PROMISED") {
+		t.Errorf("got %q, want nothing of a promise that ended", got)
+	}
 }
 
 // ms is a step of a move's timeline in a fixture.

@@ -82,6 +82,18 @@ func TestFleetFailsafeStoreFrozen(t *testing.T) {
 	if strings.Contains(f.agentB.Output(), "standby took over") {
 		t.Errorf("b took over:\n%s", f.agentB.Output())
 	}
+	// Once the store is back, its history says, from any host, who
+	// answered on failsafe, from when to when, on whose promises.
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		var got []string
+		for _, c := range historyOf(t, f).Changes {
+			got = append(got, changeLine(c))
+			if c.Kind == "failsafe" && c.Node == "a" && strings.Contains(c.Reason+c.Message, "answered on the promises of b") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("vip history says nothing of a on failsafe: %q", got)
+	})
 }
 
 // probeSteady asks for the VIPs from h every 100 ms, whether or not the
@@ -216,5 +228,125 @@ func TestFleetFailsafeJoinerWaits(t *testing.T) {
 	}
 	if out := f.agentB.Output() + agentC.Output(); !strings.Contains(out, "cleared a lapsed owner's failsafe set") {
 		t.Errorf("nobody cleared a's failsafe set:\n%s", out)
+	}
+}
+
+// TestFleetFailsafeThreeAgents freezes the store under three agents with
+// --failsafe, a owning both addresses and b and c standing by. For 20 s a
+// answers on both their promises: no request waits over a second, and
+// neither standby answers. Then, the store still frozen, c's agent is
+// killed: a's next round goes unanswered by c, so a falls silent within
+// c's last promise (TTL/2) and a second, before anyone could take over.
+// Once the store is back, whoever holds the addresses answers alone: a
+// never answers after another MAC did.
+func TestFleetFailsafeThreeAgents(t *testing.T) {
+	// Not in parallel: its probe is steady (a request every 100 ms), and
+	// the other lab tests' timing bounds are kept for a machine whose
+	// two cores they share with fewer labs.
+	labtest.RequireTool(t, "arping")
+	labtest.RequireTool(t, "ndisc6")
+	const ttl = 6 * time.Second
+	f := newFleetLabWith(t, "--failsafe", "--lease-ttl", ttl.String())
+	agentC := startAgent(t, f.client, f.sc, "--store", f.storeURL, "--node", "c", "--lease-ttl", ttl.String(), "--log-format", "json", "--failsafe")
+	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	vips := []netip.Addr{v4, v6}
+	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
+	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
+	mustVip(t, f.client, f.sc, "claim", v4.String(), v6.String(), "--standby")
+	macA, macB, macC := mac(f.a, "eth0"), mac(f.b, "eth0"), mac(f.client, "eth0")
+	// a asks only the set the store has: wait until it names both.
+	cli := etcdlab.Client(t, f.client, f.etcd.Endpoint())
+	keys := store.NewKeys(store.DefaultPrefix)
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		resp, err := cli.Get(ctxFor(t, 5*time.Second), keys.Failsafe("a"))
+		if err != nil || resp.Count != 1 {
+			return false, fmt.Sprintf("a's failsafe set is not in the store (%v)", err)
+		}
+		v := string(resp.Kvs[0].Value)
+		return strings.Contains(v, `"b"`) && strings.Contains(v, `"c"`), "a's failsafe set does not name b and c: " + v
+	})
+	capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
+	probeSteady(t, f.client, v4, v6)
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		pkts := capture.Snapshot(t)
+		return len(answersFor(pkts, v4)) > 0 && len(answersFor(pkts, v6)) > 0, "no answers from a before the store freezes"
+	})
+
+	frozen := time.Now()
+	thaw := f.etcd.Freeze(t)
+	labtest.Eventually(t, 40*time.Second, func() (bool, string) {
+		st := status(t, f.a, f.sa).Agent.Store
+		if st == nil || !st.Fenced.IsZero() {
+			t.Fatalf("a fenced while the store was frozen and b and c could promise: %+v\n%s", st, f.agentA.Output())
+		}
+		return time.Since(frozen) > 20*time.Second && st.Failsafe != nil && len(st.Failsafe.AckedBy) == 2,
+			fmt.Sprintf("20 s of a frozen store, with a on failsafe acknowledged by b and c (%+v)", st.Failsafe)
+	})
+	killed := time.Now()
+	agentC.Kill(t)
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		st := status(t, f.a, f.sa).Agent.Store
+		return st != nil && !st.Fenced.IsZero(), "a has not fenced since c was killed"
+	})
+	// Two seconds past the bound, so that a late answer would be seen.
+	promise := ttl / 2
+	bound := killed.Add(promise + time.Second)
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		return time.Now().After(bound.Add(2 * time.Second)), "two seconds past the bound"
+	})
+	pkts := capture.Snapshot(t)
+	for _, vip := range vips {
+		for _, an := range answersFor(pkts, vip) {
+			if an.mac == macB || an.mac == macC {
+				t.Errorf("%s answered by a standby (%s) at %s while the store was frozen", vip, an.mac, an.at.Format("15:04:05.000"))
+			}
+		}
+		longest, from := unanswered(pkts, vip, macA, frozen, killed)
+		t.Logf("%s: the longest a request waited for a's answer in the frozen store's 20 s: %v, from %s", vip, longest.Round(time.Millisecond), from.Format("15:04:05.000"))
+		if longest > time.Second {
+			t.Errorf("%s went unanswered for %v from %s while b and c promised, want at most 1 s", vip, longest, from.Format("15:04:05.000"))
+		}
+		var last time.Time
+		for _, an := range answersFor(pkts, vip) {
+			if an.mac == macA {
+				last = an.at
+			}
+		}
+		t.Logf("%s: c killed %s, a's last answer %s (%v after)", vip, killed.Format("15:04:05.000"), last.Format("15:04:05.000"), last.Sub(killed).Round(time.Millisecond))
+		if last.After(bound) {
+			t.Errorf("%s: a answered at %s, %v after c was killed: want silent within c's last promise (%v) and a second", vip,
+				last.Format("15:04:05.000"), last.Sub(killed).Round(time.Millisecond), promise)
+		}
+	}
+
+	// The store back: one owner answers, and a never after another.
+	thaw()
+	thawed := time.Now()
+	labtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		pkts := capture.Snapshot(t)
+		for _, vip := range vips {
+			ans := answersFor(pkts, vip)
+			if len(ans) == 0 || !ans[len(ans)-1].at.After(thawed.Add(time.Second)) {
+				return false, fmt.Sprintf("%s is not answered a second after the store is back", vip)
+			}
+		}
+		return true, ""
+	})
+	pkts = capture.Packets(t)
+	for _, vip := range vips {
+		var other string
+		for _, an := range answersFor(pkts, vip) {
+			switch {
+			case an.mac != macA && other == "":
+				other = an.mac
+			case an.mac == macA && other != "":
+				t.Errorf("%s: a answered at %s after %s had", vip, an.at.Format("15:04:05.000"), other)
+			case an.mac != macA && an.mac != other:
+				t.Errorf("%s: %s answered at %s after %s had", vip, an.mac, an.at.Format("15:04:05.000"), other)
+			}
+		}
+	}
+	if !strings.Contains(f.agentA.Output(), "answering past the lease's deadline") {
+		t.Errorf("a never said it answered on failsafe:\n%s", f.agentA.Output())
 	}
 }

@@ -185,6 +185,17 @@ type Store struct {
 	// set while it answers on failsafe.
 	FailsafeEnabled bool      `json:"failsafe_enabled,omitempty"`
 	Failsafe        *Failsafe `json:"failsafe,omitempty"`
+	// Promised is the last-ending promise in force that this node made
+	// to an owner answering on failsafe (or an earlier agent of it made):
+	// it takes nothing through the store until it ends.
+	Promised *Promise `json:"promised,omitempty"`
+}
+
+// Promise is this node's word to an owner answering on failsafe: it takes
+// none of that owner's addresses before Until.
+type Promise struct {
+	Owner string    `json:"owner"`
+	Until time.Time `json:"until"`
 }
 
 // Failsafe is an agent answering past its lease's deadline because the

@@ -90,6 +90,12 @@ func (m *Member) refuseOwn(reqs []announce.Request) error {
 // Adopt re-adopts the claims an agent of this node recorded before it
 // died: each whose key is still this node's, or free, is taken; one another
 // node took meanwhile is refused with a *HeldError.
+//
+// A free key is a take through the store like any other: it waits for the
+// promises an earlier agent of this node made (kept on disk) and for any
+// lapsed owner's failsafe set that leaves this node out (mayTake). An
+// address whose owner answers on failsafe on such a promise may be one
+// that was this node's before its agent died.
 func (m *Member) Adopt(ctx context.Context, claims []announce.Claim) ([]announce.Status, error) {
 	addrs := make([]netip.Addr, len(claims))
 	for i, c := range claims {
@@ -100,6 +106,11 @@ func (m *Member) Adopt(ctx context.Context, claims []announce.Claim) ([]announce
 		return nil, err
 	}
 	defer unlock()
+	done, err := m.mayTake(ctx, true)
+	if err != nil {
+		return nil, fmt.Errorf("re-adopt the claims of an earlier agent: %w", err)
+	}
+	defer done()
 	return m.claimOp(ctx, claims, m.eng.Adopt)
 }
 

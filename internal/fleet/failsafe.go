@@ -229,8 +229,15 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 	slices.Sort(names)
 	joined := strings.Join(names, ",")
 	m.mu.Lock()
-	lease := m.lease
+	lease, gone := m.lease, m.lease == m.goneLease
 	m.mu.Unlock()
+	if gone {
+		// The store said the lease is gone: the member joins again
+		// under a new one, and the set is written under that. One
+		// under the dead lease would hold the takes of the nodes it
+		// leaves out, although no owner answers on it.
+		return
+	}
 	m.fs.mu.Lock()
 	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0
 	m.fs.mu.Unlock()
@@ -384,8 +391,9 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 
 // mayTake waits until this node may take an address through the store:
 // no promise of its own in force (keepPromises), and no lapsed owner's
-// failsafe set that leaves it out (failsafeBlocks), read again every
-// renewal period; without wait, such a set refuses at once. From its
+// failsafe set that leaves it out (failsafeBlocks), read again after a
+// sixteenth of a renewal period, then twice as long each time up to one;
+// without wait, such a set refuses at once. From its
 // call until done, this node promises nothing, so that no promise made
 // meanwhile goes unseen.
 func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error) {
@@ -405,6 +413,11 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 		return nil, err
 	}
 	said := false
+	// A set that blocks is read again soon, then less often: one often
+	// blocks only for a moment (a node that wrote it as it joined again
+	// under a new lease, and writes it again at once), and one of a
+	// dead owner may block for long, read by every node that waits.
+	pause := m.timing.Renew / 16
 	for {
 		why, err := m.failsafeBlocks(ctx)
 		switch {
@@ -425,8 +438,9 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 		case <-ctx.Done():
 			done()
 			return nil, fmt.Errorf("%s: %w", why, ctx.Err())
-		case <-m.clock.After(m.timing.Renew):
+		case <-m.clock.After(pause):
 		}
+		pause = min(2*pause, m.timing.Renew)
 	}
 }
 
@@ -632,14 +646,41 @@ func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
 	now := m.clock.Now()
 	m.fs.mu.Lock()
 	m.fs.leaseUntil = leaseUntil
-	since := m.fs.since
+	since, by, at := m.fs.since, m.fs.ackedBy, m.fs.ackedAt
 	m.fs.since, m.fs.ackedBy = time.Time{}, nil
 	m.fs.mu.Unlock()
 	if !since.IsZero() {
 		m.log.Info("failsafe: the store is back", "after", now.Sub(since).Round(time.Millisecond))
 		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "store",
 			Message: fmt.Sprintf("the store is back: answered on failsafe for %s", now.Sub(since).Round(time.Millisecond))})
+		m.recordFailsafe(since, now, by, at)
 	}
+}
+
+// recordFailsafe writes to the history, in the background, that this
+// owner answered on failsafe from since until the store acknowledged it
+// again at now, last on the promises of by at at: who answered on
+// failsafe, and for how long, for vip history on any host. A fence that
+// ended it earlier has a record of its own, written at the resumption.
+func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time) {
+	m.mu.Lock()
+	addrs := make([]netip.Addr, 0, len(m.owned)+len(m.fenced))
+	for a := range m.owned {
+		addrs = append(addrs, a)
+	}
+	for a := range m.fenced {
+		addrs = append(addrs, a)
+	}
+	m.mu.Unlock()
+	ch := store.Change{Kind: store.ChangeFailsafe, Node: m.cfg.Node, Time: now, Since: since,
+		Message: fmt.Sprintf("the store unreachable, it answered on the promises of %s for %s (the last at %s)",
+			strings.Join(by, ", "), now.Sub(since).Round(time.Millisecond), at.Local().Format("15:04:05.000"))}
+	ch.SetAddrs(addrs)
+	m.afterRenew(func(ctx context.Context) {
+		if err := m.l.Record(ctx, []store.Change{ch}); err != nil {
+			m.log.Warn("write the failsafe to the history: left out of it", "err", err)
+		}
+	})
 }
 
 // FailsafeInfo says whether this owner answers on failsafe: since when,

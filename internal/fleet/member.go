@@ -494,6 +494,9 @@ func (m *Member) Info() api.Store {
 			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at}
 		}
 	}
+	if until, owner := m.promisedUntil(); until.After(m.clock.Now()) {
+		st.Promised = &api.Promise{Owner: owner, Until: until}
+	}
 	if d := m.cfg.Deadline; d != nil {
 		st.Withheld = d.Withheld()
 		if d.Closed() {

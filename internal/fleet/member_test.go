@@ -74,15 +74,25 @@ func (f *fakeFleet) join(name string) (*fleet.Member, *fakeEngine) {
 // joinWith is join with the host's interfaces as ifs reads them.
 func (f *fakeFleet) joinWith(name string, ifs func() []store.Interface) (*fleet.Member, *fakeEngine) {
 	f.t.Helper()
+	return f.joinConfig(name, func(c *fleet.Config) { c.Interfaces = ifs })
+}
+
+// joinConfig is join with the member's configuration changed by set.
+func (f *fakeFleet) joinConfig(name string, set func(*fleet.Config)) (*fleet.Member, *fakeEngine) {
+	f.t.Helper()
 	if f.now() != 0 {
 		f.t.Fatal("join after the clock moved: the renewals would not tick together")
 	}
 	eng := newFakeEngine()
 	eng.deadline = announce.NewDeadline(f.boot)
-	m, err := fleet.Join(context.Background(), fleet.Config{
+	cfg := fleet.Config{
 		Ledger: f.s.ledger(name), Clock: f.clock, Node: name, TTL: fakeTTL, Log: testLog(f.t), Deadline: eng.deadline,
-		Interfaces: ifs,
-	}, eng)
+		Interfaces: func() []store.Interface {
+			return []store.Interface{{Name: "eth0", MAC: "02:00:00:00:00:01", Up: true}}
+		},
+	}
+	set(&cfg)
+	m, err := fleet.Join(context.Background(), cfg, eng)
 	if err != nil {
 		f.t.Fatalf("join as %s: %v", name, err)
 	}

@@ -82,6 +82,19 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
 			return false
 		}
+		// Every key went with the lease: taking them again is a take
+		// through the store, which waits for this node's promises and
+		// for the failsafe sets that leave it out (mayTake). Another
+		// node may have taken one of them meanwhile and, its lease gone
+		// in the same outage, answer for it on failsafe on this node's
+		// promise. Under a live lease the keys are still this node's
+		// (none can be taken from a live lease), and resume at once.
+		done, err := m.mayTake(ctx, true)
+		if err != nil {
+			m.log.Warn("resume the fenced claims: staying fenced", "err", err)
+			return false
+		}
+		defer done()
 	}
 	m.mu.Lock()
 	claims := make([]announce.Claim, 0, len(addrs))

@@ -39,6 +39,15 @@ vip_store_cordon_remaining_seconds{node="a"} 90
 # HELP vip_store_cordoned Whether the agent's node is cordoned (1, vip cordon): it takes no address by move, take-over or standby, and keeps what it holds.
 # TYPE vip_store_cordoned gauge
 vip_store_cordoned{node="a"} 1
+# HELP vip_store_failsafe_answering Whether the agent answers on failsafe (1): the store is unreachable past the answer deadline, and every node of its failsafe set said it does not reach it either and promised to take none of its addresses.
+# TYPE vip_store_failsafe_answering gauge
+vip_store_failsafe_answering{node="a"} 0
+# HELP vip_store_failsafe_enabled Whether the agent runs with --failsafe (1): while the store is unreachable, it may answer on the promises of the other nodes.
+# TYPE vip_store_failsafe_enabled gauge
+vip_store_failsafe_enabled{node="a"} 0
+# HELP vip_store_failsafe_promise_remaining_seconds Seconds left of the last promise in force this node made to an owner answering on failsafe (0 when none): it takes nothing through the store until it ends.
+# TYPE vip_store_failsafe_promise_remaining_seconds gauge
+vip_store_failsafe_promise_remaining_seconds{node="a"} 0
 # HELP vip_store_fence_after_seconds How long after the last renewal sent the agent fences: the TTL less the margin.
 # TYPE vip_store_fence_after_seconds gauge
 vip_store_fence_after_seconds{node="a"} 4.5
@@ -87,5 +96,41 @@ vip_store_answer_deadline_seconds{node="a"} 0
 	}
 	if n := testutil.CollectAndCount(NewStoreCollector(fakeStore{info: api.Store{Node: "a"}}, nil), "vip_store_answer_deadline_seconds", "vip_store_withheld_frames_total"); n != 0 {
 		t.Errorf("an agent without a deadline exports %d deadline metrics, want none", n)
+	}
+}
+
+// TestStoreCollectorFailsafe: an owner answering on failsafe says so, with
+// the age of its last acknowledgements; a node that promised an owner says
+// how long its promise has left, and the series of an ended one is 0.
+func TestStoreCollectorFailsafe(t *testing.T) {
+	s := fakeStore{info: api.Store{Node: "a", FailsafeEnabled: true,
+		Failsafe: &api.Failsafe{Since: now.Add(-10 * time.Second), AckedBy: []string{"b"}, AckedAt: now.Add(-400 * time.Millisecond)},
+		Promised: &api.Promise{Owner: "c", Until: now.Add(2500 * time.Millisecond)}}}
+	names := []string{"vip_store_failsafe_enabled", "vip_store_failsafe_answering", "vip_store_failsafe_ack_age_seconds", "vip_store_failsafe_promise_remaining_seconds"}
+	want := `
+# HELP vip_store_failsafe_ack_age_seconds Seconds since the last round of failsafe acknowledgements, while the agent answers on failsafe; absent otherwise.
+# TYPE vip_store_failsafe_ack_age_seconds gauge
+vip_store_failsafe_ack_age_seconds{node="a"} 0.4
+# HELP vip_store_failsafe_answering Whether the agent answers on failsafe (1): the store is unreachable past the answer deadline, and every node of its failsafe set said it does not reach it either and promised to take none of its addresses.
+# TYPE vip_store_failsafe_answering gauge
+vip_store_failsafe_answering{node="a"} 1
+# HELP vip_store_failsafe_enabled Whether the agent runs with --failsafe (1): while the store is unreachable, it may answer on the promises of the other nodes.
+# TYPE vip_store_failsafe_enabled gauge
+vip_store_failsafe_enabled{node="a"} 1
+# HELP vip_store_failsafe_promise_remaining_seconds Seconds left of the last promise in force this node made to an owner answering on failsafe (0 when none): it takes nothing through the store until it ends.
+# TYPE vip_store_failsafe_promise_remaining_seconds gauge
+vip_store_failsafe_promise_remaining_seconds{node="a"} 2.5
+`
+	if err := testutil.CollectAndCompare(NewStoreCollector(s, func() time.Time { return now }), strings.NewReader(want), names...); err != nil {
+		t.Error(err)
+	}
+	ended := `
+# HELP vip_store_failsafe_promise_remaining_seconds Seconds left of the last promise in force this node made to an owner answering on failsafe (0 when none): it takes nothing through the store until it ends.
+# TYPE vip_store_failsafe_promise_remaining_seconds gauge
+vip_store_failsafe_promise_remaining_seconds{node="a"} 0
+`
+	later := func() time.Time { return now.Add(3 * time.Second) }
+	if err := testutil.CollectAndCompare(NewStoreCollector(s, later), strings.NewReader(ended), "vip_store_failsafe_promise_remaining_seconds"); err != nil {
+		t.Error(err)
 	}
 }

@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -69,5 +70,23 @@ func TestCordonActive(t *testing.T) {
 	back, err := Decode[Cordon]("/vip/cordons/b", b)
 	if err != nil || back.Reason != timed.Reason || !back.Until.Equal(timed.Until) || back.Format != Format {
 		t.Errorf("the cordon does not round-trip: %+v, %v", back, err)
+	}
+}
+
+// TestChangeFailsafeDescribe: an owner's failsafe is a node-wide change
+// that says from when to when it answered on failsafe, for how many
+// addresses, and on whose promises.
+func TestChangeFailsafeDescribe(t *testing.T) {
+	since := time.Date(2026, 12, 5, 10, 0, 0, 0, time.UTC)
+	c := Change{Kind: ChangeFailsafe, Node: "a", Since: since, Time: since.Add(20 * time.Second),
+		Message: "the store unreachable, it answered on the promises of b, c for 20s"}
+	c.SetAddrs([]netip.Addr{netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")})
+	want := fmt.Sprintf("node a answered on failsafe from %s to %s (2 addresses): the store unreachable, it answered on the promises of b, c for 20s",
+		since.Local().Format("15:04:05.000"), since.Add(20*time.Second).Local().Format("15:04:05.000"))
+	if got := c.Describe(); got != want {
+		t.Errorf("Describe: %q, want %q", got, want)
+	}
+	if !c.Kind.nodeWide() || !c.Concerns(netip.MustParseAddr("2001:db8::10")) {
+		t.Errorf("a failsafe is node-wide (%v) and concerns its addresses (%v)", c.Kind.nodeWide(), c.Concerns(netip.MustParseAddr("2001:db8::10")))
 	}
 }

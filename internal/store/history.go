@@ -74,13 +74,18 @@ const (
 	// address's standbys, and taken out, by vip standby.
 	ChangeStandbyAdd    ChangeKind = "standby-add"
 	ChangeStandbyRemove ChangeKind = "standby-remove"
+	// ChangeFailsafe: an owner answered on failsafe (vip agent
+	// --failsafe) while the store was unreachable, on the promises of
+	// the other nodes. It reaches no store meanwhile, so it is written
+	// once the store acknowledges the owner again.
+	ChangeFailsafe ChangeKind = "failsafe"
 )
 
 // nodeWide says whether a change of kind k is a node's rather than an
 // address's.
 func (k ChangeKind) nodeWide() bool {
 	switch k {
-	case ChangeFence, ChangeResume, ChangeCordon, ChangeUncordon:
+	case ChangeFence, ChangeResume, ChangeCordon, ChangeUncordon, ChangeFailsafe:
 		return true
 	}
 	return false
@@ -480,6 +485,9 @@ func (c Change) Describe() string {
 		fmt.Fprintf(&b, "node %s fenced since %s (%d addresses silent)", c.Node, c.Since.Local().Format("15:04:05.000"), c.Count)
 	case ChangeResume:
 		fmt.Fprintf(&b, "node %s resumed (%d addresses)", c.Node, c.Count)
+	case ChangeFailsafe:
+		fmt.Fprintf(&b, "node %s answered on failsafe from %s to %s (%d addresses)", c.Node,
+			c.Since.Local().Format("15:04:05.000"), c.Time.Local().Format("15:04:05.000"), c.Count)
 	case ChangeStandbyAdd:
 		fmt.Fprintf(&b, "%s: %s stands by", subject, c.Node)
 	case ChangeStandbyRemove:
