@@ -95,6 +95,16 @@ var exitCases = map[string][]exitCase{
 		{args: []string{"uncordon", "b"}, want: ExitBadInput, text: "--store"},
 		{args: []string{"uncordon", "b", "--store", unreachableStore}, want: ExitUnreachable, text: "check --store", store: true},
 	},
+	"vip failsafe": {
+		{args: []string{"failsafe", "a"}, want: ExitBadInput, text: "no argument"},
+		{args: []string{"failsafe"}, want: ExitBadInput, text: "--store"},
+		{args: []string{"failsafe", "--store", unreachableStore}, want: ExitUnreachable, text: "check --store", store: true},
+	},
+	"vip failsafe clear": {
+		{args: []string{"failsafe", "clear"}, want: ExitBadInput, text: "one node"},
+		{args: []string{"failsafe", "clear", "a", "--reason", "two\nlines"}, want: ExitBadInput, text: "--reason"},
+		{args: []string{"failsafe", "clear", "a", "--store", unreachableStore}, want: ExitUnreachable, text: "check --store", store: true},
+	},
 	"vip drain": {
 		{args: []string{"drain", "b", "--quiet", "10s", "--timeout", "1s"}, want: ExitBadInput, text: "shorter than --quiet"},
 		{args: []string{"drain", "b", "--store", unreachableStore}, want: ExitUnreachable, text: "check --store", store: true},

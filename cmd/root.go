@@ -115,6 +115,7 @@ switches and neighbours learn the new owner at once.`,
 		newStandbyCmd(d, nil),
 		newProbeCmd(d, nil),
 		newHistoryCmd(d, nil),
+		newFailsafeCmd(d, nil, nil),
 		newVersionCmd(d, nil),
 		newLabCmd(d, nil),
 	)

@@ -1,6 +1,7 @@
 package main_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -10,7 +11,9 @@ import (
 
 	"github.com/google/gopacket"
 	"github.com/google/gopacket/layers"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
@@ -348,5 +351,74 @@ func TestFleetFailsafeThreeAgents(t *testing.T) {
 	}
 	if !strings.Contains(f.agentA.Output(), "answering past the lease's deadline") {
 		t.Errorf("a never said it answered on failsafe:\n%s", f.agentA.Output())
+	}
+}
+
+// TestFleetFailsafeClear kills a and b, both with --failsafe, and starts
+// c only then: the sets a and b wrote leave c out, and once their leases
+// are gone nothing tells c that they do not answer on failsafe somewhere,
+// so c takes nothing. vip failsafe shows both sets lapsed and holding c;
+// vip failsafe clear refuses a live node's set and clears the dead ones,
+// each recorded in the history with its reason, and c's claim goes on.
+func TestFleetFailsafeClear(t *testing.T) {
+	t.Parallel()
+	f := newFleetLabWith(t, "--failsafe", "--lease-ttl", "6s")
+	v4 := netip.MustParseAddr("192.0.2.10")
+	mustVip(t, f.a, f.sa, "claim", v4.String())
+	cli := etcdlab.Client(t, f.client, f.etcd.Endpoint())
+	keys := store.NewKeys(store.DefaultPrefix)
+	for node, other := range map[string]string{"a": "b", "b": "a"} {
+		labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+			resp, err := cli.Get(ctxFor(t, 5*time.Second), keys.Failsafe(node))
+			return err == nil && resp.Count == 1 && strings.Contains(string(resp.Kvs[0].Value), `"`+other+`"`), node + "'s failsafe set does not name " + other
+		})
+	}
+	f.agentA.Kill(t)
+	f.agentB.Kill(t)
+	startAgent(t, f.client, f.sc, "--store", f.storeURL, "--node", "c", "--lease-ttl", "6s", "--log-format", "json", "--failsafe")
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		resp, err := cli.Get(ctxFor(t, 5*time.Second), keys.Nodes(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		return err == nil && resp.Count == 1, "the leases of a and b are not gone from the store"
+	})
+	if out, code := vipOn(t, f.client, f.sc, "claim", v4.String()); code == 0 || !strings.Contains(out, "may still answer on failsafe") {
+		t.Fatalf("c's claim with a's and b's sets lapsed: exit %d, want a refusal that says why:\n%s", code, out)
+	}
+
+	var sets api.FailsafeSetsResponse
+	out := mustVip(t, f.client, f.sc, "failsafe", "--json", "--store", f.storeURL)
+	if err := json.Unmarshal([]byte(out), &sets); err != nil {
+		t.Fatalf("vip failsafe --json: %v:\n%s", err, out)
+	}
+	for _, node := range []string{"a", "b"} {
+		i := slices.IndexFunc(sets.Sets, func(s api.FailsafeSet) bool { return s.Node == node })
+		if i < 0 || !sets.Sets[i].Lapsed || !slices.Equal(sets.Sets[i].Holds, []string{"c"}) {
+			t.Errorf("vip failsafe says of %s's set %+v, want lapsed and holding c:\n%s", node, sets.Sets, out)
+		}
+	}
+	if out := mustVip(t, f.client, f.sc, "failsafe", "--store", f.storeURL); !strings.Contains(out, "c take nothing until a node of its set clears it") {
+		t.Errorf("vip failsafe does not say whom the sets hold:\n%s", out)
+	}
+	if out, code := vipOn(t, f.client, f.sc, "failsafe", "clear", "c", "--store", f.storeURL); code != 2 || !strings.Contains(out, "renews the lease") {
+		t.Errorf("vip failsafe clear of live c's set: exit %d, want 2 and why:\n%s", code, out)
+	}
+	for _, node := range []string{"a", "b"} {
+		out := mustVip(t, f.client, f.sc, "failsafe", "clear", node, "--reason", "host "+node+" decommissioned", "--store", f.storeURL)
+		if !strings.Contains(out, "cleared node "+node+"'s failsafe set") || !strings.Contains(out, "c take addresses again") {
+			t.Errorf("vip failsafe clear %s said:\n%s", node, out)
+		}
+	}
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		out, code := vipOn(t, f.client, f.sc, "claim", v4.String())
+		return code == 0, fmt.Sprintf("c's claim once the sets were cleared: exit %d: %s", code, out)
+	})
+	var cleared []string
+	for _, c := range historyOf(t, f).Changes {
+		if c.Kind == "failsafe-clear" {
+			cleared = append(cleared, c.Node+" ("+c.Reason+")")
+		}
+	}
+	slices.Sort(cleared)
+	if want := []string{"a (host a decommissioned)", "b (host b decommissioned)"}; !slices.Equal(cleared, want) {
+		t.Errorf("the history records the sets cleared as %q, want %q", cleared, want)
 	}
 }

@@ -438,3 +438,26 @@ func CheckGroup(name string) error {
 	}
 	return nil
 }
+
+// FailsafeSetsResponse is vip failsafe --json: every owner's failsafe set
+// (vip agent --failsafe) as the store has it.
+type FailsafeSetsResponse struct {
+	Sets []FailsafeSet `json:"sets"`
+}
+
+// FailsafeSet is the set of nodes an owner asks when the store is
+// unreachable. While its owner's lease lives, it only says whom the owner
+// would ask. Once the lease is gone (Lapsed), the owner may still answer on
+// failsafe on the promises of Nodes, so the live nodes outside it (Holds)
+// take nothing through the store until a node of the set clears it, or an
+// operator does (vip failsafe clear) when the owner and its set are gone
+// for good.
+type FailsafeSet struct {
+	Node   string   `json:"node"`
+	Lease  string   `json:"lease"`
+	Nodes  []string `json:"nodes"`
+	Lapsed bool     `json:"lapsed"`
+	Holds  []string `json:"holds,omitempty"`
+	// Cleared is set by vip failsafe clear for the set it deleted.
+	Cleared bool `json:"cleared,omitempty"`
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -88,5 +89,28 @@ func TestChangeFailsafeDescribe(t *testing.T) {
 	}
 	if !c.Kind.nodeWide() || !c.Concerns(netip.MustParseAddr("2001:db8::10")) {
 		t.Errorf("a failsafe is node-wide (%v) and concerns its addresses (%v)", c.Kind.nodeWide(), c.Concerns(netip.MustParseAddr("2001:db8::10")))
+	}
+}
+
+// TestFailsafeSetLapsed: a set is lapsed when its owner has no record, or
+// one under another lease; it holds the live nodes it leaves out.
+func TestFailsafeSetLapsed(t *testing.T) {
+	s := FailsafeSet{Node: "a", Lease: 7, Nodes: []string{"b"}}
+	for _, tc := range []struct {
+		nodes  []Node
+		lapsed bool
+		out    []string
+	}{
+		{[]Node{{Node: "a", Lease: 7}, {Node: "b", Lease: 8}, {Node: "c", Lease: 9}}, false, []string{"c"}},
+		{[]Node{{Node: "a", Lease: 10}, {Node: "c", Lease: 9}}, true, []string{"c"}},
+		{[]Node{{Node: "d", Lease: 11}, {Node: "b", Lease: 8}, {Node: "c", Lease: 9}}, true, []string{"c", "d"}},
+		{nil, true, nil},
+	} {
+		if got := s.Lapsed(tc.nodes); got != tc.lapsed {
+			t.Errorf("Lapsed among %+v: %v, want %v", tc.nodes, got, tc.lapsed)
+		}
+		if got := s.Outside(tc.nodes); !slices.Equal(got, tc.out) {
+			t.Errorf("Outside among %+v: %v, want %v", tc.nodes, got, tc.out)
+		}
 	}
 }

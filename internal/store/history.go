@@ -79,13 +79,17 @@ const (
 	// the other nodes. It reaches no store meanwhile, so it is written
 	// once the store acknowledges the owner again.
 	ChangeFailsafe ChangeKind = "failsafe"
+	// ChangeFailsafeClear: an operator cleared a lapsed owner's failsafe
+	// set (vip failsafe clear), which held the takes of the nodes it
+	// left out.
+	ChangeFailsafeClear ChangeKind = "failsafe-clear"
 )
 
 // nodeWide says whether a change of kind k is a node's rather than an
 // address's.
 func (k ChangeKind) nodeWide() bool {
 	switch k {
-	case ChangeFence, ChangeResume, ChangeCordon, ChangeUncordon, ChangeFailsafe:
+	case ChangeFence, ChangeResume, ChangeCordon, ChangeUncordon, ChangeFailsafe, ChangeFailsafeClear:
 		return true
 	}
 	return false
@@ -492,6 +496,8 @@ func (c Change) Describe() string {
 		fmt.Fprintf(&b, "%s: %s stands by", subject, c.Node)
 	case ChangeStandbyRemove:
 		fmt.Fprintf(&b, "%s: %s stands by no more", subject, c.Node)
+	case ChangeFailsafeClear:
+		fmt.Fprintf(&b, "node %s's failsafe set cleared", c.Node)
 	case ChangeCordon:
 		fmt.Fprintf(&b, "node %s cordoned", c.Node)
 	case ChangeUncordon:
