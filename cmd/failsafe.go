@@ -79,7 +79,7 @@ node of its set beside it, it may answer on failsafe for its addresses, and
 a node you let take one answers beside it. A node of the set clears it by
 itself once it reaches the store again. The set of an owner whose lease
 lives is refused: it goes when that agent stops.`,
-		Example: `  vip failsafe clear a --reason "host a decommissioned, b with it"`,
+		Example:           `  vip failsafe clear a --reason "host a decommissioned, b with it"`,
 		Args:              cordonArgs("failsafe clear"),
 		ValidArgsFunction: cobra.NoFileCompletions,
 		RunE: func(c *cobra.Command, args []string) error {
