@@ -30,6 +30,7 @@ import (
 // store was back (16.6 s of 20). At the default TTL, whose rounds of
 // questions leave the most room on a loaded machine.
 func TestFleetFailsafeStoreFrozen(t *testing.T) {
+	skipRaced(t)
 	// Not in parallel: its probe is steady (a request every 100 ms), and
 	// the other lab tests' timing bounds are kept for a machine whose
 	// two cores they share with fewer labs.
@@ -159,6 +160,7 @@ func isRequestFor(pk gopacket.Packet, addr netip.Addr) bool {
 // failsafe set and takes the address as its standby, with no frame of a
 // after its first.
 func TestFleetFailsafeJoinerWaits(t *testing.T) {
+	skipRaced(t)
 	// Not in parallel: its probe is steady (a request every 100 ms), and
 	// the other lab tests' timing bounds are kept for a machine whose
 	// two cores they share with fewer labs.

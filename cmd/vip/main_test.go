@@ -21,6 +21,19 @@ var raceBuild bool
 
 // slow stretches a bound on how fast vip does something when vip is built
 // with the race detector, which makes it several times slower.
+// skipRaced skips, in the race detector's run, a lab test that runs alone
+// (not in parallel) to measure timing: the plain run measures it, and its
+// minute under -race would add to CI's, which must stay under 30. The
+// code it drives runs under the race detector in the other lab tests
+// (TestFleetFailsafeThreeAgents, TestFleetFailsafeClear, the restarts of
+// TestNemesis).
+func skipRaced(t *testing.T) {
+	t.Helper()
+	if raceBuild {
+		t.Skip("a timing lab test that runs alone: measured in the plain run, not again under -race")
+	}
+}
+
 func slow(d time.Duration) time.Duration {
 	if raceBuild {
 		return 4 * d

@@ -33,6 +33,7 @@ import (
 func TestFleetRestartIsQuick(t *testing.T) {
 	// Not in parallel: it measures a restart's gap, which the other
 	// labs' load on CI's two cores stretched past its bound.
+	skipRaced(t)
 	labtest.RequireTool(t, "etcd")
 	t.Run("one interface", func(t *testing.T) { restartQuickly(t, 1) })
 	t.Run("four interfaces", func(t *testing.T) { restartQuickly(t, 4) })
