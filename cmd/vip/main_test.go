@@ -25,8 +25,8 @@ var raceBuild bool
 // (not in parallel) to measure timing: the plain run measures it, and its
 // minute under -race would add to CI's, which must stay under 30. The
 // code it drives runs under the race detector in the other lab tests
-// (TestFleetFailsafeThreeAgents, TestFleetFailsafeClear, the restarts of
-// TestNemesis).
+// (the failsafe's rounds in TestFleetPartitionFencesBeforeTakeOver, its
+// sets in TestFleetFailsafeClear, the restarts in TestFleetRestart*).
 func skipRaced(t *testing.T) {
 	t.Helper()
 	if raceBuild {

@@ -128,7 +128,10 @@ func TestNemesis(t *testing.T) {
 	case long > 0:
 		want = append(want, "ebpf-xdp-generic")
 	case raceBuild:
-		want = []string{"socket"}
+		// The plain run's nemesis judges the wire; under -race its two
+		// minutes lay on the longest path of CI's run, which must stay
+		// under 30 (VIP_NEMESIS_RESPONDERS=socket runs it all the same).
+		t.Skip("the nemesis runs in the plain run, not again under -race (VIP_NEMESIS_RESPONDERS runs it)")
 	}
 	t.Logf("nemesis seed %d (VIP_NEMESIS_SEED=%d reproduces the schedule)", seed, seed)
 	for _, resp := range nemesisResponders {
