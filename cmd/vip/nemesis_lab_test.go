@@ -465,15 +465,17 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 }
 
 // restartGap bounds a silence that only a SIGTERM restart overlapped: the
-// stop, the new agent's start and its re-adoption, keepAnswered, twice that
-// for a race-built agent, whose start takes longer (a race-built restart
-// left an address unanswered for 1.4 s in a CI run beside the other labs;
-// a plain one measures 0.2-0.3 s, TestFleetRestartIsQuick).
+// stop, the new agent's start and its re-adoption. Alone a plain restart
+// measures 0.2-0.3 s (TestFleetRestartIsQuick, which bounds it at 1 s); beside
+// the other labs on a loaded 2-core CI machine one took 1.1 s, and a
+// race-built one 1.4 s. The nemesis checks that a restart keeps the address
+// answered well within the TTL, not how fast: twice keepAnswered, three times
+// for a race-built agent.
 func restartGap() time.Duration {
 	if raceBuild {
-		return 2 * keepAnswered
+		return 3 * keepAnswered
 	}
-	return keepAnswered
+	return 2 * keepAnswered
 }
 
 func (n *nemesisLab) mustClaim(t *testing.T, node string) {
