@@ -365,6 +365,17 @@ func TestStatusStoreGolden(t *testing.T) {
 	if got := storeLine(s, now); !strings.Contains(got, want) {
 		t.Errorf("got %q, want it to say %q", got, want)
 	}
+	// The store unreachable, before the failsafe or the fence: since when.
+	s = *st.Agent.Store
+	s.Renewed, s.Unreachable, s.Fenced = now.Add(-2100*time.Millisecond), true, time.Time{}
+	want = fmt.Sprintf("; STORE UNREACHABLE since %s: no renewal acknowledged for 2.1s", s.Renewed.Local().Format(time.TimeOnly))
+	if got := storeLine(s, now); !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to say %q", got, want)
+	}
+	s.Failsafe = &api.Failsafe{Since: now.Add(-time.Second), AckedBy: []string{"b"}, AckedAt: now}
+	if got := storeLine(s, now); strings.Contains(got, "STORE UNREACHABLE") {
+		t.Errorf("got %q, want the failsafe to say it once", got)
+	}
 	// A node that promised an owner on failsafe says to whom, until when.
 	s = *st.Agent.Store
 	s.Promised = &api.Promise{Owner: "a", Until: now.Add(2500 * time.Millisecond)}

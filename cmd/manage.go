@@ -262,6 +262,10 @@ func storeLine(s api.Store, now time.Time) string {
 			line += fmt.Sprintf(" (%d frames withheld)", s.Withheld)
 		}
 	}
+	if s.Unreachable && s.Failsafe == nil && s.Fenced.IsZero() {
+		line += fmt.Sprintf("; STORE UNREACHABLE since %s: no renewal acknowledged for %s",
+			s.Renewed.Local().Format(time.TimeOnly), now.Sub(s.Renewed).Round(100*time.Millisecond))
+	}
 	if f := s.Failsafe; f != nil {
 		line += fmt.Sprintf("; store unreachable since %s: ANSWERING ON FAILSAFE since %s, acknowledged by %s %s ago",
 			s.Renewed.Local().Format(time.TimeOnly), f.Since.Local().Format(time.TimeOnly), strings.Join(f.AckedBy, ", "),

@@ -42,12 +42,12 @@ func (m *Model) applyFleet(msg fleetMsg) {
 	var remote *api.RemoteError
 	switch {
 	case msg.err == nil:
-		m.fleet, m.fleetNote, m.fleetAt = msg.fleet, "", m.clock.now()
+		m.fleet, m.fleetNote, m.fleetAt, m.fleetFailed = msg.fleet, "", m.clock.now(), false
 	case errors.As(msg.err, &remote) && (remote.Code == api.CodeNotFound || remote.Code == api.CodeNoStore):
-		m.fleet, m.fleetNote = api.FleetResponse{}, "this agent does not serve the fleet (no /v1/fleet)"
+		m.fleet, m.fleetNote, m.fleetFailed = api.FleetResponse{}, "this agent does not serve the fleet (no /v1/fleet)", false
 	default:
 		// Keep the last fleet read, and say why it is not fresh.
-		m.fleetNote = "fleet: " + msg.err.Error()
+		m.fleetNote, m.fleetFailed = "fleet: "+msg.err.Error(), true
 	}
 }
 
@@ -153,6 +153,19 @@ func (m *Model) pickView() string {
 		what = fmt.Sprintf("group %s (%d %s)", g, n, plural(n, "address", "addresses"))
 	}
 	return fmt.Sprintf("move %s to: %s", what, strings.Join(names, " "))
+}
+
+// fleetStale is why the fleet pane shows an older read than its last
+// poll's, if it does: the agent cannot reach the store (it says so before
+// a read under way times out), or the last read failed.
+func (m *Model) fleetStale() string {
+	switch s := m.agent.Store; {
+	case s != nil && (s.Unreachable || s.Failsafe != nil):
+		return "store unreachable"
+	case m.fleetFailed:
+		return "read failed"
+	}
+	return ""
 }
 
 // fleetTitle names the live nodes and counts the claims in the store.

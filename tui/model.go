@@ -128,6 +128,7 @@ type Model struct {
 	fleet        api.FleetResponse
 	fleetNote    string    // why the fleet is not shown, when it is not
 	fleetAt      time.Time // when the fleet was last read
+	fleetFailed  bool      // the last fleet read failed: the pane shows an older one
 	fleetPolling bool
 
 	// The view.

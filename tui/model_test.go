@@ -1147,3 +1147,79 @@ func TestFleetPaneStatesWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestStoreAwayIsSaid: while the agent cannot reach the store the header
+// says so and for how long, then that it answers on failsafe and on whose
+// word, and a node that promised an owner says to whom until when. The
+// fleet pane, which shows the last read that worked, marks it stale with
+// its age and why, kept whole at 80 columns (the title's text gives way).
+// Once the store is back neither is said.
+func TestStoreAwayIsSaid(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	h := connected(t, b, Options{Location: time.UTC}, 160, 40)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 })
+	if v := h.draw(); strings.Contains(v, "stale") || strings.Contains(v, "UNREACHABLE") {
+		t.Fatalf("the store reachable, the view says otherwise:\n%s", v)
+	}
+	poll := func() {
+		h.fire(pollTickMsg{})
+		h.fire(fleetTickMsg{})
+		h.settle()
+	}
+	set := func(f func(s *api.Store)) {
+		b.mu.Lock()
+		f(b.status.Agent.Store)
+		b.mu.Unlock()
+	}
+
+	// The store goes: the agent says so, and the fleet's reads fail.
+	read := h.m.fleetAt
+	h.now = read.Add(3 * time.Second)
+	set(func(s *api.Store) { s.Renewed, s.Unreachable = h.now.Add(-2300*time.Millisecond), true })
+	b.mu.Lock()
+	b.fleetErr = errors.New("read the fleet: context deadline exceeded")
+	b.mu.Unlock()
+	poll()
+	v := h.draw()
+	if !strings.Contains(v, "node a STORE UNREACHABLE 2.3s") {
+		t.Errorf("the header does not say the store is unreachable, for 2.3s:\n%s", v)
+	}
+	if got := titleLine(t, v, "Fleet"); !strings.Contains(got, "stale 3s: store unreachable") {
+		t.Errorf("the fleet pane's title %q does not say it is stale 3s, the store unreachable", got)
+	}
+
+	// On failsafe, and a promise made.
+	set(func(s *api.Store) {
+		s.Failsafe = &api.Failsafe{Since: h.now.Add(-time.Second), AckedBy: []string{"b", "c"}, AckedAt: h.now}
+		s.Promised = &api.Promise{Owner: "c", Until: h.now.Add(2 * time.Second)}
+	})
+	poll()
+	v = h.draw()
+	for _, want := range []string{"node a ON FAILSAFE since 10:00:02 (acked by b, c) PROMISED c until 10:00:05"} {
+		if !strings.Contains(v, want) {
+			t.Errorf("the header does not say %q:\n%s", want, v)
+		}
+	}
+	if strings.Contains(v, "STORE UNREACHABLE") {
+		t.Errorf("on failsafe the header still says STORE UNREACHABLE:\n%s", v)
+	}
+	h.send(tea.WindowSizeMsg{Width: 80, Height: 24})
+	if got := titleLine(t, h.draw(), "Fleet"); !strings.HasSuffix(strings.TrimRight(got, " ─"), "stale 3s: store unreachable") {
+		t.Errorf("at 80 columns the fleet pane's title %q does not end whole with its stale mark", got)
+	}
+
+	// Back: the store acknowledges again, and the fleet is read.
+	h.now = h.now.Add(time.Second)
+	set(func(s *api.Store) { s.Renewed, s.Unreachable, s.Failsafe, s.Promised = h.now, false, nil, nil })
+	b.mu.Lock()
+	b.fleetErr = nil
+	b.mu.Unlock()
+	poll()
+	v = h.draw()
+	for _, no := range []string{"stale", "UNREACHABLE", "FAILSAFE", "PROMISED"} {
+		if strings.Contains(v, no) {
+			t.Errorf("the store back, the view still says %q:\n%s", no, v)
+		}
+	}
+}

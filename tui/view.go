@@ -79,6 +79,16 @@ func (m *Model) headerView(w int) string {
 		if !s.Fenced.IsZero() {
 			node += " FENCED since " + s.Fenced.In(m.opt.Location).Format("15:04:05")
 		}
+		now := m.clock.now()
+		switch {
+		case s.Failsafe != nil:
+			node += fmt.Sprintf(" ON FAILSAFE since %s (acked by %s)", s.Failsafe.Since.In(m.opt.Location).Format("15:04:05"), strings.Join(s.Failsafe.AckedBy, ", "))
+		case s.Unreachable && s.Fenced.IsZero():
+			node += " STORE UNREACHABLE " + now.Sub(s.Renewed).Truncate(100*time.Millisecond).String()
+		}
+		if p := s.Promised; p != nil && p.Until.After(now) {
+			node += " PROMISED " + p.Owner + " until " + p.Until.In(m.opt.Location).Format("15:04:05")
+		}
 		if c := s.Cordon; c != nil {
 			node += " CORDONED"
 			if c.Left != nil {
@@ -289,9 +299,14 @@ func (m *Model) titleView(p pane, text string, alarm bool, w int, note string) s
 
 // staleNote is the end of p's title while the agent is unreachable: its
 // data is as old as the last answer, and the events since the stream
-// ended are not seen.
+// ended are not seen. The fleet pane's says so too while the agent cannot
+// reach the store, or its last read of the fleet failed: what it shows
+// is as old as the last read that worked.
 func (m *Model) staleNote(p pane) string {
 	if m.conn != connDown {
+		if why := m.fleetStale(); p == paneFleet && why != "" && !m.fleetAt.IsZero() {
+			return " · stale " + m.clock.now().Sub(m.fleetAt).Truncate(time.Second).String() + ": " + why
+		}
 		return ""
 	}
 	from := m.snapAt

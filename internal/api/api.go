@@ -166,6 +166,10 @@ type Store struct {
 	Renewed    time.Time `json:"renewed"`
 	// Fenced is when the agent fenced; zero while it is not.
 	Fenced time.Time `json:"fenced,omitzero"`
+	// Unreachable says the store acknowledged no renewal for two renewal
+	// periods (since Renewed): the agent answers on its last deadline,
+	// then on failsafe (Failsafe), or fences.
+	Unreachable bool `json:"unreachable,omitempty"`
 	// Deadline is the answer deadline: no frame for a claim leaves after
 	// it unless a renewal moves it (the last renewal acknowledged, plus
 	// FenceAfter), checked where frames leave on CLOCK_BOOTTIME, shown

@@ -488,6 +488,7 @@ func (m *Member) Info() api.Store {
 	if c, ok := m.Cordon(); ok {
 		st.Cordon = c.API(m.clock.Now())
 	}
+	st.Unreachable = !renewed.IsZero() && m.clock.Since(renewed) >= m.timing.unreachedAfter()
 	if m.fs != nil {
 		st.FailsafeEnabled = true
 		if since, by, at := m.FailsafeInfo(); !since.IsZero() {

@@ -387,8 +387,16 @@ func TestFakeFenceAndResume(t *testing.T) {
 				f.claim(a, vip)
 			}
 			lease, _, _ := a.Lease()
+			if a.Info().Unreachable {
+				t.Error("a's status says the store is unreachable while it renews")
+			}
 			f.s.setCut("a", true)
 			f.advanceTo(fakeTiming.FenceAfter() - time.Millisecond)
+			// Two renewal periods with no acknowledgement: the status
+			// says the store is away before the fence does.
+			if !a.Info().Unreachable {
+				t.Errorf("a's status does not say the store is unreachable %v after its last renewal", fakeTiming.FenceAfter())
+			}
 			if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() || !aEng.holds(vip) {
 				t.Fatalf("fenced at %v, before fence-after (%v)", f.now(), fakeTiming.FenceAfter())
 			}
