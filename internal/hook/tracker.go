@@ -1,7 +1,9 @@
 package hook
 
 import (
+	"maps"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/vipctl/vip/internal/event"
@@ -17,6 +19,7 @@ type Tracker struct {
 	node    string
 	settle  time.Duration
 	last    map[netip.Addr]State
+	ifaces  map[netip.Addr]string // each address's interface, as last said
 	pending map[netip.Addr]pending
 }
 
@@ -30,12 +33,15 @@ type pending struct {
 // release waits for its explanation, zero (an agent without a store, whose
 // events come alone) for not at all.
 func NewTracker(node string, settle time.Duration) *Tracker {
-	return &Tracker{node: node, settle: settle, last: map[netip.Addr]State{}, pending: map[netip.Addr]pending{}}
+	return &Tracker{node: node, settle: settle, last: map[netip.Addr]State{}, ifaces: map[netip.Addr]string{}, pending: map[netip.Addr]pending{}}
 }
 
 // Event returns the changes ev makes ready, in the order they happened.
 func (t *Tracker) Event(ev event.Event) []Change {
 	a, msg := ev.Addr, ev.Message
+	if ev.Kind == event.Failsafe {
+		return t.failsafe(ev)
+	}
 	if !a.IsValid() {
 		return nil // a fence, a resumption, a stall: their addresses' events come apart
 	}
@@ -95,6 +101,28 @@ func (t *Tracker) Event(ev event.Event) []Change {
 		}
 	}
 	return nil
+}
+
+// failsafe turns the node's start or end of answering on failsafe (the
+// store unreachable, every other node having promised to take none of its
+// addresses) into a change of each address it owns, owner to owner as a
+// resume is: a hook that pages or drains on a store outage sees every
+// address that now rests on the other nodes' promises, and when the store
+// acknowledged it again ("failsafe-end"). A failsafe that ends in a fence
+// is told by the fence's own changes.
+func (t *Tracker) failsafe(ev event.Event) []Change {
+	name := "failsafe"
+	if ev.State != "failsafe" {
+		name = "failsafe-end"
+	}
+	var out []Change
+	for _, a := range slices.SortedFunc(maps.Keys(t.last), netip.Addr.Compare) {
+		if t.last[a] != Owner {
+			continue
+		}
+		out = append(out, Change{Event: name, Addr: a, Interface: t.ifaces[a], Old: Owner, New: Owner, Node: t.node, Reason: ev.Message, Time: ev.Time})
+	}
+	return out
 }
 
 // Due returns the held changes whose wait for an explanation ended by now.
@@ -187,7 +215,11 @@ func (t *Tracker) flush(a netip.Addr) []Change {
 func (t *Tracker) commit(c Change) {
 	if c.New == None {
 		delete(t.last, c.Addr)
+		delete(t.ifaces, c.Addr)
 		return
 	}
 	t.last[c.Addr] = c.New
+	if c.Interface != "" {
+		t.ifaces[c.Addr] = c.Interface
+	}
 }

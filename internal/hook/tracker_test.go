@@ -132,6 +132,22 @@ func TestTracker(t *testing.T) {
 			want: []string{"standby " + a + " none>standby peer=", "standby " + a + " standby>none peer="},
 		},
 		{
+			// Each address owned runs the hook as it comes to rest on
+			// the other nodes' promises, and as the store is back; a
+			// standby's address, and one released, do not.
+			name: "answering on failsafe, and the store back",
+			events: []event.Event{ev(event.Claim, 0, "claimed"), {Time: t0, Kind: event.Claim, Addr: addrB, Interface: "eth1", Message: "claimed"},
+				{Time: t0, Kind: event.Claim, Addr: netip.MustParseAddr("192.0.2.11"), Interface: "eth0", Message: "claimed"},
+				{Time: t0, Kind: event.Release, Addr: netip.MustParseAddr("192.0.2.11"), Interface: "eth0", Message: "released"},
+				{Time: t0, Kind: event.Standby, Addr: netip.MustParseAddr("192.0.2.12"), To: Standby, Message: "made a standby"},
+				{Time: t0.Add(5 * time.Second), Kind: event.Failsafe, State: "failsafe", Message: "the store is unreachable: answering on failsafe, acknowledged by b"},
+				{Time: t0.Add(9 * time.Second), Kind: event.Failsafe, State: "store", Message: "the store is back: answered on failsafe for 4s"}},
+			want: []string{"claim " + a + " none>owner peer=", "claim " + addrB.String() + " none>owner peer=",
+				"claim 192.0.2.11 none>owner peer=", "release 192.0.2.11 owner>none peer=", "standby 192.0.2.12 none>standby peer=",
+				"failsafe " + a + " owner>owner peer=", "failsafe " + addrB.String() + " owner>owner peer=",
+				"failsafe-end " + a + " owner>owner peer=", "failsafe-end " + addrB.String() + " owner>owner peer="},
+		},
+		{
 			name:   "events without an address are none",
 			events: []event.Event{{Kind: event.Fence}, {Kind: event.Stall, Count: 2}, {Kind: event.Interface, Interface: "eth0"}},
 		},
@@ -173,5 +189,11 @@ func TestTrackerFillsChange(t *testing.T) {
 	}
 	if at, ok := tr.Next(); ok {
 		t.Errorf("Next with nothing held: got %v, want none", at)
+	}
+	// A failsafe's change says the interface the address was claimed on.
+	got = tr.Event(event.Event{Time: t0.Add(time.Second), Kind: event.Failsafe, State: "failsafe", Message: "the store is unreachable"})
+	want = Change{Event: "failsafe", Addr: addrB, Interface: "eth1", Old: Owner, New: Owner, Node: "node-1", Reason: "the store is unreachable", Time: t0.Add(time.Second)}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("failsafe: got %+v, want [%+v]", got, want)
 	}
 }
