@@ -111,13 +111,13 @@ func probeSteady(t *testing.T, h *lab.Host, v4, v6 netip.Addr) {
 }
 
 // unanswered is the longest a request for addr sent from from to to
-// waited for mac's answer (to the next answer, or to to), and when that
-// request went: how long the address was dark for a client that asked,
-// whatever the probe's own pace.
-func unanswered(pkts []gopacket.Packet, addr netip.Addr, mac string, from, to time.Time) (time.Duration, time.Time) {
+// waited for mac's answer (or that of any of more: to the next answer, or
+// to to), and when that request went: how long the address was dark for
+// a client that asked, whatever the probe's own pace.
+func unanswered(pkts []gopacket.Packet, addr netip.Addr, mac string, from, to time.Time, more ...string) (time.Duration, time.Time) {
 	var answers []time.Time
 	for _, an := range answersFor(pkts, addr) {
-		if an.mac == mac {
+		if an.mac == mac || slices.Contains(more, an.mac) {
 			answers = append(answers, an.at)
 		}
 	}
@@ -424,4 +424,98 @@ func TestFleetFailsafeClear(t *testing.T) {
 	if want := []string{"a (host a decommissioned)", "b (host b decommissioned)"}; !slices.Equal(cleared, want) {
 		t.Errorf("the history records the sets cleared as %q, want %q", cleared, want)
 	}
+}
+
+// TestFleetFailsafeOwnersThaw has two owners, each the other's standby: a
+// holds 192.0.2.10, b 2001:db8::10. The store freezes past the TTL: each
+// answers on failsafe on the other's promise. etcd, woken, expires every
+// lease at once: both fence and join again under new leases, each still
+// bound by its promise to the other for up to half a TTL (3 s at the
+// default). A promise to an agent that is back in the store under a new
+// lease, the same process, binds no more (it fenced before it joined
+// again): each address is answered again at once, by its owner or by the
+// other node as its standby (whichever took its key first), never by both.
+// Before, each waited out its promise, both addresses dark 2-3 s after the
+// thaw.
+func TestFleetFailsafeOwnersThaw(t *testing.T) {
+	skipRaced(t)
+	// Not in parallel, as TestFleetFailsafeStoreFrozen.
+	labtest.RequireTool(t, "arping")
+	labtest.RequireTool(t, "ndisc6")
+	f := newFleetLabWith(t, "--failsafe", "--lease-ttl", "6s")
+	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
+	mustVip(t, f.a, f.sa, "claim", v4.String())
+	mustVip(t, f.b, f.sb, "claim", v6.String())
+	mustVip(t, f.a, f.sa, "claim", v6.String(), "--standby")
+	mustVip(t, f.b, f.sb, "claim", v4.String(), "--standby")
+	capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
+	probeSteady(t, f.client, v4, v6)
+	macA, macB := mac(f.a, "eth0"), mac(f.b, "eth0")
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		pkts := capture.Snapshot(t)
+		return slices.ContainsFunc(answersFor(pkts, v4), func(a answer) bool { return a.mac == macA }) &&
+			slices.ContainsFunc(answersFor(pkts, v6), func(a answer) bool { return a.mac == macB }), "no answers from a and b before the store freezes"
+	})
+
+	// Past the TTL (6 s), with room for a loaded machine.
+	frozen := time.Now()
+	thaw := f.etcd.Freeze(t)
+	labtest.Eventually(t, 30*time.Second, func() (bool, string) {
+		return time.Since(frozen) > 9*time.Second, "9 s of a frozen store"
+	})
+	thaw()
+	thawed := time.Now()
+	end := thawed.Add(5 * time.Second)
+	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
+		ans := answersFor(capture.Snapshot(t), v6)
+		return len(ans) > 0 && ans[len(ans)-1].at.After(end), "no answer for 2001:db8::10 5 s after the thaw"
+	})
+	pkts := probedPast(t, capture, v4, end, 100, "5 s after the thaw")
+	if n := slices.IndexFunc(pkts, func(pk gopacket.Packet) bool { return isRequestFor(pk, v6) }); n < 0 {
+		t.Fatalf("the client never asked for %s: the probe did not run", v6)
+	}
+	for _, c := range []struct {
+		vip   netip.Addr
+		owner string
+	}{{v4, "a"}, {v6, "b"}} {
+		if n := overlaps(pkts, c.vip, macA, macB, frozen); n > 0 {
+			t.Errorf("%s: %d requests answered by both a and b", c.vip, n)
+		}
+		longest, from := unanswered(pkts, c.vip, macA, frozen, end, macB)
+		t.Logf("%s (%s's): the longest a request waited for an answer, from the freeze to 5 s after the thaw: %v, from %s", c.vip, c.owner, longest.Round(time.Millisecond), from.Format("15:04:05.000"))
+		if longest > 1500*time.Millisecond {
+			t.Errorf("%s went unanswered for %v from %s (store frozen %s-%s), want at most 1.5 s: an owner waited for its promise to the other?\na:\n%s\nb:\n%s",
+				c.vip, longest, from.Format("15:04:05.000"), frozen.Format("15:04:05.000"), thawed.Format("15:04:05.000"), f.agentA.Output(), f.agentB.Output())
+		}
+	}
+}
+
+// overlaps counts the requests for addr sent after from that both MACs
+// answered (an answer goes to the request's sender; the probes run one at
+// a time, so an answer is the latest request's).
+func overlaps(pkts []gopacket.Packet, addr netip.Addr, macA, macB string, from time.Time) int {
+	var reqs []time.Time
+	for _, pk := range pkts {
+		if ts := pk.Metadata().Timestamp; !ts.Before(from) && isRequestFor(pk, addr) {
+			reqs = append(reqs, ts)
+		}
+	}
+	by := map[int]map[string]bool{}
+	for _, an := range answersFor(pkts, addr) {
+		i, _ := slices.BinarySearchFunc(reqs, an.at, time.Time.Compare)
+		if i == 0 || (an.mac != macA && an.mac != macB) {
+			continue
+		}
+		if by[i-1] == nil {
+			by[i-1] = map[string]bool{}
+		}
+		by[i-1][an.mac] = true
+	}
+	n := 0
+	for _, m := range by {
+		if len(m) == 2 {
+			n++
+		}
+	}
+	return n
 }

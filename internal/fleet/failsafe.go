@@ -77,6 +77,9 @@ type failsafeState struct {
 	// promise's length).
 	promised  map[string]time.Time
 	holdUntil time.Time
+	// promisedTo is, by owner, the agent this node last promised: its
+	// process as the peers were last read, and the lease it asked under.
+	promisedTo map[string]failsafePeer
 	// taking counts the takes through the store under way (mayTake to
 	// their end): while one is, this node promises nothing.
 	taking int
@@ -103,6 +106,13 @@ type failsafeState struct {
 type failsafePeer struct {
 	key  ed25519.PublicKey
 	addr netip.AddrPort
+	// lease, pid, boot and rev are the record's: which agent, under which
+	// lease, and the revision the record was created at
+	// (releaseRejoined).
+	lease int64
+	pid   int
+	boot  string
+	rev   int64
 }
 
 // startFailsafe sets up the failsafe of a member that has one: its record
@@ -110,7 +120,7 @@ type failsafePeer struct {
 // peers. Called by Join before the member runs.
 func (m *Member) startFailsafe() {
 	fc := m.cfg.Failsafe
-	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, reread: make(chan struct{}, 1)}
+	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, promisedTo: map[string]failsafePeer{}, reread: make(chan struct{}, 1)}
 	if kept, err := loadPromises(fc.Promises); err != nil {
 		m.log.Warn("failsafe: the promises of an earlier agent cannot be read: this one takes nothing for a promise's length", "err", err)
 		fs.holdUntil = m.start.Add(m.timing.failsafePromise())
@@ -208,7 +218,7 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 			m.log.Warn("failsafe: a node's record says no address to ask it at", "peer", n.Node, "failsafe", n.Failsafe)
 			continue
 		}
-		peers[n.Node] = failsafePeer{key: key, addr: addr}
+		peers[n.Node] = failsafePeer{key: key, addr: addr, lease: n.Lease, pid: n.PID, boot: n.BootID, rev: n.CreateRev}
 	}
 	m.fs.mu.Lock()
 	m.fs.peers, m.fs.keyless = peers, keyless
@@ -379,6 +389,8 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 	}
 	if until := now.Add(p); until.After(fs.promised[q.From]) {
 		fs.promised[q.From] = until
+		to := fs.peers[q.From]
+		fs.promisedTo[q.From] = failsafePeer{lease: q.Lease, pid: to.pid, boot: to.boot, rev: to.rev}
 		// On disk before the answer leaves: an agent started again
 		// keeps it.
 		if err := savePromises(fs.cfg.Promises, fs.promised, now); err != nil {
@@ -474,17 +486,69 @@ func (m *Member) promisedUntil() (time.Time, string) {
 // promise. It looks again after each wait: a promise may have been made
 // meanwhile (mayTake stops them while it runs).
 func (m *Member) keepPromises(ctx context.Context) error {
+	said := ""
 	for {
+		m.releaseRejoined()
 		until, owner := m.promisedUntil()
 		wait := m.clock.Until(until)
 		if wait <= 0 {
 			return nil
 		}
-		m.log.Info("failsafe: takes nothing until its promise ends", "owner", owner, "for", wait.Round(time.Millisecond))
+		if said != owner {
+			m.log.Info("failsafe: takes nothing until its promise ends", "owner", owner, "for", wait.Round(time.Millisecond))
+			said = owner
+		}
+		if m.fs != nil {
+			// The owner may be back under a new lease before then.
+			wait = min(wait, m.timing.Renew/4)
+		}
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-m.clock.After(wait):
+		}
+	}
+}
+
+// releaseRejoined ends the promises in force to owners whose agent is back
+// in the store under a lease other than the one it asked under, the same
+// process of the same boot: that agent fenced when the store said its
+// lease was gone (it registers again only after its fence closed the
+// answer deadline), and answers since only for what it took again through
+// the store. No promise holds it up: without this, after etcd woke from a
+// freeze and expired every lease at once, owners that had promised one
+// another each waited out its promise before taking its own addresses
+// back, every address dark for up to half a TTL. A restarted agent (another
+// process) is not released: its dead predecessor's program may answer on
+// failsafe until the promises end.
+func (m *Member) releaseRejoined() {
+	fs := m.fs
+	if fs == nil {
+		return
+	}
+	now := m.clock.Now()
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	released := false
+	for o, until := range fs.promised {
+		to, ok := fs.promisedTo[o]
+		p, live := fs.peers[o]
+		// A record read since the promise (created later than the one
+		// known then: the peers read before may be older than the
+		// lease the owner asked under), of the same process, under
+		// another lease.
+		if !until.After(now) || !ok || !live || to.pid == 0 || to.lease == 0 || p.lease == 0 ||
+			p.rev <= to.rev || p.lease == to.lease || p.pid != to.pid || p.boot != to.boot {
+			continue
+		}
+		delete(fs.promised, o)
+		delete(fs.promisedTo, o)
+		released = true
+		m.log.Info("failsafe: released from a promise: its owner's agent is back in the store under a new lease, and answers only for what it takes through it", "owner", o, "was_until", until)
+	}
+	if released {
+		if err := savePromises(fs.cfg.Promises, fs.promised, now); err != nil {
+			m.log.Warn("failsafe: keep the promises on disk after a release: the file keeps the released one until it ends", "err", err)
 		}
 	}
 }

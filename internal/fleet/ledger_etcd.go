@@ -385,7 +385,11 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 		return nil, nil, nil
 	}
 	var sets []store.FailsafeSet
-	gets := []clientv3.Op{clientv3.OpGet(l.k.Node(self))}
+	// Every record at the sets' revision: one owner's set and record are
+	// judged as they stood together (a set rewritten under a new lease
+	// between two reads would look lapsed for a moment).
+	at := clientv3.WithRev(resp.Header.Revision)
+	gets := []clientv3.Op{clientv3.OpGet(l.k.Node(self), at)}
 	for _, kv := range resp.Kvs {
 		p, err := l.k.Parse(string(kv.Key))
 		if err != nil || p.Kind != store.KindFailsafe {
@@ -399,7 +403,7 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 		}
 		fs.Node, fs.ModRev = p.Node, kv.ModRevision
 		sets = append(sets, fs)
-		gets = append(gets, clientv3.OpGet(l.k.Node(p.Node)))
+		gets = append(gets, clientv3.OpGet(l.k.Node(p.Node), at))
 	}
 	var nodes []store.Node
 	for start := 0; start < len(gets); start += maxReadsPerTxn {
