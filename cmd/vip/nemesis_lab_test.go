@@ -34,6 +34,7 @@ import (
 //	VIP_NEMESIS_KINDS       the kinds to schedule (nemesis.ParseKinds), default all
 //	VIP_NEMESIS_RESPONDERS  the responders to run (socket, ebpf-tcx, ebpf-xdp-generic)
 //	VIP_NEMESIS_REPORT      a file the report's markdown is appended to
+//	VIP_NEMESIS_DUMP        a file the checked history is written to, as JSON
 const (
 	nemesisTTL = 3 * time.Second
 	// probeRate is each VIP's probes per second (an ARP who-has or a
@@ -48,8 +49,13 @@ const (
 	// needed once in the lab). The capture's timestamps and the store's
 	// history read one wall clock (one kernel runs every lab host), so
 	// this is the holder check's whole allowance; the overlap check needs
-	// none.
-	clockError = 2500 * time.Millisecond
+	// none. A freeze of the whole store widens brackets more: the ticks
+	// sent during it time out, and a key deleted as etcd wakes (every
+	// lease expires at once) is bracketed back to the last tick before
+	// the freeze, nothing saying it did not go in the milliseconds before
+	// it (an owner answering on failsafe through the freeze needed 4.5 s
+	// of such a bracket).
+	clockError = 5 * time.Second
 	// maxGap is TTL + 3 s: a standby sees the expiry, claims in a
 	// transaction and answers (0.2–0.5 s in the lab), an etcd election
 	// may delay the expiry (1–2 s), and one probe interval (20 ms).
@@ -197,6 +203,8 @@ type nemesisLab struct {
 	mu         sync.Mutex // guards what follows, written by actions on their own goroutines
 	injections []nemesis.Injection
 	excluded   []nemesis.Exclusion
+	silent     []nemesis.Silence
+	quiet      []nemesis.Window
 }
 
 func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
@@ -233,7 +241,9 @@ func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
 	// The store's history is recorded from before the first claim.
 	n.rec = recordStore(t, n.cli)
 	dir := sockDir(t)
-	n.args = append([]string{"--store", n.storeURL, "--lease-ttl", nemesisTTL.String(), "--log-format", "json"}, responderArgs...)
+	// With the failsafe: a store-wide outage must leave every address
+	// answered, and an owner whose acknowledger goes must fall silent.
+	n.args = append([]string{"--store", n.storeURL, "--lease-ttl", nemesisTTL.String(), "--failsafe", "--log-format", "json"}, responderArgs...)
 	for _, node := range n.nodes {
 		n.hosts[node] = l.Host(node)
 		n.socks[node] = filepath.Join(dir, node+".sock")
@@ -320,6 +330,11 @@ func (n *nemesisLab) owner(addr netip.Addr) string {
 	if len(resp.Kvs) == 0 {
 		return ""
 	}
+	// A read sees a change no later than the watch does, and sometimes
+	// much earlier: a watch event in flight as the store froze comes
+	// after the thaw, and would stretch the change's bracket across it.
+	kv := resp.Kvs[0]
+	n.rec.record(kv.Key, kv.Value, kv.ModRevision, time.Now())
 	var c struct{ Node string }
 	if json.Unmarshal(resp.Kvs[0].Value, &c) != nil {
 		return ""
@@ -458,10 +473,21 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 	}
 	h.Claims, h.Ticks = n.rec.stop()
 	n.mu.Lock()
-	h.Injections, h.Excluded = slices.Clone(n.injections), slices.Clone(n.excluded)
+	h.Injections, h.Excluded, h.Silent, h.Quiet = slices.Clone(n.injections), slices.Clone(n.excluded), slices.Clone(n.silent), slices.Clone(n.quiet)
 	n.mu.Unlock()
-	return nemesis.Check(h, nemesis.Bounds{ClockError: clockError, MaxGap: maxGap,
-		KindGap: map[nemesis.Kind]time.Duration{nemesis.SlowStore: keepAnswered, nemesis.TermRestart: restartGap()}})
+	if path := os.Getenv("VIP_NEMESIS_DUMP"); path != "" {
+		if b, err := json.Marshal(h); err == nil {
+			_ = os.WriteFile(path, b, 0o644)
+		}
+	}
+	// A store-wide outage must leave every address answered (the
+	// failsafe), as a slow store must. An owner on failsafe may answer
+	// past its key's deletion (etcd expires every lease as it wakes from
+	// a freeze) while the promises it holds last: half a TTL, and half a
+	// second for the rounds' timing.
+	return nemesis.Check(h, nemesis.Bounds{ClockError: clockError, MaxGap: maxGap, FailsafeLinger: nemesisTTL/2 + 500*time.Millisecond,
+		KindGap: map[nemesis.Kind]time.Duration{nemesis.SlowStore: keepAnswered, nemesis.TermRestart: restartGap(),
+			nemesis.StoreDown: keepAnswered, nemesis.StoreFrozen: keepAnswered, nemesis.QuorumLost: keepAnswered}})
 }
 
 // restartGap bounds a silence that only a SIGTERM restart overlapped: the
@@ -592,15 +618,70 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 			r.SetDelay(0)
 		}
 	case nemesis.StoreDown:
+		// Every node cut off from the store alike: the owner answers on
+		// the others' promises, and nobody can take over.
 		in.Target = "etcd"
 		for _, m := range n.etcd.Members {
 			m.Stop(t)
 		}
+		down := time.Now()
 		time.Sleep(s.Hold)
+		n.quietFrom(down)
 		n.etcd.StartStopped(t)
-		// No node can hold an address with the store down: each fences
-		// at its deadline. The clock runs again once etcd is back.
-		n.exclude(netip.Addr{}, in.Start, time.Now(), "all of etcd down")
+	case nemesis.StoreFrozen:
+		in.Target = "etcd"
+		frozen := n.readTick()
+		thaws := n.freezeStore(t)
+		time.Sleep(s.Hold)
+		n.quietFrom(frozen)
+		for _, thaw := range thaws {
+			thaw()
+		}
+	case nemesis.QuorumLost:
+		// Two members stopped, the third left running without a quorum.
+		left := n.etcd.Members[int(s.Pick)%len(n.etcd.Members)]
+		in.Target = "etcd but " + left.Name
+		for _, m := range n.etcd.Members {
+			if m != left {
+				m.Stop(t)
+			}
+		}
+		down := time.Now()
+		time.Sleep(s.Hold)
+		n.quietFrom(down)
+		n.etcd.StartStopped(t)
+	case nemesis.OutageAckCut:
+		// A TTL into a frozen store the owner answers on failsafe; then
+		// a node of its set goes. The owner must fall silent once that
+		// node's last promise ends (half the TTL), and stay silent until
+		// the store is back: nobody can answer meanwhile.
+		frozen := n.readTick()
+		thaws := n.freezeStore(t)
+		time.Sleep(nemesisTTL)
+		var others []string
+		for _, node := range n.nodes {
+			if node != target {
+				others = append(others, node)
+			}
+		}
+		acker := others[int(s.Pick)%len(others)]
+		in.Target = target + ", " + acker + " cut off"
+		cutAt := time.Now()
+		cut := labtest.CutOff(t, n.l, n.hosts[acker])
+		time.Sleep(s.Hold - nemesisTTL)
+		// The silence: past the promise, with half a second for the
+		// rounds' timing and the deadline's check where frames leave.
+		quiet := cutAt.Add(nemesisTTL/2 + 500*time.Millisecond)
+		n.mu.Lock()
+		n.silent = append(n.silent, nemesis.Silence{Node: target, Start: quiet, End: time.Now(),
+			Why: acker + ", which acknowledged its failsafe, was cut off at " + cutAt.Format("15:04:05.000") + " with the store frozen"})
+		n.mu.Unlock()
+		n.exclude(netip.Addr{}, cutAt, time.Now(), "store frozen and an acknowledger cut off: the owner fences, and nobody can take over")
+		n.quietFrom(frozen)
+		for _, thaw := range thaws {
+			thaw()
+		}
+		cut.Heal(t)
 	default:
 		n.action(t, s.Kind, target, s.Pick)
 	}
@@ -618,6 +699,51 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 		return fmt.Errorf("not settled within %v: %w", settleTimeout, err)
 	}
 	return nil
+}
+
+// readTick reads the store, records the read as a tick of the recorder
+// (every change of a later revision was committed after it was sent), and
+// returns when it was sent: right before a freeze, the start of its
+// quiet window. Without it, a key deleted as etcd wakes (every lease
+// expires at once) is bracketed back to the last tick before the freeze,
+// and an owner answering on failsafe through the freeze would need the
+// whole freeze of the clock's allowance. The milliseconds from this read's
+// send to the last member's SIGSTOP count as quiet too: a change committed
+// in them would be placed after the thaw.
+func (n *nemesisLab) readTick() time.Time {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	sent := time.Now()
+	resp, err := n.cli.Get(ctx, tickPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	done := time.Now()
+	if err != nil {
+		n.log.Warn("read the store before a freeze", "err", err)
+		return done
+	}
+	n.rec.mu.Lock()
+	n.rec.ticks = append(n.rec.ticks, nemesis.Tick{Sent: sent, Done: done, Rev: resp.Header.Revision})
+	n.rec.mu.Unlock()
+	return sent
+}
+
+// quietFrom records that the store could commit nothing from from until
+// now: every member frozen or stopped, or too few for a quorum. Called
+// right before the first member wakes.
+func (n *nemesisLab) quietFrom(from time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.quiet = append(n.quiet, nemesis.Window{Start: from, End: time.Now()})
+}
+
+// freezeStore stops every etcd member with SIGSTOP, and returns their
+// thaws.
+func (n *nemesisLab) freezeStore(t *testing.T) []func() {
+	t.Helper()
+	var thaws []func()
+	for _, m := range n.etcd.Members {
+		thaws = append(thaws, m.Freeze(t))
+	}
+	return thaws
 }
 
 // waitFor is labtest.Eventually returning an error rather than failing

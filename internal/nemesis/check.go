@@ -3,6 +3,7 @@ package nemesis
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -30,6 +31,13 @@ type Bounds struct {
 	// answered, not fail over (a slow store, a restart). A silence that
 	// overlaps another kind too gets the larger bound.
 	KindGap map[Kind]time.Duration
+	// FailsafeLinger is how long the last holder of a key that was deleted
+	// (its lease expired or was revoked, as etcd does to every lease on
+	// waking from a freeze) may still answer while nobody else holds it:
+	// an owner on failsafe answers until the promises it holds run out,
+	// and the nodes that promised take nothing meanwhile. Zero allows
+	// none.
+	FailsafeLinger time.Duration
 }
 
 // gapBound is the longest a silence that overlapped the faults ks may
@@ -61,7 +69,10 @@ const (
 	RuleAccept  Rule = "connection accepted by a node not holding the key"
 	RuleUnknown Rule = "answer from a MAC of no node"
 	RuleGap     Rule = "unanswered too long"
-	RuleClock   Rule = "an answer the clock bound cannot decide"
+	// RuleSilent is a frame from a node in a window it must be silent in
+	// (History.Silent): one that should have fenced.
+	RuleSilent Rule = "answer from a node that must be silent"
+	RuleClock  Rule = "an answer the clock bound cannot decide"
 )
 
 // Violation is one breach of a rule, with the fault(s) under way then.
@@ -133,7 +144,12 @@ type span struct{ lo, hi time.Time }
 // acknowledgement of the first-acknowledged tick of a higher one, and no
 // later than the watch saw it. Without a tick before it, lo is fallback
 // before the watch saw it.
-func bracket(claims []Claim, ticks []Tick, fallback time.Duration) []span {
+//
+// No change is committed inside a quiet window (the store frozen, stopped or
+// without a quorum): a lo inside one moves to its end. A tick sent during a
+// freeze is committed only after the thaw, and would otherwise stretch the
+// bracket of every change right after the thaw back across the freeze.
+func bracket(claims []Claim, ticks []Tick, fallback time.Duration, quiet []Window) []span {
 	ts := slices.Clone(ticks)
 	slices.SortFunc(ts, func(x, y Tick) int { return cmp.Compare(x.Rev, y.Rev) })
 	sentMax := make([]time.Time, len(ts)) // latest Sent of ts[:i+1]
@@ -163,6 +179,11 @@ func bracket(claims []Claim, ticks []Tick, fallback time.Duration) []span {
 		}
 		if k < len(ts) && doneMin[k].Before(s.hi) {
 			s.hi = doneMin[k]
+		}
+		for _, w := range quiet {
+			if !s.lo.Before(w.Start) && s.lo.Before(w.End) {
+				s.lo = w.End
+			}
 		}
 		if s.lo.After(s.hi) {
 			s.lo = s.hi
@@ -213,7 +234,8 @@ func Check(h History, b Bounds) *Report {
 		rep.Violations = append(rep.Violations, v)
 	}
 
-	brackets := bracket(h.Claims, h.Ticks, b.ClockError)
+	h.Claims = earliest(h.Claims)
+	brackets := bracket(h.Claims, h.Ticks, b.ClockError, h.Quiet)
 	for _, sp := range brackets {
 		rep.ClockError = max(rep.ClockError, sp.hi.Sub(sp.lo))
 	}
@@ -229,6 +251,7 @@ func Check(h History, b Bounds) *Report {
 		checkAnswers(h, b, a, frames, held[a], rep, violate, stat, during)
 		checkGaps(h, b, a, frames, rep, violate, stat, during)
 	}
+	checkSilences(h, violate)
 	for _, k := range All() {
 		if s, ok := stats[k]; ok {
 			rep.Kinds = append(rep.Kinds, *s)
@@ -236,6 +259,52 @@ func Check(h History, b Bounds) *Report {
 	}
 	slices.SortStableFunc(rep.Violations, func(x, y Violation) int { return x.At.Compare(y.At) })
 	return rep
+}
+
+// checkSilences finds the frames sent in a window their node must be
+// silent in: the first of each window and address, with how many more.
+func checkSilences(h History, violate func(Violation)) {
+	for _, sl := range h.Silent {
+		first := map[netip.Addr]Frame{}
+		count := map[netip.Addr]int{}
+		for _, f := range h.Frames {
+			if f.Kind == Request || h.Nodes[f.MAC] != sl.Node || f.At.Before(sl.Start) || f.At.After(sl.End) {
+				continue
+			}
+			if _, ok := first[f.Addr]; !ok || f.At.Before(first[f.Addr].At) {
+				first[f.Addr] = f
+			}
+			count[f.Addr]++
+		}
+		for _, a := range slices.SortedFunc(maps.Keys(first), netip.Addr.Compare) {
+			f := first[a]
+			violate(Violation{Rule: RuleSilent, Addr: a, At: f.At, Detail: fmt.Sprintf("%s from %s (%s) at %s, %d frames in all from %s to %s, in which it must be silent: %s",
+				f.Kind, sl.Node, f.MAC, f.At.Format("15:04:05.000"), count[a], sl.Start.Format("15:04:05.000"), sl.End.Format("15:04:05.000"), sl.Why)})
+		}
+	}
+}
+
+// earliest keeps one of each change (address and revision), at its
+// earliest sighting: the recorder's watch and its reads may each see one.
+func earliest(claims []Claim) []Claim {
+	type key struct {
+		addr netip.Addr
+		rev  int64
+	}
+	at := map[key]int{}
+	var out []Claim
+	for _, c := range claims {
+		k := key{c.Addr, c.Rev}
+		if i, ok := at[k]; ok {
+			if c.Seen.Before(out[i].Seen) {
+				out[i].Seen = c.Seen
+			}
+			continue
+		}
+		at[k] = len(out)
+		out = append(out, c)
+	}
+	return out
 }
 
 // holdings turns the store's changes into who may have held each key
@@ -287,6 +356,30 @@ func heldBy(hs []holding, node string, t time.Time) (bool, time.Duration) {
 	return false, 0
 }
 
+// lingers reports whether node's answer at t passes as an owner's on
+// failsafe after its key was deleted: node held the key last, nobody may
+// have held it since, and t is within linger of the deletion's latest
+// commit time. need is as heldBy's, for the holding's start.
+func lingers(hs []holding, node string, t time.Time, linger time.Duration) (bool, time.Duration) {
+	if linger <= 0 {
+		return false, 0
+	}
+	for i, x := range hs {
+		if x.node != node || x.to.IsZero() || !t.After(x.to) || t.After(x.to.Add(linger)) {
+			continue
+		}
+		if i+1 < len(hs) && !t.Before(hs[i+1].from) {
+			continue // another node may have held it by then
+		}
+		var need time.Duration
+		if t.Before(x.sureFrom) {
+			need = x.sureFrom.Sub(t)
+		}
+		return true, need
+	}
+	return false, 0
+}
+
 func checkAnswers(h History, b Bounds, a netip.Addr, frames []Frame, hs []holding, rep *Report,
 	violate func(Violation), stat func(Kind) *KindStats, during func(from, to time.Time) []Kind) {
 	type asked struct {
@@ -322,6 +415,9 @@ func checkAnswers(h History, b Bounds, a netip.Addr, frames []Frame, hs []holdin
 			continue
 		}
 		held, need := heldBy(hs, node, f.At)
+		if !held {
+			held, need = lingers(hs, node, f.At, b.FailsafeLinger)
+		}
 		rep.Allowance = max(rep.Allowance, need)
 		switch {
 		case !held:

@@ -2,6 +2,7 @@ package nemesis
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -231,5 +232,108 @@ func TestUncovered(t *testing.T) {
 				t.Errorf("got %v from %v, want %v from %v", got, start, tt.want, at(tt.wantStart))
 			}
 		})
+	}
+}
+
+// TestCheckSilent: a node that answers inside a window it must be silent
+// in breaks RuleSilent once per address, however many frames it sent,
+// even while it holds the key; frames before the window, and another
+// node's in it, do not.
+func TestCheckSilent(t *testing.T) {
+	nodes := map[string]string{macA: "a", macB: "b"}
+	claims := []Claim{{Seen: at(0), Rev: 2, Addr: v4, Node: "a"}}
+	silent := []Silence{{Node: "a", Start: at(2000), End: at(4000), Why: "its acknowledger was cut off"}}
+	for _, tc := range []struct {
+		name   string
+		frames []Frame
+		want   int
+	}{
+		{"a falls silent at 2 s", join(probes(0, 0, 100, macA), probes(100, 2000, 100)), 0},
+		{"a answers until 3 s", join(probes(0, 0, 150, macA), probes(150, 3000, 50)), 1},
+		{"b answers in a's window", join(probes(0, 0, 100, macA), probes(100, 2000, 100, macB)), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Check(History{Addrs: []netip.Addr{v4}, Nodes: nodes, Frames: tc.frames, Claims: claims, Silent: silent, Start: at(0), End: at(4000)},
+				Bounds{MaxGap: 10 * time.Second, ClockError: time.Second})
+			var got []Violation
+			for _, v := range rep.Violations {
+				if v.Rule == RuleSilent {
+					got = append(got, v)
+				}
+			}
+			if len(got) != tc.want {
+				t.Fatalf("got silence violations %v, want %d", got, tc.want)
+			}
+			if tc.want > 0 && (!got[0].At.Equal(at(2001)) || !strings.Contains(got[0].Detail, "50 frames")) {
+				t.Errorf("violation %v, want the first frame at 2.001 s and 50 frames in all", got[0])
+			}
+		})
+	}
+}
+
+// TestCheckFailsafeLinger: an owner on failsafe may answer for a while
+// after its key went with its lease, as long as nobody else holds it; not
+// past the linger, and not once another node holds the key.
+func TestCheckFailsafeLinger(t *testing.T) {
+	nodes := map[string]string{macA: "a", macB: "b"}
+	// a's key deleted at 2 s (seen at 2 s, ticks bracketing it closely).
+	gone := []Claim{{Seen: at(0), Rev: 2, Addr: v4, Node: "a"}, {Seen: at(2000), Rev: 4, Addr: v4}}
+	ticks := []Tick{{Sent: at(-100), Done: at(-95), Rev: 1}, {Sent: at(1990), Done: at(1995), Rev: 3}, {Sent: at(2010), Done: at(2015), Rev: 5}}
+	taken := append(slices.Clone(gone), Claim{Seen: at(2400), Rev: 7, Addr: v4, Node: "b"})
+	takenTicks := append(slices.Clone(ticks), Tick{Sent: at(2390), Done: at(2395), Rev: 6}, Tick{Sent: at(2410), Done: at(2415), Rev: 8})
+	for _, tc := range []struct {
+		name   string
+		frames []Frame
+		claims []Claim
+		ticks  []Tick
+		linger time.Duration
+		want   int
+	}{
+		{"a answers 1 s past the deletion, linger 1.5 s", probes(0, 0, 150, macA), gone, ticks, 1500 * time.Millisecond, 0},
+		{"the same without a linger", probes(0, 0, 150, macA), gone, ticks, 0, 50},
+		{"a answers 2 s past it, linger 1.5 s", probes(0, 0, 200, macA), gone, ticks, 1500 * time.Millisecond, 25},
+		{"b took the key at 2.4 s: a passes to 2.39 s only", probes(0, 0, 130, macA), taken, takenTicks, 1500 * time.Millisecond, 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rep := Check(History{Addrs: []netip.Addr{v4}, Nodes: nodes, Frames: tc.frames, Claims: tc.claims, Ticks: tc.ticks, Start: at(0), End: at(4000)},
+				Bounds{MaxGap: 10 * time.Second, ClockError: 100 * time.Millisecond, FailsafeLinger: tc.linger})
+			n := 0
+			for _, v := range rep.Violations {
+				if v.Rule == RuleNotHolder {
+					n++
+				}
+			}
+			if n != tc.want {
+				t.Errorf("got %d answers from a node not holding the key, want %d: %v", n, tc.want, rep.Violations)
+			}
+		})
+	}
+}
+
+// TestBracketQuiet: a change committed right after the store woke from a
+// freeze is bracketed from the thaw, not from a tick sent during the
+// freeze and committed after it.
+func TestBracketQuiet(t *testing.T) {
+	claims := []Claim{{Seen: at(10100), Rev: 5, Addr: v4, Node: "b"}}
+	// A tick sent at 2 s, before the freeze from 2.05 s to 10 s, is
+	// committed at revision 4 after the thaw.
+	ticks := []Tick{{Sent: at(2000), Done: at(10050), Rev: 4}, {Sent: at(10080), Done: at(10090), Rev: 6}}
+	if got := bracket(claims, ticks, time.Second, nil)[0]; !got.lo.Equal(at(2000)) {
+		t.Fatalf("without the quiet window the bracket starts at %v, want the tick's send at 2 s", got.lo.Sub(t0))
+	}
+	// A tick sent during the freeze.
+	ticks[0].Sent = at(5000)
+	got := bracket(claims, ticks, time.Second, []Window{{Start: at(2050), End: at(10000)}})[0]
+	if !got.lo.Equal(at(10000)) || !got.hi.Equal(at(10090)) {
+		t.Errorf("bracket %v to %v, want from the thaw at 10 s to the next tick's acknowledgement at 10.09 s", got.lo.Sub(t0), got.hi.Sub(t0))
+	}
+}
+
+// TestEarliest: a change seen twice, by a read and by the watch, counts
+// once, at the earlier sighting.
+func TestEarliest(t *testing.T) {
+	got := earliest([]Claim{{Seen: at(900), Rev: 2, Addr: v4, Node: "a"}, {Seen: at(300), Rev: 2, Addr: v4, Node: "a"}, {Seen: at(1000), Rev: 3, Addr: v4}})
+	if len(got) != 2 || !got[0].Seen.Equal(at(300)) || got[1].Rev != 3 {
+		t.Errorf("got %+v, want revision 2 seen at 0.3 s, then revision 3", got)
 	}
 }

@@ -88,6 +88,22 @@ type Exclusion struct {
 	Why        string
 }
 
+// Silence is a window in which Node must send nothing for any VIP, no
+// answer, announcement or accepted connection, whoever holds the key: a
+// fault that must have fenced it (an owner on failsafe whose acknowledger
+// became unreachable, nemesis.OutageAckCut).
+type Silence struct {
+	Node       string
+	Start, End time.Time
+	Why        string
+}
+
+// Window is a span of time, such as one in which the store can commit no
+// change (History.Quiet).
+type Window struct {
+	Start, End time.Time
+}
+
 // Tick is one of the recorder's own writes to the store, sent at Sent and
 // acknowledged at Done, committed at revision Rev. Revisions order every
 // commit, so a change at a revision between two ticks' was committed after
@@ -108,7 +124,11 @@ type History struct {
 	Claims     []Claim
 	Injections []Injection
 	Excluded   []Exclusion
+	Silent     []Silence
 	Ticks      []Tick
+	// Quiet are the windows in which the store could commit nothing:
+	// every member frozen or stopped, or too few for a quorum.
+	Quiet []Window
 	// Sent counts each address's probes as the prober sent them, where the
 	// capture does not see its requests (a packet socket that bypasses
 	// the queueing layer bypasses the capture's tap too).

@@ -56,11 +56,24 @@ const (
 	// ReleaseClaim is `vip release` on the owner, then `vip claim` on a
 	// node picked at random: the address is free in between, on purpose.
 	ReleaseClaim
+	// StoreFrozen stops every etcd member with SIGSTOP for longer than
+	// the TTL, then SIGCONT: a hung store, which answers no one and
+	// closes no connection. Thawed, etcd expires every lease at once.
+	StoreFrozen
+	// QuorumLost stops two of the three etcd members for longer than the
+	// TTL, then starts them again: the one left answers no request.
+	QuorumLost
+	// OutageAckCut freezes the store, and a TTL into the outage, once
+	// the owner answers on failsafe, cuts a node of its failsafe set (one
+	// that acknowledges it) off the segment: the owner must fall silent
+	// within that node's last promise, and stay silent until the store is
+	// back.
+	OutageAckCut
 )
 
 // Faults lists the faults, Actions the operator's actions.
 var (
-	faults  = []Kind{FreezeShort, FreezeLong, Kill, KillRestart, CutStore, CutClient, CutAll, LeaderKill, StoreDown, TermRestart, Term, SlowStore}
+	faults  = []Kind{FreezeShort, FreezeLong, Kill, KillRestart, CutStore, CutClient, CutAll, LeaderKill, StoreDown, TermRestart, Term, SlowStore, StoreFrozen, QuorumLost, OutageAckCut}
 	actions = []Kind{Move, TakeOver, ReleaseClaim}
 )
 
@@ -75,6 +88,14 @@ func All() []Kind { return append(Faults(), actions...) }
 
 // IsAction reports whether k is an operator's action rather than a fault.
 func (k Kind) IsAction() bool { return k >= Move && k <= ReleaseClaim }
+
+// StoreWide reports whether k takes the whole store away from every node:
+// no node can take an address over until it is back, so the owner must
+// keep answering (on failsafe), unless a node of its set is unreachable
+// too.
+func (k Kind) StoreWide() bool {
+	return k == StoreDown || k == StoreFrozen || k == QuorumLost || k == OutageAckCut
+}
 
 // String names the kind as the report's table does.
 func (k Kind) String() string {
@@ -109,6 +130,12 @@ func (k Kind) String() string {
 		return "claim --take-over"
 	case ReleaseClaim:
 		return "release, then claim"
+	case StoreFrozen:
+		return "all of etcd frozen > TTL"
+	case QuorumLost:
+		return "etcd quorum lost > TTL"
+	case OutageAckCut:
+		return "store out, an acknowledger cut off"
 	case 0:
 		return "none"
 	}
@@ -162,7 +189,10 @@ func Schedule(p Plan) ([]Step, error) {
 				break
 			}
 			s := Step{Kind: k, Hold: hold(r, k, p.TTL), Pick: r.Uint32()}
-			if !k.IsAction() && s.Hold > 0 && r.Float64() < p.DuringOdds {
+			// No action during a store-wide outage: each fails at the
+			// store, and one that released an address on purpose would
+			// leave it free until the store is back.
+			if !k.IsAction() && !k.StoreWide() && s.Hold > 0 && r.Float64() < p.DuringOdds {
 				s.During = actions[r.IntN(len(actions))]
 				s.After = time.Duration(r.Int64N(int64(s.Hold)))
 			}
@@ -186,8 +216,12 @@ func hold(r *rand.Rand, k Kind, ttl time.Duration) time.Duration {
 		return between(r, ttl/4, ttl*3/4)
 	case FreezeLong:
 		return between(r, ttl+time.Second, 2*ttl+time.Second)
-	case CutStore, CutAll, StoreDown, SlowStore:
+	case CutStore, CutAll, StoreDown, SlowStore, StoreFrozen, QuorumLost:
 		return between(r, ttl+time.Second, 2*ttl)
+	case OutageAckCut:
+		// A TTL before the cut, then time for the promise to run out
+		// and the silence to show.
+		return between(r, 2*ttl+time.Second, 3*ttl)
 	case CutClient:
 		return between(r, time.Second, ttl)
 	case LeaderKill:
@@ -201,7 +235,7 @@ func hold(r *rand.Rand, k Kind, ttl time.Duration) time.Duration {
 var names = map[string]Kind{
 	"freeze-short": FreezeShort, "freeze-long": FreezeLong, "kill": Kill, "kill-restart": KillRestart,
 	"cut-store": CutStore, "cut-client": CutClient, "cut-all": CutAll, "leader-kill": LeaderKill,
-	"store-down": StoreDown, "term-restart": TermRestart, "term": Term, "slow-store": SlowStore, "move": Move, "take-over": TakeOver, "release-claim": ReleaseClaim,
+	"store-down": StoreDown, "term-restart": TermRestart, "term": Term, "slow-store": SlowStore, "store-frozen": StoreFrozen, "quorum-lost": QuorumLost, "outage-ack-cut": OutageAckCut, "move": Move, "take-over": TakeOver, "release-claim": ReleaseClaim,
 }
 
 // ParseKinds reads a comma-separated list of short names, such as

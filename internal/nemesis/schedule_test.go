@@ -28,7 +28,7 @@ func TestSchedule(t *testing.T) {
 			ks = append(ks, s.Kind)
 		}
 		slices.Sort(ks)
-		if !slices.Equal(ks, All()) {
+		if !slices.Equal(ks, slices.Sorted(slices.Values(All()))) {
 			t.Errorf("round %d has kinds %v, want each of %v once", round, ks, All())
 		}
 	}
@@ -38,10 +38,17 @@ func TestSchedule(t *testing.T) {
 			if s.Hold >= ttl*3/4 {
 				t.Errorf("a short freeze of %v, want under 3/4 of the TTL", s.Hold)
 			}
-		case FreezeLong, CutStore, CutAll, StoreDown:
+		case FreezeLong, CutStore, CutAll, StoreDown, StoreFrozen, QuorumLost:
 			if s.Hold <= ttl {
 				t.Errorf("%s held %v, want past the TTL", s.Kind, s.Hold)
 			}
+		case OutageAckCut:
+			if s.Hold <= 2*ttl {
+				t.Errorf("%s held %v, want past twice the TTL: one before the cut, one for the silence", s.Kind, s.Hold)
+			}
+		}
+		if s.Kind.StoreWide() && s.During != 0 {
+			t.Errorf("step %+v: an action during a store-wide outage", s)
 		}
 		if s.During != 0 && (!s.During.IsAction() || s.After >= s.Hold) {
 			t.Errorf("step %+v: an action during it must be an action within the hold", s)
