@@ -49,13 +49,10 @@ const (
 	// needed once in the lab). The capture's timestamps and the store's
 	// history read one wall clock (one kernel runs every lab host), so
 	// this is the holder check's whole allowance; the overlap check needs
-	// none. A freeze of the whole store widens brackets more: the ticks
-	// sent during it time out, and a key deleted as etcd wakes (every
-	// lease expires at once) is bracketed back to the last tick before
-	// the freeze, nothing saying it did not go in the milliseconds before
-	// it (an owner answering on failsafe through the freeze needed 4.5 s
-	// of such a bracket).
-	clockError = 5 * time.Second
+	// none. A freeze of the whole store would widen brackets across it
+	// (the ticks sent during it time out): a read right before it, and
+	// its quiet window, keep them narrow (readTick).
+	clockError = 2500 * time.Millisecond
 	// maxGap is TTL + 3 s: a standby sees the expiry, claims in a
 	// transaction and answers (0.2–0.5 s in the lab), an etcd election
 	// may delay the expiry (1–2 s), and one probe interval (20 ms).
