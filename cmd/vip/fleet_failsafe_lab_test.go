@@ -442,7 +442,7 @@ func TestFleetFailsafeOwnersThaw(t *testing.T) {
 	// Not in parallel, as TestFleetFailsafeStoreFrozen.
 	labtest.RequireTool(t, "arping")
 	labtest.RequireTool(t, "ndisc6")
-	f := newFleetLabWith(t, "--failsafe", "--lease-ttl", "6s")
+	f := newFleetLabWith(t, "--failsafe", "--lease-ttl", "6s", "--log-level", "debug")
 	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
 	mustVip(t, f.a, f.sa, "claim", v4.String())
 	mustVip(t, f.b, f.sb, "claim", v6.String())
@@ -478,8 +478,9 @@ func TestFleetFailsafeOwnersThaw(t *testing.T) {
 		vip   netip.Addr
 		owner string
 	}{{v4, "a"}, {v6, "b"}} {
-		if n := overlaps(pkts, c.vip, macA, macB, frozen); n > 0 {
-			t.Errorf("%s: %d requests answered by both a and b", c.vip, n)
+		if n, runs := overlaps(pkts, c.vip, macA, macB, frozen); n > 0 {
+			t.Errorf("%s: %d answers of a node that had handed the address over (a is %s, b %s):\n%s\na:\n%s\nb:\n%s",
+				c.vip, n, macA, macB, runs, f.agentA.Output(), f.agentB.Output())
 		}
 		longest, from := unanswered(pkts, c.vip, macA, frozen, end, macB)
 		t.Logf("%s (%s's): the longest a request waited for an answer, from the freeze to 5 s after the thaw: %v, from %s", c.vip, c.owner, longest.Round(time.Millisecond), from.Format("15:04:05.000"))
@@ -490,32 +491,41 @@ func TestFleetFailsafeOwnersThaw(t *testing.T) {
 	}
 }
 
-// overlaps counts the requests for addr sent after from that both MACs
-// answered (an answer goes to the request's sender; the probes run one at
-// a time, so an answer is the latest request's).
-func overlaps(pkts []gopacket.Packet, addr netip.Addr, macA, macB string, from time.Time) int {
-	var reqs []time.Time
-	for _, pk := range pkts {
-		if ts := pk.Metadata().Timestamp; !ts.Before(from) && isRequestFor(pk, addr) {
-			reqs = append(reqs, ts)
-		}
+// overlaps counts the answers for addr, from from on, of a node that had
+// already handed the address over: the answers of macA and macB in the
+// order the client heard them, each run of one MAC's a holder, and a run
+// of a MAC that held the address before (a, b, a) two nodes answering at
+// once. A handover inside one probe's interval (a's last answer, then b's
+// first) is none: the requests are not matched to their answers, as the
+// ARP probe's arpings overlap and a taker's announcements answer no
+// request. It returns the count and, for a failure, the runs with times.
+func overlaps(pkts []gopacket.Packet, addr netip.Addr, macA, macB string, from time.Time) (int, string) {
+	type run struct {
+		mac         string
+		first, last time.Time
+		n           int
 	}
-	by := map[int]map[string]bool{}
+	var runs []run
 	for _, an := range answersFor(pkts, addr) {
-		i, _ := slices.BinarySearchFunc(reqs, an.at, time.Time.Compare)
-		if i == 0 || (an.mac != macA && an.mac != macB) {
+		if an.at.Before(from) || (an.mac != macA && an.mac != macB) {
 			continue
 		}
-		if by[i-1] == nil {
-			by[i-1] = map[string]bool{}
+		if k := len(runs) - 1; k >= 0 && runs[k].mac == an.mac {
+			runs[k].last = an.at
+			runs[k].n++
+			continue
 		}
-		by[i-1][an.mac] = true
+		runs = append(runs, run{an.mac, an.at, an.at, 1})
 	}
 	n := 0
-	for _, m := range by {
-		if len(m) == 2 {
-			n++
+	var b strings.Builder
+	for i, r := range runs {
+		back := slices.ContainsFunc(runs[:i], func(e run) bool { return e.mac == r.mac })
+		if back {
+			n += r.n
 		}
+		fmt.Fprintf(&b, "%s %d answers %s-%s%s\n", r.mac, r.n, r.first.Format("15:04:05.000"), r.last.Format("15:04:05.000"),
+			map[bool]string{true: " (answering again after the other)"}[back])
 	}
-	return n
+	return n, b.String()
 }

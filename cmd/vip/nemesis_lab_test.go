@@ -34,7 +34,7 @@ import (
 //	VIP_NEMESIS_KINDS       the kinds to schedule (nemesis.ParseKinds), default all
 //	VIP_NEMESIS_RESPONDERS  the responders to run (socket, ebpf-tcx, ebpf-xdp-generic)
 //	VIP_NEMESIS_REPORT      a file the report's markdown is appended to
-//	VIP_NEMESIS_DUMP        a file the checked history is written to, as JSON
+//	VIP_NEMESIS_DUMP        where the checked history is written, as JSON (a file a responder, named after it)
 const (
 	nemesisTTL = 3 * time.Second
 	// probeRate is each VIP's probes per second (an ARP who-has or a
@@ -474,7 +474,8 @@ func (n *nemesisLab) run(t *testing.T, steps []nemesis.Step, long time.Duration)
 	n.mu.Unlock()
 	if path := os.Getenv("VIP_NEMESIS_DUMP"); path != "" {
 		if b, err := json.Marshal(h); err == nil {
-			_ = os.WriteFile(path, b, 0o644)
+			// One file a responder: path, a dot and the subtest's name.
+			_ = os.WriteFile(path+"."+strings.ReplaceAll(t.Name(), "/", "_"), b, 0o644)
 		}
 	}
 	// A store-wide outage must leave every address answered (the

@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/jonboulle/clockwork"
 
+	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/store"
 )
 
@@ -24,3 +26,8 @@ func NewTestMover(l Ledger, clock clockwork.Clock) *Mover { return &Mover{l: l, 
 // NewEtcdLedger returns the Ledger over c, for the tests of its
 // transactions against a real etcd.
 func NewEtcdLedger(c *store.Client) Ledger { return newEtcdLedger(c, slog.New(slog.DiscardHandler)) }
+
+// FailsafeDecide is the member's answer to an owner's failsafe question.
+func (m *Member) FailsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Duration, string) {
+	return m.failsafeDecide(q)
+}

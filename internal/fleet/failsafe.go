@@ -65,6 +65,12 @@ type failsafeState struct {
 	server *failsafe.Server
 	asking atomic.Bool
 
+	// reachMu guards the last read that said whether the store answers
+	// this node (reachNow): when, and its error.
+	reachMu   sync.Mutex
+	reachedAt time.Time
+	reachErr  error
+
 	mu sync.Mutex
 	// peers are the live nodes as last read from the store, with their
 	// keys and where they answer; keyless those that run without the
@@ -154,6 +160,7 @@ func (m *Member) runFailsafe(ctx context.Context) {
 		// read every TTL besides, whatever the watch says.
 		changed := m.fs.reread
 		rev := m.readPeers(ctx)
+		read := rev != 0
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -171,13 +178,20 @@ func (m *Member) runFailsafe(ctx context.Context) {
 			}
 		}()
 		for {
+			// A read that failed (the store waking, a leader being
+			// elected) is tried again after a renewal period: no
+			// change may come to say when.
+			every := m.timing.TTL
+			if !read {
+				every = m.timing.Renew
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-changed:
-			case <-m.clock.After(m.timing.TTL):
+			case <-m.clock.After(every):
 			}
-			m.readPeers(ctx)
+			read = m.readPeers(ctx) != 0
 		}
 	}()
 }
@@ -198,6 +212,24 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		m.log.Debug("failsafe: read the fleet's nodes", "err", err)
 		return 0
 	}
+	peers, keyless := m.peersOf(nodes, true)
+	m.fs.mu.Lock()
+	m.fs.peers, m.fs.keyless = peers, keyless
+	m.fs.mu.Unlock()
+	m.recordSet(ctx, rev, peers, keyless)
+	// A lapsed owner's set that this node may clear (a node's record
+	// going is what the watch tells first).
+	if _, err := m.failsafeBlocks(ctx); err != nil {
+		m.log.Debug("failsafe: read the failsafe sets", "err", err)
+	}
+	return rev
+}
+
+// peersOf is what the failsafe needs of the nodes' records, other than
+// this node's: by name, each one's key, where it answers, and which agent
+// under which lease; and the nodes that run without the failsafe. Said
+// logs a record that cannot be asked.
+func (m *Member) peersOf(nodes []store.Node, say bool) (map[string]failsafePeer, []string) {
 	peers := map[string]failsafePeer{}
 	var keyless []string
 	for _, n := range nodes {
@@ -210,26 +242,21 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		}
 		key, err := failsafe.ParsePublicKey(n.FailsafeKey)
 		if err != nil {
-			m.log.Warn("failsafe: a node's record has a key that does not parse: its answers count for nothing", "peer", n.Node, "err", err)
+			if say {
+				m.log.Warn("failsafe: a node's record has a key that does not parse: its answers count for nothing", "peer", n.Node, "err", err)
+			}
 			continue
 		}
 		addr, err := netip.ParseAddrPort(n.Failsafe)
 		if err != nil {
-			m.log.Warn("failsafe: a node's record says no address to ask it at", "peer", n.Node, "failsafe", n.Failsafe)
+			if say {
+				m.log.Warn("failsafe: a node's record says no address to ask it at", "peer", n.Node, "failsafe", n.Failsafe)
+			}
 			continue
 		}
 		peers[n.Node] = failsafePeer{key: key, addr: addr, lease: n.Lease, pid: n.PID, boot: n.BootID, rev: n.CreateRev}
 	}
-	m.fs.mu.Lock()
-	m.fs.peers, m.fs.keyless = peers, keyless
-	m.fs.mu.Unlock()
-	m.recordSet(ctx, rev, peers, keyless)
-	// A lapsed owner's set that this node may clear (a node's record
-	// going is what the watch tells first).
-	if _, err := m.failsafeBlocks(ctx); err != nil {
-		m.log.Debug("failsafe: read the failsafe sets", "err", err)
-	}
-	return rev
+	return peers, keyless
 }
 
 // recordSet writes this owner's failsafe set to the store when the peers
@@ -255,6 +282,12 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 		return
 	}
 	modRev, err := m.l.PutFailsafeSet(ctx, store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev, Nodes: names})
+	if errors.Is(err, ErrLeaseGone) {
+		// The renewal will say so and the member join again, under a
+		// lease it writes the set under (register asks for a read).
+		m.log.Debug("failsafe: this node's failsafe set not written: its lease is gone", "err", err)
+		return
+	}
 	if err != nil {
 		m.log.Warn("failsafe: write this node's failsafe set: no failsafe until it is written", "err", err)
 		return
@@ -375,7 +408,16 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 		return failsafe.Refused, 0, "this node's agent is stopping"
 	}
 	if age := now.Sub(renewed); age < m.timing.unreachedAfter() {
-		return failsafe.ReachesStore, 0, fmt.Sprintf("its lease was renewed %s ago", age.Round(time.Millisecond))
+		// A renewal acknowledged lately says little of now: the store
+		// may have frozen or lost its quorum a moment after it (a
+		// store-wide outage just begun, or one come back for a moment).
+		// Said only if the store answers a read now; else this node
+		// promises, which keeps the owner safe either way.
+		err := m.reachNow()
+		if err == nil {
+			return failsafe.ReachesStore, 0, fmt.Sprintf("its lease was renewed %s ago, and the store answers it now", age.Round(time.Millisecond))
+		}
+		m.log.Debug("failsafe: renewed lately, but the store does not answer a read now: promises", "renewed", age.Round(time.Millisecond), "err", err)
 	}
 	p := min(q.Promise(), m.timing.failsafePromise())
 	fs := m.fs
@@ -401,6 +443,25 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 	return failsafe.Accepted, p, ""
 }
 
+// reachNow says whether the store answers this node now (Ledger.Reach,
+// within a third of a renewal period, well inside an owner's wait for the
+// answers), or why not. One read answers every question of a quarter of a
+// renewal period: the owners of an outage ask at once.
+func (m *Member) reachNow() error {
+	fs := m.fs
+	fs.reachMu.Lock()
+	defer fs.reachMu.Unlock()
+	now := m.clock.Now()
+	if !fs.reachedAt.IsZero() && now.Sub(fs.reachedAt) < m.timing.Renew/4 && !now.Before(fs.reachedAt) {
+		return fs.reachErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.timing.Renew/3)
+	defer cancel()
+	err := m.l.Reach(ctx, m.cfg.Node)
+	fs.reachedAt, fs.reachErr = m.clock.Now(), err
+	return err
+}
+
 // mayTake waits until this node may take an address through the store:
 // no promise of its own in force (keepPromises), and no lapsed owner's
 // failsafe set that leaves it out (failsafeBlocks), read again after a
@@ -420,7 +481,10 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 			m.fs.mu.Unlock()
 		}
 	}
-	if err := m.keepPromises(ctx); err != nil {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	if err := m.keepPromises(ctx, lease); err != nil {
 		done()
 		return nil, err
 	}
@@ -441,6 +505,10 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 		case !wait:
 			done()
 			return nil, errors.New(why)
+		}
+		if err := m.leaseGoneSince(lease); err != nil {
+			done()
+			return nil, err
 		}
 		if !said {
 			m.log.Warn("failsafe: waits to take anything", "why", why)
@@ -485,10 +553,18 @@ func (m *Member) promisedUntil() (time.Time, string) {
 // an address whose owner answers on failsafe on the strength of that
 // promise. It looks again after each wait: a promise may have been made
 // meanwhile (mayTake stops them while it runs).
-func (m *Member) keepPromises(ctx context.Context) error {
+//
+// A take under a lease the store said is gone gives up (leaseGoneSince):
+// it could not commit, and while it waits it holds up the member's joining
+// again (leaseOps), which the owner it promised may be waiting for too,
+// its own take held up by a promise to this node (releaseRejoined).
+func (m *Member) keepPromises(ctx context.Context, lease LeaseID) error {
 	said := ""
 	for {
-		m.releaseRejoined()
+		if err := m.leaseGoneSince(lease); err != nil {
+			return err
+		}
+		m.releaseRejoined(ctx)
 		until, owner := m.promisedUntil()
 		wait := m.clock.Until(until)
 		if wait <= 0 {
@@ -510,6 +586,18 @@ func (m *Member) keepPromises(ctx context.Context) error {
 	}
 }
 
+// leaseGoneSince says, as an error, that the store said lease is gone (or
+// the member joined again under another since): a take under it waits for
+// nothing more.
+func (m *Member) leaseGoneSince(lease LeaseID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if lease != 0 && (lease != m.lease || lease == m.goneLease) {
+		return fmt.Errorf("%w: a take under it waits no more (the member joins again)", ErrLeaseGone)
+	}
+	return nil
+}
+
 // releaseRejoined ends the promises in force to owners whose agent is back
 // in the store under a lease other than the one it asked under, the same
 // process of the same boot: that agent fenced when the store said its
@@ -521,18 +609,41 @@ func (m *Member) keepPromises(ctx context.Context) error {
 // back, every address dark for up to half a TTL. A restarted agent (another
 // process) is not released: its dead predecessor's program may answer on
 // failsafe until the promises end.
-func (m *Member) releaseRejoined() {
+func (m *Member) releaseRejoined(ctx context.Context) {
 	fs := m.fs
 	if fs == nil {
 		return
 	}
 	now := m.clock.Now()
 	fs.mu.Lock()
+	holds := false
+	for _, until := range fs.promised {
+		holds = holds || until.After(now)
+	}
+	fs.mu.Unlock()
+	if !holds {
+		return
+	}
+	// The records as the store has them now, not as the peers were last
+	// read: the watch that reads them again may be broken as the store
+	// wakes (a leader being elected), and both owners wait, each for the
+	// other's record, while the read that would show it waits for a
+	// TTL. Read once a poll (keepPromises), only while a promise holds.
+	rctx, cancel := context.WithTimeout(ctx, m.timing.Renew/4)
+	nodes, _, err := m.l.Nodes(rctx)
+	cancel()
+	if err != nil {
+		m.log.Debug("failsafe: read the nodes to see whether a promised owner is back", "err", err)
+		return
+	}
+	current, _ := m.peersOf(nodes, false)
+	now = m.clock.Now()
+	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	released := false
 	for o, until := range fs.promised {
 		to, ok := fs.promisedTo[o]
-		p, live := fs.peers[o]
+		p, live := current[o]
 		// A record read since the promise (created later than the one
 		// known then: the peers read before may be older than the
 		// lease the owner asked under), of the same process, under

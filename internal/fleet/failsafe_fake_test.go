@@ -2,7 +2,9 @@ package fleet_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/fleet"
 )
 
@@ -52,5 +55,44 @@ func TestFakeAdoptWaitsForKeptPromises(t *testing.T) {
 	}
 	if p := b.Info().Promised; p != nil {
 		t.Errorf("b's status says it promised %+v after the promise ended", p)
+	}
+}
+
+// TestFakeFailsafeAsksTheStoreNow has b asked by an owner, a, whose
+// renewals no longer reach the store. While the store answers b, b says
+// so, and a must fence. The store then stops answering b too, a moment
+// after b's last renewal was acknowledged (a store-wide outage just
+// begun): b's renewal is still recent, but the store does not answer it
+// now, so b promises instead, and a keeps answering on failsafe. Judged
+// on the renewal alone, b said it reached the store and a fenced: every
+// address of the fleet dark for the outage (4-5 s in the nemesis).
+func TestFakeFailsafeAsksTheStoreNow(t *testing.T) {
+	f := newFakeFleet(t)
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.joinConfig("b", func(c *fleet.Config) {
+		c.Failsafe = &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: netip.MustParseAddrPort(conn.LocalAddr().String()),
+			Promises: filepath.Join(t.TempDir(), "promises")}
+	})
+	q := failsafe.Message{Kind: failsafe.KindAsk, From: "a", To: "b", Nonce: "n1", Lease: 7, Seq: 1, PromiseMS: 1500}
+	if v, _, why := b.FailsafeDecide(q); v != failsafe.ReachesStore {
+		t.Fatalf("b, renewed and reaching the store, answered %v (%s), want %v", v, why, failsafe.ReachesStore)
+	}
+	f.s.setCut("b", true)
+	// Half a renewal period on: b's last renewal is recent, and the
+	// answer read a moment ago is old enough to be read again.
+	f.advanceTo(fakeTiming.Renew / 2)
+	v, p, why := b.FailsafeDecide(q)
+	if v != failsafe.Accepted || p <= 0 {
+		t.Fatalf("b, renewed %v ago but cut off from the store now, answered %v (%s, promise %v), want a promise", fakeTiming.Renew/2, v, why, p)
+	}
+	if p > fakeTiming.TTL/2 {
+		t.Errorf("b promised %v, more than half a TTL (%v)", p, fakeTiming.TTL/2)
 	}
 }

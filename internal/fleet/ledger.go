@@ -189,8 +189,13 @@ type Ledger interface {
 	// after each batch of changes, until the watch breaks or ctx is
 	// done; it returns the revision it got to.
 	WatchNodes(ctx context.Context, rev int64, fn func()) int64
+	// Reach reads one small key of node's (its record, counted only),
+	// as linearizable as a take: whether the store answers this node now.
+	Reach(ctx context.Context, node string) error
 	// PutFailsafeSet writes the node's failsafe set, which no lease
-	// binds (store.FailsafeSet), and returns the revision it wrote at.
+	// binds (store.FailsafeSet), and returns the revision it wrote at;
+	// only while the node's record is under the set's lease, else
+	// ErrLeaseGone.
 	PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) (int64, error)
 	// FailsafeSets reads every node's failsafe set (each with its
 	// ModRev) and, if there is any, the live records (each with its

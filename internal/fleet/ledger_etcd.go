@@ -357,6 +357,15 @@ func (l *etcdLedger) PutLingering(ctx context.Context, lease LeaseID, rec store.
 	return l.c.PutLingering(ctx, int64(lease), rec)
 }
 
+func (l *etcdLedger) Reach(ctx context.Context, node string) error {
+	// A linearizable read: the leader confirms it leads a quorum, which
+	// a frozen or quorumless cluster cannot.
+	if _, err := l.c.Get(ctx, l.k.Node(node), clientv3.WithCountOnly()); err != nil {
+		return l.c.Explain(err)
+	}
+	return nil
+}
+
 func (l *etcdLedger) PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) (int64, error) {
 	val, err := store.Encode(rec)
 	if err != nil {
@@ -364,9 +373,18 @@ func (l *etcdLedger) PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) 
 	}
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	resp, err := l.c.Put(rctx, l.k.Failsafe(rec.Node), string(val))
+	// Only while the node's record is under the set's lease: one written
+	// under a lease the store already expired (read as the store woke,
+	// before the renewal said it was gone) would name the peers whose
+	// records went with theirs, few or none, and hold every other node's
+	// takes until the node wrote it again under its new lease.
+	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(l.k.Node(rec.Node)), "=", rec.Lease)).
+		Then(clientv3.OpPut(l.k.Failsafe(rec.Node), string(val))).Commit()
 	if err != nil {
 		return 0, l.c.Explain(err)
+	}
+	if !resp.Succeeded {
+		return 0, fmt.Errorf("%w: the failsafe set of lease %x not written", ErrLeaseGone, rec.Lease)
 	}
 	return resp.Header.Revision, nil
 }

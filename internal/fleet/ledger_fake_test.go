@@ -662,11 +662,22 @@ func (l *fakeLedger) PutLingering(_ context.Context, _ fleet.LeaseID, rec store.
 	return nil
 }
 
+func (l *fakeLedger) Reach(_ context.Context, node string) error {
+	if err := l.s.begin(node); err != nil {
+		return err
+	}
+	l.s.mu.Unlock()
+	return nil
+}
+
 func (l *fakeLedger) PutFailsafeSet(_ context.Context, rec store.FailsafeSet) (int64, error) {
 	if err := l.s.begin(l.node); err != nil {
 		return 0, err
 	}
 	defer l.s.mu.Unlock()
+	if n, ok := l.s.nodes[rec.Node]; !ok || int64(n.lease) != rec.Lease {
+		return 0, fmt.Errorf("%w: the failsafe set of lease %x not written", fleet.ErrLeaseGone, rec.Lease)
+	}
 	rev := l.s.bumpLocked()
 	l.s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: rec, create: rev}
 	return rev, nil

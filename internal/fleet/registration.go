@@ -42,6 +42,15 @@ func (m *Member) register(ctx context.Context) error {
 		m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
 	}
 	m.mu.Unlock()
+	if m.fs != nil {
+		// The peers read again, and the failsafe set written under
+		// the new lease, now: a set left under the lost one holds the
+		// takes of the nodes it leaves out (failsafeBlocks) until then.
+		select {
+		case m.fs.reread <- struct{}{}:
+		default:
+		}
+	}
 	// A resumption's registration read the interfaces before its write,
 	// and a change told meanwhile may have been read, and written under
 	// the lost lease, before it: compare once more (at join, before the
