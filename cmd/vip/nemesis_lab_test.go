@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -20,11 +21,13 @@ import (
 	"github.com/google/gopacket/layers"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/loadgen"
 	"github.com/vipctl/vip/internal/nemesis"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // The nemesis run's environment:
@@ -656,13 +659,31 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 		frozen := n.readTick()
 		thaws := n.freezeStore(t)
 		time.Sleep(nemesisTTL)
-		var others []string
-		for _, node := range n.nodes {
-			if node != target {
-				others = append(others, node)
+		// A node that acknowledged the owner's last round, as the
+		// owner's status says: its set may leave out a node whose
+		// record the store did not have when the owner last read the
+		// peers (one joining again after the outage before), which
+		// then takes none of its addresses (the set holds its takes)
+		// and whose cut changes nothing.
+		st, _ := n.statusOf(t, target)
+		var ackers []string
+		if st.Agent.Store != nil && st.Agent.Store.Failsafe != nil {
+			ackers = st.Agent.Store.Failsafe.AckedBy
+		}
+		var acker string
+		if len(ackers) > 0 {
+			acker = ackers[int(s.Pick)%len(ackers)]
+		} else {
+			// Not on failsafe (fenced already, or the store's
+			// outage not yet seen): any other node, and no silence
+			// owed to its cut.
+			for _, node := range n.nodes {
+				if node != target {
+					acker = node
+					break
+				}
 			}
 		}
-		acker := others[int(s.Pick)%len(others)]
 		in.Target = target + ", " + acker + " cut off"
 		cutAt := time.Now()
 		cut := labtest.CutOff(t, n.l, n.hosts[acker])
@@ -671,8 +692,12 @@ func (n *nemesisLab) step(t *testing.T, s nemesis.Step) error {
 		// rounds' timing and the deadline's check where frames leave.
 		quiet := cutAt.Add(nemesisTTL/2 + 500*time.Millisecond)
 		n.mu.Lock()
-		n.silent = append(n.silent, nemesis.Silence{Node: target, Start: quiet, End: time.Now(),
-			Why: acker + ", which acknowledged its failsafe, was cut off at " + cutAt.Format("15:04:05.000") + " with the store frozen"})
+		if len(ackers) > 0 {
+			n.silent = append(n.silent, nemesis.Silence{Node: target, Start: quiet, End: time.Now(),
+				Why: acker + ", which acknowledged its failsafe, was cut off at " + cutAt.Format("15:04:05.000") + " with the store frozen"})
+		} else {
+			in.Note = "the owner was not on failsafe a TTL into the freeze: no silence owed"
+		}
 		n.mu.Unlock()
 		n.exclude(netip.Addr{}, cutAt, time.Now(), "store frozen and an acknowledger cut off: the owner fences, and nobody can take over")
 		n.quietFrom(frozen)
@@ -856,6 +881,9 @@ func (n *nemesisLab) settled(t *testing.T) (bool, string) {
 			return false, fmt.Sprintf("the store names %s for %s, whose claim is %q", o, v, s)
 		}
 	}
+	if ok, why := n.failsafeArmed(t, owners); !ok {
+		return false, why
+	}
 	// Every node is put right in one pass: one slow to stand by
 	// again must not keep the others waiting for their turn.
 	var why []string
@@ -899,6 +927,43 @@ func (n *nemesisLab) settled(t *testing.T) (bool, string) {
 	return len(why) == 0, strings.Join(why, "; ")
 }
 
+// failsafeArmed says whether each owner's failsafe set in the store is
+// under its live lease and names every other node: a fault injected
+// before is a second fault on the first's heels (an owner that joined
+// again, or whose peers did, has no failsafe until its set is written
+// again), not the one the step is for.
+func (n *nemesisLab) failsafeArmed(t *testing.T, owners map[netip.Addr]string) (bool, string) {
+	t.Helper()
+	keys := store.NewKeys(store.DefaultPrefix)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, o := range slices.Sorted(maps.Values(owners)) {
+		resp, err := n.cli.Txn(ctx).Then(clientv3.OpGet(keys.Failsafe(o)), clientv3.OpGet(keys.Node(o))).Commit()
+		if err != nil {
+			return false, fmt.Sprintf("read %s's failsafe set: %v", o, err)
+		}
+		sets, nodes := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
+		if len(sets) == 0 || len(nodes) == 0 {
+			return false, fmt.Sprintf("%s has no failsafe set or no record in the store yet", o)
+		}
+		set, err := store.Decode[store.FailsafeSet](string(sets[0].Key), sets[0].Value)
+		if err != nil {
+			return false, fmt.Sprintf("%s's failsafe set does not decode: %v", o, err)
+		}
+		var others []string
+		for _, node := range n.nodes {
+			if node != o {
+				others = append(others, node)
+			}
+		}
+		got := slices.Sorted(slices.Values(set.Nodes))
+		if set.Lease != nodes[0].Lease || !slices.Equal(got, others) {
+			return false, fmt.Sprintf("%s's failsafe set names %v under lease %x, want %v under its lease %x", o, got, set.Lease, others, nodes[0].Lease)
+		}
+	}
+	return true, ""
+}
+
 func (n *nemesisLab) statusOf(t *testing.T, node string) (statusView, int) {
 	t.Helper()
 	out, code := n.vip(t, node, "status", "--json")
@@ -915,6 +980,11 @@ type statusView struct {
 		Addr  string `json:"addr"`
 		State string `json:"state"`
 	} `json:"claims"`
+	Agent struct {
+		Store *struct {
+			Failsafe *api.Failsafe `json:"failsafe"`
+		} `json:"store"`
+	} `json:"agent"`
 }
 
 func claimState(st statusView, addr netip.Addr) string {

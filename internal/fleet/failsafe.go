@@ -104,6 +104,8 @@ type failsafeState struct {
 	recordedNames string
 	recordedLease LeaseID
 	recordedRev   int64
+	// recordedFrom is the revision the set's peers were read at.
+	recordedFrom int64
 	// reread asks for the peers and the sets to be read again (a
 	// promise that ended, after which a lapsed owner's set can go).
 	reread chan struct{}
@@ -293,8 +295,29 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 		return
 	}
 	m.fs.mu.Lock()
-	m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev = joined, lease, modRev
+	m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev, m.fs.recordedFrom = joined, lease, modRev, rev
 	m.fs.mu.Unlock()
+}
+
+// setToRegister is the failsafe set to write with a registration: when
+// the member joins again after its lease was lost, the set it last wrote,
+// now under the new lease. The nodes it names are those it asked before:
+// one gone since is asked and does not answer (the owner fences), one
+// joined since is left out and takes none of this node's addresses while
+// the set stands (failsafeBlocks), until the peers read again rewrite it.
+// None at the first join (the peers not yet read: a set naming nobody would
+// hold every other node's takes, should this agent die before rewriting
+// it).
+func (m *Member) setToRegister() *store.FailsafeSet {
+	if m.fs == nil {
+		return nil
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	if m.fs.recordedRev == 0 || m.fs.recordedNames == "" {
+		return nil
+	}
+	return &store.FailsafeSet{Node: m.cfg.Node, Rev: m.fs.recordedFrom, Nodes: strings.Split(m.fs.recordedNames, ",")}
 }
 
 // dropSet deletes this node's failsafe set, at a stop for good: its lease

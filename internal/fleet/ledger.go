@@ -77,7 +77,13 @@ type Ledger interface {
 	// predecessor says the record is this host's own agent that died:
 	// then that record is returned (its Lease the dead agent's lease).
 	// A refusal revokes the new lease.
-	Register(ctx context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (LeaseID, *store.Node, error)
+	//
+	// With a failsafe set (nil: none), the same transaction writes it
+	// under the new lease (its Lease is set to it) and rev is the
+	// revision it was written at: a member joining again after its lease
+	// was lost has its failsafe from its first moment, not from a later
+	// write that a store failing again at once would not take.
+	Register(ctx context.Context, ttl time.Duration, rec store.Node, set *store.FailsafeSet, predecessor func(store.Node) bool) (lease LeaseID, other *store.Node, rev int64, err error)
 	// Reregister writes rec over the node's registration, bound to lease,
 	// if the registration there is still bound to lease (this agent's),
 	// and says whether it did: false when the record went with the lease,

@@ -59,46 +59,56 @@ func (l *etcdLedger) identified(ch store.Change) store.Change {
 	return ch
 }
 
-func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (LeaseID, *store.Node, error) {
+func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.Node, set *store.FailsafeSet, predecessor func(store.Node) bool) (LeaseID, *store.Node, int64, error) {
 	g, err := l.c.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
-		return 0, nil, l.c.Explain(err)
+		return 0, nil, 0, l.c.Explain(err)
 	}
 	lease := g.ID
 	val, err := store.Encode(rec)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	key := l.k.Node(rec.Node)
+	puts := []clientv3.Op{clientv3.OpPut(key, string(val), clientv3.WithLease(lease))}
+	if set != nil {
+		s := *set
+		s.Node, s.Lease = rec.Node, int64(lease)
+		sv, err := store.Encode(s)
+		if err != nil {
+			return 0, nil, 0, err
+		}
+		puts = append(puts, clientv3.OpPut(l.k.Failsafe(rec.Node), string(sv)))
+	}
 	resp, err := l.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).
+		Then(puts...).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		_, _ = l.c.Revoke(ctx, lease)
-		return 0, nil, l.c.Explain(err)
+		return 0, nil, 0, l.c.Explain(err)
 	}
 	if resp.Succeeded {
-		return LeaseID(lease), nil, nil
+		return LeaseID(lease), nil, resp.Header.Revision, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
 	if len(kvs) != 1 {
 		_, _ = l.c.Revoke(ctx, lease)
-		return 0, nil, fmt.Errorf("register node %s: its key changed while it was read: try again", rec.Node)
+		return 0, nil, 0, fmt.Errorf("register node %s: its key changed while it was read: try again", rec.Node)
 	}
 	other, _ := store.Decode[store.Node](key, kvs[0].Value)
 	if !predecessor(other) {
 		_, _ = l.c.Revoke(ctx, lease)
-		return 0, nil, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
+		return 0, nil, 0, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
 			rec.Node, other.PID, other.Host, other.Started.Local().Format("2006-01-02 15:04:05"))
 	}
 	other.Lease = kvs[0].Lease
 	r2, err := l.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(lease))).Commit()
+		Then(puts...).Commit()
 	if err != nil || !r2.Succeeded {
 		_, _ = l.c.Revoke(ctx, lease)
-		return 0, nil, fmt.Errorf("register node %s over its dead agent's record: the record changed: try again", rec.Node)
+		return 0, nil, 0, fmt.Errorf("register node %s over its dead agent's record: the record changed: try again", rec.Node)
 	}
-	return LeaseID(lease), &other, nil
+	return LeaseID(lease), &other, r2.Header.Revision, nil
 }
 
 func (l *etcdLedger) Reregister(ctx context.Context, lease LeaseID, rec store.Node) (bool, error) {

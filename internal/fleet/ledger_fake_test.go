@@ -364,10 +364,10 @@ func (l *fakeLedger) Where() ([]string, string) { return []string{"memory"}, sto
 
 func (l *fakeLedger) Close() {}
 
-func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.Node, predecessor func(store.Node) bool) (fleet.LeaseID, *store.Node, error) {
+func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.Node, set *store.FailsafeSet, predecessor func(store.Node) bool) (fleet.LeaseID, *store.Node, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	defer s.mu.Unlock()
 	s.nextLease++
@@ -377,14 +377,20 @@ func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.No
 	if kv, ok := s.nodes[rec.Node]; ok {
 		if !predecessor(kv.v) {
 			s.revokeLocked(lease)
-			return 0, nil, fmt.Errorf("node %s is already alive in the store", rec.Node)
+			return 0, nil, 0, fmt.Errorf("node %s is already alive in the store", rec.Node)
 		}
 		other := kv.v
 		other.Lease = int64(kv.lease)
 		prev = &other
 	}
-	s.nodes[rec.Node] = fakeKV[store.Node]{v: rec, lease: lease, create: s.bumpLocked()}
-	return lease, prev, nil
+	rev := s.bumpLocked()
+	s.nodes[rec.Node] = fakeKV[store.Node]{v: rec, lease: lease, create: rev}
+	if set != nil {
+		fs := *set
+		fs.Node, fs.Lease = rec.Node, int64(lease)
+		s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: fs, create: rev}
+	}
+	return lease, prev, rev, nil
 }
 
 func (l *fakeLedger) Reregister(_ context.Context, lease fleet.LeaseID, rec store.Node) (bool, error) {

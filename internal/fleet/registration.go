@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -18,9 +19,15 @@ func (m *Member) register(ctx context.Context) error {
 	defer cancel()
 	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
 	ifs := m.interfaces()
-	lease, other, err := m.l.Register(rctx, m.cfg.TTL, m.nodeRecord(ifs), m.predecessor)
+	set := m.setToRegister()
+	lease, other, rev, err := m.l.Register(rctx, m.cfg.TTL, m.nodeRecord(ifs), set, m.predecessor)
 	if err != nil {
 		return err
+	}
+	if set != nil {
+		m.fs.mu.Lock()
+		m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev = strings.Join(set.Nodes, ","), lease, rev
+		m.fs.mu.Unlock()
 	}
 	switch {
 	case other == nil:
