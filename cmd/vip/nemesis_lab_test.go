@@ -37,6 +37,7 @@ import (
 //	VIP_NEMESIS_KINDS       the kinds to schedule (nemesis.ParseKinds), default all
 //	VIP_NEMESIS_RESPONDERS  the responders to run (socket, ebpf-tcx, ebpf-xdp-generic)
 //	VIP_NEMESIS_REPORT      a file the report's markdown is appended to
+//	VIP_NEMESIS_DEBUG       set: the agents log at debug level
 //	VIP_NEMESIS_DUMP        where the checked history is written, as JSON (a file a responder, named after it)
 const (
 	nemesisTTL = 3 * time.Second
@@ -244,6 +245,9 @@ func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
 	// With the failsafe: a store-wide outage must leave every address
 	// answered, and an owner whose acknowledger goes must fall silent.
 	n.args = append([]string{"--store", n.storeURL, "--lease-ttl", nemesisTTL.String(), "--failsafe", "--log-format", "json"}, responderArgs...)
+	if os.Getenv("VIP_NEMESIS_DEBUG") != "" {
+		n.args = append(n.args, "--log-level", "debug")
+	}
 	for _, node := range n.nodes {
 		n.hosts[node] = l.Host(node)
 		n.socks[node] = filepath.Join(dir, node+".sock")
@@ -893,6 +897,13 @@ func (n *nemesisLab) settled(t *testing.T) (bool, string) {
 			why = append(why, fmt.Sprintf("%s's agent does not answer", node))
 			continue
 		}
+		// The store acknowledges every node again: one still on
+		// failsafe, fenced or unacknowledged (a slow store's renewals
+		// catching up) would meet the next fault as a second one.
+		if s := st.Agent.Store; s != nil && (s.Failsafe != nil || s.Unreachable || !s.Fenced.IsZero()) {
+			why = append(why, fmt.Sprintf("%s's agent is not back with the store yet (failsafe %v, unreachable %v, fenced %v)", node, s.Failsafe != nil, s.Unreachable, !s.Fenced.IsZero()))
+			continue
+		}
 		var release, standby []netip.Addr
 		var states []string
 		for _, v := range n.vips {
@@ -982,7 +993,9 @@ type statusView struct {
 	} `json:"claims"`
 	Agent struct {
 		Store *struct {
-			Failsafe *api.Failsafe `json:"failsafe"`
+			Failsafe    *api.Failsafe `json:"failsafe"`
+			Unreachable bool          `json:"unreachable"`
+			Fenced      time.Time     `json:"fenced"`
 		} `json:"store"`
 	} `json:"agent"`
 }
