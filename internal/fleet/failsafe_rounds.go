@@ -1,0 +1,223 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/failsafe"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// The owner's side of the failsafe: the rounds of questions while its
+// renewals do not reach the store, and what it answers on.
+
+// failsafeTick starts a round of questions when this owner's renewals no
+// longer reach the store, one at a time.
+func (m *Member) failsafeTick(ctx context.Context) {
+	if m.fs == nil {
+		return
+	}
+	m.mu.Lock()
+	unreached := m.clock.Since(m.renewed) >= m.timing.unreachedAfter()
+	fenced, owns := !m.fencedAt.IsZero(), len(m.owned) > 0
+	m.mu.Unlock()
+	if !unreached || fenced || !owns || !m.fs.asking.CompareAndSwap(false, true) {
+		return
+	}
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		defer m.fs.asking.Store(false)
+		m.failsafeRound(ctx)
+	}()
+}
+
+// failsafeRound asks every peer at once. If all accept, the answer
+// deadline moves to the earliest promise's end counted from the round's
+// send time (a promise counts from its receipt, which is later), unless
+// the deadline passed or closed meanwhile: once fenced, only the store
+// opens it again. If any does not, the failsafe ends, and with it the
+// answers, if the deadline in force is one the failsafe gave.
+func (m *Member) failsafeRound(ctx context.Context) {
+	fs := m.fs
+	fs.mu.Lock()
+	targets := make([]failsafe.Target, 0, len(fs.peers))
+	for n, p := range fs.peers {
+		targets = append(targets, failsafe.Target{Node: n, Addr: p.addr})
+	}
+	fs.mu.Unlock()
+	if len(targets) == 0 {
+		return // no one to tell the store's outage from this node's own
+	}
+	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
+	fs.mu.Lock()
+	keyless := slices.Clone(fs.keyless)
+	fs.mu.Unlock()
+	if len(keyless) > 0 {
+		// A node that cannot be asked could take any address once the
+		// lease expires: no failsafe.
+		m.failsafeEnds(strings.Join(keyless, ", ") + " run without --failsafe and cannot promise")
+		return
+	}
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	asked := make([]string, 0, len(targets))
+	for _, t := range targets {
+		asked = append(asked, t.Node)
+	}
+	slices.Sort(asked)
+	fs.mu.Lock()
+	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && strings.Join(asked, ",") == fs.recordedNames
+	fs.mu.Unlock()
+	if !recorded {
+		// A node outside a set the store does not have would not
+		// know to wait.
+		m.failsafeEnds("its failsafe set is not in the store yet")
+		return
+	}
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
+	replies := fs.asker.Ask(ctx, targets, int64(lease), m.timing.failsafePromise(), m.timing.failsafeTimeout())
+	promise := m.timing.failsafePromise()
+	var refused []string
+	for _, r := range replies {
+		switch {
+		case r.Err != nil:
+			refused = append(refused, fmt.Sprintf("%s did not answer (%v)", r.Node, r.Err))
+		case r.Verdict != failsafe.Accepted:
+			refused = append(refused, fmt.Sprintf("%s %s: %s", r.Node, r.Verdict, r.Why))
+		default:
+			promise = min(promise, r.Promise)
+		}
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	if len(refused) > 0 {
+		m.failsafeEnds(strings.Join(refused, "; "))
+		return
+	}
+	m.ackMu.Lock()
+	defer m.ackMu.Unlock()
+	m.mu.Lock()
+	storeBack := m.renewed.After(sent) || lease != m.lease
+	m.mu.Unlock()
+	at, now := m.cfg.Deadline.At()
+	if storeBack || at == announce.ClosedAt || at <= now {
+		return
+	}
+	until := sentBoot + promise
+	if until > at {
+		if err := m.cfg.Deadline.Set(until); err != nil {
+			m.log.Error("failsafe: move the answer deadline", "err", err)
+			return
+		}
+		if _, fenced := m.isFenced(); fenced {
+			// A fence closed the deadline between the look above
+			// and the move (fenceWhy takes no lock): closed again.
+			if err := m.cfg.Deadline.Close(); err != nil {
+				m.log.Error("fence: close the answer deadline", "err", err)
+			}
+			return
+		}
+		m.mu.Lock()
+		m.fence.Reset(m.clock.Until(sent.Add(promise)))
+		m.mu.Unlock()
+	}
+	names := make([]string, len(targets))
+	for i, t := range targets {
+		names[i] = t.Node
+	}
+	fs.mu.Lock()
+	first := fs.since.IsZero()
+	if first {
+		fs.since = sent
+	}
+	fs.ackedBy, fs.ackedAt = names, m.clock.Now()
+	fs.mu.Unlock()
+	if first {
+		msg := fmt.Sprintf("the store is unreachable: answering on failsafe, acknowledged by %s", strings.Join(names, ", "))
+		m.log.Warn("failsafe: answering past the lease's deadline", "acknowledged_by", strings.Join(names, ","))
+		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "failsafe", Message: msg})
+	}
+}
+
+// failsafeEnds takes a round that not every peer accepted: if the deadline
+// in force is the failsafe's (past the lease's), the member fences now;
+// else the lease's deadline stands and the fence comes at it.
+func (m *Member) failsafeEnds(why string) {
+	at, _ := m.cfg.Deadline.At()
+	m.fs.mu.Lock()
+	on, leaseUntil := !m.fs.since.IsZero(), m.fs.leaseUntil
+	m.fs.mu.Unlock()
+	if at != announce.ClosedAt && at > leaseUntil {
+		m.fenceWhy("the failsafe ended: " + why)
+		return
+	}
+	if on {
+		m.log.Debug("failsafe: not every peer accepted", "why", why)
+	}
+}
+
+// failsafeRenewed notes the lease's deadline a renewal gave, and ends a
+// failsafe under way: the store is back.
+func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
+	if m.fs == nil {
+		return
+	}
+	now := m.clock.Now()
+	m.fs.mu.Lock()
+	m.fs.leaseUntil = leaseUntil
+	since, by, at := m.fs.since, m.fs.ackedBy, m.fs.ackedAt
+	m.fs.since, m.fs.ackedBy = time.Time{}, nil
+	m.fs.mu.Unlock()
+	if !since.IsZero() {
+		m.log.Info("failsafe: the store is back", "after", now.Sub(since).Round(time.Millisecond))
+		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "store",
+			Message: fmt.Sprintf("the store is back: answered on failsafe for %s", now.Sub(since).Round(time.Millisecond))})
+		m.recordFailsafe(since, now, by, at)
+	}
+}
+
+// recordFailsafe writes to the history, in the background, that this
+// owner answered on failsafe from since until the store acknowledged it
+// again at now, last on the promises of by at at: who answered on
+// failsafe, and for how long, for vip history on any host. A fence that
+// ended it earlier has a record of its own, written at the resumption.
+func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time) {
+	m.mu.Lock()
+	addrs := make([]netip.Addr, 0, len(m.owned)+len(m.fenced))
+	for a := range m.owned {
+		addrs = append(addrs, a)
+	}
+	for a := range m.fenced {
+		addrs = append(addrs, a)
+	}
+	m.mu.Unlock()
+	ch := store.Change{Kind: store.ChangeFailsafe, Node: m.cfg.Node, Time: now, Since: since,
+		Message: fmt.Sprintf("the store unreachable, it answered on the promises of %s for %s (the last at %s)",
+			strings.Join(by, ", "), now.Sub(since).Round(time.Millisecond), at.Local().Format("15:04:05.000"))}
+	ch.SetAddrs(addrs)
+	m.afterRenew(func(ctx context.Context) {
+		if err := m.l.Record(ctx, []store.Change{ch}); err != nil {
+			m.log.Warn("write the failsafe to the history: left out of it", "err", err)
+		}
+	})
+}
+
+// FailsafeInfo says whether this owner answers on failsafe: since when,
+// acknowledged last by whom and when (zero since: it does not).
+func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt time.Time) {
+	if m.fs == nil {
+		return
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt
+}
