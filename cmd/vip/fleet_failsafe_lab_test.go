@@ -156,7 +156,8 @@ func isRequestFor(pk gopacket.Packet, addr netip.Addr) bool {
 // joins the fleet, reaching the store, which a cannot see: a never asks
 // it. Once a's lease is gone, c's claim of a's address is refused, since a
 // may still answer, and c answers nothing. When b reaches the store again,
-// it says so to a, which fences; once b's promise ended, b clears a's
+// it says so to a, which fences when b's last promise ends (it binds b
+// whatever b answers now); then b clears a's
 // failsafe set and takes the address as its standby, with no frame of a
 // after its first.
 func TestFleetFailsafeJoinerWaits(t *testing.T) {

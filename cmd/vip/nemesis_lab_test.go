@@ -147,6 +147,19 @@ func TestNemesis(t *testing.T) {
 		}
 		t.Run(resp.name, func(t *testing.T) {
 			t.Parallel()
+			// Registered first, so it runs last: after the lab's
+			// cleanups have dumped the stores' logs, the tail of a failed
+			// run (all CI keeps) still names the seed and what failed.
+			var violations []nemesis.Violation
+			t.Cleanup(func() {
+				if !t.Failed() {
+					return
+				}
+				t.Logf("nemesis %s failed: VIP_NEMESIS_SEED=%d VIP_NEMESIS_RESPONDERS=%s reproduces the schedule; %d violations", resp.name, seed, resp.name, len(violations))
+				for _, v := range violations {
+					t.Logf("violation: %v", v)
+				}
+			})
 			plan := nemesis.Plan{Seed: seed, Steps: len(kinds), Kinds: kinds, TTL: nemesisTTL, DuringOdds: 0.3}
 			if long > 0 {
 				plan.Steps = int(long / time.Second) // more than fit; the run ends on time
@@ -159,6 +172,7 @@ func TestNemesis(t *testing.T) {
 			rep := n.run(t, steps, long)
 			md := fmt.Sprintf("responder %s, seed %d, %d steps in %v:\n\n%s", resp.name, seed, len(n.injections), n.elapsed.Round(time.Second), rep.Markdown())
 			t.Logf("nemesis report, %s", md)
+			violations = rep.Violations
 			for _, v := range rep.Violations {
 				t.Errorf("violation: %v", v)
 			}

@@ -139,7 +139,7 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	if first {
 		fs.since = sent
 	}
-	fs.ackedBy, fs.ackedAt = names, m.clock.Now()
+	fs.ackedBy, fs.ackedAt, fs.ending = names, m.clock.Now(), ""
 	fs.mu.Unlock()
 	if first {
 		msg := fmt.Sprintf("the store is unreachable: answering on failsafe, acknowledged by %s", strings.Join(names, ", "))
@@ -148,20 +148,52 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	}
 }
 
-// failsafeEnds takes a round that not every peer accepted: if the deadline
-// in force is the failsafe's (past the lease's), the member fences now;
-// else the lease's deadline stands and the fence comes at it.
+// failsafeEnds takes a round that not every peer accepted. The deadline
+// stays where the last accepted round put it: no further, and no nearer.
+// Each promise already given binds its node until it ends, whatever the
+// node answers now (it reaches the store, it is gone, it restarted: a
+// promise is kept on disk, and a take waits for it), so answering until
+// the earliest one ends is as safe as it was a moment ago. Fencing at once
+// instead would darken the addresses for nothing when the store comes back
+// to a peer a moment before this owner (a quorum regained), whose own
+// renewal then lands within the promises. The fence's timer, set to the
+// promises' end, says why it fenced.
 func (m *Member) failsafeEnds(why string) {
 	at, _ := m.cfg.Deadline.At()
 	m.fs.mu.Lock()
 	on, leaseUntil := !m.fs.since.IsZero(), m.fs.leaseUntil
-	m.fs.mu.Unlock()
-	if at != announce.ClosedAt && at > leaseUntil {
-		m.fenceWhy("the failsafe ended: " + why)
-		return
+	onPromises := at != announce.ClosedAt && at > leaseUntil
+	first := onPromises && m.fs.ending == ""
+	if onPromises {
+		m.fs.ending = why
 	}
-	if on {
+	m.fs.mu.Unlock()
+	switch {
+	case first:
+		_, now := m.cfg.Deadline.At()
+		m.log.Warn("failsafe: a round was refused: answering until the promises in force end, then fencing unless the store acknowledges a renewal first",
+			"why", why, "for", (at - now).Round(time.Millisecond))
+	case on:
 		m.log.Debug("failsafe: not every peer accepted", "why", why)
+	}
+}
+
+// failsafeFenceWhy says why the fence's timer ran out while the deadline
+// in force was the failsafe's: a round refused, or none accepted in time
+// (empty: the failsafe was not answering).
+func (m *Member) failsafeFenceWhy() string {
+	if m.fs == nil {
+		return ""
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	switch {
+	case m.fs.since.IsZero():
+		return ""
+	case m.fs.ending != "":
+		return "the failsafe ended: " + m.fs.ending + "; the promises in force ran out"
+	default:
+		return fmt.Sprintf("the failsafe's promises ran out with no round accepted since %s", m.fs.ackedAt.Local().Format("15:04:05.000"))
 	}
 }
 
@@ -175,7 +207,7 @@ func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
 	m.fs.mu.Lock()
 	m.fs.leaseUntil = leaseUntil
 	since, by, at := m.fs.since, m.fs.ackedBy, m.fs.ackedAt
-	m.fs.since, m.fs.ackedBy = time.Time{}, nil
+	m.fs.since, m.fs.ackedBy, m.fs.ending = time.Time{}, nil, ""
 	m.fs.mu.Unlock()
 	if !since.IsZero() {
 		m.log.Info("failsafe: the store is back", "after", now.Sub(since).Round(time.Millisecond))
@@ -212,12 +244,14 @@ func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time)
 }
 
 // FailsafeInfo says whether this owner answers on failsafe: since when,
-// acknowledged last by whom and when (zero since: it does not).
-func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt time.Time) {
+// acknowledged last by whom and when (zero since: it does not), and why
+// the last round was refused if one was since (the answers end with the
+// promises in force).
+func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt time.Time, ending string) {
 	if m.fs == nil {
 		return
 	}
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
-	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt
+	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt, m.fs.ending
 }

@@ -491,8 +491,10 @@ func (m *Member) Info() api.Store {
 	st.Unreachable = !renewed.IsZero() && m.clock.Since(renewed) >= m.timing.unreachedAfter()
 	if m.fs != nil {
 		st.FailsafeEnabled = true
-		if since, by, at := m.FailsafeInfo(); !since.IsZero() {
-			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at}
+		// Once fenced, it no longer answers on failsafe (the history
+		// has the span once the store is back).
+		if since, by, at, ending := m.FailsafeInfo(); !since.IsZero() && fencedAt.IsZero() {
+			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at, Ending: ending}
 		}
 	}
 	if until, owner := m.promisedUntil(); until.After(m.clock.Now()) {

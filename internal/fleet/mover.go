@@ -126,6 +126,7 @@ func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) (_ []store.Mov
 		return nil, err
 	}
 	mv.follow(ctx, pending, watch)
+	mv.giveUpRest(pending)
 	for _, m := range pending {
 		results = append(results, m.res)
 	}
@@ -134,7 +135,7 @@ func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) (_ []store.Mov
 }
 
 // follow applies the changes the watch sends to the moves until each has
-// ended or ctx is done; those still under way then are given up.
+// ended or ctx is done.
 func (mv *Mover) follow(ctx context.Context, pending []*pendingMove, watch <-chan []MoveChange) {
 	byAddr := make(map[netip.Addr]*pendingMove, len(pending))
 	for _, m := range pending {
@@ -143,7 +144,6 @@ func (mv *Mover) follow(ctx context.Context, pending []*pendingMove, watch <-cha
 	for open := len(pending); open > 0; {
 		select {
 		case <-ctx.Done():
-			giveUp(pending)
 			return
 		case chs, ok := <-watch:
 			if !ok {
@@ -257,6 +257,37 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 		return errors.Join(errs...)
 	}
 	return nil
+}
+
+// giveUpRest gives up the moves still under way once the timeout passed.
+// Whether each owner still holds its address is read from the store, not
+// taken from the watch alone: its news of a release may be on its way (a
+// loaded host), and the error tells the operator whether the address
+// rests with its owner or waits for the target.
+func (mv *Mover) giveUpRest(pending []*pendingMove) {
+	var unsure []netip.Addr
+	for _, m := range pending {
+		if !m.end && !m.claimGone && m.res.From != "" {
+			unsure = append(unsure, m.res.Addr)
+		}
+	}
+	if len(unsure) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), store.DefaultTimeout)
+		v, err := mv.l.MoveView(ctx, unsure, false)
+		cancel()
+		if err == nil {
+			holder := make(map[netip.Addr]string, len(v.Claims))
+			for _, c := range v.Claims {
+				holder[c.Claim.Addr] = c.Claim.Node
+			}
+			for _, m := range pending {
+				if !m.end && !m.claimGone && m.res.From != "" && holder[m.res.Addr] != m.res.From {
+					m.claimGone = true
+				}
+			}
+		}
+	}
+	giveUp(pending)
 }
 
 // giveUp marks the moves still under way failed. Their records go with the

@@ -358,8 +358,14 @@ func (m *Member) resumeAsync(ctx context.Context, leaseLost bool) {
 }
 
 // fenceNow is the fence's timer: no renewal sent in the last FenceAfter
-// was acknowledged.
-func (m *Member) fenceNow() { m.fenceWhy(m.noRenewal()) }
+// was acknowledged, or, on failsafe, the promises in force ran out.
+func (m *Member) fenceNow() {
+	if why := m.failsafeFenceWhy(); why != "" {
+		m.fenceWhy(why)
+		return
+	}
+	m.fenceWhy(m.noRenewal())
+}
 
 // noRenewal says why the fence's timer ran out, truthfully: when the last
 // acknowledged renewal was sent, how fast the store answered before, and
