@@ -25,9 +25,10 @@ import (
 // are checked to the tick, without root, etcd or real time. The lab tests
 // (fleet_lab_test.go) check the same against a real etcd.
 
-// fakeTTL is the default lease: renewals every second, the fence 4.5 s
-// after the last one acknowledged, the lease gone 6 s after it.
-const fakeTTL = fleet.DefaultTTL
+// fakeTTL is the lease of these tests, whose times are written for it:
+// renewals every second, the fence 4.5 s after the last one acknowledged,
+// the lease gone 6 s after it.
+const fakeTTL = 6 * time.Second
 
 var fakeTiming = fleet.TimingFor(fakeTTL)
 
