@@ -44,7 +44,7 @@ func (m *Member) Claim(ctx context.Context, reqs []announce.Request, opts announ
 	if err := m.refuseOwn(reqs); err != nil {
 		return nil, err
 	}
-	done, err := m.mayTake(ctx, false)
+	ctx, done, err := m.mayTake(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("nothing was claimed: %w", err)
 	}
@@ -106,7 +106,7 @@ func (m *Member) Adopt(ctx context.Context, claims []announce.Claim) ([]announce
 		return nil, err
 	}
 	defer unlock()
-	done, err := m.mayTake(ctx, true)
+	ctx, done, err := m.mayTake(ctx, true)
 	if err != nil {
 		return nil, fmt.Errorf("re-adopt the claims of an earlier agent: %w", err)
 	}
@@ -273,7 +273,10 @@ func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, l
 	}
 	// Since is when the key is made, now: a key this node's already
 	// keeps the one the store has (Acquire), whatever the engine's.
-	return m.l.Acquire(ctx, lease, m.claimRecord(c.Addr, c.Interface, mac, m.clock.Now(), opts), store.ActorOf(ctx))
+	rec := m.claimRecord(c.Addr, c.Interface, mac, m.clock.Now(), opts)
+	return guarded(m, ctx, func(ctx context.Context) (bool, error) {
+		return m.l.Acquire(ctx, lease, rec, store.ActorOf(ctx))
+	})
 }
 
 // dropKeys deletes the keys of addrs that are still this node's, each
@@ -439,7 +442,7 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
-	done, err := m.mayTake(ctx, true)
+	ctx, done, err := m.mayTake(ctx, true)
 	if err != nil {
 		return false, 0, err
 	}
@@ -448,7 +451,15 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 	if tk.home != m.cfg.Node {
 		rec.Home = tk.home
 	}
-	return m.l.Take(ctx, lease, rec, tk.moveRev, tk.cordonRev, tk.change)
+	type took struct {
+		ok  bool
+		rev int64
+	}
+	t, err := guarded(m, ctx, func(ctx context.Context) (took, error) {
+		ok, rev, err := m.l.Take(ctx, lease, rec, tk.moveRev, tk.cordonRev, tk.change)
+		return took{ok, rev}, err
+	})
+	return t.ok, t.rev, err
 }
 
 // claimTaken has the engine claim a, whose key takeKey took, with the

@@ -221,7 +221,7 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	m.recordSet(ctx, rev, peers, keyless)
 	// A lapsed owner's set that this node may clear (a node's record
 	// going is what the watch tells first).
-	if _, err := m.failsafeBlocks(ctx); err != nil {
+	if _, _, err := m.failsafeBlocks(ctx); err != nil {
 		m.log.Debug("failsafe: read the failsafe sets", "err", err)
 	}
 	return rev
@@ -346,11 +346,16 @@ func (m *Member) dropSet() {
 // set, whichever of its agents, keeps its own promises (keepPromises) and clears a lapsed owner's
 // set once it reaches the store and its promises to the owner ended: the
 // owner gets no more from it, so it answers no longer.
-func (m *Member) failsafeBlocks(ctx context.Context) (string, error) {
-	sets, nodes, err := m.l.FailsafeSets(ctx, m.cfg.Node)
-	if err != nil || len(sets) == 0 {
-		return "", err
+//
+// It returns too the guard of the take's transaction: the revision read,
+// and the live owners whose sets leave this node out, which could lose
+// their leases before the transaction and answer on failsafe then.
+func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
+	sets, nodes, rev, err := m.l.FailsafeSets(ctx, m.cfg.Node)
+	if err != nil {
+		return "", Guard{}, err
 	}
+	g := Guard{Rev: rev}
 	live := map[string]store.Node{}
 	for _, n := range nodes {
 		live[n.Node] = n
@@ -359,18 +364,29 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, error) {
 		if s.Node == m.cfg.Node {
 			continue
 		}
-		if n, ok := live[s.Node]; ok && n.Lease == s.Lease {
-			continue // its owner renews that lease: it answers on it
-		}
 		if slices.Contains(s.Nodes, m.cfg.Node) {
 			// Asked by the owner: this node's promises, kept on
 			// disk across its agents, say when it may take.
-			m.clearSet(ctx, s)
+			if n, ok := live[s.Node]; !ok || n.Lease != s.Lease {
+				m.clearSet(ctx, s)
+			}
 			continue
 		}
-		return fmt.Sprintf("%s's lease is gone, and it may still answer on failsafe for the nodes of its set, which did not include this one (it joined since): this node takes nothing until one of them reaches the store and clears it, or %s is back", s.Node, s.Node), nil
+		if n, ok := live[s.Node]; ok && n.Lease == s.Lease {
+			// Its owner renews that lease: it answers on it, and
+			// the take compares that its record is still there.
+			if g.Live == nil {
+				g.Live = map[string]int64{}
+			}
+			g.Live[s.Node] = n.CreateRev
+			continue
+		}
+		return fmt.Sprintf("%s's lease is gone, and it may still answer on failsafe for the nodes of its set, which did not include this one (it joined since): this node takes nothing until one of them reaches the store and clears it, or %s is back", s.Node, s.Node), Guard{}, nil
 	}
-	return "", nil
+	if len(g.Live) > maxGuardOwners {
+		return fmt.Sprintf("the failsafe sets of %d live owners do not name this node yet (it joined lately): it takes nothing until they do, or at most %d do not", len(g.Live), maxGuardOwners), Guard{}, nil
+	}
+	return "", g, nil
 }
 
 // clearSet deletes a lapsed owner's set, of which this node is one, if

@@ -185,3 +185,36 @@ func TestFakeFailsafeRefusedRoundKeepsPromises(t *testing.T) {
 		})
 	}
 }
+
+// TestFakeTakeGuardedAgainstALapsingOwner has c, which joined after a
+// wrote its failsafe set (so the set leaves c out), claim a's address
+// just as a's lease expires: after c read the sets, which found a alive,
+// and before c's transaction. a may answer for the address on failsafe,
+// on the promises of nodes that are not c, so c must not take it: the
+// transaction compares that a's record is still the one read, fails, and
+// c reads the sets again, which now hold its takes. Without the compare,
+// c took the address that a still answered for.
+func TestFakeTakeGuardedAgainstALapsingOwner(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	eventually(t, func() bool {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		_, ok := f.s.failsafes["a"]
+		return ok
+	}, "a's failsafe set is not in the store")
+	c, cEng := f.join("c")
+	addr := netip.MustParseAddr("192.0.2.10")
+	f.claim(a, addr)
+	aLease, _, _ := a.Lease()
+	f.s.mu.Lock()
+	f.s.beforeAcquire = func(s *fakeStore) { s.revokeLocked(fleet.LeaseID(aLease)) }
+	f.s.mu.Unlock()
+	_, err := c.Claim(context.Background(), []announce.Request{{Addr: addr, Interface: "eth0"}}, announce.ClaimOptions{})
+	if err == nil || !strings.Contains(err.Error(), "may still answer on failsafe") {
+		t.Fatalf("c's claim as a's lease expired under it: %v, want a refusal saying a may still answer on failsafe", err)
+	}
+	if o := f.owner(addr); o != "" || cEng.holds(addr) {
+		t.Errorf("%s holds %s in the store (c's engine: %v), while a may answer for it on failsafe", o, addr, cEng.holds(addr))
+	}
+}

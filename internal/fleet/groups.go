@@ -43,7 +43,9 @@ func (m *Member) acquireGroup(ctx context.Context, grp []announce.Claim, macs ma
 		}
 		recs[i] = m.claimRecord(c.Addr, c.Interface, macs[c.Interface], m.clock.Now(), opts)
 	}
-	return m.l.AcquireGroup(ctx, lease, recs, store.ActorOf(ctx))
+	return guarded(m, ctx, func(ctx context.Context) ([]bool, error) {
+		return m.l.AcquireGroup(ctx, lease, recs, store.ActorOf(ctx))
+	})
 }
 
 // groupOf is the group named in a claim's encoded options, if any.
@@ -56,7 +58,7 @@ func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
 		took, _, err := m.takeKey(ctx, tks[0].addr, tks[0])
 		return took, err
 	}
-	done, err := m.mayTake(ctx, true)
+	ctx, done, err := m.mayTake(ctx, true)
 	if err != nil {
 		return false, err
 	}
@@ -74,8 +76,10 @@ func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
 		}
 		revs[i] = tk.moveRev
 	}
-	took, _, err := m.l.TakeGroup(ctx, lease, recs, revs, tks[0].cordonRev, tks[0].change)
-	return took, err
+	return guarded(m, ctx, func(ctx context.Context) (bool, error) {
+		took, _, err := m.l.TakeGroup(ctx, lease, recs, revs, tks[0].cordonRev, tks[0].change)
+		return took, err
+	})
 }
 
 // standbyGroup returns a and, when this node stands by for a as part of a

@@ -205,8 +205,9 @@ type Ledger interface {
 	PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) (int64, error)
 	// FailsafeSets reads every node's failsafe set (each with its
 	// ModRev) and, if there is any, the live records (each with its
-	// Lease and CreateRev) of their nodes and of self.
-	FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, error)
+	// Lease and CreateRev) of their nodes and of self, all at the
+	// revision it returns.
+	FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, int64, error)
 	// ClearFailsafeSet deletes node's failsafe set if it is still the
 	// one last modified at modRev, and says whether it did.
 	ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error)

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,7 +179,8 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	key := l.k.Claim(rec.Addr)
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, l.guardCmps(ctx)...)
+	resp, err := l.c.Txn(rctx).If(cmps...).
 		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
@@ -189,6 +191,10 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 		return true, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
+	if len(kvs) == 0 && len(cmps) > 1 {
+		// The key is free: the guard's compares failed.
+		return false, fmt.Errorf("claim %s: %w", rec.Addr, ErrFailsafeChanged)
+	}
 	if len(kvs) != 1 {
 		return false, fmt.Errorf("claim %s: its key changed while it was read: try again", rec.Addr)
 	}
@@ -273,6 +279,7 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 	if cordonRev >= 0 {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(recs[0].Node)), "=", cordonRev))
 	}
+	cmps = append(cmps, l.guardCmps(ctx)...)
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
@@ -283,6 +290,8 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 		for _, s := range subjects {
 			l.trim.add(s)
 		}
+	} else if failed, err := l.guardFailed(rctx); err != nil || failed {
+		return false, 0, cmp.Or(err, ErrFailsafeChanged)
 	}
 	return resp.Succeeded, resp.Header.Revision, nil
 }

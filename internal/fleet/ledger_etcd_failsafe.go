@@ -43,7 +43,7 @@ func (l *etcdLedger) PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) 
 	return resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, error) {
+func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, int64, error) {
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
 	// The sets first, one small range, empty in a fleet without the
@@ -51,10 +51,10 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 	// and of this one.
 	resp, err := l.c.Get(rctx, l.k.Failsafes(), clientv3.WithPrefix())
 	if err != nil {
-		return nil, nil, l.c.Explain(err)
+		return nil, nil, 0, l.c.Explain(err)
 	}
 	if len(resp.Kvs) == 0 {
-		return nil, nil, nil
+		return nil, nil, resp.Header.Revision, nil
 	}
 	var sets []store.FailsafeSet
 	// Every record at the sets' revision: one owner's set and record are
@@ -81,7 +81,7 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 	for start := 0; start < len(gets); start += maxReadsPerTxn {
 		txn, err := l.c.Txn(rctx).Then(gets[start:min(start+maxReadsPerTxn, len(gets))]...).Commit()
 		if err != nil {
-			return nil, nil, l.c.Explain(err)
+			return nil, nil, 0, l.c.Explain(err)
 		}
 		for _, r := range txn.Responses {
 			for _, kv := range r.GetResponseRange().Kvs {
@@ -95,7 +95,7 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 			}
 		}
 	}
-	return sets, nodes, nil
+	return sets, nodes, resp.Header.Revision, nil
 }
 
 func (l *etcdLedger) ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error) {

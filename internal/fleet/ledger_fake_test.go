@@ -55,6 +55,10 @@ type fakeStore struct {
 	// failTakes counts, per node, the Takes still to fail as if the
 	// store did not answer (failTakesNext).
 	failTakes map[string]int
+	// beforeAcquire, if set, runs once inside an Acquire, with the store
+	// locked, before it compares: a lease expiring between a take's read
+	// of the failsafe sets and its transaction.
+	beforeAcquire func(s *fakeStore)
 	// onHandOver, if set, runs inside a HandOver before it compares,
 	// with the store locked: a mover giving up at that very moment.
 	onHandOver func(s *fakeStore)
@@ -224,6 +228,27 @@ func (s *fakeStore) begin(node string) error {
 	}
 	s.expireLocked()
 	return nil
+}
+
+// guardFailsLocked says whether the guard ctx carries fails, as the etcd
+// ledger's compares would: a failsafe set written since it was read, or a
+// guarded owner's record gone or made again.
+func (s *fakeStore) guardFailsLocked(ctx context.Context) bool {
+	g, ok := fleet.GuardOf(ctx)
+	if !ok {
+		return false
+	}
+	for _, kv := range s.failsafes {
+		if kv.create > g.Rev {
+			return true
+		}
+	}
+	for n, rev := range g.Live {
+		if kv, ok := s.nodes[n]; !ok || kv.create != rev {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *fakeStore) bumpLocked() int64 {
@@ -484,18 +509,24 @@ func (l *fakeLedger) LeaseAlive(_ context.Context, lease fleet.LeaseID) (bool, e
 	return ok, nil
 }
 
-func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.Claim, who store.Actor) (bool, error) {
+func (l *fakeLedger) Acquire(ctx context.Context, lease fleet.LeaseID, rec store.Claim, who store.Actor) (bool, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, err
 	}
 	defer s.mu.Unlock()
+	if fn := s.beforeAcquire; fn != nil {
+		s.beforeAcquire = nil
+		fn(s)
+	}
 	if _, ok := s.leases[lease]; !ok {
 		return false, fleet.ErrLeaseGone
 	}
 	cur, ok := s.claims[rec.Addr]
 	kind := store.ChangeClaim
 	switch {
+	case !ok && s.guardFailsLocked(ctx):
+		return false, fleet.ErrFailsafeChanged
 	case !ok:
 	case cur.v.Node != rec.Node:
 		return false, &fleet.HeldError{Addr: rec.Addr, Node: cur.v.Node, Since: cur.v.Since, Self: rec.Node}
@@ -514,7 +545,7 @@ func (l *fakeLedger) Acquire(_ context.Context, lease fleet.LeaseID, rec store.C
 	return true, nil
 }
 
-func (l *fakeLedger) AcquireGroup(_ context.Context, lease fleet.LeaseID, recs []store.Claim, who store.Actor) ([]bool, error) {
+func (l *fakeLedger) AcquireGroup(ctx context.Context, lease fleet.LeaseID, recs []store.Claim, who store.Actor) ([]bool, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return nil, err
@@ -541,6 +572,9 @@ func (l *fakeLedger) AcquireGroup(_ context.Context, lease fleet.LeaseID, recs [
 		}
 		fresh[i] = true
 	}
+	if slices.Contains(fresh, true) && s.guardFailsLocked(ctx) {
+		return nil, fleet.ErrFailsafeChanged
+	}
 	rev := s.bumpLocked()
 	for i, rec := range recs {
 		if !fresh[i] {
@@ -558,7 +592,7 @@ func (l *fakeLedger) AcquireGroup(_ context.Context, lease fleet.LeaseID, recs [
 	return fresh, nil
 }
 
-func (l *fakeLedger) TakeGroup(_ context.Context, lease fleet.LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (bool, int64, error) {
+func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (bool, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
@@ -573,6 +607,9 @@ func (l *fakeLedger) TakeGroup(_ context.Context, lease fleet.LeaseID, recs []st
 		if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRevs[i] || cordonRev >= 0 && (s.cordonRevLocked(rec.Node) != cordonRev || !standby) {
 			return false, s.rev, nil
 		}
+	}
+	if s.guardFailsLocked(ctx) {
+		return false, 0, fleet.ErrFailsafeChanged
 	}
 	if _, ok := s.leases[lease]; !ok {
 		return false, 0, fleet.ErrLeaseGone
@@ -689,9 +726,9 @@ func (l *fakeLedger) PutFailsafeSet(_ context.Context, rec store.FailsafeSet) (i
 	return rev, nil
 }
 
-func (l *fakeLedger) FailsafeSets(_ context.Context, _ string) ([]store.FailsafeSet, []store.Node, error) {
+func (l *fakeLedger) FailsafeSets(_ context.Context, _ string) ([]store.FailsafeSet, []store.Node, int64, error) {
 	if err := l.s.begin(l.node); err != nil {
-		return nil, nil, err
+		return nil, nil, 0, err
 	}
 	defer l.s.mu.Unlock()
 	var sets []store.FailsafeSet
@@ -706,7 +743,7 @@ func (l *fakeLedger) FailsafeSets(_ context.Context, _ string) ([]store.Failsafe
 		n.Node, n.Lease, n.CreateRev = name, int64(kv.lease), kv.create
 		nodes = append(nodes, n)
 	}
-	return sets, nodes, nil
+	return sets, nodes, l.s.rev, nil
 }
 
 func (l *fakeLedger) ClearFailsafeSet(_ context.Context, node string, modRev int64) (bool, error) {

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -91,11 +92,14 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 	if len(ops) == 0 {
 		return fresh, true, nil
 	}
-	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
+	resp, err := l.c.Txn(rctx).If(append(cmps, l.guardCmps(ctx)...)...).Then(ops...).Commit()
 	if err != nil {
 		return nil, false, l.c.Explain(err)
 	}
 	if !resp.Succeeded {
+		if failed, err := l.guardFailed(rctx); err != nil || failed {
+			return nil, false, cmp.Or(err, ErrFailsafeChanged)
+		}
 		return nil, false, nil
 	}
 	for _, s := range subjects {

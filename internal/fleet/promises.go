@@ -15,12 +15,11 @@ import (
 
 // mayTake waits until this node may take an address through the store:
 // no promise of its own in force (keepPromises), and no lapsed owner's
-// failsafe set that leaves it out (failsafeBlocks), read again after a
-// sixteenth of a renewal period, then twice as long each time up to one;
-// without wait, such a set refuses at once. From its
-// call until done, this node promises nothing, so that no promise made
+// failsafe set that leaves it out (guardNow). The context it returns
+// carries the guard that the take's transaction compares. From its call
+// until done, this node promises nothing, so that no promise made
 // meanwhile goes unseen.
-func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error) {
+func (m *Member) mayTake(ctx context.Context, wait bool) (_ context.Context, done func(), err error) {
 	done = func() {}
 	if m.fs != nil {
 		m.fs.mu.Lock()
@@ -37,8 +36,24 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 	m.mu.Unlock()
 	if err := m.keepPromises(ctx, lease); err != nil {
 		done()
-		return nil, err
+		return nil, nil, err
 	}
+	gctx, err := m.guardNow(ctx, wait)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return gctx, done, nil
+}
+
+// guardNow reads the failsafe sets until none holds this node's takes,
+// and returns ctx with the guard the read gives. A set that holds them is
+// read again after a sixteenth of a renewal period, then twice as long
+// each time up to one; without wait, it refuses at once.
+func (m *Member) guardNow(ctx context.Context, wait bool) (context.Context, error) {
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
 	said := false
 	// A set that blocks is read again soon, then less often: one often
 	// blocks only for a moment (a node that wrote it as it joined again
@@ -46,19 +61,17 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 	// dead owner may block for long, read by every node that waits.
 	pause := m.timing.Renew / 16
 	for {
-		why, err := m.failsafeBlocks(ctx)
+		why, g, err := m.failsafeBlocks(ctx)
 		switch {
 		case err != nil:
-			done()
 			return nil, err
 		case why == "":
-			return done, nil
+			g.wait = wait
+			return WithGuard(ctx, g), nil
 		case !wait:
-			done()
 			return nil, errors.New(why)
 		}
 		if err := m.leaseGoneSince(lease); err != nil {
-			done()
 			return nil, err
 		}
 		if !said {
@@ -67,7 +80,6 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (done func(), err error
 		}
 		select {
 		case <-ctx.Done():
-			done()
 			return nil, fmt.Errorf("%s: %w", why, ctx.Err())
 		case <-m.clock.After(pause):
 		}

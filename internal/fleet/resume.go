@@ -89,12 +89,13 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 		// in the same outage, answer for it on failsafe on this node's
 		// promise. Under a live lease the keys are still this node's
 		// (none can be taken from a live lease), and resume at once.
-		done, err := m.mayTake(ctx, true)
+		gctx, done, err := m.mayTake(ctx, true)
 		if err != nil {
 			m.log.Warn("resume the fenced claims: staying fenced", "err", err)
 			return false
 		}
 		defer done()
+		ctx = gctx
 	}
 	m.mu.Lock()
 	claims := make([]announce.Claim, 0, len(addrs))

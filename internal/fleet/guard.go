@@ -1,0 +1,109 @@
+package fleet
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// A take through the store (a claim, a standby's take-over, a move's
+// arrival, a re-adoption, a resumption) first reads the failsafe sets
+// (mayTake): a lapsed owner's set that does not name this node holds it.
+// The read and the take's transaction are two round trips: an owner whose
+// set leaves this node out, live at the read, may lose its lease before
+// the transaction, and answer on failsafe for the address taken. So the
+// take's transaction carries what the read found, as compares: no set
+// written since, and the record of each such owner still the one read (a
+// lease that expired deleted it). If either changed, the take fails with
+// ErrFailsafeChanged, and is tried again on a fresh read.
+
+// Guard is what a take's transaction compares: the revision the failsafe
+// sets were read at, and by owner the creation revision of the record of
+// each live owner whose set does not name this node.
+type Guard struct {
+	Rev  int64
+	Live map[string]int64
+	// wait is whether the take waits for a set that holds it, when it
+	// reads them again.
+	wait bool
+}
+
+// maxGuardOwners bounds the owners a take's transaction compares (etcd
+// allows 128 operations a transaction; a group takes 32 addresses with
+// three compares each). More live owners whose sets leave this node out
+// is a node just joined a large fleet, whose owners name it within a read
+// of their peers: it waits for that.
+const maxGuardOwners = 16
+
+// ErrFailsafeChanged says a take's transaction found a failsafe set, or
+// the record of an owner it guarded against, changed since it was read.
+var ErrFailsafeChanged = errors.New("a failsafe set or its owner's record changed while this node took an address: read again")
+
+// guardTries bounds how often a take is tried again after
+// ErrFailsafeChanged, each time on a fresh read of the sets.
+const guardTries = 5
+
+type guardKey struct{}
+
+// WithGuard returns ctx carrying g, for the ledger's take transactions.
+func WithGuard(ctx context.Context, g Guard) context.Context {
+	return context.WithValue(ctx, guardKey{}, g)
+}
+
+// GuardOf returns the guard ctx carries, if any.
+func GuardOf(ctx context.Context) (Guard, bool) {
+	g, ok := ctx.Value(guardKey{}).(Guard)
+	return g, ok
+}
+
+// guardCmps are the compares of the guard ctx carries (none without one).
+func (l *etcdLedger) guardCmps(ctx context.Context) []clientv3.Cmp {
+	g, ok := GuardOf(ctx)
+	if !ok {
+		return nil
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(l.k.Failsafes()), "<", g.Rev+1).WithPrefix()}
+	for _, n := range slices.Sorted(maps.Keys(g.Live)) {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.k.Node(n)), "=", g.Live[n]))
+	}
+	return cmps
+}
+
+// guardFailed tells, after a take's transaction failed, whether its guard
+// is why: it asks the store the guard's compares alone.
+func (l *etcdLedger) guardFailed(ctx context.Context) (bool, error) {
+	cmps := l.guardCmps(ctx)
+	if len(cmps) == 0 {
+		return false, nil
+	}
+	resp, err := l.c.Txn(ctx).If(cmps...).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	return !resp.Succeeded, nil
+}
+
+// guarded runs take, a transaction through the store under the guard ctx
+// carries, and tries it again on a fresh read of the sets (waiting if one
+// now holds the take and the guard says to) while it fails with
+// ErrFailsafeChanged.
+func guarded[T any](m *Member, ctx context.Context, take func(context.Context) (T, error)) (T, error) {
+	for i := 0; ; i++ {
+		v, err := take(ctx)
+		if !errors.Is(err, ErrFailsafeChanged) {
+			return v, err
+		}
+		if i+1 == guardTries {
+			return v, fmt.Errorf("%w (%d times)", err, guardTries)
+		}
+		m.log.Debug("failsafe: a set changed while this node took: reading them again", "err", err)
+		g, _ := GuardOf(ctx)
+		if ctx, err = m.guardNow(ctx, g.wait); err != nil {
+			return v, err
+		}
+	}
+}
