@@ -41,7 +41,7 @@ func TestAgentFlags(t *testing.T) {
 		want agentOptions
 	}{
 		{"defaults", nil, agentOptions{Rate: announce.DefaultRate, Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
-			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL, FailsafeListen: defaultFailsafeListen}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
+			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL, Failsafe: true, FailsafeListen: defaultFailsafeListen}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
 		{"every flag", []string{"--group", "vip", "--clean", "--rate", "100", "--log-file", "/tmp/vip.log", "--filter", "vlan",
 			"--watch-all", "--metrics", ":9469", "--metrics-max-addrs", "8", "--autostarted", "--cpuprofile", "/tmp/cpu",
 			"--responder", "ebpf", "--responder-hook", "xdp-generic", "--on-stop", "hand-over", "--linger", "30s",
@@ -49,18 +49,18 @@ func TestAgentFlags(t *testing.T) {
 			Group: "vip", Clean: true, Autostarted: true, Rate: 100, LogFile: "/tmp/vip.log", CPUProfile: "/tmp/cpu", Capture: captureOptions{Filter: "vlan", WatchAll: true},
 			Responder: responderOptions{Mode: "ebpf", Hook: "xdp-generic", given: true},
 			Metrics:   metricsOptions{Addr: ":9469", MaxAddrs: 8, given: true},
-			Store:     agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL, FailsafeListen: defaultFailsafeListen}, OnStop: "hand-over", Linger: 30 * time.Second,
+			Store:     agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL, Failsafe: true, FailsafeListen: defaultFailsafeListen}, OnStop: "hand-over", Linger: 30 * time.Second,
 			Hooks: hookOptions{Program: "/usr/local/bin/on-change", Timeout: 30 * time.Second, timeoutGiven: true}}},
 		{"the old name of --watch-all", []string{"--all-traffic"}, agentOptions{Rate: announce.DefaultRate, Capture: captureOptions{WatchAll: true},
 			Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
-			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL, FailsafeListen: defaultFailsafeListen}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
+			Store: agentStoreOptions{storeOptions: storeOptions{Prefix: store.DefaultPrefix}, LeaseTTL: fleet.DefaultTTL, Failsafe: true, FailsafeListen: defaultFailsafeListen}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
 		{"store flags", []string{"--store", "etcds://192.0.2.5:2379,192.0.2.6:2379", "--node", "a", "--store-prefix", "/lab/",
 			"--store-ca", "ca.pem", "--store-cert", "a.pem", "--store-key", "a-key.pem", "--lease-ttl", "10s",
 			"--failsafe", "--failsafe-listen", "192.0.2.5:7371", "--failsafe-advertise", "192.0.2.5"}, agentOptions{
 			Rate: announce.DefaultRate, Responder: responderOptions{Mode: "auto", Hook: "tcx"}, Metrics: metricsOptions{MaxAddrs: metrics.DefaultMaxAddrs},
 			Store: agentStoreOptions{storeOptions: storeOptions{URL: "etcds://192.0.2.5:2379,192.0.2.6:2379", Prefix: "/lab/", CA: "ca.pem", Cert: "a.pem", Key: "a-key.pem",
 				given: []string{"node", "lease-ttl", "failsafe", "failsafe-listen", "failsafe-advertise", "store-prefix", "store-ca", "store-cert", "store-key"}}, Node: "a", LeaseTTL: 10 * time.Second,
-				Failsafe: true, FailsafeListen: "192.0.2.5:7371", FailsafeAdvertise: "192.0.2.5"}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
+				Failsafe: true, failsafeAsked: true, FailsafeListen: "192.0.2.5:7371", FailsafeAdvertise: "192.0.2.5"}, OnStop: "keep", Linger: agent.DefaultLinger, Hooks: hookOptions{Timeout: hook.DefaultTimeout}}},
 	}
 	// --store's default comes from the environment: keep it out.
 	t.Setenv(storeEnv, "")

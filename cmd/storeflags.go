@@ -196,10 +196,12 @@ type agentStoreOptions struct {
 	storeOptions
 	Node     string
 	LeaseTTL time.Duration
-	// Failsafe and where it listens and says it does (agent.StoreConfig).
+	// Failsafe and where it listens and says it does (agent.StoreConfig);
+	// failsafeAsked, whether --failsafe was given.
 	Failsafe          bool
 	FailsafeListen    string
 	FailsafeAdvertise string
+	failsafeAsked     bool
 }
 
 func (s *agentStoreOptions) addFlags(c *cobra.Command) {
@@ -207,7 +209,7 @@ func (s *agentStoreOptions) addFlags(c *cobra.Command) {
 	f := c.Flags()
 	f.StringVar(&s.Node, "node", "", "this agent's name in the store (default: the host name)")
 	f.DurationVar(&s.LeaseTTL, "lease-ttl", fleet.DefaultTTL, "the lease's time to live: how long a dead agent's addresses stay unanswered before a standby takes them")
-	f.BoolVar(&s.Failsafe, "failsafe", false, "keep answering through a store outage while every other agent of the fleet, asked over UDP, says it cannot reach the store either and promises to take none of this node's addresses (experimental)")
+	f.BoolVar(&s.Failsafe, "failsafe", true, "keep answering through a store outage while every other agent of the fleet, asked over UDP, says it cannot reach the store either and promises to take none of this node's addresses; by default, an agent whose failsafe cannot start (its port taken, no address to advertise) runs without it and says so, and with --failsafe given it does not start")
 	f.StringVar(&s.FailsafeListen, "failsafe-listen", defaultFailsafeListen, "where the agent answers the other agents' failsafe questions (UDP ADDR:PORT; open it between the fleet's hosts)")
 	f.StringVar(&s.FailsafeAdvertise, "failsafe-advertise", "", "the address the other agents ask this one at, in its record (default: the one this host reaches the store from)")
 	_ = c.RegisterFlagCompletionFunc("node", cobra.NoFileCompletions)
@@ -218,6 +220,7 @@ func (s *agentStoreOptions) addFlags(c *cobra.Command) {
 
 func (s *agentStoreOptions) parsed(c *cobra.Command) {
 	s.storeOptions.parsed(c, append([]string{"node", "lease-ttl", "failsafe", "failsafe-listen", "failsafe-advertise"}, storeFlagNames...)...)
+	s.failsafeAsked = c.Flags().Changed("failsafe") && s.Failsafe
 }
 
 func (s *agentStoreOptions) check() error {
@@ -249,7 +252,7 @@ func (s *agentStoreOptions) config() agent.StoreConfig {
 		return agent.StoreConfig{}
 	}
 	return agent.StoreConfig{Config: s.storeOptions.config(), Node: s.Node, TTL: s.LeaseTTL,
-		Failsafe: s.Failsafe, FailsafeListen: s.FailsafeListen, FailsafeAdvertise: s.FailsafeAdvertise}
+		Failsafe: s.Failsafe, FailsafeAsked: s.failsafeAsked, FailsafeListen: s.FailsafeListen, FailsafeAdvertise: s.FailsafeAdvertise}
 }
 
 // guardedForeground refuses claim --foreground where claims are guarded by

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +31,10 @@ func sockDir(t *testing.T) string {
 	return d
 }
 
+// failsafeDefault, among startAgent's args, runs the agent with the
+// failsafe as its default has it, and is dropped from them.
+const failsafeDefault = "(failsafe as by default)"
+
 // startAgent runs vip agent on h with its own socket and waits until it
 // listens.
 func startAgent(t *testing.T, h *lab.Host, sock string, args ...string) *labtest.Proc {
@@ -37,9 +42,19 @@ func startAgent(t *testing.T, h *lab.Host, sock string, args ...string) *labtest
 	return startAgentOf(t, vipBin, h, sock, args...)
 }
 
-// startAgentOf is startAgent with the vip binary bin.
+// startAgentOf is startAgent with the vip binary bin. An agent of a fleet
+// runs without the failsafe unless args name it (--failsafe, or
+// failsafeDefault for the default, which is on): the lab tests' store
+// faults test the fence, which the failsafe would ride out; those of the
+// failsafe, and the nemesis, ask for it.
 func startAgentOf(t *testing.T, bin string, h *lab.Host, sock string, args ...string) *labtest.Proc {
 	t.Helper()
+	if i := slices.Index(args, failsafeDefault); i >= 0 {
+		args = slices.Delete(slices.Clone(args), i, i+1)
+	} else if slices.ContainsFunc(args, func(a string) bool { return a == "--store" || strings.HasPrefix(a, "--store=") }) &&
+		!slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--failsafe") }) {
+		args = append(slices.Clone(args), "--failsafe=false")
+	}
 	p := labtest.Start(t, h, bin, append([]string{"agent", "--socket", sock}, args...)...)
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		_, code := vipOn(t, h, sock, "status")

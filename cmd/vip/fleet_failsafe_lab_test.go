@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -36,7 +37,7 @@ func TestFleetFailsafeStoreFrozen(t *testing.T) {
 	// two cores they share with fewer labs.
 	labtest.RequireTool(t, "arping")
 	labtest.RequireTool(t, "ndisc6")
-	f := newFleetLabWith(t, "--failsafe", "--lease-ttl", "6s")
+	f := newFleetLabWith(t, failsafeDefault, "--lease-ttl", "6s")
 	v4, v6 := netip.MustParseAddr("192.0.2.10"), netip.MustParseAddr("2001:db8::10")
 	mustVip(t, f.a, f.sa, "claim", v4.String(), v6.String())
 	mustVip(t, f.b, f.sb, "claim", v4.String(), v6.String(), "--standby")
@@ -529,4 +530,29 @@ func overlaps(pkts []gopacket.Packet, addr netip.Addr, macA, macB string, from t
 			map[bool]string{true: " (answering again after the other)"}[back])
 	}
 	return n, b.String()
+}
+
+// TestFleetFailsafeDefaultFallsBack: the failsafe is on by default, and an
+// agent whose failsafe cannot start (here a second agent on a's host, whose
+// port the first holds) runs without it after waiting for the port, and
+// says so; asked for with --failsafe, it does not start, and says why.
+func TestFleetFailsafeDefaultFallsBack(t *testing.T) {
+	t.Parallel()
+	f := newFleetLabWith(t, failsafeDefault)
+	if st := status(t, f.a, f.sa).Agent.Store; st == nil || !st.FailsafeEnabled {
+		t.Fatalf("a, started with no --failsafe flag, runs without the failsafe: %+v", st)
+	}
+	dir := t.TempDir()
+	second := filepath.Join(dir, "second.sock")
+	p := startAgent(t, f.a, second, "--store", f.storeURL, "--node", "a2", "--log-format", "json", failsafeDefault)
+	if st := status(t, f.a, second).Agent.Store; st == nil || st.FailsafeEnabled {
+		t.Errorf("a second agent on a's host, its failsafe port taken, says failsafe enabled: %+v", st)
+	}
+	if out := p.Output(); !strings.Contains(out, "failsafe: off") || !strings.Contains(out, "--failsafe-listen") {
+		t.Errorf("the second agent does not warn that it runs without the failsafe, and why:\n%s", out)
+	}
+	asked := labtest.Start(t, f.a, vipBin, "agent", "--socket", filepath.Join(dir, "third.sock"), "--store", f.storeURL, "--node", "a3", "--failsafe")
+	if code := asked.Wait(t, 20*time.Second); code == 0 || !strings.Contains(asked.Output(), "--failsafe-listen") {
+		t.Errorf("an agent given --failsafe whose port is taken: exit %d, want a failure naming --failsafe-listen:\n%s", code, asked.Output())
+	}
 }

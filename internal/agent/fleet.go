@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
@@ -44,9 +46,15 @@ func joinFleet(ctx context.Context, cfg Config, keyFile string, eng *announce.En
 	}
 	fc.Promises = promisesFile(keyFile)
 	if cfg.Store.Failsafe {
-		if fc.Failsafe, err = failsafeConfig(cfg.Store, keyFile); err != nil {
+		fc.Failsafe, err = failsafeConfig(ctx, cfg.Store, keyFile)
+		switch {
+		case err != nil && cfg.Store.FailsafeAsked:
 			c.Close()
 			return nil, err
+		case err != nil:
+			// On by default: a host that cannot run it (two agents
+			// on one port, a store over loopback) runs without it.
+			log.Warn("failsafe: off, this node's addresses go dark through a store outage and it cannot promise its peers (so theirs do too): "+err.Error(), "err", err)
 		}
 	}
 	m, err := fleet.Join(ctx, fc, eng)
@@ -63,7 +71,7 @@ func joinFleet(ctx context.Context, cfg Config, keyFile string, eng *announce.En
 // failsafeConfig loads (or makes) the failsafe's key, opens its socket, and
 // finds the address the node's record gives for it: --failsafe-advertise,
 // else the address this host reaches the store's first endpoint from.
-func failsafeConfig(sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, error) {
+func failsafeConfig(ctx context.Context, sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, error) {
 	key, err := failsafe.LoadKey(keyFile)
 	if err != nil {
 		return nil, err
@@ -72,7 +80,7 @@ func failsafeConfig(sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, erro
 	if listen == "" {
 		listen = fmt.Sprintf(":%d", failsafe.DefaultPort)
 	}
-	conn, err := net.ListenPacket("udp", listen)
+	conn, err := listenFailsafe(ctx, listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen for failsafe questions on %s: %w: give --failsafe-listen a free UDP port, or --failsafe=false", listen, err)
 	}
@@ -83,6 +91,28 @@ func failsafeConfig(sc StoreConfig, keyFile string) (*fleet.FailsafeConfig, erro
 		return nil, err
 	}
 	return &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: adv, Promises: promisesFile(keyFile)}, nil
+}
+
+// failsafeBindWait is how long an agent waits for its failsafe's port to
+// be free: an agent restarted (systemctl restart) may start while the one
+// before still exits.
+const failsafeBindWait = 3 * time.Second
+
+// listenFailsafe opens the failsafe's UDP socket on listen, trying again
+// for failsafeBindWait while the port is in use.
+func listenFailsafe(ctx context.Context, listen string) (net.PacketConn, error) {
+	deadline := time.Now().Add(failsafeBindWait)
+	for {
+		conn, err := net.ListenPacket("udp", listen)
+		if err == nil || !errors.Is(err, syscall.EADDRINUSE) || time.Now().After(deadline) {
+			return conn, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 // promisesFile is where the failsafe keeps this node's promises, beside

@@ -70,7 +70,11 @@ type StoreConfig struct {
 	// on FailsafeListen (UDP ADDR:PORT) and its record says
 	// FailsafeAdvertise (empty: the address this host reaches the store
 	// from, and the port listened on).
+	// FailsafeAsked says the operator asked for it (--failsafe given):
+	// a failsafe that cannot start stops the agent then, and by default
+	// the agent runs without it and says so.
 	Failsafe          bool
+	FailsafeAsked     bool
 	FailsafeListen    string
 	FailsafeAdvertise string
 }

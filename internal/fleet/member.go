@@ -41,14 +41,13 @@ type Engine interface {
 // DefaultTTL is the lease's default time to live: the longest a dead
 // owner's addresses stay unanswered before a standby takes them, and the
 // time a cut-off agent has before it must stop answering (minus the
-// margin). Three seconds is etcd's shortest lease but one (two, with its
-// default election timeout) and puts a failover after kill -9 level with
-// keepalived's at its defaults (advert_int 1: 3 x 1 s plus its skew):
-// a renewal every 500 ms, the fence 2 s after the last one sent. An etcd
-// leader election (one to two seconds) may outlast the fence: the
-// failsafe (--failsafe) keeps the addresses answered through it, as
-// through any outage of the whole store.
-const DefaultTTL = 3 * time.Second
+// margin). Six seconds rides out an etcd leader election (one to two
+// seconds with etcd's defaults) and a few lost renewals, also for an
+// agent with no peer to ask (the failsafe needs one), and keeps a
+// failover within the few seconds that ARP caches and TCP retransmissions
+// forgive. At 3 s a lone agent fenced on a leader election on a loaded
+// machine (TestLeaderLossFencesNothing); see docs/fleet.md, "Why 6 s".
+const DefaultTTL = 6 * time.Second
 
 // MinTTL and MaxTTL bound --lease-ttl: etcd raises a shorter TTL to its own
 // minimum (two seconds with its default timing), and a longer one than an
