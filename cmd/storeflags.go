@@ -220,7 +220,8 @@ func (s *agentStoreOptions) addFlags(c *cobra.Command) {
 
 func (s *agentStoreOptions) parsed(c *cobra.Command) {
 	s.storeOptions.parsed(c, append([]string{"node", "lease-ttl", "failsafe", "failsafe-listen", "failsafe-advertise"}, storeFlagNames...)...)
-	s.failsafeAsked = c.Flags().Changed("failsafe") && s.Failsafe
+	// Where it listens or says it does, given, asks for it too.
+	s.failsafeAsked = s.Failsafe && (c.Flags().Changed("failsafe") || c.Flags().Changed("failsafe-listen") || c.Flags().Changed("failsafe-advertise"))
 }
 
 func (s *agentStoreOptions) check() error {

@@ -104,7 +104,8 @@ func restartQuickly(t *testing.T, links int) {
 	// Started as systemd starts it: the socket is not polled meanwhile, so
 	// that only the agent runs between its start and its first answer.
 	started := time.Now()
-	agentA = labtest.Start(t, a, vipBin, append([]string{"agent", "--socket", sa}, args("a")...)...)
+	// The flags startAgent gave the first (the failsafe off, as b's).
+	agentA = labtest.Start(t, a, vipBin, append([]string{"agent", "--socket", sa, "--failsafe=false"}, args("a")...)...)
 	first := map[netip.Addr]time.Time{}
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		pkts := capture.Snapshot(t)

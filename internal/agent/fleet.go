@@ -48,13 +48,15 @@ func joinFleet(ctx context.Context, cfg Config, keyFile string, eng *announce.En
 	if cfg.Store.Failsafe {
 		fc.Failsafe, err = failsafeConfig(ctx, cfg.Store, keyFile)
 		switch {
-		case err != nil && cfg.Store.FailsafeAsked:
+		case err == nil:
+		case !cfg.Store.FailsafeAsked && (errors.Is(err, syscall.EADDRINUSE) || errors.Is(err, errLoopbackStore)):
+			// On by default: a host that cannot run it (two agents
+			// on one port, a store over loopback) runs without it;
+			// any other fault (its key, its flags) stops the agent.
+			log.Warn("failsafe: off, so this node's addresses go dark through a store outage, and it cannot promise its peers, whose addresses do too; give --failsafe-listen a free port or --failsafe-advertise an address, or --failsafe=false on every node", "err", err)
+		default:
 			c.Close()
 			return nil, err
-		case err != nil:
-			// On by default: a host that cannot run it (two agents
-			// on one port, a store over loopback) runs without it.
-			log.Warn("failsafe: off, this node's addresses go dark through a store outage and it cannot promise its peers (so theirs do too): "+err.Error(), "err", err)
 		}
 	}
 	m, err := fleet.Join(ctx, fc, eng)
@@ -109,11 +111,15 @@ func listenFailsafe(ctx context.Context, listen string) (net.PacketConn, error) 
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, ctx.Err()
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
 }
+
+// errLoopbackStore says the store is reached over loopback: no address to
+// advertise for the failsafe.
+var errLoopbackStore = errors.New("this host reaches the store over loopback")
 
 // promisesFile is where the failsafe keeps this node's promises, beside
 // its key.
@@ -149,7 +155,7 @@ func failsafeAdvertise(sc StoreConfig, port uint16) (netip.AddrPort, error) {
 	defer c.Close()
 	local := c.LocalAddr().(*net.UDPAddr).AddrPort().Addr().Unmap()
 	if local.IsLoopback() {
-		return netip.AddrPort{}, fmt.Errorf("this host reaches the store over loopback (%s), which the other agents cannot ask it at: give --failsafe-advertise ADDR", local)
+		return netip.AddrPort{}, fmt.Errorf("%w (%s), which the other agents cannot ask it at: give --failsafe-advertise ADDR", errLoopbackStore, local)
 	}
 	return netip.AddrPortFrom(local, port), nil
 }

@@ -279,8 +279,21 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 	}
 	m.fs.mu.Lock()
 	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0
+	adds := m.fs.recordedRev != 0 && slices.ContainsFunc(names, func(n string) bool {
+		return !slices.Contains(strings.Split(m.fs.recordedNames, ","), n)
+	})
+	onFailsafe := !m.fs.since.IsZero()
 	m.fs.mu.Unlock()
 	if same {
+		return
+	}
+	if onFailsafe && adds {
+		// Answering on the promises of the set the store has: a node
+		// added to it now never promised, and being in the set it
+		// could take once the lease is gone. Left out until the store
+		// is back (failsafeRenewed reads the peers again), it is held
+		// by the set like any node that joined during an outage.
+		m.log.Debug("failsafe: a node joined while this owner answers on failsafe: its set is written once the store is back", "nodes", joined)
 		return
 	}
 	modRev, err := m.l.PutFailsafeSet(ctx, store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev, Nodes: names})

@@ -17,6 +17,7 @@ import (
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // TestFakeAdoptWaitsForKeptPromises starts an agent whose predecessor
@@ -217,4 +218,47 @@ func TestFakeTakeGuardedAgainstALapsingOwner(t *testing.T) {
 	if o := f.owner(addr); o != "" || cEng.holds(addr) {
 		t.Errorf("%s holds %s in the store (c's engine: %v), while a may answer for it on failsafe", o, addr, cEng.holds(addr))
 	}
+}
+
+// TestFakeFailsafeSetGrowsNotOnFailsafe has a answer on b's promise, its
+// renewals unanswered while its other requests reach the store (one
+// stream dropped), c having joined a moment before. a must not write c
+// into its failsafe set while it answers on failsafe: c never promised,
+// and being in the set it could take a's addresses once a's lease is
+// gone. Left out, c is held by the set like any node that joined during
+// an outage. Once the store acknowledges a again, the set names c.
+func TestFakeFailsafeSetGrowsNotOnFailsafe(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.claim(a, netip.MustParseAddr("192.0.2.10"))
+	f.advanceTo(fakeTiming.TTL)
+	setOfA := func() []string {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.failsafes["a"].v.Nodes
+	}
+	eventually(t, func() bool { return slices.Equal(setOfA(), []string{"b"}) }, "a's failsafe set naming b is not in the store")
+	// c joins after a's read of its peers; a reads them again a TTL
+	// after it (the fake store's watch tells nothing), inside the
+	// lease of its last renewal acknowledged.
+	f.advanceTo(fakeTiming.TTL + fakeTiming.Renew)
+	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, store.Node{Node: "c"}, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.s.mu.Lock()
+	f.s.renewCut["a"], f.s.renewCut["b"] = true, true
+	f.s.mu.Unlock()
+	f.advanceTo(fakeTiming.TTL + 3*fakeTiming.Renew)
+	eventually(t, func() bool { return a.Info().Failsafe != nil }, "a did not answer on failsafe with b's promise")
+	f.advanceTo(2*fakeTiming.TTL + fakeTiming.Renew/2)
+	if got := setOfA(); !slices.Equal(got, []string{"b"}) {
+		t.Fatalf("a's failsafe set is %v while it answers on failsafe, want [b]: c, never asked, could take once a's lease is gone", got)
+	}
+	// The store back: the set names c.
+	f.s.mu.Lock()
+	f.s.renewCut["a"], f.s.renewCut["b"] = false, false
+	f.s.mu.Unlock()
+	f.advanceTo(3 * fakeTiming.TTL)
+	eventually(t, func() bool { return slices.Equal(setOfA(), []string{"b", "c"}) }, "a's failsafe set does not name c once the store is back")
 }

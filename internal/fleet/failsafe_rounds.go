@@ -210,6 +210,11 @@ func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
 	m.fs.since, m.fs.ackedBy, m.fs.ending = time.Time{}, nil, ""
 	m.fs.mu.Unlock()
 	if !since.IsZero() {
+		// A set that waited for the store (recordSet) is written now.
+		select {
+		case m.fs.reread <- struct{}{}:
+		default:
+		}
 		m.log.Info("failsafe: the store is back", "after", now.Sub(since).Round(time.Millisecond))
 		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "store",
 			Message: fmt.Sprintf("the store is back: answered on failsafe for %s", now.Sub(since).Round(time.Millisecond))})

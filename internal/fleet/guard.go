@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -41,7 +42,7 @@ const maxGuardOwners = 16
 
 // ErrFailsafeChanged says a take's transaction found a failsafe set, or
 // the record of an owner it guarded against, changed since it was read.
-var ErrFailsafeChanged = errors.New("a failsafe set or its owner's record changed while this node took an address: read again")
+var ErrFailsafeChanged = errors.New("a failsafe set was written, or an owner's lease ended, while this node took the address")
 
 // guardTries bounds how often a take is tried again after
 // ErrFailsafeChanged, each time on a fresh read of the sets.
@@ -73,18 +74,44 @@ func (l *etcdLedger) guardCmps(ctx context.Context) []clientv3.Cmp {
 	return cmps
 }
 
-// guardFailed tells, after a take's transaction failed, whether its guard
-// is why: it asks the store the guard's compares alone.
-func (l *etcdLedger) guardFailed(ctx context.Context) (bool, error) {
-	cmps := l.guardCmps(ctx)
-	if len(cmps) == 0 {
-		return false, nil
+// guardReads are the reads of a take's transaction when its compares
+// fail (its Else), after any of its own: the failsafe sets' keys and the
+// guarded owners' records, which guardFailedIn judges. One transaction,
+// so that what it judges is what the compares saw.
+func (l *etcdLedger) guardReads(ctx context.Context) []clientv3.Op {
+	g, ok := GuardOf(ctx)
+	if !ok {
+		return nil
 	}
-	resp, err := l.c.Txn(ctx).If(cmps...).Commit()
-	if err != nil {
-		return false, l.c.Explain(err)
+	ops := []clientv3.Op{clientv3.OpGet(l.k.Failsafes(), clientv3.WithPrefix(), clientv3.WithKeysOnly())}
+	for _, n := range slices.Sorted(maps.Keys(g.Live)) {
+		ops = append(ops, clientv3.OpGet(l.k.Node(n), clientv3.WithKeysOnly()))
 	}
-	return !resp.Succeeded, nil
+	return ops
+}
+
+// guardFailedIn says whether the guard ctx carries failed, from the
+// responses of guardReads.
+func guardFailedIn(ctx context.Context, resps []*pb.ResponseOp) bool {
+	g, ok := GuardOf(ctx)
+	if !ok || len(resps) == 0 {
+		return false
+	}
+	for _, kv := range resps[0].GetResponseRange().Kvs {
+		if kv.ModRevision > g.Rev {
+			return true
+		}
+	}
+	for i, n := range slices.Sorted(maps.Keys(g.Live)) {
+		if 1+i >= len(resps) {
+			return true
+		}
+		kvs := resps[1+i].GetResponseRange().Kvs
+		if len(kvs) == 0 || kvs[0].CreateRevision != g.Live[n] {
+			return true
+		}
+	}
+	return false
 }
 
 // guarded runs take, a transaction through the store under the guard ctx
@@ -98,7 +125,7 @@ func guarded[T any](m *Member, ctx context.Context, take func(context.Context) (
 			return v, err
 		}
 		if i+1 == guardTries {
-			return v, fmt.Errorf("%w (%d times)", err, guardTries)
+			return v, fmt.Errorf("%w, %d times in a row: try again once the fleet has settled", err, guardTries)
 		}
 		m.log.Debug("failsafe: a set changed while this node took: reading them again", "err", err)
 		g, _ := GuardOf(ctx)

@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -83,7 +82,7 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 	}
 	resp, err := l.c.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
 		Then(puts...).
-		Else(clientv3.OpGet(key)).Commit()
+		Else(append([]clientv3.Op{clientv3.OpGet(key)}, l.guardReads(ctx)...)...).Commit()
 	if err != nil {
 		_, _ = l.c.Revoke(ctx, lease)
 		return 0, nil, 0, l.c.Explain(err)
@@ -282,7 +281,7 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 	cmps = append(cmps, l.guardCmps(ctx)...)
 	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
 	defer cancel()
-	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
+	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Else(l.guardReads(ctx)...).Commit()
 	if err != nil {
 		return false, 0, l.c.Explain(err)
 	}
@@ -290,8 +289,8 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 		for _, s := range subjects {
 			l.trim.add(s)
 		}
-	} else if failed, err := l.guardFailed(rctx); err != nil || failed {
-		return false, 0, cmp.Or(err, ErrFailsafeChanged)
+	} else if guardFailedIn(ctx, resp.Responses) {
+		return false, 0, ErrFailsafeChanged
 	}
 	return resp.Succeeded, resp.Header.Revision, nil
 }

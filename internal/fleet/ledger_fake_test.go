@@ -55,6 +55,9 @@ type fakeStore struct {
 	// failTakes counts, per node, the Takes still to fail as if the
 	// store did not answer (failTakesNext).
 	failTakes map[string]int
+	// renewCut are the nodes whose renewals go unanswered while their
+	// other operations go through (a store that drops one stream).
+	renewCut map[string]bool
 	// beforeAcquire, if set, runs once inside an Acquire, with the store
 	// locked, before it compares: a lease expiring between a take's read
 	// of the failsafe sets and its transaction.
@@ -139,7 +142,7 @@ func newFakeStore(clock clockwork.Clock) *fakeStore {
 		moves: map[netip.Addr]fakeKV[store.Move]{}, inbox: map[string]fakeKV[netip.Addr]{},
 		failsafes: map[string]fakeKV[store.FailsafeSet]{},
 		cordons:   map[string]store.Cordon{}, changed: make(chan struct{}),
-		cut: map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{},
+		cut: map[string]bool{}, failing: map[string]int{}, failTakes: map[string]int{}, renewals: map[string]int{}, renewedOK: map[string]bool{}, renewCut: map[string]bool{},
 		nodeWrites: map[string]int{},
 	}
 }
@@ -478,6 +481,10 @@ func (l *fakeLedger) Renew(ctx context.Context, lease fleet.LeaseID, timeout tim
 	}
 	defer s.mu.Unlock()
 	s.renewals[l.node]++
+	if s.renewCut[l.node] {
+		s.renewedOK[l.node] = false
+		return errUnreachable
+	}
 	ls, ok := s.leases[lease]
 	s.renewedOK[l.node] = ok
 	if !ok {

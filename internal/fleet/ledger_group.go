@@ -1,7 +1,6 @@
 package fleet
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,13 +91,13 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 	if len(ops) == 0 {
 		return fresh, true, nil
 	}
-	resp, err := l.c.Txn(rctx).If(append(cmps, l.guardCmps(ctx)...)...).Then(ops...).Commit()
+	resp, err := l.c.Txn(rctx).If(append(cmps, l.guardCmps(ctx)...)...).Then(ops...).Else(l.guardReads(ctx)...).Commit()
 	if err != nil {
 		return nil, false, l.c.Explain(err)
 	}
 	if !resp.Succeeded {
-		if failed, err := l.guardFailed(rctx); err != nil || failed {
-			return nil, false, cmp.Or(err, ErrFailsafeChanged)
+		if guardFailedIn(ctx, resp.Responses) {
+			return nil, false, ErrFailsafeChanged
 		}
 		return nil, false, nil
 	}

@@ -126,7 +126,7 @@ func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) (_ []store.Mov
 		return nil, err
 	}
 	mv.follow(ctx, pending, watch)
-	mv.giveUpRest(pending)
+	mv.giveUpRest(ctx, pending)
 	for _, m := range pending {
 		results = append(results, m.res)
 	}
@@ -263,8 +263,9 @@ func (mv *Mover) ask(ctx context.Context, pending []*pendingMove, lease LeaseID)
 // Whether each owner still holds its address is read from the store, not
 // taken from the watch alone: its news of a release may be on its way (a
 // loaded host), and the error tells the operator whether the address
-// rests with its owner or waits for the target.
-func (mv *Mover) giveUpRest(pending []*pendingMove) {
+// rests with its owner or waits for the target; one the target holds
+// already is live.
+func (mv *Mover) giveUpRest(ctx context.Context, pending []*pendingMove) {
 	var unsure []netip.Addr
 	for _, m := range pending {
 		if !m.end && !m.claimGone && m.res.From != "" {
@@ -272,16 +273,28 @@ func (mv *Mover) giveUpRest(pending []*pendingMove) {
 		}
 	}
 	if len(unsure) > 0 {
-		ctx, cancel := context.WithTimeout(context.Background(), store.DefaultTimeout)
-		v, err := mv.l.MoveView(ctx, unsure, false)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.DefaultTimeout)
+		v, err := mv.l.MoveView(rctx, unsure, false)
 		cancel()
 		if err == nil {
 			holder := make(map[netip.Addr]string, len(v.Claims))
 			for _, c := range v.Claims {
 				holder[c.Claim.Addr] = c.Claim.Node
 			}
+			now := mv.clock.Now()
 			for _, m := range pending {
-				if !m.end && !m.claimGone && m.res.From != "" && holder[m.res.Addr] != m.res.From {
+				if m.end || m.claimGone || m.res.From == "" {
+					continue
+				}
+				switch holder[m.res.Addr] {
+				case m.res.From:
+				case m.res.To:
+					// Live on the target; the watch had not said so.
+					m.claimGone, m.end, m.res.Live = true, true, now
+					if m.res.Released.IsZero() {
+						m.res.Released = now
+					}
+				default:
 					m.claimGone = true
 				}
 			}
