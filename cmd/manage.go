@@ -270,9 +270,6 @@ func storeLine(s api.Store, now time.Time) string {
 		line += fmt.Sprintf("; store unreachable since %s: ANSWERING ON FAILSAFE since %s, acknowledged by %s %s ago",
 			s.Renewed.Local().Format(time.TimeOnly), f.Since.Local().Format(time.TimeOnly), strings.Join(f.AckedBy, ", "),
 			now.Sub(f.AckedAt).Round(100*time.Millisecond))
-		if f.Ending != "" {
-			line += "; ENDING, a round was refused (" + f.Ending + "): answering until the promises in force end, then fencing unless the store acknowledges a renewal first"
-		}
 	}
 	if p := s.Promised; p != nil && p.Until.After(now) {
 		line += fmt.Sprintf("; PROMISED %s to take none of its addresses until %s (%s more): takes nothing through the store until then",

@@ -83,9 +83,6 @@ func (m *Model) headerView(w int) string {
 		switch {
 		case s.Failsafe != nil:
 			node += fmt.Sprintf(" ON FAILSAFE since %s (acked by %s)", s.Failsafe.Since.In(m.opt.Location).Format("15:04:05"), strings.Join(s.Failsafe.AckedBy, ", "))
-			if s.Failsafe.Ending != "" {
-				node += " ENDING"
-			}
 		case s.Unreachable && s.Fenced.IsZero():
 			node += " STORE UNREACHABLE " + now.Sub(s.Renewed).Truncate(100*time.Millisecond).String()
 		}

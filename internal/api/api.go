@@ -205,14 +205,11 @@ type Promise struct {
 // Failsafe is an agent answering past its lease's deadline because the
 // store is unreachable and every other node of the fleet said it does not
 // reach it either and promised to take none of its addresses: since when,
-// and who acknowledged the last round, when. Ending says why a round was
-// refused since: the agent answers until the promises in force end, then
-// fences unless the store acknowledges it first.
+// and who acknowledged the last round, when.
 type Failsafe struct {
 	Since   time.Time `json:"since"`
 	AckedBy []string  `json:"acked_by"`
 	AckedAt time.Time `json:"acked_at"`
-	Ending  string    `json:"ending,omitempty"`
 }
 
 // The states of a Claim: the engine's (announcing, holding, waiting,

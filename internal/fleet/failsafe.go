@@ -89,11 +89,6 @@ type failsafeState struct {
 	since   time.Time
 	ackedBy []string
 	ackedAt time.Time
-	// ending says why the last round was refused while the deadline in
-	// force was one the failsafe gave (empty: none was, or a round since
-	// was accepted): the answers go on until the promises in force end,
-	// and the fence then says why.
-	ending string
 	// leaseUntil is the deadline the last acknowledged renewal gave, on
 	// the Deadline's clock: one later than it is the failsafe's.
 	leaseUntil time.Duration

@@ -495,8 +495,8 @@ func (m *Member) Info() api.Store {
 		st.FailsafeEnabled = true
 		// Once fenced, it no longer answers on failsafe (the history
 		// has the span once the store is back).
-		if since, by, at, ending := m.FailsafeInfo(); !since.IsZero() && fencedAt.IsZero() {
-			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at, Ending: ending}
+		if since, by, at := m.FailsafeInfo(); !since.IsZero() && fencedAt.IsZero() {
+			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at}
 		}
 	}
 	if until, owner := m.promisedUntil(); until.After(m.clock.Now()) {
