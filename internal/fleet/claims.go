@@ -417,51 +417,6 @@ func (m *Member) claimRecord(a netip.Addr, ifname, mac string, since time.Time, 
 	return store.Claim{Addr: a, Node: m.cfg.Node, Interface: ifname, MAC: mac, Since: since.UTC(), Options: opts, Group: groupOf(opts)}
 }
 
-// taking is how this node takes a free key (Ledger.Take): the options it
-// claims with, and the conditions and record the store keeps.
-type taking struct {
-	// addr is the address taken (takeKeys; takeKey is given it).
-	addr   netip.Addr
-	ifname string
-	opts   json.RawMessage
-	// moveRev and cordonRev are what Ledger.Take compares.
-	moveRev, cordonRev int64
-	// home is the address's home once here (store.Claim.Home).
-	home string
-	// change is what the history records of the take.
-	change store.Change
-}
-
-// takeKey creates a's key for this node on tk.ifname, bound to the lease,
-// if it is absent and the move of it is the one created at tk.moveRev (0:
-// none, for a standby; the move that brings it here, for its target), and,
-// for a standby, this node's cordon is still the one it read (tk.cordonRev,
-// see Ledger.Take; -1 for a move's target). It returns whether it did, and
-// the store's revision then.
-func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, int64, error) {
-	m.mu.Lock()
-	lease := m.lease
-	m.mu.Unlock()
-	ctx, done, err := m.mayTake(ctx, true)
-	if err != nil {
-		return false, 0, err
-	}
-	defer done()
-	rec := m.claimRecord(a, tk.ifname, m.macs()[tk.ifname], m.clock.Now(), tk.opts)
-	if tk.home != m.cfg.Node {
-		rec.Home = tk.home
-	}
-	type took struct {
-		ok  bool
-		rev int64
-	}
-	t, err := guarded(m, ctx, func(ctx context.Context) (took, error) {
-		ok, rev, err := m.l.Take(ctx, lease, rec, tk.moveRev, tk.cordonRev, tk.change)
-		return took{ok, rev}, err
-	})
-	return t.ok, t.rev, err
-}
-
 // claimTaken has the engine claim a, whose key takeKey took, with the
 // options of its record; when the engine refuses, the key goes again.
 func (m *Member) claimTaken(ctx context.Context, a netip.Addr, ifname string, opts json.RawMessage) error {
