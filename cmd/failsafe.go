@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -99,7 +100,7 @@ lives is refused: it goes when that agent stops.`,
 
 // failsafeSetOf is s as vip failsafe says it, against the live nodes.
 func failsafeSetOf(s store.FailsafeSet, nodes []store.Node) api.FailsafeSet {
-	out := api.FailsafeSet{Node: s.Node, Lease: strconv.FormatInt(s.Lease, 16), Nodes: slices.Clone(s.Nodes), Lapsed: s.Lapsed(nodes)}
+	out := api.FailsafeSet{Node: s.Node, Lease: strconv.FormatInt(s.Lease, 16), Nodes: slices.Clone(s.Nodes), Lapsed: s.Lapsed(nodes), AloneMS: s.AloneMS}
 	if out.Nodes == nil {
 		out.Nodes = []string{}
 	}
@@ -143,6 +144,9 @@ func describeSet(s api.FailsafeSet) string {
 	switch {
 	case !s.Lapsed:
 		return "owner live"
+	case len(s.Nodes) == 0 && s.AloneMS > 0:
+		return fmt.Sprintf("owner's lease gone, and it had no other node to ask: it may answer alone on failsafe for up to %s after; nodes take nothing that long after they find the lease gone",
+			time.Duration(s.AloneMS)*time.Millisecond)
 	case len(s.Holds) == 0:
 		return "owner's lease gone: holds no live node (a node of its set clears it once it reaches the store)"
 	default:

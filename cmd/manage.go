@@ -266,7 +266,11 @@ func storeLine(s api.Store, now time.Time) string {
 		line += fmt.Sprintf("; STORE UNREACHABLE since %s: no renewal acknowledged for %s",
 			s.Renewed.Local().Format(time.TimeOnly), now.Sub(s.Renewed).Round(100*time.Millisecond))
 	}
-	if f := s.Failsafe; f != nil {
+	if f := s.Failsafe; f != nil && !f.AloneUntil.IsZero() {
+		line += fmt.Sprintf("; store unreachable since %s: ANSWERING ON FAILSAFE since %s, alone (no other node could take its addresses) until %s (%s more)",
+			s.Renewed.Local().Format(time.TimeOnly), f.Since.Local().Format(time.TimeOnly), f.AloneUntil.Local().Format(time.TimeOnly),
+			f.AloneUntil.Sub(now).Round(100*time.Millisecond))
+	} else if f != nil {
 		line += fmt.Sprintf("; store unreachable since %s: ANSWERING ON FAILSAFE since %s, acknowledged by %s %s ago",
 			s.Renewed.Local().Format(time.TimeOnly), f.Since.Local().Format(time.TimeOnly), strings.Join(f.AckedBy, ", "),
 			now.Sub(f.AckedAt).Round(100*time.Millisecond))

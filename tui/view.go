@@ -81,6 +81,8 @@ func (m *Model) headerView(w int) string {
 		}
 		now := m.clock.now()
 		switch {
+		case s.Failsafe != nil && !s.Failsafe.AloneUntil.IsZero():
+			node += fmt.Sprintf(" ON FAILSAFE since %s (alone, until %s)", s.Failsafe.Since.In(m.opt.Location).Format("15:04:05"), s.Failsafe.AloneUntil.In(m.opt.Location).Format("15:04:05"))
 		case s.Failsafe != nil:
 			node += fmt.Sprintf(" ON FAILSAFE since %s (acked by %s)", s.Failsafe.Since.In(m.opt.Location).Format("15:04:05"), strings.Join(s.Failsafe.AckedBy, ", "))
 		case s.Unreachable && s.Fenced.IsZero():

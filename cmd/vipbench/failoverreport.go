@@ -102,7 +102,7 @@ func writeFailover(w io.Writer, rep *report) {
 	p("One lab, one run: the owner is killed (`kill -9`, no restart) while the client asks for the address %d times a second, and the client's capture says when the standby first answered and what the dead owner's host sent after. ", r.Cfg.Rate)
 	p("Each round kills keepalived's master, then vip's owner. keepalived: %s, unicast VRRP, `advert_int 1`, its defaults otherwise (the master at priority 150, the backup at the default 100). ", strings.TrimSpace(r.Keepalived))
 	p("vip: two agents guarded by one etcd, the lease TTL %v (the default), answering with %s; b stands by (`vip claim ADDR --standby`). ", r.Cfg.ttl(), responder)
-	p("Each kill lands at a random point of the second after the owner's first answer, so of keepalived's advertisement period and of vip's renewal period (%v at the default TTL). ", fleet.TimingFor(r.Cfg.ttl()).Renew)
+	p("Each kill lands at a random point of the second after the owner's first answer, so of keepalived's advertisement period and of vip's renewal period (%v at the default TTL). ", fleet.TimingFor(r.Cfg.ttl()).Renew.Round(time.Millisecond))
 	p("keepalived's backup declares the master dead 3 × `advert_int` + (256 − 100)/256 × `advert_int` = 3.61 s after the last advertisement it heard, so 2.61–3.61 s after a kill; ")
 	p("vip's standby takes over once etcd deletes the dead owner's key, a TTL after the last renewal that reached it, on etcd's next expiry check (every 500 ms). ")
 	p("*Slack*: from the old owner's last frame for the address to the standby's first answer, the time the address went unanswered (negative: both answered). ")

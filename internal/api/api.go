@@ -205,11 +205,13 @@ type Promise struct {
 // Failsafe is an agent answering past its lease's deadline because the
 // store is unreachable and every other node of the fleet said it does not
 // reach it either and promised to take none of its addresses: since when,
-// and who acknowledged the last round, when.
+// and who acknowledged the last round, when. An owner alone (its set
+// names no other node) answers with no one to ask until AloneUntil.
 type Failsafe struct {
-	Since   time.Time `json:"since"`
-	AckedBy []string  `json:"acked_by"`
-	AckedAt time.Time `json:"acked_at"`
+	Since      time.Time `json:"since"`
+	AckedBy    []string  `json:"acked_by"`
+	AckedAt    time.Time `json:"acked_at"`
+	AloneUntil time.Time `json:"alone_until,omitzero"`
 }
 
 // The states of a Claim: the engine's (announcing, holding, waiting,
@@ -462,6 +464,9 @@ type FailsafeSet struct {
 	Nodes  []string `json:"nodes"`
 	Lapsed bool     `json:"lapsed"`
 	Holds  []string `json:"holds,omitempty"`
+	// AloneMS, in a set that names no other node, is how long after its
+	// lease ends the owner may still answer on failsafe alone.
+	AloneMS int64 `json:"alone_ms,omitempty"`
 	// Cleared is set by vip failsafe clear for the set it deleted.
 	Cleared bool `json:"cleared,omitempty"`
 }

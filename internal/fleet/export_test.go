@@ -31,3 +31,17 @@ func NewEtcdLedger(c *store.Client) Ledger { return newEtcdLedger(c, slog.New(sl
 func (m *Member) FailsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Duration, string) {
 	return m.failsafeDecide(q)
 }
+
+// FailsafeSetWritten says whether the store has this member's failsafe
+// set, under its lease.
+func (m *Member) FailsafeSetWritten() bool {
+	if m.fs == nil {
+		return false
+	}
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	return m.fs.recordedRev != 0 && m.fs.recordedLease == lease
+}

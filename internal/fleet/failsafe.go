@@ -89,6 +89,9 @@ type failsafeState struct {
 	since   time.Time
 	ackedBy []string
 	ackedAt time.Time
+	// aloneUntil is when this owner, whose set names no other node,
+	// stops answering on failsafe alone (zero: it does not).
+	aloneUntil time.Time
 	// leaseUntil is the deadline the last acknowledged renewal gave, on
 	// the Deadline's clock: one later than it is the failsafe's.
 	leaseUntil time.Duration
@@ -291,7 +294,11 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 		m.log.Debug("failsafe: a node joined while this owner answers on failsafe: its set is written once the store is back", "nodes", joined)
 		return
 	}
-	modRev, err := m.l.PutFailsafeSet(ctx, store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev, Nodes: names})
+	set := store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev, Nodes: names}
+	if len(names) == 0 {
+		set.AloneMS = m.timing.aloneFor().Milliseconds()
+	}
+	modRev, err := m.l.PutFailsafeSet(ctx, set)
 	if errors.Is(err, ErrLeaseGone) {
 		// The renewal will say so and the member join again, under a
 		// lease it writes the set under (register asks for a read).
@@ -364,6 +371,7 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 		return "", Guard{}, err
 	}
 	g := Guard{Rev: rev}
+	m.forgetSightings(sets)
 	live := map[string]store.Node{}
 	for _, n := range nodes {
 		live[n.Node] = n
@@ -388,6 +396,15 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 			}
 			g.Live[s.Node] = n.CreateRev
 			continue
+		}
+		if len(s.Nodes) == 0 && !s.Unreadable {
+			if why := m.aloneHolds(ctx, s); why != "" {
+				return why, Guard{}, nil
+			}
+			continue
+		}
+		if s.Unreadable {
+			return fmt.Sprintf("%s's failsafe set does not decode, and its lease is gone: this node takes nothing until it is cleared (vip failsafe clear %s, once %s is gone for good)", s.Node, s.Node, s.Node), Guard{}, nil
 		}
 		return fmt.Sprintf("%s's lease is gone, and it may still answer on failsafe for the nodes of its set, which did not include this one (it joined since): this node takes nothing until one of them reaches the store and clears it, or %s is back", s.Node, s.Node), Guard{}, nil
 	}

@@ -144,7 +144,7 @@ func TestFakeFailsafeRefusedRoundFences(t *testing.T) {
 // wrote its failsafe set (so the set leaves c out), claim a's address
 // just as a's lease expires: after c read the sets, which found a alive,
 // and before c's transaction. a may answer for the address on failsafe,
-// on the promises of nodes that are not c, so c must not take it: the
+// alone (its set names no node: it joined first), so c must not take it: the
 // transaction compares that a's record is still the one read, fails, and
 // c reads the sets again, which now hold its takes. Without the compare,
 // c took the address that a still answered for.
@@ -165,7 +165,7 @@ func TestFakeTakeGuardedAgainstALapsingOwner(t *testing.T) {
 	f.s.beforeAcquire = func(s *fakeStore) { s.revokeLocked(fleet.LeaseID(aLease)) }
 	f.s.mu.Unlock()
 	_, err := c.Claim(context.Background(), []announce.Request{{Addr: addr, Interface: "eth0"}}, announce.ClaimOptions{})
-	if err == nil || !strings.Contains(err.Error(), "may still answer on failsafe") {
+	if err == nil || !strings.Contains(err.Error(), "may answer alone on failsafe") {
 		t.Fatalf("c's claim as a's lease expired under it: %v, want a refusal saying a may still answer on failsafe", err)
 	}
 	if o := f.owner(addr); o != "" || cEng.holds(addr) {
@@ -214,4 +214,127 @@ func TestFakeFailsafeSetGrowsNotOnFailsafe(t *testing.T) {
 	f.s.mu.Unlock()
 	f.advanceTo(3 * fakeTiming.TTL)
 	eventually(t, func() bool { return slices.Equal(setOfA(), []string{"b", "c"}) }, "a's failsafe set does not name c once the store is back")
+}
+
+// setOf reads node's failsafe set from the fake store.
+func (f *fakeFleet) setOf(node string) (store.FailsafeSet, bool) {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	kv, ok := f.s.failsafes[node]
+	return kv.v, ok
+}
+
+// TestFakeFailsafeAloneRidesAnOutage has a, the only node of its fleet,
+// hold an address when the store goes away. No other node could take the
+// address, and one that joins finds a's set, which names nobody, and
+// waits: a answers on past its lease's deadline, alone, for 30 s (6 s
+// TTL), saying so in its status, then fences, saying why. Without it, a
+// fenced 4.5 s after its last renewal: a fleet of one went dark on every
+// etcd leader election longer than its margin.
+func TestFakeFailsafeAloneRidesAnOutage(t *testing.T) {
+	addr := netip.MustParseAddr("192.0.2.10")
+	f := newFakeFleet(t)
+	a, eng := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.claim(a, addr)
+	eventually(t, func() bool {
+		s, ok := f.setOf("a")
+		return ok && len(s.Nodes) == 0 && s.AloneMS == (36*time.Second).Milliseconds()
+	}, "a's failsafe set, naming nobody and saying it answers alone for 36 s past its lease, is not in the store")
+	f.s.setCut("a", true)
+	f.advanceTo(2 * fakeTTL)
+	if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() || !eng.holds(addr) {
+		t.Fatalf("a, alone, fenced (at %v) 12 s into a store outage", fencedAt)
+	}
+	fs := a.Info().Failsafe
+	if fs == nil || len(fs.AckedBy) != 0 || !fs.AloneUntil.Equal(f.epoch.Add(fakeTiming.FenceAfter()+30*time.Second)) {
+		t.Fatalf("a's status says %+v, want it answering on failsafe alone until %v", fs, f.epoch.Add(fakeTiming.FenceAfter()+30*time.Second))
+	}
+	if !eng.sawEvent(event.Failsafe, "answering on failsafe alone") {
+		t.Errorf("no event says a answers on failsafe alone: %q", eng.eventsOf(event.Failsafe))
+	}
+	f.advanceTo(fakeTiming.FenceAfter() + 30*time.Second - fakeTiming.Renew/2)
+	if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() {
+		t.Fatalf("a fenced at %v, before its 30 s alone on failsafe ended", fencedAt)
+	}
+	f.advanceTo(fakeTiming.FenceAfter() + 30*time.Second + fakeTiming.Renew/2)
+	eventually(t, func() bool { _, _, fencedAt := a.Lease(); return !fencedAt.IsZero() }, "a did not fence once its 30 s alone on failsafe ended")
+	if !eng.sawEvent(event.Fence, "answered alone on failsafe") {
+		t.Errorf("a's fence does not say it answered alone for as long as it may: %q", eng.eventsOf(event.Fence))
+	}
+}
+
+// TestFakeNewcomerWaitsForAnOwnerAlone has a, alone in its fleet, vanish
+// (kill -9, its host cut off) while it holds an address: it may answer on
+// failsafe alone for 30 s past its lease's deadline. c, which joined since
+// (a's set does not name it), finds a's lease gone and claims the address:
+// refused, saying why, for the 36 s the set says (the 30 s, and a TTL for
+// a lease ended early), then taken, and the set cleared. Without the wait,
+// c answered beside a; with a set that names nobody holding c for good, as
+// before, c never took it.
+func TestFakeNewcomerWaitsForAnOwnerAlone(t *testing.T) {
+	addr := netip.MustParseAddr("192.0.2.10")
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.claim(a, addr)
+	eventually(t, func() bool { s, ok := f.setOf("a"); return ok && len(s.Nodes) == 0 }, "a's failsafe set, naming nobody, is not in the store")
+	c, cEng := f.join("c")
+	f.crash("a")
+	f.advanceTo(fakeTTL + fakeTiming.Renew)
+	if o := f.owner(addr); o != "" {
+		t.Fatalf("%s holds %s a TTL after a vanished", o, addr)
+	}
+	claim := func() error {
+		_, err := c.Claim(context.Background(), []announce.Request{{Addr: addr, Interface: "eth0"}}, announce.ClaimOptions{})
+		return err
+	}
+	seen := f.now()
+	if err := claim(); err == nil || !strings.Contains(err.Error(), "may answer alone on failsafe") {
+		t.Fatalf("c's claim of a vanished owner alone's address: %v, want a refusal saying a may answer alone on failsafe", err)
+	}
+	f.advanceTo(seen + 36*time.Second - fakeTiming.Renew)
+	if err := claim(); err == nil {
+		t.Fatalf("c took %s %v after it found a's lease gone: a may answer alone for 36 s", addr, 36*time.Second-fakeTiming.Renew)
+	}
+	f.advanceTo(seen + 36*time.Second)
+	if err := claim(); err != nil {
+		t.Fatalf("c's claim once a's time alone on failsafe passed: %v", err)
+	}
+	if o := f.owner(addr); o != "c" || !cEng.holds(addr) {
+		t.Errorf("%s holds %s in the store (c's engine: %v), want c", o, addr, cEng.holds(addr))
+	}
+	if _, ok := f.setOf("a"); ok {
+		t.Errorf("a's set is still in the store once its time alone passed")
+	}
+}
+
+// TestFakeLeaveDropsTheSet has a, alone, stop to be started again
+// (Leave: its lease kept, its answers closed): its set goes, as a node
+// that joins after would otherwise wait half a minute on it for nothing.
+// b stops the same way while it answers on failsafe alone: the addresses
+// it added keep the lifetimes the failsafe gave them, so its set stays.
+func TestFakeLeaveDropsTheSet(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	eventually(t, func() bool { _, ok := f.setOf("a"); return ok }, "a's failsafe set is not in the store")
+	a.Leave()
+	delete(f.running, "a")
+	if s, ok := f.setOf("a"); ok {
+		t.Fatalf("a's set %+v is still in the store after a left", s)
+	}
+
+	g := newFakeFleet(t)
+	b, _ := g.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	g.claim(b, netip.MustParseAddr("192.0.2.11"))
+	eventually(t, func() bool { _, ok := g.setOf("b"); return ok }, "b's failsafe set is not in the store")
+	g.s.setCut("b", true)
+	g.advanceTo(2 * fakeTTL)
+	if fs := b.Info().Failsafe; fs == nil || fs.AloneUntil.IsZero() {
+		t.Fatalf("b does not answer on failsafe alone: %+v", fs)
+	}
+	g.s.setCut("b", false)
+	b.Leave()
+	delete(g.running, "b")
+	if _, ok := g.setOf("b"); !ok {
+		t.Fatal("b's set went when it left while answering on failsafe alone")
+	}
 }

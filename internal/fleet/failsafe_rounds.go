@@ -51,12 +51,6 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	for n, p := range fs.peers {
 		targets = append(targets, failsafe.Target{Node: n, Addr: p.addr})
 	}
-	fs.mu.Unlock()
-	if len(targets) == 0 {
-		return // no one to tell the store's outage from this node's own
-	}
-	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
-	fs.mu.Lock()
 	keyless := slices.Clone(fs.keyless)
 	fs.mu.Unlock()
 	if len(keyless) > 0 {
@@ -65,6 +59,11 @@ func (m *Member) failsafeRound(ctx context.Context) {
 		m.failsafeEnds(strings.Join(keyless, ", ") + " run without --failsafe and cannot promise")
 		return
 	}
+	if len(targets) == 0 {
+		m.failsafeAlone()
+		return
+	}
+	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
@@ -112,23 +111,8 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	if storeBack || at == announce.ClosedAt || at <= now {
 		return
 	}
-	until := sentBoot + promise
-	if until > at {
-		if err := m.cfg.Deadline.Set(until); err != nil {
-			m.log.Error("failsafe: move the answer deadline", "err", err)
-			return
-		}
-		if _, fenced := m.isFenced(); fenced {
-			// A fence closed the deadline between the look above
-			// and the move (fenceWhy takes no lock): closed again.
-			if err := m.cfg.Deadline.Close(); err != nil {
-				m.log.Error("fence: close the answer deadline", "err", err)
-			}
-			return
-		}
-		m.mu.Lock()
-		m.fence.Reset(m.clock.Until(sent.Add(promise)))
-		m.mu.Unlock()
+	if until := sentBoot + promise; until > at && !m.extendDeadline(until, m.clock.Until(sent.Add(promise))) {
+		return
 	}
 	names := make([]string, len(targets))
 	for i, t := range targets {
@@ -146,6 +130,28 @@ func (m *Member) failsafeRound(ctx context.Context) {
 		m.log.Warn("failsafe: answering past the lease's deadline", "acknowledged_by", strings.Join(names, ","))
 		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "failsafe", Message: msg})
 	}
+}
+
+// extendDeadline moves the answer deadline to until, on the failsafe's
+// word, and the fence's timer to fire in after, under ackMu; false if it
+// could not, or a fence closed the deadline meanwhile.
+func (m *Member) extendDeadline(until, after time.Duration) bool {
+	if err := m.cfg.Deadline.Set(until); err != nil {
+		m.log.Error("failsafe: move the answer deadline", "err", err)
+		return false
+	}
+	if _, fenced := m.isFenced(); fenced {
+		// A fence closed the deadline between the caller's look and
+		// the move (fenceWhy takes no lock): closed again.
+		if err := m.cfg.Deadline.Close(); err != nil {
+			m.log.Error("fence: close the answer deadline", "err", err)
+		}
+		return false
+	}
+	m.mu.Lock()
+	m.fence.Reset(after)
+	m.mu.Unlock()
+	return true
 }
 
 // failsafeEnds takes a round that not every peer accepted: if the deadline
@@ -181,6 +187,10 @@ func (m *Member) failsafeFenceWhy() string {
 	if m.fs.since.IsZero() {
 		return ""
 	}
+	if !m.fs.aloneUntil.IsZero() {
+		return fmt.Sprintf("it answered alone on failsafe since %s, the longest an owner with no other node to ask does (%s past its lease's deadline)",
+			m.fs.since.Local().Format("15:04:05.000"), m.timing.failsafeAlone())
+	}
 	return fmt.Sprintf("the failsafe's promises ran out with no round accepted since %s", m.fs.ackedAt.Local().Format("15:04:05.000"))
 }
 
@@ -193,8 +203,8 @@ func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
 	now := m.clock.Now()
 	m.fs.mu.Lock()
 	m.fs.leaseUntil = leaseUntil
-	since, by, at := m.fs.since, m.fs.ackedBy, m.fs.ackedAt
-	m.fs.since, m.fs.ackedBy = time.Time{}, nil
+	since, by, at, alone := m.fs.since, m.fs.ackedBy, m.fs.ackedAt, !m.fs.aloneUntil.IsZero()
+	m.fs.since, m.fs.ackedBy, m.fs.aloneUntil = time.Time{}, nil, time.Time{}
 	m.fs.mu.Unlock()
 	if !since.IsZero() {
 		// A set that waited for the store (recordSet) is written now.
@@ -205,7 +215,7 @@ func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
 		m.log.Info("failsafe: the store is back", "after", now.Sub(since).Round(time.Millisecond))
 		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "store",
 			Message: fmt.Sprintf("the store is back: answered on failsafe for %s", now.Sub(since).Round(time.Millisecond))})
-		m.recordFailsafe(since, now, by, at)
+		m.recordFailsafe(since, now, by, at, alone)
 	}
 }
 
@@ -214,7 +224,7 @@ func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
 // again at now, last on the promises of by at at: who answered on
 // failsafe, and for how long, for vip history on any host. A fence that
 // ended it earlier has a record of its own, written at the resumption.
-func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time) {
+func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time, alone bool) {
 	m.mu.Lock()
 	addrs := make([]netip.Addr, 0, len(m.owned)+len(m.fenced))
 	for a := range m.owned {
@@ -224,9 +234,13 @@ func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time)
 		addrs = append(addrs, a)
 	}
 	m.mu.Unlock()
-	ch := store.Change{Kind: store.ChangeFailsafe, Node: m.cfg.Node, Time: now, Since: since,
-		Message: fmt.Sprintf("the store unreachable, it answered on the promises of %s for %s (the last at %s)",
-			strings.Join(by, ", "), now.Sub(since).Round(time.Millisecond), at.Local().Format("15:04:05.000"))}
+	msg := fmt.Sprintf("the store unreachable, it answered on the promises of %s for %s (the last at %s)",
+		strings.Join(by, ", "), now.Sub(since).Round(time.Millisecond), at.Local().Format("15:04:05.000"))
+	if alone {
+		msg = fmt.Sprintf("the store unreachable, it answered on failsafe alone (no other node could take its addresses) for %s",
+			now.Sub(since).Round(time.Millisecond))
+	}
+	ch := store.Change{Kind: store.ChangeFailsafe, Node: m.cfg.Node, Time: now, Since: since, Message: msg}
 	ch.SetAddrs(addrs)
 	m.afterRenew(func(ctx context.Context) {
 		if err := m.l.Record(ctx, []store.Change{ch}); err != nil {
@@ -236,12 +250,13 @@ func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time)
 }
 
 // FailsafeInfo says whether this owner answers on failsafe: since when,
-// acknowledged last by whom and when (zero since: it does not).
-func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt time.Time) {
+// acknowledged last by whom and when, or alone until when (zero since: it
+// does not).
+func (m *Member) FailsafeInfo() (since time.Time, ackedBy []string, ackedAt, aloneUntil time.Time) {
 	if m.fs == nil {
 		return
 	}
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
-	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt
+	return m.fs.since, slices.Clone(m.fs.ackedBy), m.fs.ackedAt, m.fs.aloneUntil
 }

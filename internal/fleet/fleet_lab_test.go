@@ -309,6 +309,13 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	})
 }
 
+// TestLeaderLossFencesNothing has the only agent of a fleet, run as the
+// agent runs it by default (the failsafe on, the answer deadline checked),
+// hold an address while the leader of its 3-member etcd cluster is
+// killed. The election that follows must not fence it, at the default
+// TTL: alone, it answers on failsafe past its lease's deadline. Without
+// that, at a 2 s TTL, it fenced on most elections (the fence 1.17 s after
+// its last renewal).
 func TestLeaderLossFencesNothing(t *testing.T) {
 	labtest.RequireTool(t, "etcd")
 	l := labtest.New(t,
@@ -328,8 +335,9 @@ func TestLeaderLossFencesNothing(t *testing.T) {
 	}
 	defer c.Close()
 	eng := newFakeEngine()
+	eng.deadline = announce.NewDeadline(nil)
 	// The default TTL: the one that must ride out an election.
-	m, err := fleet.Join(context.Background(), fleet.Config{Store: c, Node: "a"}, eng)
+	m, err := fleet.Join(context.Background(), fleet.Config{Store: c, Node: "a", Log: testLog(t), Deadline: eng.deadline, Failsafe: failsafeConfig(t)}, eng)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,6 +345,9 @@ func TestLeaderLossFencesNothing(t *testing.T) {
 	if err := claim(t, m, vip); err != nil {
 		t.Fatal(err)
 	}
+	labtest.Eventually(t, 5*time.Second, func() (bool, string) {
+		return m.FailsafeSetWritten(), "a's failsafe set, naming nobody, is not in the store"
+	})
 	killed := time.Now()
 	cluster.KillLeader(t)
 	labtest.Eventually(t, 3*fleet.DefaultTTL, func() (bool, string) {
@@ -345,6 +356,14 @@ func TestLeaderLossFencesNothing(t *testing.T) {
 	})
 	if _, _, fencedAt := m.Lease(); !fencedAt.IsZero() || !eng.holds(vip) {
 		t.Fatalf("the claim was fenced (at %v) when the leader was killed", fencedAt)
+	}
+	// A fence the election caused is over by now (the store answered
+	// again): its event says it was.
+	if fences := eng.eventsOf(event.Fence); len(fences) > 0 {
+		t.Fatalf("a fenced while the leader was elected: %q", fences)
+	}
+	if at, now := eng.deadline.At(); at <= now {
+		t.Fatalf("a's answer deadline passed %v ago, after the election", now-at)
 	}
 }
 

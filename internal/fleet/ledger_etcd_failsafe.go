@@ -69,9 +69,9 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 		}
 		fs, err := store.Decode[store.FailsafeSet](string(kv.Key), kv.Value)
 		if err != nil {
-			// A set that does not decode is kept as one that covers
-			// nobody: every take waits for it to be cleared.
-			fs = store.FailsafeSet{}
+			// A set that does not decode is kept, unreadable: every
+			// take waits for it to be cleared.
+			fs = store.FailsafeSet{Unreadable: true}
 		}
 		fs.Node, fs.ModRev = p.Node, kv.ModRevision
 		sets = append(sets, fs)

@@ -41,13 +41,13 @@ type Engine interface {
 // DefaultTTL is the lease's default time to live: the longest a dead
 // owner's addresses stay unanswered before a standby takes them, and the
 // time a cut-off agent has before it must stop answering (minus the
-// margin). Six seconds rides out an etcd leader election (one to two
-// seconds with etcd's defaults) and a few lost renewals, also for an
-// agent with no peer to ask (the failsafe needs one), and keeps a
-// failover within the few seconds that ARP caches and TCP retransmissions
-// forgive. At 3 s a lone agent fenced on a leader election on a loaded
-// machine (TestLeaderLossFencesNothing); see docs/fleet.md, "Why 6 s".
-const DefaultTTL = 6 * time.Second
+// margin). Two seconds is etcd's shortest lease with its default election
+// timeout, and puts a failover after kill -9 ahead of keepalived's at its
+// defaults (BENCHMARKS.md). An etcd leader election (one to two seconds)
+// or a store outage no longer darkens anything at it: the failsafe answers
+// through it, on the promises of the other nodes, or alone for an owner
+// with no other node (failsafe_alone.go); see docs/fleet.md, "Why 2 s".
+const DefaultTTL = 2 * time.Second
 
 // MinTTL and MaxTTL bound --lease-ttl: etcd raises a shorter TTL to its own
 // minimum (two seconds with its default timing), and a longer one than an
@@ -232,6 +232,9 @@ type Member struct {
 	// earlier agent of this node made with it on (Config.Promises).
 	fs   *failsafeState
 	kept map[string]time.Time
+	// aloneSeen is, by owner, when this node first found a lapsed
+	// owner alone's failsafe set (aloneHolds).
+	aloneSeen map[string]aloneSighting
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup
@@ -279,7 +282,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
 		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
 		standby: map[netip.Addr]store.Standby{}, standbyRev: map[netip.Addr]int64{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
-		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{},
+		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{}, aloneSeen: map[string]aloneSighting{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
 	if cfg.Failsafe != nil {
@@ -448,10 +451,18 @@ func (m *Member) Close() {
 // lease expires, one TTL after the last renewal, and an agent of this node
 // started again on this host before then takes them over. The agent has
 // closed the answer deadline first, so nothing answers meanwhile. The
-// registration says the agent stopped (markStopped).
+// registration says the agent stopped (markStopped). Its failsafe set
+// goes too, unless it answered on failsafe until now: it answers nothing
+// more, and the addresses it added lose their lifetimes at the deadline
+// of its last renewal, before the lease can expire; a set left to lapse
+// would hold a newcomer's takes (a set that names nobody: for half a
+// minute) for nothing.
 func (m *Member) Leave() {
 	m.halt()
 	m.markStopped()
+	if since, _, _, _ := m.FailsafeInfo(); since.IsZero() {
+		m.dropSet()
+	}
 	m.l.Close()
 }
 
@@ -495,8 +506,8 @@ func (m *Member) Info() api.Store {
 		st.FailsafeEnabled = true
 		// Once fenced, it no longer answers on failsafe (the history
 		// has the span once the store is back).
-		if since, by, at := m.FailsafeInfo(); !since.IsZero() && fencedAt.IsZero() {
-			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at}
+		if since, by, at, alone := m.FailsafeInfo(); !since.IsZero() && fencedAt.IsZero() {
+			st.Failsafe = &api.Failsafe{Since: since, AckedBy: by, AckedAt: at, AloneUntil: alone}
 		}
 	}
 	if until, owner := m.promisedUntil(); until.After(m.clock.Now()) {

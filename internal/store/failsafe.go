@@ -34,7 +34,7 @@ func (s FailsafeSet) Outside(nodes []Node) []string {
 
 // FailsafeSets reads every owner's failsafe set and the live nodes'
 // records, at one revision, which it returns. A set that does not decode
-// is one that names nobody, as the agents read it.
+// is Unreadable, as the agents read it.
 func (c *Client) FailsafeSets(ctx context.Context) ([]FailsafeSet, []Node, int64, error) {
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
@@ -53,7 +53,7 @@ func (c *Client) FailsafeSets(ctx context.Context) ([]FailsafeSet, []Node, int64
 		}
 		s, err := Decode[FailsafeSet](string(kv.Key), kv.Value)
 		if err != nil {
-			s = FailsafeSet{}
+			s = FailsafeSet{Unreadable: true}
 		}
 		s.Node, s.ModRev = p.Node, kv.ModRevision
 		sets = append(sets, s)

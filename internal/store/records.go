@@ -74,11 +74,19 @@ type Node struct {
 // (not stored).
 type FailsafeSet struct {
 	Versioned
-	Node   string   `json:"node"`
-	Lease  int64    `json:"lease"`
-	Rev    int64    `json:"rev"`
-	Nodes  []string `json:"nodes"`
-	ModRev int64    `json:"-"`
+	Node  string   `json:"node"`
+	Lease int64    `json:"lease"`
+	Rev   int64    `json:"rev"`
+	Nodes []string `json:"nodes"`
+	// AloneMS, in a set that names no other node, is how long after its
+	// lease ends, however it ends, the owner may still answer on
+	// failsafe alone, in milliseconds: a node that finds the lease gone
+	// takes nothing through the store for that long.
+	AloneMS int64 `json:"alone_ms,omitempty"`
+	ModRev  int64 `json:"-"`
+	// Unreadable is a set that did not decode (read, not stored): it
+	// holds every other node's takes until it is cleared.
+	Unreadable bool `json:"-"`
 }
 
 // OwnAddress says on which interface a is one of the node's own addresses

@@ -1,0 +1,127 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// An owner alone: its failsafe set in the store names no other node (a
+// fleet of one, or the only node left). No node could take its addresses
+// when its lease ends but one that joins later, and that one finds the
+// set and waits (aloneHolds). So an owner alone whose renewals no longer
+// reach the store answers on for failsafeAlone past its lease's deadline,
+// with no one to ask: an etcd leader election, a restart of the store, an
+// outage of up to that long darkens nothing.
+//
+// The proof, in the terms of the answer deadline: the owner answers until
+// at most D+A, D its deadline (the last acknowledged renewal's send time
+// plus FenceAfter), A the failsafeAlone. The store ends the lease at E: at
+// its expiry, no earlier than that send time plus the TTL, past D; or at
+// a revocation, after the last acknowledged renewal, so no earlier than D
+// minus FenceAfter. A node that takes the address finds the lease gone at
+// S, no earlier than E, and waits A plus the TTL from S (the set's
+// AloneMS): it takes after S+A+TTL, which is past E+A+TTL, past D+A.
+
+// failsafeAlone is how long past its lease's deadline an owner alone
+// answers on failsafe: longer than etcd elects a leader or restarts, and
+// short enough that a node which joins after the owner vanished, and
+// finds its set, waits for no longer than that to take its addresses.
+func (t Timing) failsafeAlone() time.Duration { return max(30*time.Second, 5*t.TTL) }
+
+// aloneFor is how long after an owner alone's lease ends, however it
+// ends, it may still answer (the set's AloneMS).
+func (t Timing) aloneFor() time.Duration { return t.failsafeAlone() + t.TTL }
+
+// aloneSighting is when this node first found a lapsed owner alone's set
+// (its ModRev) with the owner's lease gone.
+type aloneSighting struct {
+	modRev int64
+	at     time.Time
+}
+
+// failsafeAlone is the round of an owner whose set in the store names no
+// other node: it moves the answer deadline to failsafeAlone past the one
+// the last acknowledged renewal gave, once an outage. The store back, a
+// renewal moves it as always.
+func (m *Member) failsafeAlone() {
+	fs := m.fs
+	m.mu.Lock()
+	lease := m.lease
+	m.mu.Unlock()
+	fs.mu.Lock()
+	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && fs.recordedNames == ""
+	on, leaseUntil := !fs.since.IsZero(), fs.leaseUntil
+	fs.mu.Unlock()
+	if on {
+		return
+	}
+	if !recorded {
+		// A node that joins would not know to wait.
+		m.failsafeEnds("its failsafe set is not in the store yet")
+		return
+	}
+	m.ackMu.Lock()
+	defer m.ackMu.Unlock()
+	m.mu.Lock()
+	storeBack := m.clock.Since(m.renewed) < m.timing.unreachedAfter() || lease != m.lease
+	m.mu.Unlock()
+	at, now := m.cfg.Deadline.At()
+	until := leaseUntil + m.timing.failsafeAlone()
+	if storeBack || at == announce.ClosedAt || at <= now || until <= at {
+		return
+	}
+	if !m.extendDeadline(until, until-now) {
+		return
+	}
+	wall := m.clock.Now()
+	fs.mu.Lock()
+	fs.since, fs.ackedBy, fs.ackedAt, fs.aloneUntil = wall, nil, wall, wall.Add(until-now)
+	fs.mu.Unlock()
+	msg := fmt.Sprintf("the store is unreachable: answering on failsafe alone (no other node could take its addresses) until %s at most",
+		wall.Add(until-now).Local().Format("15:04:05"))
+	m.log.Warn("failsafe: answering alone past the lease's deadline", "for", (until - now).Round(time.Millisecond))
+	m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "failsafe", Message: msg})
+}
+
+// aloneHolds says why a lapsed owner alone's set s holds this node's
+// takes, if it still does: for the set's AloneMS from when this node
+// first found the lease gone. Once that passed, the owner answers no
+// more, and this node clears the set.
+func (m *Member) aloneHolds(ctx context.Context, s store.FailsafeSet) string {
+	now := m.clock.Now()
+	m.mu.Lock()
+	seen, ok := m.aloneSeen[s.Node]
+	if !ok || seen.modRev != s.ModRev {
+		seen = aloneSighting{modRev: s.ModRev, at: now}
+		m.aloneSeen[s.Node] = seen
+	}
+	m.mu.Unlock()
+	if left := seen.at.Add(time.Duration(s.AloneMS) * time.Millisecond).Sub(now); left > 0 {
+		return fmt.Sprintf("%s's lease is gone, and with no other node to ask it may answer alone on failsafe for %s more: this node takes nothing until then, or until %s is back",
+			s.Node, left.Round(100*time.Millisecond), s.Node)
+	}
+	if ok, err := m.l.ClearFailsafeSet(ctx, s.Node, s.ModRev); err == nil && ok {
+		m.log.Info("failsafe: cleared a lapsed owner alone's failsafe set: the longest it answers alone has passed", "owner", s.Node)
+	}
+	return ""
+}
+
+// forgetSightings drops the sightings of sets no longer in the store.
+func (m *Member) forgetSightings(sets []store.FailsafeSet) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for o, seen := range m.aloneSeen {
+		found := false
+		for _, s := range sets {
+			found = found || (s.Node == o && s.ModRev == seen.modRev)
+		}
+		if !found {
+			delete(m.aloneSeen, o)
+		}
+	}
+}
