@@ -247,12 +247,39 @@ func TestVIPAddrsLifetimes(t *testing.T) {
 	check("after a2's removal")
 
 	// Less than a second before the deadline, or closed: nothing is
-	// lengthened, and the lifetimes set before end first.
+	// lengthened, and the lifetimes set before (2 s, 1.5 s ago) end
+	// first.
+	clock.advance(1500 * time.Millisecond)
 	_ = dl.Set(clock.read() + 900*time.Millisecond)
 	v.extendAll(spy)
 	_ = dl.Close()
 	v.extendAll(spy)
 	check("with the deadline near, then closed")
+	if !spy.has[a1] || !spy.has[old] {
+		t.Fatalf("an address was taken off with its lifetime ending by the deadline: %v", spy.has)
+	}
+
+	// The deadline moved earlier than the lifetimes given last end (the
+	// store back after the failsafe lengthened them, and slow), less
+	// than a second ahead: no lifetime ends by it, so the addresses come
+	// off now, and go back on with the next lifetime the deadline allows.
+	_ = dl.Set(clock.read() + 10*time.Second)
+	v.extendAll(spy)
+	_ = dl.Set(clock.read() + 500*time.Millisecond)
+	v.extendAll(spy)
+	if spy.has[a1] || spy.has[old] {
+		t.Fatalf("the addresses stayed on with 9 s lifetimes and the deadline 0.5 s away: %v", spy.has)
+	}
+	_ = dl.Set(clock.read() + 3*time.Second)
+	v.extendAll(spy)
+	if !spy.has[a1] || !spy.has[old] {
+		t.Fatalf("the addresses were not put back once the deadline allowed a lifetime: %v", spy.has)
+	}
+	for _, a := range []netip.Addr{a1, old} {
+		want[a] = append(want[a], 9*time.Second, 2*time.Second)
+	}
+	check("after the deadline moved earlier, then later")
+	_ = dl.Close()
 	if added, err := as.Add("eth0", netip.MustParseAddr("192.0.2.40")); added || !errors.Is(err, errDeadlineNear) {
 		t.Errorf("add with the deadline closed: added %v, %v; want errDeadlineNear", added, err)
 	}

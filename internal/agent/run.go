@@ -282,6 +282,9 @@ func (d *daemon) stop() {
 func (d *daemon) stopKeeping() {
 	_ = d.deadline.Close()
 	d.member.Leave()
+	// Again, the member's goroutines stopped: a failsafe round that was
+	// under way may have moved it since.
+	_ = d.deadline.Close()
 	// What closes from here closes at once, each close waiting for a
 	// grace period of the kernel's (batchio.CloseAll): the parked
 	// responders and the captures in the background, the ports as the

@@ -43,6 +43,9 @@ type vipAddrs struct {
 	netMu    sync.Mutex
 	deadline *announce.Deadline
 	log      *slog.Logger
+	// ends is when the lifetime each address was last given ends, on
+	// the deadline's clock (zero: none, or taken off by extend).
+	ends map[netip.Addr]time.Duration
 }
 
 // newVIPAddrs starts with the claims recorded in the state file at start.
@@ -53,7 +56,7 @@ func newVIPAddrs(recorded []announce.Claim, deadline *announce.Deadline, log *sl
 		log = slog.New(slog.DiscardHandler)
 	}
 	v := &vipAddrs{assigned: map[netip.Addr]string{}, recorded: map[netip.Addr]bool{}, inherited: map[netip.Addr]string{},
-		deadline: deadline, log: log}
+		deadline: deadline, log: log, ends: map[netip.Addr]time.Duration{}}
 	for _, c := range recorded {
 		if c.Options.Assign {
 			v.recorded[c.Addr] = true
@@ -137,10 +140,12 @@ func lifetimeFor(left time.Duration) (time.Duration, bool) {
 	return secs * time.Second, true
 }
 
-// lifetime is the lifetime to give an address now (lifetimeFor).
-func (v *vipAddrs) lifetime() (time.Duration, bool) {
-	at, now := v.deadline.At()
-	return lifetimeFor(at - now)
+// lifetime is the lifetime to give an address now (lifetimeFor), and
+// the deadline and the clock it was read at.
+func (v *vipAddrs) lifetime() (life time.Duration, ok bool, at, now time.Duration) {
+	at, now = v.deadline.At()
+	life, ok = lifetimeFor(at - now)
+	return life, ok, at, now
 }
 
 // errDeadlineNear refuses to add an address when the answer deadline is
@@ -210,18 +215,45 @@ func (v *vipAddrs) extendAll(as lifetimeAssigner) {
 	}
 }
 
-// extend lengthens a's lifetime, if vip still has it on ifname.
+// extend lengthens a's lifetime, if vip still has it on ifname. With less
+// than a second to a deadline moved earlier than the lifetime a gave
+// last ends (the store back after the failsafe lengthened it, and slow),
+// no lifetime short enough exists: a is taken off the interface, as the
+// kernel would have at the deadline, and put back by the next extension
+// the deadline allows. A closed deadline takes none off: a fence removes
+// the addresses itself, and a stop for a restart leaves them.
 func (v *vipAddrs) extend(as lifetimeAssigner, a netip.Addr, ifname string) error {
 	v.netMu.Lock()
 	defer v.netMu.Unlock()
 	v.mu.Lock()
-	still := v.assigned[a] == ifname
+	still, end := v.assigned[a] == ifname, v.ends[a]
 	v.mu.Unlock()
-	life, ok := v.lifetime()
-	if !still || !ok {
+	life, ok, at, now := v.lifetime()
+	switch {
+	case !still:
+		return nil
+	case ok:
+		if err := as.Extend(ifname, a, life); err != nil {
+			return err
+		}
+		v.setEnd(a, now+life)
+		return nil
+	case at == announce.ClosedAt || end == 0 || end <= at+kernelLate:
 		return nil
 	}
-	return as.Extend(ifname, a, life)
+	if err := as.Remove(ifname, a); err != nil {
+		return fmt.Errorf("take %s off %s, its lifetime past the answer deadline: %w", a, ifname, err)
+	}
+	v.setEnd(a, 0)
+	v.log.Warn("took an added address off its interface: its lifetime outlasted the answer deadline, moved earlier with less than a second left; it is put back once the deadline allows a lifetime", "addr", a, "interface", ifname)
+	return nil
+}
+
+// setEnd records when a's lifetime ends (zero: it has none).
+func (v *vipAddrs) setEnd(a netip.Addr, end time.Duration) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.ends[a] = end
 }
 
 // vipAssigner is an Assigner whose additions a vipAddrs counts and gives
@@ -238,7 +270,7 @@ type vipAssigner struct {
 func (a vipAssigner) Add(ifname string, addr netip.Addr) (bool, error) {
 	a.v.netMu.Lock()
 	defer a.v.netMu.Unlock()
-	life, ok := a.v.lifetime()
+	life, ok, _, now := a.v.lifetime()
 	if !ok {
 		return false, fmt.Errorf("add %s to %s: %w", addr, ifname, errDeadlineNear)
 	}
@@ -258,6 +290,7 @@ func (a vipAssigner) Add(ifname string, addr netip.Addr) (bool, error) {
 	defer a.v.mu.Unlock()
 	if added {
 		delete(a.v.inherited, addr)
+		a.v.ends[addr] = now + life
 	} else if !had {
 		// Not added (there already, or it failed): not vip's by this.
 		delete(a.v.assigned, addr)
@@ -273,6 +306,7 @@ func (a vipAssigner) Remove(ifname string, addr netip.Addr) error {
 		a.v.mu.Lock()
 		delete(a.v.assigned, addr)
 		delete(a.v.inherited, addr)
+		delete(a.v.ends, addr)
 		a.v.mu.Unlock()
 	}
 	return err

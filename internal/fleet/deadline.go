@@ -15,21 +15,22 @@ import (
 // where frames leave), and what it tells of it: the frames withheld past
 // it, and a stall past it once the member runs again.
 
-// moveDeadline moves the answer deadline to FenceAfter past sent, the
-// send time of a grant or renewal the store acknowledged, on the
-// Deadline's clock. A deadline it replaces after it had passed (or was
-// closed) is kept for reportWithheld: the frames withheld for it are
-// reported after the move, when the Deadline no longer knows it.
-func (m *Member) moveDeadline(sent time.Duration) {
+// moveDeadline moves the answer deadline to FenceAfter, and alone more
+// (aloneAfter), past sent, the send time of a grant or renewal the store
+// acknowledged, on the Deadline's clock. A deadline it replaces after it
+// had passed (or was closed) is kept for reportWithheld: the frames
+// withheld for it are reported after the move, when the Deadline no
+// longer knows it.
+func (m *Member) moveDeadline(sent, alone time.Duration) {
 	if at, now := m.cfg.Deadline.At(); at <= now {
 		m.mu.Lock()
 		m.passed = at
 		m.mu.Unlock()
 	}
-	if err := m.cfg.Deadline.Set(sent + m.timing.FenceAfter()); err != nil {
+	if err := m.cfg.Deadline.Set(sent + m.timing.FenceAfter() + alone); err != nil {
 		m.log.Error("move the answer deadline: the responders keep the older one and fall silent at it", "err", err)
 	}
-	m.failsafeRenewed(sent + m.timing.FenceAfter())
+	m.failsafeRenewed(sent)
 }
 
 // reportWithheld says, in an event, how many frames were withheld for a

@@ -30,8 +30,8 @@ import (
 // A node of the fleet takes nothing through the store while a promise it
 // made is in force, its earlier agents' included (kept on disk; an agent
 // that cannot read them takes nothing for a promise's length). An owner
-// with no other node to ask has no failsafe: nothing tells its own outage
-// from the store's.
+// with no other node to ask answers alone, for a bounded time that a node
+// joining later waits out (failsafe_alone.go).
 type FailsafeConfig struct {
 	// Key is this agent's key (failsafe.LoadKey); Conn where it answers
 	// questions, and Advertise the address its record gives for it.
@@ -371,11 +371,11 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 		return "", Guard{}, err
 	}
 	g := Guard{Rev: rev}
-	m.forgetSightings(sets)
 	live := map[string]store.Node{}
 	for _, n := range nodes {
 		live[n.Node] = n
 	}
+	m.noteSightings(sets, live)
 	for _, s := range sets {
 		if s.Node == m.cfg.Node {
 			continue

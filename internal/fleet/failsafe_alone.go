@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/vipctl/vip/announce"
@@ -46,8 +47,9 @@ type aloneSighting struct {
 
 // failsafeAlone is the round of an owner whose set in the store names no
 // other node: it moves the answer deadline to failsafeAlone past the one
-// the last acknowledged renewal gave, once an outage. The store back, a
-// renewal moves it as always.
+// the last acknowledged renewal gave, and says so once an outage. The
+// store back, a renewal moves it as always; one acknowledged late (a slow
+// store) moves it earlier, and the next round moves it on again.
 func (m *Member) failsafeAlone() {
 	fs := m.fs
 	m.mu.Lock()
@@ -55,11 +57,8 @@ func (m *Member) failsafeAlone() {
 	m.mu.Unlock()
 	fs.mu.Lock()
 	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && fs.recordedNames == ""
-	on, leaseUntil := !fs.since.IsZero(), fs.leaseUntil
+	on, leaseUntil := !fs.since.IsZero() && !fs.aloneUntil.IsZero(), fs.leaseUntil
 	fs.mu.Unlock()
-	if on {
-		return
-	}
 	if !recorded {
 		// A node that joins would not know to wait.
 		m.failsafeEnds("its failsafe set is not in the store yet")
@@ -80,12 +79,39 @@ func (m *Member) failsafeAlone() {
 	}
 	wall := m.clock.Now()
 	fs.mu.Lock()
-	fs.since, fs.ackedBy, fs.ackedAt, fs.aloneUntil = wall, nil, wall, wall.Add(until-now)
+	if !on {
+		fs.since, fs.ackedBy = wall, nil
+	}
+	fs.ackedAt, fs.aloneUntil = wall, wall.Add(until-now)
 	fs.mu.Unlock()
+	if on {
+		return
+	}
 	msg := fmt.Sprintf("the store is unreachable: answering on failsafe alone (no other node could take its addresses) until %s at most",
 		wall.Add(until-now).Local().Format("15:04:05"))
 	m.log.Warn("failsafe: answering alone past the lease's deadline", "for", (until - now).Round(time.Millisecond))
 	m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "failsafe", Message: msg})
+}
+
+// aloneAfter is how much longer than FenceAfter past sentBoot the
+// acknowledgement of a renewal sent then keeps the answer deadline:
+// failsafeAlone while this owner answers on failsafe alone, under its set
+// of lease, and the store answered later than an owner starts asking (a
+// slow store: the outage goes on); else none. Moved earlier at each such
+// answer, the deadline would take the addresses added with their
+// lifetimes off the interface, to put them back at the next round.
+func (m *Member) aloneAfter(sentBoot time.Duration, lease LeaseID) time.Duration {
+	if m.fs == nil || m.cfg.Deadline.Now()-sentBoot < m.timing.unreachedAfter() {
+		return 0
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	fs := m.fs
+	if fs.since.IsZero() || fs.aloneUntil.IsZero() || fs.recordedRev == 0 || fs.recordedLease != lease || fs.recordedNames != "" {
+		return 0
+	}
+	fs.aloneUntil = m.clock.Now().Add(sentBoot + m.timing.FenceAfter() + m.timing.failsafeAlone() - m.cfg.Deadline.Now())
+	return m.timing.failsafeAlone()
 }
 
 // aloneHolds says why a lapsed owner alone's set s holds this node's
@@ -97,6 +123,7 @@ func (m *Member) aloneHolds(ctx context.Context, s store.FailsafeSet) string {
 	m.mu.Lock()
 	seen, ok := m.aloneSeen[s.Node]
 	if !ok || seen.modRev != s.ModRev {
+		// Not noted (noteSightings runs first): from now.
 		seen = aloneSighting{modRev: s.ModRev, at: now}
 		m.aloneSeen[s.Node] = seen
 	}
@@ -111,17 +138,25 @@ func (m *Member) aloneHolds(ctx context.Context, s store.FailsafeSet) string {
 	return ""
 }
 
-// forgetSightings drops the sightings of sets no longer in the store.
-func (m *Member) forgetSightings(sets []store.FailsafeSet) {
+// noteSightings records when this node first found each lapsed owner
+// alone's set (so that the waits for several run at once), and forgets
+// the sets no longer in the store.
+func (m *Member) noteSightings(sets []store.FailsafeSet, live map[string]store.Node) {
+	now := m.clock.Now()
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for o, seen := range m.aloneSeen {
-		found := false
-		for _, s := range sets {
-			found = found || (s.Node == o && s.ModRev == seen.modRev)
-		}
-		if !found {
+		if !slices.ContainsFunc(sets, func(s store.FailsafeSet) bool { return s.Node == o && s.ModRev == seen.modRev }) {
 			delete(m.aloneSeen, o)
+		}
+	}
+	for _, s := range sets {
+		n, ok := live[s.Node]
+		if s.Node == m.cfg.Node || len(s.Nodes) > 0 || s.Unreadable || (ok && n.Lease == s.Lease) {
+			continue
+		}
+		if seen, ok := m.aloneSeen[s.Node]; !ok || seen.modRev != s.ModRev {
+			m.aloneSeen[s.Node] = aloneSighting{modRev: s.ModRev, at: now}
 		}
 	}
 }

@@ -338,3 +338,35 @@ func TestFakeLeaveDropsTheSet(t *testing.T) {
 		t.Fatal("b's set went when it left while answering on failsafe alone")
 	}
 }
+
+// TestFakeFailsafeAloneThroughASlowStore has a, alone, answer on failsafe
+// alone while the store acknowledges every renewal 3 s after it was sent
+// (later than an owner starts asking, 2 s at a 6 s TTL). Each late answer
+// must neither end the failsafe nor move the deadline back to 4.5 s past
+// its renewal: a stays on failsafe, says so once, and keeps a deadline
+// 30 s past the latest renewal acknowledged. Ended at each answer, it
+// began again at the next round, with an event and a record each time,
+// and the deadline (with the lifetimes of the addresses it added) went
+// back and forth.
+func TestFakeFailsafeAloneThroughASlowStore(t *testing.T) {
+	f := newFakeFleet(t)
+	a, eng := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.claim(a, netip.MustParseAddr("192.0.2.10"))
+	eventually(t, func() bool { s, ok := f.setOf("a"); return ok && len(s.Nodes) == 0 }, "a's failsafe set, naming nobody, is not in the store")
+	f.s.setRenewRTT(3 * time.Second)
+	f.advanceTo(4 * fakeTTL)
+	if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() {
+		t.Fatalf("a fenced at %v with the store slow", fencedAt)
+	}
+	if fs := a.Info().Failsafe; fs == nil || fs.AloneUntil.IsZero() {
+		t.Fatalf("a's status says %+v with the store slow, want it on failsafe alone", fs)
+	}
+	if evs := eng.eventsOf(event.Failsafe); len(evs) != 1 {
+		t.Errorf("a's failsafe events with the store slow: %q, want the one that it answers alone", evs)
+	}
+	_, renewed, _ := a.Lease()
+	want := bootAtEpoch + renewed.Sub(f.epoch) + fakeTiming.FenceAfter() + 30*time.Second
+	if at, _ := eng.deadline.At(); at != want {
+		t.Errorf("a's answer deadline is %v, want %v: 30 s past the one its latest renewal acknowledged gave", at, want)
+	}
+}

@@ -136,8 +136,12 @@ func (m *Member) failsafeRound(ctx context.Context) {
 // word, and the fence's timer to fire in after, under ackMu; false if it
 // could not, or a fence closed the deadline meanwhile.
 func (m *Member) extendDeadline(until, after time.Duration) bool {
+	was, _ := m.cfg.Deadline.At()
 	if err := m.cfg.Deadline.Set(until); err != nil {
-		m.log.Error("failsafe: move the answer deadline", "err", err)
+		// A watcher that failed keeps the earlier deadline: so do the
+		// others, and the fence's timer.
+		m.log.Error("failsafe: move the answer deadline: it stays where it was", "err", err)
+		_ = m.cfg.Deadline.Set(was)
 		return false
 	}
 	if _, fenced := m.isFenced(); fenced {
@@ -194,15 +198,23 @@ func (m *Member) failsafeFenceWhy() string {
 	return fmt.Sprintf("the failsafe's promises ran out with no round accepted since %s", m.fs.ackedAt.Local().Format("15:04:05.000"))
 }
 
-// failsafeRenewed notes the lease's deadline a renewal gave, and ends a
-// failsafe under way: the store is back.
-func (m *Member) failsafeRenewed(leaseUntil time.Duration) {
+// failsafeRenewed notes the lease's deadline a renewal sent at sent (the
+// Deadline's clock) gave, and ends a failsafe under way if the store
+// acknowledged it in time: the store is back. A store that answers, but
+// later than an owner starts asking, ends nothing: its rounds go on (and
+// say nothing new) rather than a failsafe begun and ended at each answer.
+func (m *Member) failsafeRenewed(sent time.Duration) {
 	if m.fs == nil {
 		return
 	}
 	now := m.clock.Now()
+	timely := m.cfg.Deadline.Now()-sent < m.timing.unreachedAfter()
 	m.fs.mu.Lock()
-	m.fs.leaseUntil = leaseUntil
+	m.fs.leaseUntil = sent + m.timing.FenceAfter()
+	if !timely {
+		m.fs.mu.Unlock()
+		return
+	}
 	since, by, at, alone := m.fs.since, m.fs.ackedBy, m.fs.ackedAt, !m.fs.aloneUntil.IsZero()
 	m.fs.since, m.fs.ackedBy, m.fs.aloneUntil = time.Time{}, nil, time.Time{}
 	m.fs.mu.Unlock()

@@ -40,7 +40,7 @@ func (m *Member) register(ctx context.Context) error {
 	}
 	// A lease granted when the request was sent lives at least TTL from
 	// then: the same deadline as after a renewal.
-	m.moveDeadline(sentBoot)
+	m.moveDeadline(sentBoot, 0)
 	m.mu.Lock()
 	m.lease, m.renewed, m.registered = lease, sent, ifs
 	if m.fence != nil {

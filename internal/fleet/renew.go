@@ -312,8 +312,9 @@ func (m *Member) acked(ctx context.Context, lease LeaseID, sent time.Time, sentB
 	// ordered: an earlier one never moves it back.
 	m.ackMu.Lock()
 	defer m.ackMu.Unlock()
+	alone := m.aloneAfter(sentBoot, lease)
 	m.mu.Lock()
-	if lease != m.lease || lease == m.goneLease || !sent.After(m.renewed) || !m.clock.Now().Before(sent.Add(m.timing.FenceAfter())) {
+	if lease != m.lease || lease == m.goneLease || !sent.After(m.renewed) || !m.clock.Now().Before(sent.Add(m.timing.FenceAfter()+alone)) {
 		m.mu.Unlock()
 		return
 	}
@@ -321,10 +322,10 @@ func (m *Member) acked(ctx context.Context, lease LeaseID, sent time.Time, sentB
 	m.unanswered = 0
 	m.answeredIn[m.answers%len(m.answeredIn)] = took
 	m.answers++
-	m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter())))
+	m.fence.Reset(m.clock.Until(sent.Add(m.timing.FenceAfter() + alone)))
 	fenced := !m.fencedAt.IsZero()
 	m.mu.Unlock()
-	m.moveDeadline(sentBoot)
+	m.moveDeadline(sentBoot, alone)
 	switch {
 	case fenced:
 		m.resumeAsync(ctx, false)
