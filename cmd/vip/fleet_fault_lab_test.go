@@ -284,7 +284,7 @@ func TestFleetStandbyAfterKill(t *testing.T) {
 	ttl, _ := time.ParseDuration(fleetTTL)
 	killed := time.Now()
 	f.agentA.Kill(t)
-	labtest.Eventually(t, ttl+5*time.Second, func() (bool, string) {
+	labtest.Eventually(t, ttl+8*time.Second, func() (bool, string) {
 		out, _ := arping(t, f.client, "-c", "1", "-w", "1", v4.String())
 		macs := replyMACs(out)
 		return len(macs) == 1 && macs[0] == macB, fmt.Sprintf("the standby b does not answer yet (%v)", macs)
@@ -299,12 +299,14 @@ func TestFleetStandbyAfterKill(t *testing.T) {
 	})
 	live := took.Time.Sub(killed)
 	t.Logf("the standby was live %v after the owner was killed (TTL %v)", live.Round(time.Millisecond), ttl)
-	// TTL + 2 s: etcd expires a lease TTL after the last keepalive it
+	// TTL + 4 s: etcd expires a lease TTL after the last keepalive it
 	// processed, checks every 500 ms and revokes through raft; on CI's
-	// loaded 2-core machine it took 4.74 s at TTL 3 s (3.0-3.4 s here
-	// unloaded). The failover's speed is measured in benchmarks.
-	if live > ttl+2*time.Second {
-		t.Errorf("the standby was live %v after the kill, want within TTL + 2 s (%v)", live, ttl+2*time.Second)
+	// loaded 2-core machine it took 4.74 s, then 5.45 s, at TTL 3 s
+	// (3.0-3.4 s here unloaded). The failover's speed is measured in
+	// benchmarks (make bench, "failover"); this bound only catches a
+	// standby that waits for something it should not.
+	if live > ttl+4*time.Second {
+		t.Errorf("the standby was live %v after the kill, want within TTL + 4 s (%v)", live, ttl+4*time.Second)
 	}
 }
 
