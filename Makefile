@@ -10,7 +10,7 @@ BIN        ?= ./vip
 AS_ROOT    := $(CURDIR)/scripts/as-root.sh
 VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT     ?= $(shell git rev-parse --short HEAD 2>/dev/null || echo none)
-LDFLAGS    := -s -w -X github.com/vipctl/vip/cmd.version=$(VERSION) -X github.com/vipctl/vip/cmd.commit=$(COMMIT)
+LDFLAGS    := -s -w -X github.com/vipctl/vip/internal/commands.version=$(VERSION) -X github.com/vipctl/vip/internal/commands.commit=$(COMMIT)
 GORELEASER ?= $(shell command -v goreleaser 2>/dev/null || echo $(shell $(GO) env GOPATH)/bin/goreleaser)
 GORELEASER_VERSION ?= v2.12.7
 
@@ -81,7 +81,7 @@ fuzz:
 # README's table of exit codes.
 generate:
 	$(GO) generate ./completions ./man ./docs/cli
-	$(GO) test ./cmd -run '^TestREADMEExitCodes$$' -update
+	$(GO) test ./internal/commands -run '^TestREADMEExitCodes$$' -update
 
 goreleaser:
 	@test -x $(GORELEASER) || GOFLAGS=-buildvcs=false $(GO) install github.com/goreleaser/goreleaser/v2@$(GORELEASER_VERSION)
@@ -100,7 +100,7 @@ release-check: goreleaser
 # taken as written ($(value)): a pattern such as -run ^fleet$ keeps its $.
 .PHONY: bench
 bench: deps
-	$(GO) run -exec $(AS_ROOT) ./cmd/vipbench $(value BENCHFLAGS)
+	$(GO) run -exec $(AS_ROOT) ./tools/vipbench $(value BENCHFLAGS)
 
 # The fault-injection suite, long: TestNemesis for DURATION on the socket,
 # tcx and XDP generic responders (a seeded schedule of freezes, kills,
@@ -117,7 +117,7 @@ nemesis: deps
 	status=0; \
 	VIP_NEMESIS_DURATION=$(DURATION) VIP_NEMESIS_SEED=$(SEED) VIP_NEMESIS_REPORT=$(CURDIR)/nemesis-report.md \
 		$(GO) test -exec '$(AS_ROOT) env VIP_NEMESIS_DURATION=$(DURATION) VIP_NEMESIS_SEED=$(SEED) VIP_NEMESIS_REPORT=$(CURDIR)/nemesis-report.md' \
-		-count=1 -timeout 4h -parallel 3 -run '^TestNemesis$$' -v ./cmd/vip || status=$$?; \
+		-count=1 -timeout 4h -parallel 3 -run '^TestNemesis$$' -v ./test/e2e || status=$$?; \
 	test -s nemesis-report.md && \
 	awk 'FNR==NR { r = r $$0 "\n"; next } /<!-- nemesis:begin -->/ { print; printf "%s", r; skip = 1; next } /<!-- nemesis:end -->/ { skip = 0 } !skip' \
 		nemesis-report.md RELIABILITY.md > RELIABILITY.md.new && mv RELIABILITY.md.new RELIABILITY.md; \

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // discardIO is a frameIO that keeps the last frame written.

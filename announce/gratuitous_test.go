@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // TestAnnounceFrames: the frames Announce builds in its own buffer are,

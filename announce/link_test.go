@@ -16,7 +16,7 @@ import (
 	"golang.org/x/net/bpf"
 
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // Documentation addresses only (RFC 5737, RFC 3849, RFC 7042), most of them

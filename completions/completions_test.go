@@ -6,12 +6,12 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/vipctl/vip/cmd"
 	"github.com/vipctl/vip/completions"
+	"github.com/vipctl/vip/internal/commands"
 )
 
 func TestCompletionsAreFresh(t *testing.T) {
-	for name, render := range completions.Files(cmd.Command()) {
+	for name, render := range completions.Files(commands.Command()) {
 		want, err := render()
 		if err != nil {
 			t.Fatal(err)

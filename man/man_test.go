@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vipctl/vip/cmd"
+	"github.com/vipctl/vip/internal/commands"
 	"github.com/vipctl/vip/man"
 )
 
 func TestManPagesAreFresh(t *testing.T) {
-	pages, err := man.Pages(cmd.Command())
+	pages, err := man.Pages(commands.Command())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 # sudo. `make test` runs the test binaries with it (go test -exec), having
 # compiled them as the user, and `make demo` the lab.
 #
-# sudo resets what the tests need, so it is passed on: PATH (cmd/vip's tests
+# sudo resets what the tests need, so it is passed on: PATH (test/e2e's tests
 # run go, which sudo's secure_path lacks) with root's sbin directories (ip
 # and sysctl, which a user's PATH may lack), CI, and the Go settings, with
 # -buildvcs=false (git refuses root a repository the user owns). Root keeps

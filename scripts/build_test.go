@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // sentence starts what make build says when vip's capture cannot be built.

@@ -11,7 +11,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // Frames for the tests, built with gopacket so that they do not depend on

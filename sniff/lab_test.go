@@ -14,16 +14,16 @@ import (
 
 	"github.com/mdlayher/arp"
 	"github.com/mdlayher/packet"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/link"
 
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // openIn opens a capture on iface inside lab host h's network namespace.

@@ -16,8 +16,8 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
 	"github.com/vipctl/vip/sniff"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // askerID is an asker of an address, as the tests compare them.

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
-	"github.com/vipctl/vip/internal/loadgen"
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/labtest"
+	"github.com/vipctl/vip/test/wiretest"
+	"github.com/vipctl/vip/tools/loadgen"
 )
 
 // BenchmarkProgram times the program on one request in the kernel

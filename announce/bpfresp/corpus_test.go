@@ -13,9 +13,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/labtest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // Return codes of the programs (linux/pkt_cls.h, linux/bpf.h).

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/boottime"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // TestDeadline: a program with no deadline answers (an unguarded agent);

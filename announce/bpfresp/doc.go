@@ -23,7 +23,7 @@
 // # What it answers
 //
 // Exactly what the socket responder answers, and the tests hold it to that:
-// every frame of internal/wiretest's Corpus (requests in every form, and
+// every frame of test/wiretest's Corpus (requests in every form, and
 // frames one field away from them) goes through both, and the answers are
 // byte-identical, or neither answers. So an ARP request for a held address
 // (a probe from 0.0.0.0 included) gets a reply to the sender's MAC, or the

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // generateArgs returns the arguments of gen.go's go:generate line after

@@ -16,7 +16,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 var (

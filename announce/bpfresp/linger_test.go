@@ -8,7 +8,7 @@ import (
 
 	"github.com/mdlayher/arp"
 
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // lingers returns what Lingering reports, by address.

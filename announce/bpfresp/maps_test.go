@@ -9,7 +9,7 @@ import (
 	"github.com/mdlayher/arp"
 
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 func whoHas(t *testing.T, target netip.Addr) []byte {

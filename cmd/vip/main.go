@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/vipctl/vip/cmd"
+	"github.com/vipctl/vip/internal/commands"
 )
 
-func main() { os.Exit(int(cmd.Main(os.Args[1:], cmd.StdIO()))) }
+func main() { os.Exit(int(commands.Main(os.Args[1:], commands.StdIO()))) }

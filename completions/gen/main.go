@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vipctl/vip/cmd"
 	"github.com/vipctl/vip/completions"
+	"github.com/vipctl/vip/internal/commands"
 )
 
 func main() {
-	if err := completions.Write(cmd.Command(), "."); err != nil {
+	if err := completions.Write(commands.Command(), "."); err != nil {
 		fmt.Fprintln(os.Stderr, "generate completions:", err)
 		os.Exit(1)
 	}

@@ -6,14 +6,14 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/vipctl/vip/cmd"
 	"github.com/vipctl/vip/docs/cli"
+	"github.com/vipctl/vip/internal/commands"
 )
 
 // TestReferenceIsFresh: every page in this directory is the one the
 // commands render now, and every command has its page.
 func TestReferenceIsFresh(t *testing.T) {
-	pages, err := cli.Pages(cmd.Command(), t.TempDir())
+	pages, err := cli.Pages(commands.Command(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

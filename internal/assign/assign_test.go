@@ -15,7 +15,7 @@ import (
 
 	"github.com/vipctl/vip/internal/assign"
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // Documentation prefixes only; every change happens inside the lab's

@@ -8,11 +8,11 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/store"
+	"github.com/vipctl/vip/test/etcdlab"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 func TestSecondAgentWithALiveNodeNameIsRefused(t *testing.T) {

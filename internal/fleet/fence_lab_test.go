@@ -13,7 +13,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // The fence, the answer deadline and the operations around them, against

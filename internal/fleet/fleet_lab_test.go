@@ -13,12 +13,12 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
-	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/store"
+	"github.com/vipctl/vip/test/etcdlab"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // ttl is the shortest lease etcd grants, so that expiries come quickly.

@@ -10,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/store"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // historyKinds reads q's history: each change's kind and node.

@@ -16,8 +16,8 @@ import (
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/fleet"
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/store"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // These tests drive members over a store of memory (fakeStore) on a fake

@@ -12,8 +12,8 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/fleet"
-	"github.com/vipctl/vip/internal/labtest"
 	"github.com/vipctl/vip/internal/store"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // TestInterfacesChangedReachesEtcd: against a real etcd, an address added

@@ -12,9 +12,9 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/vipctl/vip/internal/etcdlab"
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/etcdlab"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // renewLab is a real etcd in a lab host and a client of it from another.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/event"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // script writes a shell script with body to a new directory and returns

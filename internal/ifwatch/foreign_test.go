@@ -14,7 +14,7 @@ import (
 
 	"github.com/vipctl/vip/internal/ifwatch"
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // multicastLinkMessage sends, from a netlink socket of its own in ns, an

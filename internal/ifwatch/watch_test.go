@@ -16,7 +16,7 @@ import (
 
 	"github.com/vipctl/vip/internal/ifwatch"
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // waitTimeout bounds each wait for a change; the kernel reports link changes

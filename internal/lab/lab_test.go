@@ -15,7 +15,7 @@ import (
 	"github.com/google/gopacket/layers"
 
 	"github.com/vipctl/vip/internal/lab"
-	"github.com/vipctl/vip/internal/labtest"
+	"github.com/vipctl/vip/test/labtest"
 )
 
 // segment is the lab most tests use: a holds both families, b only IPv6 and

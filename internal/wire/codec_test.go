@@ -14,7 +14,7 @@ import (
 	"github.com/mdlayher/ndp"
 
 	"github.com/vipctl/vip/internal/wire"
-	"github.com/vipctl/vip/internal/wiretest"
+	"github.com/vipctl/vip/test/wiretest"
 )
 
 // wiretest's documentation addresses, as this package's types.

@@ -14,7 +14,7 @@
 // Every part of vip that reads or writes a frame goes through here: the
 // responder (announce's answer path), the gratuitous rounds and the probes
 // (announce's sender), the capture's decoder (sniff.Decode) and the load
-// generator (internal/loadgen). A second parser would be a second opinion
+// generator (tools/loadgen). A second parser would be a second opinion
 // on what is valid.
 //
 // Parse is the one answer to "is this a valid request": RFC 4861 section
@@ -41,5 +41,5 @@
 // Parse never panics on bad input: every frame it refuses yields an error
 // wrapping one of ErrNotNeighbor, ErrTruncated, ErrMalformed or ErrInvalid
 // that says why. Its tests hold it to mdlayher/arp, mdlayher/ndp (through
-// internal/wiretest) and gopacket, and FuzzParse fuzzes it.
+// test/wiretest) and gopacket, and FuzzParse fuzzes it.
 package wire

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vipctl/vip/cmd"
+	"github.com/vipctl/vip/internal/commands"
 	"github.com/vipctl/vip/man"
 )
 
 func main() {
-	if err := man.Write(cmd.Command(), "."); err != nil {
+	if err := man.Write(commands.Command(), "."); err != nil {
 		fmt.Fprintln(os.Stderr, "generate man pages:", err)
 		os.Exit(1)
 	}

@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/vipctl/vip/cmd"
 	"github.com/vipctl/vip/docs/cli"
+	"github.com/vipctl/vip/internal/commands"
 )
 
 func main() {
-	if err := cli.Write(cmd.Command(), "."); err != nil {
+	if err := cli.Write(commands.Command(), "."); err != nil {
 		fmt.Fprintln(os.Stderr, "generate the command reference:", err)
 		os.Exit(1)
 	}
