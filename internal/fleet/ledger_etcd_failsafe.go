@@ -75,7 +75,9 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 		}
 		fs.Node, fs.ModRev = p.Node, kv.ModRevision
 		sets = append(sets, fs)
-		gets = append(gets, clientv3.OpGet(l.k.Node(p.Node), at))
+		if p.Node != self { // self's record is read once, above
+			gets = append(gets, clientv3.OpGet(l.k.Node(p.Node), at))
+		}
 	}
 	var nodes []store.Node
 	for start := 0; start < len(gets); start += maxReadsPerTxn {

@@ -537,6 +537,8 @@ func (l *fakeLedger) Acquire(ctx context.Context, lease fleet.LeaseID, rec store
 	case !ok:
 	case cur.v.Node != rec.Node:
 		return false, &fleet.HeldError{Addr: rec.Addr, Node: cur.v.Node, Since: cur.v.Since, Self: rec.Node}
+	case cur.v.Group != "" && cur.v.Group != rec.Group:
+		return false, &fleet.GroupError{Addr: rec.Addr, Group: cur.v.Group, Requested: rec.Group}
 	case cur.lease == lease:
 		return false, nil
 	case rec.Home == "":
@@ -733,7 +735,7 @@ func (l *fakeLedger) PutFailsafeSet(_ context.Context, rec store.FailsafeSet) (i
 	return rev, nil
 }
 
-func (l *fakeLedger) FailsafeSets(_ context.Context, _ string) ([]store.FailsafeSet, []store.Node, int64, error) {
+func (l *fakeLedger) FailsafeSets(_ context.Context, self string) ([]store.FailsafeSet, []store.Node, int64, error) {
 	if err := l.s.begin(l.node); err != nil {
 		return nil, nil, 0, err
 	}
@@ -744,8 +746,15 @@ func (l *fakeLedger) FailsafeSets(_ context.Context, _ string) ([]store.Failsafe
 		fs.ModRev = kv.create
 		sets = append(sets, fs)
 	}
+	if len(sets) == 0 {
+		return nil, nil, l.s.rev, nil
+	}
+	// As etcd's: the records of the sets' nodes and of self, once each.
 	var nodes []store.Node
 	for name, kv := range l.s.nodes {
+		if _, set := l.s.failsafes[name]; !set && name != self {
+			continue
+		}
 		n := kv.v
 		n.Node, n.Lease, n.CreateRev = name, int64(kv.lease), kv.create
 		nodes = append(nodes, n)

@@ -1,0 +1,499 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jonboulle/clockwork"
+
+	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
+	"github.com/vipctl/vip/test/etcdembed"
+)
+
+// The ledger's contract: the same cases run against the fake store of
+// memory, which the fleet's unit tests use, and against a real etcd
+// embedded in the test, so that the fake cannot drift from what etcd does
+// (issue 33). Each case gets a store of its own (a fresh fake, or a fresh
+// prefix of the one etcd), and reaches it as the nodes a, b and c.
+
+// contractStore is one store as the cases see it: each node's Ledger, and
+// the writes no Ledger makes (a cordon is written by `vip cordon`).
+type contractStore interface {
+	ledger(node string) fleet.Ledger
+	// setCordon writes node's cordon, or lifts it (nil).
+	setCordon(t *testing.T, node string, c *store.Cordon)
+}
+
+type fakeContract struct{ s *fakeStore }
+
+func (f fakeContract) ledger(node string) fleet.Ledger { return f.s.ledger(node) }
+func (f fakeContract) setCordon(_ *testing.T, node string, c *store.Cordon) {
+	f.s.cordon(node, c)
+}
+
+type etcdContract struct {
+	c *store.Client
+	l fleet.Ledger
+}
+
+func (e etcdContract) ledger(string) fleet.Ledger { return e.l }
+func (e etcdContract) setCordon(t *testing.T, node string, c *store.Cordon) {
+	t.Helper()
+	ctx := context.Background()
+	if c == nil {
+		if _, _, err := e.c.DeleteCordon(ctx, node, store.Actor{}); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	rec := *c
+	rec.Node = node
+	if _, _, err := e.c.PutCordon(ctx, rec, 0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLedgerContractFake(t *testing.T) {
+	runLedgerContract(t, func(t *testing.T) contractStore {
+		return fakeContract{newFakeStore(clockwork.NewFakeClock())}
+	})
+}
+
+func TestLedgerContractEtcd(t *testing.T) {
+	url := etcdembed.Start(t)
+	var n atomic.Int64
+	runLedgerContract(t, func(t *testing.T) contractStore {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := store.Open(ctx, store.Config{URL: url, Prefix: fmt.Sprintf("/contract/%d/", n.Add(1))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := fleet.NewEtcdLedger(c)
+		t.Cleanup(func() { l.Close(); c.Close() })
+		return etcdContract{c: c, l: l}
+	})
+}
+
+// contractTTL is long enough that no lease expires during a case: expiry
+// runs on the fake's clock in one store and on etcd's in the other, so the
+// cases end leases by Revoke only.
+const contractTTL = time.Minute
+
+var (
+	addrA = netip.MustParseAddr("192.0.2.10")
+	addrB = netip.MustParseAddr("192.0.2.11")
+	addrC = netip.MustParseAddr("2001:db8::10")
+)
+
+func register(t *testing.T, l fleet.Ledger, node string) fleet.LeaseID {
+	t.Helper()
+	lease, other, _, err := l.Register(context.Background(), contractTTL, store.Node{Node: node, Host: node, Started: time.Now()}, nil, func(store.Node) bool { return false })
+	if err != nil || other != nil {
+		t.Fatalf("register %s: %v (other %v)", node, err, other)
+	}
+	return lease
+}
+
+func claimOf(a netip.Addr, node, group string) store.Claim {
+	return store.Claim{Addr: a, Node: node, Interface: "eth0", Since: time.Unix(1_700_000_000, 0).UTC(), Group: group}
+}
+
+func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
+	ctx := context.Background()
+	cases := []struct {
+		name string
+		run  func(t *testing.T, s contractStore)
+	}{
+		{"a node registers once while its lease lives", func(t *testing.T, s contractStore) {
+			l := s.ledger("a")
+			first := register(t, l, "a")
+			if _, _, _, err := l.Register(ctx, contractTTL, store.Node{Node: "a"}, nil, func(store.Node) bool { return false }); err == nil {
+				t.Fatal("a second agent of node a registered beside a live one")
+			}
+			lease, other, _, err := l.Register(ctx, contractTTL, store.Node{Node: "a"}, nil, func(store.Node) bool { return true })
+			if err != nil || other == nil || fleet.LeaseID(other.Lease) != first || lease == first {
+				t.Fatalf("a successor's registration: lease %v, predecessor %+v, %v; want the first's lease %v named", lease, other, err, first)
+			}
+			if ok, err := l.Reregister(ctx, first, store.Node{Node: "a"}); ok || err != nil {
+				t.Fatalf("Reregister under the predecessor's lease: %v, %v; want false: the record is the successor's", ok, err)
+			}
+			if ok, err := l.Reregister(ctx, lease, store.Node{Node: "a", Version: "2"}); !ok || err != nil {
+				t.Fatalf("Reregister under the record's lease: %v, %v", ok, err)
+			}
+		}},
+		{"acquire: free, own, another's, adopted", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("acquire a free address: fresh %v, %v", fresh, err)
+			}
+			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); fresh || err != nil {
+				t.Fatalf("acquire it again: fresh %v, %v; want not fresh, no error", fresh, err)
+			}
+			var held *fleet.HeldError
+			if _, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !errors.As(err, &held) || held.Node != "a" {
+				t.Fatalf("b acquires a's address: %v; want a HeldError naming a", err)
+			}
+			// A's agent restarted: a new lease of node a adopts the key.
+			leaseA2, _, _, err := la.Register(ctx, contractTTL, store.Node{Node: "a"}, nil, func(store.Node) bool { return true })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fresh, err := la.Acquire(ctx, leaseA2, claimOf(addrA, "a", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("adopt under the new lease: fresh %v, %v", fresh, err)
+			}
+			if err := la.Revoke(ctx, leaseA); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !errors.As(err, &held) {
+				t.Fatalf("after the old lease's revocation b acquires: %v; want HeldError: the key went with the new lease", err)
+			}
+		}},
+		{"acquire refuses an address of another group", func(t *testing.T, s contractStore) {
+			la := s.ledger("a")
+			lease := register(t, la, "a")
+			if _, err := la.AcquireGroup(ctx, lease, []store.Claim{claimOf(addrA, "a", "web"), claimOf(addrB, "a", "web")}, store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			var ge *fleet.GroupError
+			if _, err := la.Acquire(ctx, lease, claimOf(addrA, "a", "db"), store.Actor{}); !errors.As(err, &ge) || ge.Group != "web" {
+				t.Fatalf("acquire group web's address for group db: %v; want a GroupError naming web", err)
+			}
+			if _, err := la.AcquireGroup(ctx, lease, []store.Claim{claimOf(addrB, "a", "db"), claimOf(addrC, "a", "db")}, store.Actor{}); !errors.As(err, &ge) {
+				t.Fatalf("acquire a group with group web's address: %v; want a GroupError", err)
+			}
+			lb := s.ledger("b")
+			leaseB := register(t, lb, "b")
+			if fresh, err := lb.Acquire(ctx, leaseB, claimOf(addrC, "b", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("the refused group took %s all the same: %v, %v", addrC, fresh, err)
+			}
+		}},
+		{"a group is acquired whole or not at all", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			if _, err := lb.Acquire(ctx, leaseB, claimOf(addrB, "b", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			var held *fleet.HeldError
+			if _, err := la.AcquireGroup(ctx, leaseA, []store.Claim{claimOf(addrA, "a", "web"), claimOf(addrB, "a", "web")}, store.Actor{}); !errors.As(err, &held) || held.Node != "b" {
+				t.Fatalf("acquire a group with b's address: %v; want a HeldError naming b", err)
+			}
+			if fresh, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("the refused group kept %s: %v, %v", addrA, fresh, err)
+			}
+		}},
+		{"drop deletes only under the owner's lease; revoke takes every key", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			for _, a := range []netip.Addr{addrA, addrB} {
+				if _, err := la.Acquire(ctx, leaseA, claimOf(a, "a", ""), store.Actor{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := lb.Drop(ctx, leaseB, addrA, store.Change{Kind: store.ChangeRelease, Node: "b"}); err != nil {
+				t.Fatal(err)
+			}
+			var held *fleet.HeldError
+			if _, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !errors.As(err, &held) {
+				t.Fatalf("a drop under another lease deleted the key: b acquires: %v", err)
+			}
+			if err := la.Drop(ctx, leaseA, addrA, store.Change{Kind: store.ChangeRelease, Node: "a"}); err != nil {
+				t.Fatal(err)
+			}
+			if fresh, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("after the owner's drop b acquires: %v, %v", fresh, err)
+			}
+			if alive, err := la.LeaseAlive(ctx, leaseA); !alive || err != nil {
+				t.Fatalf("LeaseAlive of a live lease: %v, %v", alive, err)
+			}
+			if err := la.Revoke(ctx, leaseA); err != nil {
+				t.Fatal(err)
+			}
+			if alive, err := la.LeaseAlive(ctx, leaseA); alive || err != nil {
+				t.Fatalf("LeaseAlive of a revoked lease: %v, %v", alive, err)
+			}
+			if fresh, err := lb.Acquire(ctx, leaseB, claimOf(addrB, "b", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("after a's lease was revoked b acquires its address: %v, %v", fresh, err)
+			}
+			if err := la.Renew(ctx, leaseA, 5*time.Second); !errors.Is(err, fleet.ErrLeaseGone) {
+				t.Fatalf("renew a revoked lease: %v; want ErrLeaseGone", err)
+			}
+		}},
+		{"standby records: written, read, dropped", func(t *testing.T, s contractStore) {
+			lb := s.ledger("b")
+			rev, err := lb.StandBy(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}, {Addr: addrC, Node: "b", Interface: "eth0"}})
+			if err != nil || rev <= 0 {
+				t.Fatalf("StandBy: rev %d, %v", rev, err)
+			}
+			got, _, err := lb.StandbyOf(ctx, addrA, "b")
+			if err != nil || got == nil || got.Node != "b" || got.Addr != addrA {
+				t.Fatalf("StandbyOf: %+v, %v", got, err)
+			}
+			if got, _, err := lb.StandbyOf(ctx, addrB, "b"); got != nil || err != nil {
+				t.Fatalf("StandbyOf an address b does not stand by for: %+v, %v; want none", got, err)
+			}
+			all, _, err := lb.Standbys(ctx, "b")
+			if err != nil || len(all) != 2 {
+				t.Fatalf("Standbys: %+v, %v; want 2", all, err)
+			}
+			if err := lb.DropStandby(ctx, addrA, "b"); err != nil {
+				t.Fatal(err)
+			}
+			if all, _, err := lb.Standbys(ctx, "b"); err != nil || len(all) != 1 || all[0].Addr != addrC {
+				t.Fatalf("Standbys after a drop: %+v, %v; want %s alone", all, err, addrC)
+			}
+		}},
+		{"a standby's take needs its record, a free key and the cordon it read", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			if _, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			ch := store.Change{Kind: store.ChangeStandby}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, 0, ch); took || err != nil {
+				t.Fatalf("take a held address: %v, %v; want refused", took, err)
+			}
+			if err := la.Revoke(ctx, leaseA); err != nil {
+				t.Fatal(err)
+			}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, 0, ch); took || err != nil {
+				t.Fatalf("a standby take without b's standby record: %v, %v; want refused", took, err)
+			}
+			if _, err := lb.StandBy(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}}); err != nil {
+				t.Fatal(err)
+			}
+			_, cordonRev, err := lb.Cordon(ctx, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.setCordon(t, "b", &store.Cordon{Reason: "kernel upgrade", Since: time.Now()})
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, 0, ch); took || err != nil {
+				t.Fatalf("take with a cordon written since the taker read none: %v, %v; want refused", took, err)
+			}
+			c, rev, err := lb.Cordon(ctx, "b")
+			if err != nil || c == nil || c.Reason != "kernel upgrade" {
+				t.Fatalf("Cordon: %+v, %v", c, err)
+			}
+			if rev <= cordonRev {
+				t.Fatalf("Cordon's revision %d is not past the one read before it was written (%d)", rev, cordonRev)
+			}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, c.Rev, ch); !took || err != nil {
+				t.Fatalf("take with the cordon read (rev %d): %v, %v; want taken", c.Rev, took, err)
+			}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, c.Rev, ch); took || err != nil {
+				t.Fatalf("take again: %v, %v; want refused: the key is b's", took, err)
+			}
+			s.setCordon(t, "b", nil)
+			if c, _, err := lb.Cordon(ctx, "b"); c != nil || err != nil {
+				t.Fatalf("Cordon after the lift: %+v, %v; want none", c, err)
+			}
+		}},
+		{"a group's take is all or none", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			if _, err := la.Acquire(ctx, leaseA, claimOf(addrB, "a", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			recs := []store.Claim{claimOf(addrA, "b", "web"), claimOf(addrB, "b", "web")}
+			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, -1, store.Change{Kind: store.ChangeStandby}); took || err != nil {
+				t.Fatalf("take a group with a's address: %v, %v; want refused", took, err)
+			}
+			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("the refused take kept %s: %v, %v", addrA, fresh, err)
+			}
+		}},
+		{"a take under a revoked lease takes nothing", func(t *testing.T, s contractStore) {
+			lb := s.ledger("b")
+			lease := register(t, lb, "b")
+			if err := lb.Revoke(ctx, lease); err != nil {
+				t.Fatal(err)
+			}
+			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, -1, store.Change{Kind: store.ChangeStandby}); took || err == nil {
+				t.Fatalf("take under a revoked lease: %v, %v; want an error", took, err)
+			}
+			lc := s.ledger("c")
+			leaseC := register(t, lc, "c")
+			if fresh, err := lc.Acquire(ctx, leaseC, claimOf(addrA, "c", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("after a take under a revoked lease c acquires: %v, %v", fresh, err)
+			}
+		}},
+		{"a move is asked once, read, handed over and marked", func(t *testing.T, s contractStore) {
+			la, lb, lm := s.ledger("a"), s.ledger("b"), s.ledger("mover")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			mover, err := lm.Grant(ctx, contractTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mv := store.Move{Addr: addrC, From: "a", To: "b", Asked: time.Now()}
+			// Free and planned as free: asked.
+			if ok, err := lm.Ask(ctx, mover, []fleet.Asking{{Move: mv}}); !ok || err != nil {
+				t.Fatalf("ask a move of a free address: %v, %v", ok, err)
+			}
+			if ok, err := lm.Ask(ctx, mover, []fleet.Asking{{Move: mv}}); ok || err != nil {
+				t.Fatalf("ask it again while it is under way: %v, %v; want refused", ok, err)
+			}
+			got, err := lb.Moves(ctx, []netip.Addr{addrA, addrC})
+			if err != nil || len(got) != 1 || got[0].Move.To != "b" || got[0].Rev <= 0 {
+				t.Fatalf("Moves: %+v, %v; want the one of %s", got, err, addrC)
+			}
+			in, err := lb.Inbox(ctx, "b")
+			if err != nil || len(in) != 1 || in[0] != addrC {
+				t.Fatalf("b's inbox: %v, %v; want %s", in, err, addrC)
+			}
+			// The target takes it as the move's arrival: the move it read.
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev+1000, -1, store.Change{Kind: store.ChangeMove}); took || err != nil {
+				t.Fatalf("take for another move: %v, %v; want refused", took, err)
+			}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev, -1, store.Change{Kind: store.ChangeMove}); !took || err != nil {
+				t.Fatalf("take for the move read: %v, %v", took, err)
+			}
+			done := got[0].Move
+			done.Live = time.Now()
+			if err := lb.MarkMove(ctx, done, got[0].Rev, true); err != nil {
+				t.Fatal(err)
+			}
+			if got, err := lb.Moves(ctx, []netip.Addr{addrC}); err != nil || len(got) != 0 {
+				t.Fatalf("Moves after the move was marked done: %+v, %v; want none", got, err)
+			}
+			// A hand-over: a holds addrA, a move to b is asked on its claim.
+			if _, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := lm.Ask(ctx, mover, []fleet.Asking{{Move: store.Move{Addr: addrA, From: "a", To: "b", Asked: time.Now()}}}); ok || err != nil {
+				t.Fatalf("ask a move of a held address planned as free: %v, %v; want refused", ok, err)
+			}
+			view, err := lm.MoveView(ctx, []netip.Addr{addrA}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claimRev := int64(-1)
+			for _, c := range view.Claims {
+				if c.Claim.Addr == addrA {
+					claimRev = c.CreateRev
+				}
+			}
+			if claimRev <= 0 {
+				t.Fatalf("MoveView has no claim of %s with its revision: %+v", addrA, view.Claims)
+			}
+			if ok, err := lm.Ask(ctx, mover, []fleet.Asking{{Move: store.Move{Addr: addrA, From: "a", To: "b", Asked: time.Now()}, ClaimRev: claimRev}}); !ok || err != nil {
+				t.Fatalf("ask a move of a's address as read: %v, %v", ok, err)
+			}
+			recs, err := la.Moves(ctx, []netip.Addr{addrA})
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("Moves: %+v, %v", recs, err)
+			}
+			r := recs[0]
+			r.Move.Released = time.Now()
+			if ok, _, err := lb.HandOver(ctx, leaseB, []fleet.MoveRecord{r}); ok || err != nil {
+				t.Fatalf("a hand-over under a lease that does not hold the key: %v, %v; want refused", ok, err)
+			}
+			if ok, _, err := la.HandOver(ctx, leaseA, []fleet.MoveRecord{r}); !ok || err != nil {
+				t.Fatalf("the owner's hand-over: %v, %v", ok, err)
+			}
+			if recs, err := lb.Moves(ctx, []netip.Addr{addrA}); err != nil || len(recs) != 1 || recs[0].Move.Released.IsZero() {
+				t.Fatalf("the move after the hand-over: %+v, %v; want it released", recs, err)
+			}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), r.Rev, -1, store.Change{Kind: store.ChangeMove}); !took || err != nil {
+				t.Fatalf("the target's take after the hand-over: %v, %v", took, err)
+			}
+		}},
+		{"failsafe sets: written under a live lease, read, cleared as read", func(t *testing.T, s contractStore) {
+			la := s.ledger("a")
+			lease := register(t, la, "a")
+			rev, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Nodes: []string{"b", "c"}})
+			if err != nil || rev <= 0 {
+				t.Fatalf("PutFailsafeSet: %d, %v", rev, err)
+			}
+			sets, nodes, _, err := la.FailsafeSets(ctx, "a")
+			if err != nil || len(sets) != 1 || sets[0].Node != "a" || len(sets[0].Nodes) != 2 || sets[0].ModRev <= 0 {
+				t.Fatalf("FailsafeSets: %+v, %v", sets, err)
+			}
+			if len(nodes) != 1 || nodes[0].Node != "a" || fleet.LeaseID(nodes[0].Lease) != lease {
+				t.Fatalf("FailsafeSets' nodes: %+v; want a's record under its lease", nodes)
+			}
+			if ok, err := la.ClearFailsafeSet(ctx, "a", sets[0].ModRev+1000); ok || err != nil {
+				t.Fatalf("clear a set modified since: %v, %v; want refused", ok, err)
+			}
+			if ok, err := la.ClearFailsafeSet(ctx, "a", sets[0].ModRev); !ok || err != nil {
+				t.Fatalf("clear the set read: %v, %v", ok, err)
+			}
+			if sets, _, _, err := la.FailsafeSets(ctx, "a"); err != nil || len(sets) != 0 {
+				t.Fatalf("FailsafeSets after the clear: %+v, %v; want none", sets, err)
+			}
+			if err := la.Revoke(ctx, lease); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Nodes: []string{"b"}}); !errors.Is(err, fleet.ErrLeaseGone) {
+				t.Fatalf("PutFailsafeSet after the lease went: %v; want ErrLeaseGone", err)
+			}
+		}},
+		{"watches: a claim's deletion, an inbox's puts, a cordon's writes", func(t *testing.T, s contractStore) {
+			la, lb, lm := s.ledger("a"), s.ledger("b"), s.ledger("mover")
+			leaseA := register(t, la, "a")
+			if _, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			_, rev, err := lb.Nodes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			var wg sync.WaitGroup
+			defer func() { cancel(); wg.Wait() }()
+			gone, inbox, cordons := make(chan *store.Claim, 8), make(chan []netip.Addr, 8), make(chan *store.Cordon, 8)
+			wg.Add(3)
+			go func() { defer wg.Done(); lb.WatchGone(wctx, addrA, rev, func(p *store.Claim) { gone <- p }) }()
+			go func() { defer wg.Done(); lb.WatchInbox(wctx, "b", rev, func(a []netip.Addr) { inbox <- a }) }()
+			go func() { defer wg.Done(); lb.WatchCordon(wctx, "b", rev, func(c *store.Cordon) { cordons <- c }) }()
+			if err := la.Revoke(ctx, leaseA); err != nil {
+				t.Fatal(err)
+			}
+			if p := receive(t, gone, "the claim's deletion"); p == nil || p.Node != "a" {
+				t.Fatalf("WatchGone's owner record: %+v; want a's", p)
+			}
+			mover, err := lm.Grant(ctx, contractTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := lm.Ask(ctx, mover, []fleet.Asking{{Move: store.Move{Addr: addrB, To: "b", Asked: time.Now()}}}); !ok || err != nil {
+				t.Fatalf("Ask: %v, %v", ok, err)
+			}
+			if got := receive(t, inbox, "b's inbox"); len(got) != 1 || got[0] != addrB {
+				t.Fatalf("WatchInbox: %v; want %s", got, addrB)
+			}
+			s.setCordon(t, "b", &store.Cordon{Reason: "kernel upgrade", Since: time.Now()})
+			if c := receive(t, cordons, "the cordon"); c == nil || c.Reason != "kernel upgrade" || c.Rev <= 0 {
+				t.Fatalf("WatchCordon: %+v; want the cordon with its revision", c)
+			}
+			s.setCordon(t, "b", nil)
+			if c := receive(t, cordons, "the cordon's lift"); c != nil {
+				t.Fatalf("WatchCordon after the lift: %+v; want nil", c)
+			}
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.run(t, open(t)) })
+	}
+}
+
+// receive waits for the next value on ch, long enough for a loaded 2-core
+// machine.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no %s seen in 20 s", what)
+	}
+	var zero T
+	return zero
+}
