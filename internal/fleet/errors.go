@@ -59,6 +59,11 @@ func (e *GroupError) Error() string {
 // Is makes a GroupError a refusal of the input (store.ErrRefused's kind).
 func (e *GroupError) Is(target error) bool { return target == store.ErrRefused }
 
-// MaxGroupAddrs bounds the addresses of one group: each is two operations
-// of the one transaction that takes or moves the group (etcd allows 128).
-const MaxGroupAddrs = 32
+// MaxGroupAddrs bounds the addresses of one group, which are taken, moved
+// and handed over in one transaction: a hand-over has the most operations
+// an address, four (its claim deleted, its move record, the target's
+// notice, the old owner's standby record).
+const MaxGroupAddrs = store.MaxTxnOps / handOverOps
+
+// handOverOps are the operations of one address in HandOver.
+const handOverOps = 4

@@ -45,3 +45,6 @@ func (m *Member) FailsafeSetWritten() bool {
 	defer m.fs.mu.Unlock()
 	return m.fs.recordedRev != 0 && m.fs.recordedLease == lease
 }
+
+// MaxGuardOwners is the most owners a take's transaction compares.
+const MaxGuardOwners = maxGuardOwners

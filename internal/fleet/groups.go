@@ -58,8 +58,9 @@ type taking struct {
 	addr   netip.Addr
 	ifname string
 	opts   json.RawMessage
-	// moveRev and cordonRev are what Ledger.Take compares.
-	moveRev, cordonRev int64
+	// moveRev and cond are what Ledger.Take compares.
+	moveRev int64
+	cond    TakeCond
 	// home is the address's home once here (store.Claim.Home).
 	home string
 	// change is what the history records of the take.
@@ -69,8 +70,8 @@ type taking struct {
 // takeKey creates a's key for this node on tk.ifname, bound to the lease,
 // if it is absent and the move of it is the one created at tk.moveRev (0:
 // none, for a standby; the move that brings it here, for its target), and,
-// for a standby, this node's cordon is still the one it read (tk.cordonRev,
-// see Ledger.Take; -1 for a move's target). It returns whether it did, and
+// for a standby, this node's cordon is still the one it read (tk.cond, see
+// Ledger.Take). It returns whether it did, and
 // the store's revision then.
 func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, int64, error) {
 	m.mu.Lock()
@@ -90,7 +91,7 @@ func (m *Member) takeKey(ctx context.Context, a netip.Addr, tk taking) (bool, in
 		rev int64
 	}
 	t, err := guarded(m, ctx, func(ctx context.Context) (took, error) {
-		ok, rev, err := m.l.Take(ctx, lease, rec, tk.moveRev, tk.cordonRev, tk.change)
+		ok, rev, err := m.l.Take(ctx, lease, rec, tk.moveRev, tk.cond, tk.change)
 		return took{ok, rev}, err
 	})
 	return t.ok, t.rev, err
@@ -122,7 +123,7 @@ func (m *Member) takeKeys(ctx context.Context, tks []taking) (bool, error) {
 		revs[i] = tk.moveRev
 	}
 	return guarded(m, ctx, func(ctx context.Context) (bool, error) {
-		took, _, err := m.l.TakeGroup(ctx, lease, recs, revs, tks[0].cordonRev, tks[0].change)
+		took, _, err := m.l.TakeGroup(ctx, lease, recs, revs, tks[0].cond, tks[0].change)
 		return took, err
 	})
 }

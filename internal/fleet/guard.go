@@ -33,9 +33,9 @@ type Guard struct {
 	wait bool
 }
 
-// maxGuardOwners bounds the owners a take's transaction compares (etcd
-// allows 128 operations a transaction; a group takes 32 addresses with
-// three compares each). More live owners whose sets leave this node out
+// maxGuardOwners bounds the owners a take's transaction compares, beside
+// a whole group's three compares an address and its cordon's one
+// (the ledger's contract runs it). More live owners whose sets leave this node out
 // is a node just joined a large fleet, whose owners name it within a read
 // of their peers: it waits for that.
 const maxGuardOwners = 16

@@ -30,6 +30,24 @@ type MoveRecord struct {
 	Standby *store.Standby
 }
 
+// TakeCond is whose take a Ledger.Take is, and so what its transaction
+// compares besides a free key and the address's move.
+type TakeCond struct {
+	arrival   bool
+	cordonRev int64
+}
+
+// StandbyTake is a standby's take, on its node's cordon as it read it:
+// last modified at cordonRev (0: none).
+func StandbyTake(cordonRev int64) TakeCond { return TakeCond{cordonRev: cordonRev} }
+
+// MoveArrival is a move's target taking the address the move brings.
+func MoveArrival() TakeCond { return TakeCond{arrival: true} }
+
+// Standby says whether the take is a standby's, and the revision of the
+// cordon it read.
+func (c TakeCond) Standby() (cordonRev int64, ok bool) { return c.cordonRev, !c.arrival }
+
 // Asking is one move a mover asks for (Ledger.Ask): its record, and the
 // revisions of the claim (0: none) and of the target's cordon (0: none)
 // it was planned on.
@@ -111,19 +129,19 @@ type Ledger interface {
 	AcquireGroup(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) (fresh []bool, err error)
 	// Take creates the claim rec under lease if its key is absent and
 	// the address's move is the one created at moveRev (0: none is under
-	// way): a standby's takeover and a move's arrival. With cordonRev of
-	// 0 or more, rec.Node's cordon must also be the one last modified at
-	// cordonRev (0: none), so that a cordon written since the taker
-	// looked refuses it; below 0 the cordon is not looked at (a move's
-	// arrival: its mover looked), and rec.Node's standby record for the
-	// address must exist (a standby removed since it looked takes
-	// nothing). It says whether it did, and the store's revision then. A
-	// take records ch in the history in its transaction, with rec's
-	// address, node and interface.
-	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (took bool, rev int64, err error)
+	// way): a standby's takeover and a move's arrival, as cond says. A
+	// standby's take (StandbyTake) also needs rec.Node's standby record
+	// for the address (a standby removed since it looked takes nothing)
+	// and rec.Node's cordon to be the one it read, so that a cordon
+	// written since refuses it; a move's arrival (MoveArrival) compares
+	// neither (its mover compared the cordon when it asked). It says
+	// whether it did, and the store's revision then. A take records ch
+	// in the history in its transaction, with rec's address, node and
+	// interface.
+	Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64, cond TakeCond, ch store.Change) (took bool, rev int64, err error)
 	// TakeGroup takes recs, the addresses of one group, as Take does
 	// each (moveRevs[i] for recs[i]), in one transaction: all or none.
-	TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (took bool, rev int64, err error)
+	TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cond TakeCond, ch store.Change) (took bool, rev int64, err error)
 	// Drop deletes a's claim if it is still bound to lease, and records
 	// ch (a release) in the history in the same transaction.
 	Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error

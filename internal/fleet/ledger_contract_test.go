@@ -258,13 +258,13 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatal(err)
 			}
 			ch := store.Change{Kind: store.ChangeStandby}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, 0, ch); took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(0), ch); took || err != nil {
 				t.Fatalf("take a held address: %v, %v; want refused", took, err)
 			}
 			if err := la.Revoke(ctx, leaseA); err != nil {
 				t.Fatal(err)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, 0, ch); took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(0), ch); took || err != nil {
 				t.Fatalf("a standby take without b's standby record: %v, %v; want refused", took, err)
 			}
 			if _, err := lb.StandBy(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}}); err != nil {
@@ -275,7 +275,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatal(err)
 			}
 			s.setCordon(t, "b", &store.Cordon{Reason: "kernel upgrade", Since: time.Now()})
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, 0, ch); took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(0), ch); took || err != nil {
 				t.Fatalf("take with a cordon written since the taker read none: %v, %v; want refused", took, err)
 			}
 			c, rev, err := lb.Cordon(ctx, "b")
@@ -285,10 +285,10 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if rev <= cordonRev {
 				t.Fatalf("Cordon's revision %d is not past the one read before it was written (%d)", rev, cordonRev)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, c.Rev, ch); !took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(c.Rev), ch); !took || err != nil {
 				t.Fatalf("take with the cordon read (rev %d): %v, %v; want taken", c.Rev, took, err)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, c.Rev, ch); took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(c.Rev), ch); took || err != nil {
 				t.Fatalf("take again: %v, %v; want refused: the key is b's", took, err)
 			}
 			s.setCordon(t, "b", nil)
@@ -303,7 +303,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatal(err)
 			}
 			recs := []store.Claim{claimOf(addrA, "b", "web"), claimOf(addrB, "b", "web")}
-			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, -1, store.Change{Kind: store.ChangeStandby}); took || err != nil {
+			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, fleet.MoveArrival(), store.Change{Kind: store.ChangeStandby}); took || err != nil {
 				t.Fatalf("take a group with a's address: %v, %v; want refused", took, err)
 			}
 			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); !fresh || err != nil {
@@ -316,7 +316,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if err := lb.Revoke(ctx, lease); err != nil {
 				t.Fatal(err)
 			}
-			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, -1, store.Change{Kind: store.ChangeStandby}); took || err == nil {
+			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, fleet.MoveArrival(), store.Change{Kind: store.ChangeStandby}); took || err == nil {
 				t.Fatalf("take under a revoked lease: %v, %v; want an error", took, err)
 			}
 			lc := s.ledger("c")
@@ -349,10 +349,10 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatalf("b's inbox: %v, %v; want %s", in, err, addrC)
 			}
 			// The target takes it as the move's arrival: the move it read.
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev+1000, -1, store.Change{Kind: store.ChangeMove}); took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev+1000, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); took || err != nil {
 				t.Fatalf("take for another move: %v, %v; want refused", took, err)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev, -1, store.Change{Kind: store.ChangeMove}); !took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); !took || err != nil {
 				t.Fatalf("take for the move read: %v, %v", took, err)
 			}
 			done := got[0].Move
@@ -401,7 +401,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if recs, err := lb.Moves(ctx, []netip.Addr{addrA}); err != nil || len(recs) != 1 || recs[0].Move.Released.IsZero() {
 				t.Fatalf("the move after the hand-over: %+v, %v; want it released", recs, err)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), r.Rev, -1, store.Change{Kind: store.ChangeMove}); !took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), r.Rev, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); !took || err != nil {
 				t.Fatalf("the target's take after the hand-over: %v, %v", took, err)
 			}
 		}},
@@ -476,6 +476,74 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			s.setCordon(t, "b", nil)
 			if c := receive(t, cordons, "the cordon's lift"); c != nil {
 				t.Fatalf("WatchCordon after the lift: %+v; want nil", c)
+			}
+		}},
+		{"a whole group fits one transaction at each step, a full guard beside it", func(t *testing.T, s contractStore) {
+			// etcd refuses a transaction of over store.MaxTxnOps compares,
+			// or operations in a branch: the largest group, with the most
+			// owners a take's guard compares, at each step that writes it
+			// in one transaction.
+			la, lb, lm := s.ledger("a"), s.ledger("b"), s.ledger("mover")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			guard := fleet.Guard{Live: map[string]int64{}}
+			for i := range fleet.MaxGuardOwners {
+				node := fmt.Sprintf("owner%d", i)
+				_, _, rev, err := s.ledger(node).Register(ctx, contractTTL, store.Node{Node: node}, nil, func(store.Node) bool { return false })
+				if err != nil {
+					t.Fatal(err)
+				}
+				guard.Live[node], guard.Rev = rev, rev
+			}
+			gctx := fleet.WithGuard(ctx, guard)
+			addrs := make([]netip.Addr, fleet.MaxGroupAddrs)
+			recsA, recsB := make([]store.Claim, len(addrs)), make([]store.Claim, len(addrs))
+			for i := range addrs {
+				addrs[i] = netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i)})
+				recsA[i], recsB[i] = claimOf(addrs[i], "a", "big"), claimOf(addrs[i], "b", "big")
+			}
+			if _, err := la.AcquireGroup(gctx, leaseA, recsA, store.Actor{}); err != nil {
+				t.Fatalf("acquire %d addresses under a guard of %d owners: %v", len(addrs), len(guard.Live), err)
+			}
+			view, err := lm.MoveView(ctx, addrs, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mover, err := lm.Grant(ctx, contractTTL)
+			if err != nil {
+				t.Fatal(err)
+			}
+			asks := make([]fleet.Asking, 0, len(addrs))
+			for _, c := range view.Claims {
+				asks = append(asks, fleet.Asking{Move: store.Move{Addr: c.Claim.Addr, From: "a", To: "b", Asked: time.Now()}, ClaimRev: c.CreateRev})
+			}
+			if ok, err := lm.Ask(ctx, mover, asks); !ok || err != nil {
+				t.Fatalf("ask %d moves (of %d claims read): %v, %v", len(asks), len(view.Claims), ok, err)
+			}
+			recs, err := la.Moves(ctx, addrs)
+			if err != nil || len(recs) != len(addrs) {
+				t.Fatalf("Moves: %d, %v", len(recs), err)
+			}
+			revs := make([]int64, len(recs))
+			byAddr := map[netip.Addr]int64{}
+			for i := range recs {
+				recs[i].Move.Released = time.Now()
+				recs[i].Standby = &store.Standby{Addr: recs[i].Move.Addr, Node: "a", Interface: "eth0", Group: "big"}
+				byAddr[recs[i].Move.Addr] = recs[i].Rev
+			}
+			for i, a := range addrs {
+				revs[i] = byAddr[a]
+			}
+			if ok, _, err := la.HandOver(ctx, leaseA, recs); !ok || err != nil {
+				t.Fatalf("hand over %d addresses with a standby record each: %v, %v", len(recs), ok, err)
+			}
+			if took, _, err := lb.TakeGroup(gctx, leaseB, recsB, revs, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); !took || err != nil {
+				t.Fatalf("the target takes %d addresses under the guard: %v, %v", len(recsB), took, err)
+			}
+			if err := lb.Revoke(ctx, leaseB); err != nil {
+				t.Fatal(err)
+			}
+			if took, _, err := la.TakeGroup(gctx, leaseA, recsA, revs, fleet.StandbyTake(0), store.Change{Kind: store.ChangeStandby}); !took || err != nil {
+				t.Fatalf("the standby takes %d addresses back under the guard: %v, %v", len(recsA), took, err)
 			}
 		}},
 	}

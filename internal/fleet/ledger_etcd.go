@@ -239,11 +239,12 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	return true, nil
 }
 
-func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
-	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cordonRev, ch)
+func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64, cond TakeCond, ch store.Change) (bool, int64, error) {
+	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cond, ch)
 }
 
-func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (bool, int64, error) {
+func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cond TakeCond, ch store.Change) (bool, int64, error) {
+	cordonRev, standby := cond.Standby()
 	if len(recs) > MaxGroupAddrs {
 		return false, 0, fmt.Errorf("group %s has %d addresses: a group holds at most %d", recs[0].Group, len(recs), MaxGroupAddrs)
 	}
@@ -269,13 +270,13 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 		key := l.k.Claim(rec.Addr)
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(l.k.Move(rec.Addr)), "=", moveRevs[i]))
-		if cordonRev >= 0 {
+		if standby {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
 		}
 		ops = append(ops, clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist)
 		subjects = append(subjects, subject)
 	}
-	if cordonRev >= 0 {
+	if standby {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(recs[0].Node)), "=", cordonRev))
 	}
 	cmps = append(cmps, l.guardCmps(ctx)...)

@@ -601,7 +601,8 @@ func (l *fakeLedger) AcquireGroup(ctx context.Context, lease fleet.LeaseID, recs
 	return fresh, nil
 }
 
-func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []store.Claim, moveRevs []int64, cordonRev int64, ch store.Change) (bool, int64, error) {
+func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []store.Claim, moveRevs []int64, cond fleet.TakeCond, ch store.Change) (bool, int64, error) {
+	cordonRev, standby := cond.Standby()
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
@@ -612,8 +613,8 @@ func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []
 		return false, 0, errUnreachable
 	}
 	for i, rec := range recs {
-		_, standby := s.standbys[rec.Addr.String()+"/"+rec.Node]
-		if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRevs[i] || cordonRev >= 0 && (s.cordonRevLocked(rec.Node) != cordonRev || !standby) {
+		_, hasRecord := s.standbys[rec.Addr.String()+"/"+rec.Node]
+		if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRevs[i] || standby && (s.cordonRevLocked(rec.Node) != cordonRev || !hasRecord) {
 			return false, s.rev, nil
 		}
 	}
@@ -633,8 +634,8 @@ func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []
 	return true, rev, nil
 }
 
-func (l *fakeLedger) Take(ctx context.Context, lease fleet.LeaseID, rec store.Claim, moveRev, cordonRev int64, ch store.Change) (bool, int64, error) {
-	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cordonRev, ch)
+func (l *fakeLedger) Take(ctx context.Context, lease fleet.LeaseID, rec store.Claim, moveRev int64, cond fleet.TakeCond, ch store.Change) (bool, int64, error) {
+	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cond, ch)
 }
 
 func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr, ch store.Change) error {

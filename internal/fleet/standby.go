@@ -346,7 +346,7 @@ func (m *Member) takeAsStandbyOnce(ctx context.Context, ss []store.Standby, cord
 	ch := store.Change{Kind: store.ChangeStandby, From: from}
 	tks := make([]taking, len(ss))
 	for i, s := range ss {
-		tks[i] = taking{addr: s.Addr, ifname: s.Interface, opts: s.Options, cordonRev: cordonRev, home: home, change: ch}
+		tks[i] = taking{addr: s.Addr, ifname: s.Interface, opts: s.Options, cond: StandbyTake(cordonRev), home: home, change: ch}
 	}
 	took, err = m.takeKeys(ctx, tks)
 	if err != nil {

@@ -45,9 +45,9 @@ func (m *Member) resync(ctx context.Context) {
 	m.moves(ctx, addrs)
 }
 
-// maxReadsPerTxn bounds the reads of one transaction (etcd allows 128
-// operations in one).
-const maxReadsPerTxn = 100
+// maxReadsPerTxn bounds the operations of a transaction of reads (or of
+// puts of one key each, as StandBy's), and nothing else.
+const maxReadsPerTxn = store.MaxTxnOps
 
 // moves reads the move records of addrs and acts on each: it arrives here,
 // or it leaves from here.
@@ -284,7 +284,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// batch: the move was taken already.
 		return
 	}
-	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cordonRev: -1, home: mv.Home, change: moveChange(mv)})
+	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cond: MoveArrival(), home: mv.Home, change: moveChange(mv)})
 	givenUp := false
 	if err == nil && !took {
 		givenUp, err = m.moveGone(ctx, mv.Addr, crev)
@@ -296,7 +296,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// one its owner kept stays there.
 		ch := moveChange(mv)
 		ch.Message = "its mover had given up: taken all the same, as asked"
-		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cordonRev: -1, home: mv.Home, change: ch})
+		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cond: MoveArrival(), home: mv.Home, change: ch})
 		if err == nil && !took {
 			m.forgetIncoming(mv.Addr)
 			m.log.Info("a move here gave up while its owner held the address: not taken", "addr", mv.Addr)

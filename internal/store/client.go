@@ -39,6 +39,13 @@ type Config struct {
 	Timeout time.Duration
 }
 
+// MaxTxnOps is etcd's limit on one transaction (--max-txn-ops, 128 by
+// default): at most that many compares, and as many operations in each
+// branch. Every batch vip reads or writes in one transaction is sized from
+// it, and the ledger's contract (internal/fleet) and
+// TestBatchesFit run the largest against a real etcd.
+const MaxTxnOps = 128
+
 // DefaultTimeout bounds one request to the store.
 const DefaultTimeout = 5 * time.Second
 

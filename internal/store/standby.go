@@ -16,8 +16,8 @@ import (
 const standbyNoticeTTL = 60 * time.Second
 
 // standbysPerTxn bounds the addresses of one transaction: three
-// operations each (the record, the notice, the history's), under etcd's 128.
-const standbysPerTxn = 40
+// operations each (the record, the notice, the history's).
+const standbysPerTxn = MaxTxnOps / 3
 
 // PutStandbys writes recs, which no lease binds (an address's standbys are
 // a set that lasts until removed), and tells each record's node in its

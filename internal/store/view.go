@@ -114,9 +114,9 @@ func (c *Client) NodeRecords(ctx context.Context) ([]Node, int64, error) {
 	return b.v.Nodes, resp.Header.Revision, nil
 }
 
-// maxTxnAddrs bounds the addresses whose records one transaction reads
-// (two reads each, under etcd's default of 128 operations a transaction).
-const maxTxnAddrs = 60
+// maxTxnAddrs bounds the addresses whose records one transaction reads:
+// two reads each, beside the ranges of the nodes and of the cordons.
+const maxTxnAddrs = (MaxTxnOps - 2) / 2
 
 // FleetOf reads what a move of addrs needs to plan, at one revision: the
 // nodes and their cordons, and each address's claim and move. A few addresses are read in
