@@ -25,7 +25,7 @@ func NewTestMover(l Ledger, clock clockwork.Clock) *Mover { return &Mover{l: l, 
 
 // NewEtcdLedger returns the Ledger over c, for the tests of its
 // transactions against a real etcd.
-func NewEtcdLedger(c *store.Client) Ledger { return newEtcdLedger(c, slog.New(slog.DiscardHandler)) }
+func NewEtcdLedger(c *store.Client) Ledger { return store.NewLedger(c, slog.New(slog.DiscardHandler)) }
 
 // FailsafeDecide is the member's answer to an owner's failsafe question.
 func (m *Member) FailsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Duration, string) {
@@ -47,4 +47,4 @@ func (m *Member) FailsafeSetWritten() bool {
 }
 
 // MaxGuardOwners is the most owners a take's transaction compares.
-const MaxGuardOwners = maxGuardOwners
+const MaxGuardOwners = store.MaxGuardOwners

@@ -408,8 +408,8 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 		}
 		return fmt.Sprintf("%s's lease is gone, and it may still answer on failsafe for the nodes of its set, which did not include this one (it joined since): this node takes nothing until one of them reaches the store and clears it, or %s is back", s.Node, s.Node), Guard{}, nil
 	}
-	if len(g.Live) > maxGuardOwners {
-		return fmt.Sprintf("the failsafe sets of %d live owners do not name this node yet (it joined lately): it takes nothing until they do, or at most %d do not", len(g.Live), maxGuardOwners), Guard{}, nil
+	if len(g.Live) > store.MaxGuardOwners {
+		return fmt.Sprintf("the failsafe sets of %d live owners do not name this node yet (it joined lately): it takes nothing until they do, or at most %d do not", len(g.Live), store.MaxGuardOwners), Guard{}, nil
 	}
 	return "", g, nil
 }

@@ -2,82 +2,51 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"net/netip"
 	"time"
 
 	"github.com/vipctl/vip/internal/store"
 )
 
-// LeaseID names a lease in the store.
-type LeaseID int64
-
-// ErrLeaseGone is the store's word that a lease no longer exists: it
-// expired or was revoked, and every key bound to it went with it.
-var ErrLeaseGone = errors.New("the store no longer has the lease")
-
-// MoveRecord is a move as read from the store, with what a transaction on
-// it compares and binds: the record's creation revision (one move of an
-// address is told from the next by it) and the mover's lease, under which
-// the owner tells the target it let go.
-type MoveRecord struct {
-	Move  store.Move
-	Rev   int64
-	Lease LeaseID
-	// Standby, when set, is the owner's standby record that HandOver
-	// writes with the hand-over: the old owner stands by in the
-	// target's place.
-	Standby *store.Standby
-}
-
-// TakeCond is whose take a Ledger.Take is, and so what its transaction
-// compares besides a free key and the address's move.
-type TakeCond struct {
-	arrival   bool
-	cordonRev int64
-}
-
-// StandbyTake is a standby's take, on its node's cordon as it read it:
-// last modified at cordonRev (0: none).
-func StandbyTake(cordonRev int64) TakeCond { return TakeCond{cordonRev: cordonRev} }
-
-// MoveArrival is a move's target taking the address the move brings.
-func MoveArrival() TakeCond { return TakeCond{arrival: true} }
-
-// Standby says whether the take is a standby's, and the revision of the
-// cordon it read.
-func (c TakeCond) Standby() (cordonRev int64, ok bool) { return c.cordonRev, !c.arrival }
-
-// Asking is one move a mover asks for (Ledger.Ask): its record, and the
-// revisions of the claim (0: none) and of the target's cordon (0: none)
-// it was planned on.
-type Asking struct {
-	Move                store.Move
-	ClaimRev, CordonRev int64
-}
-
-// MoveChange is a change of the store that a move turns on.
-type MoveChange struct {
-	Kind MoveChangeKind
-	Addr netip.Addr
-	// Move is the record as written, for MoveWritten.
-	Move store.Move
-}
-
-// MoveChangeKind says what changed.
-type MoveChangeKind int
+// The ledger's vocabulary is the store's (package store, where the ledger
+// over etcd lives); these names stay for the fleet's code and its users.
+type (
+	LeaseID        = store.LeaseID
+	MoveRecord     = store.MoveRecord
+	TakeCond       = store.TakeCond
+	Asking         = store.Asking
+	MoveChange     = store.MoveChange
+	MoveChangeKind = store.MoveChangeKind
+	HeldError      = store.HeldError
+	GroupError     = store.GroupError
+	Guard          = store.Guard
+)
 
 const (
-	// MoveWritten: the move record was written (asked, released, live,
-	// failed, counted).
-	MoveWritten MoveChangeKind = iota
-	// MoveDeleted: the move record is gone: the target ended the move,
-	// or the mover's lease went.
-	MoveDeleted
-	// ClaimDeleted: the address's claim was deleted: its owner let go,
-	// or its lease expired.
-	ClaimDeleted
+	MoveWritten   = store.MoveWritten
+	MoveDeleted   = store.MoveDeleted
+	ClaimDeleted  = store.ClaimDeleted
+	MaxGroupAddrs = store.MaxGroupAddrs
 )
+
+var (
+	// ErrLeaseGone is store.ErrLeaseGone.
+	ErrLeaseGone = store.ErrLeaseGone
+	// ErrFailsafeChanged is store.ErrFailsafeChanged.
+	ErrFailsafeChanged = store.ErrFailsafeChanged
+)
+
+// StandbyTake is store.StandbyTake: a standby's take.
+func StandbyTake(cordonRev int64) TakeCond { return store.StandbyTake(cordonRev) }
+
+// MoveArrival is store.MoveArrival: a move's target's take.
+func MoveArrival() TakeCond { return store.MoveArrival() }
+
+// WithGuard is store.WithGuard.
+func WithGuard(ctx context.Context, g Guard) context.Context { return store.WithGuard(ctx, g) }
+
+// GuardOf is store.GuardOf.
+func GuardOf(ctx context.Context) (Guard, bool) { return store.GuardOf(ctx) }
 
 // Ledger is the store as a Member (and a Mover) sees it: every transaction the member
 // makes goes through it, so that the promise (one owner per address, a
@@ -88,8 +57,27 @@ const (
 // store.DefaultTimeout. Errors are one sentence that says what to check
 // (store.Client.Explain).
 //
-// newEtcdLedger is the one over etcd; tests use one of memory.
+// store.Ledger is the one over etcd; tests use one of memory, and the
+// contract (ledger_contract_test.go) runs the same cases against both. Its
+// parts by role follow.
 type Ledger interface {
+	LeaseLedger
+	ClaimLedger
+	StandbyLedger
+	CordonLedger
+	MoveLedger
+	HistoryLedger
+	NodeLedger
+
+	// Where says where the store is, for the status.
+	Where() (endpoints []string, prefix string)
+	// Close ends what the ledger keeps open (the renewals' stream), not
+	// the store's client, which is the caller's.
+	Close()
+}
+
+// LeaseLedger is the part of the Ledger for the agent's lease and registration, and a mover's lease.
+type LeaseLedger interface {
 	// Register grants a lease of ttl and writes the node's registration
 	// under it, if the node is not registered, or if it is and
 	// predecessor says the record is this host's own agent that died:
@@ -114,7 +102,12 @@ type Ledger interface {
 	Revoke(ctx context.Context, lease LeaseID) error
 	// LeaseAlive says whether the store still has the lease.
 	LeaseAlive(ctx context.Context, lease LeaseID) (bool, error)
+	// Grant grants a lease of ttl (whole seconds), for a mover's records.
+	Grant(ctx context.Context, ttl time.Duration) (LeaseID, error)
+}
 
+// ClaimLedger is the part of the Ledger for the claims' keys: made, taken, dropped, watched.
+type ClaimLedger interface {
 	// Acquire makes the claim rec this node's under lease: it creates
 	// the key when absent, binds it to lease when rec.Node holds it
 	// under another lease (fresh then), and refuses with a *HeldError
@@ -145,10 +138,19 @@ type Ledger interface {
 	// Drop deletes a's claim if it is still bound to lease, and records
 	// ch (a release) in the history in the same transaction.
 	Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error
-	// Record appends changes no transaction of the ledger made (a fence,
-	// a resumption, a loss) to the history.
-	Record(ctx context.Context, changes []store.Change) error
+	// WatchGone watches a's claim from after rev, calling fn with the
+	// owner's record (nil when the store did not say; a zero Claim with
+	// its Lease when it did not decode) each time the key is deleted,
+	// until the watch breaks or ctx is done; it returns the revision it
+	// got to.
+	WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64
+	// PutLingering writes the node's counts after its releases
+	// (store.Lingering) under lease.
+	PutLingering(ctx context.Context, lease LeaseID, rec store.Lingering) error
+}
 
+// StandbyLedger is the part of the Ledger for the standby records, which no lease binds.
+type StandbyLedger interface {
 	// StandBy writes the standby records in one transaction, and returns
 	// the store's revision then. No lease binds them: an address's
 	// standbys are a set that lasts, through its owners' moves and
@@ -162,24 +164,39 @@ type Ledger interface {
 	// Standbys reads node's standby records (each with its Lease), and
 	// the revision they were read at.
 	Standbys(ctx context.Context, node string) ([]store.Standby, int64, error)
+}
 
-	// PutLingering writes the node's counts after its releases
-	// (store.Lingering) under lease.
-	PutLingering(ctx context.Context, lease LeaseID, rec store.Lingering) error
-
+// CordonLedger is the part of the Ledger for a node's cordon, read and watched (`vip cordon` writes it, through store.Client).
+type CordonLedger interface {
 	// Cordon reads node's cordon (nil: none), and the revision read.
 	Cordon(ctx context.Context, node string) (*store.Cordon, int64, error)
 	// WatchCordon watches node's cordon from after rev, calling fn with
 	// it each time it is written (nil when it is lifted), until the
 	// watch breaks or ctx is done; it returns the revision it got to.
 	WatchCordon(ctx context.Context, node string, rev int64, fn func(*store.Cordon)) int64
+}
 
-	// Inbox reads the addresses node's inbox tells of.
-	Inbox(ctx context.Context, node string) ([]netip.Addr, error)
-	// Moves reads the move records of addrs (at most maxReadsPerTxn) in
+// MoveLedger is the part of the Ledger for moves: asked by a mover, handed over by the owner, taken and marked by the target.
+type MoveLedger interface {
+	// Ask writes the move record mv under lease, and tells the target
+	// (mv.To) and the owner (mv.From, if any) in their inboxes, in one
+	// transaction, if no move of the address is under way, its claim
+	// is the one created at claimRev (0: none) and the target's cordon
+	// the one last modified at cordonRev (0: none). It says whether it
+	// did.
+	// Several asks (the moves of one group's addresses) are written in
+	// the one transaction, or none.
+	Ask(ctx context.Context, lease LeaseID, asks []Asking) (bool, error)
+	// Moves reads the move records of addrs (at most store.MaxReadsPerTxn) in
 	// one transaction; an address with no record, or one that does not
 	// decode, has none in the result.
 	Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecord, error)
+	// Inbox reads the addresses node's inbox tells of.
+	Inbox(ctx context.Context, node string) ([]netip.Addr, error)
+	// WatchInbox watches node's inbox from after rev, calling fn with the
+	// addresses of each batch of puts, until the watch breaks or ctx is
+	// done; it returns the revision it got to.
+	WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64
 	// HandOver deletes the claim of the move's address, if still bound
 	// to lease, writes the move record (Released set by the caller) and
 	// tells the target in its inbox, all in one transaction, if the move
@@ -195,18 +212,26 @@ type Ledger interface {
 	// the one created at rev; with done it then deletes the record, for
 	// the mover's watch to see the end.
 	MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error
+	// WatchMoves sends, batch by batch from after rev, every change of a
+	// move record and every deletion of a claim, whichever addresses
+	// they are of; a change may come twice after the watch broke. The
+	// channel closes when ctx is done.
+	WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange
+	// MoveView reads what a move of addrs needs to plan, at one
+	// revision: the nodes, and each address's claim and move; with all,
+	// the whole fleet.
+	MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error)
+}
 
-	// WatchInbox watches node's inbox from after rev, calling fn with the
-	// addresses of each batch of puts, until the watch breaks or ctx is
-	// done; it returns the revision it got to.
-	WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64
-	// WatchGone watches a's claim from after rev, calling fn with the
-	// owner's record (nil when the store did not say; a zero Claim with
-	// its Lease when it did not decode) each time the key is deleted,
-	// until the watch breaks or ctx is done; it returns the revision it
-	// got to.
-	WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64
+// HistoryLedger is the part of the Ledger for the history, for the changes no other transaction records.
+type HistoryLedger interface {
+	// Record appends changes no transaction of the ledger made (a fence,
+	// a resumption, a loss) to the history.
+	Record(ctx context.Context, changes []store.Change) error
+}
 
+// NodeLedger is the part of the Ledger for the live nodes, and the failsafe sets that name them.
+type NodeLedger interface {
 	// Nodes reads the live nodes' records, and the revision read.
 	Nodes(ctx context.Context) ([]store.Node, int64, error)
 	// WatchNodes watches the nodes' records from after rev, calling fn
@@ -231,33 +256,4 @@ type Ledger interface {
 	ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error)
 	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
-
-	// The mover's side (Mover).
-	//
-	// MoveView reads what a move of addrs needs to plan, at one
-	// revision: the nodes, and each address's claim and move; with all,
-	// the whole fleet.
-	MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error)
-	// Grant grants a lease of ttl (whole seconds), for a mover's records.
-	Grant(ctx context.Context, ttl time.Duration) (LeaseID, error)
-	// Ask writes the move record mv under lease, and tells the target
-	// (mv.To) and the owner (mv.From, if any) in their inboxes, in one
-	// transaction, if no move of the address is under way, its claim
-	// is the one created at claimRev (0: none) and the target's cordon
-	// the one last modified at cordonRev (0: none). It says whether it
-	// did.
-	// Several asks (the moves of one group's addresses) are written in
-	// the one transaction, or none.
-	Ask(ctx context.Context, lease LeaseID, asks []Asking) (bool, error)
-	// WatchMoves sends, batch by batch from after rev, every change of a
-	// move record and every deletion of a claim, whichever addresses
-	// they are of; a change may come twice after the watch broke. The
-	// channel closes when ctx is done.
-	WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange
-
-	// Where says where the store is, for the status.
-	Where() (endpoints []string, prefix string)
-	// Close ends what the ledger keeps open (the renewals' stream), not
-	// the store's client, which is the caller's.
-	Close()
 }

@@ -270,7 +270,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 		if cfg.Store == nil {
 			return nil, errors.New("join the fleet: no store")
 		}
-		cfg.Ledger = newEtcdLedger(cfg.Store, cfg.Log.With("node", cfg.Node))
+		cfg.Ledger = store.NewLedger(cfg.Store, cfg.Log.With("node", cfg.Node))
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clockwork.NewRealClock()

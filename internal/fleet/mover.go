@@ -24,15 +24,24 @@ import (
 // (Member.arrive); the three meet only in the store, each through its
 // Ledger, so that the whole protocol is one package's.
 type Mover struct {
-	l     Ledger
+	l     moverLedger
 	clock clockwork.Clock
+}
+
+// moverLedger is what a Mover needs of the store: a lease for its
+// records, the moves, the fleet to plan on.
+type moverLedger interface {
+	LeaseLedger
+	MoveLedger
+	Fleet(ctx context.Context) (store.View, error)
+	Close()
 }
 
 // NewMover returns a Mover over the store of c, for a command that moves
 // addresses without an agent of its own (vip move). Close it after use;
 // c stays the caller's.
 func NewMover(c *store.Client) *Mover {
-	return &Mover{l: newEtcdLedger(c, slog.New(slog.DiscardHandler)), clock: clockwork.NewRealClock()}
+	return &Mover{l: store.NewLedger(c, slog.New(slog.DiscardHandler)), clock: clockwork.NewRealClock()}
 }
 
 // Close ends what the mover keeps open.

@@ -66,7 +66,7 @@ func (m *Member) guardNow(ctx context.Context, wait bool) (context.Context, erro
 		case err != nil:
 			return nil, err
 		case why == "":
-			g.wait = wait
+			g.Wait = wait
 			return WithGuard(ctx, g), nil
 		case !wait:
 			return nil, errors.New(why)

@@ -50,10 +50,10 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 	}
 	now := m.clock.Now().UTC()
 	var st []announce.Status
-	// The standby records go in transactions of up to maxReadsPerTxn
+	// The standby records go in transactions of up to store.MaxReadsPerTxn
 	// puts, not one round trip each.
-	for start := 0; start < len(reqs); start += maxReadsPerTxn {
-		batch := reqs[start:min(start+maxReadsPerTxn, len(reqs))]
+	for start := 0; start < len(reqs); start += store.MaxReadsPerTxn {
+		batch := reqs[start:min(start+store.MaxReadsPerTxn, len(reqs))]
 		recs := make([]store.Standby, len(batch))
 		for i, r := range batch {
 			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw, Group: opts.Group}

@@ -45,10 +45,6 @@ func (m *Member) resync(ctx context.Context) {
 	m.moves(ctx, addrs)
 }
 
-// maxReadsPerTxn bounds the operations of a transaction of reads (or of
-// puts of one key each, as StandBy's), and nothing else.
-const maxReadsPerTxn = store.MaxTxnOps
-
 // moves reads the move records of addrs and acts on each: it arrives here,
 // or it leaves from here.
 func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
@@ -61,8 +57,8 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 	}
 	defer unlock()
 	var away []MoveRecord
-	for start := 0; start < len(addrs); start += maxReadsPerTxn {
-		batch := addrs[start:min(start+maxReadsPerTxn, len(addrs))]
+	for start := 0; start < len(addrs); start += store.MaxReadsPerTxn {
+		batch := addrs[start:min(start+store.MaxReadsPerTxn, len(addrs))]
 		recs, err := m.l.Moves(ctx, batch)
 		if err != nil {
 			m.log.Warn("read the moves in the inbox: read again once the store answers", "err", err)

@@ -46,6 +46,10 @@ type Config struct {
 // TestBatchesFit run the largest against a real etcd.
 const MaxTxnOps = 128
 
+// MaxReadsPerTxn bounds the operations of a transaction of reads (or of
+// puts of one key each), and nothing else.
+const MaxReadsPerTxn = MaxTxnOps
+
 // DefaultTimeout bounds one request to the store.
 const DefaultTimeout = 5 * time.Second
 

@@ -1,4 +1,4 @@
-package fleet
+package store
 
 import (
 	"context"
@@ -11,14 +11,15 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/vipctl/vip/internal/store"
 )
 
-// etcdLedger is the Ledger over etcd, in the layout of package store.
-type etcdLedger struct {
-	c *store.Client
-	k store.Keys
+// Ledger is the fleet's ledger over etcd (fleet.Ledger says what each of
+// its methods promises): every read and write an agent or a mover makes,
+// in this package's layout. The CLI's own reads and writes (cordons,
+// standby sets, the history, the views) are Client's, beside it.
+type Ledger struct {
+	c *Client
+	k Keys
 	// ren renews the lease, on one keepalive stream.
 	ren *renewer
 	// trim trims the history of the subjects written to.
@@ -26,18 +27,20 @@ type etcdLedger struct {
 	log  *slog.Logger
 }
 
-func newEtcdLedger(c *store.Client, log *slog.Logger) *etcdLedger {
-	return &etcdLedger{c: c, k: c.Keys, ren: newRenewer(c.Client), trim: newTrimmer(c, log), log: log}
+// NewLedger returns the ledger over c; log gets what it does in the
+// background (the history's trims).
+func NewLedger(c *Client, log *slog.Logger) *Ledger {
+	return &Ledger{c: c, k: c.Keys, ren: newRenewer(c.Client), trim: newTrimmer(c, log), log: log}
 }
 
-func (l *etcdLedger) Where() ([]string, string) { return l.c.Endpoints, l.k.Prefix }
+func (l *Ledger) Where() ([]string, string) { return l.c.Endpoints, l.k.Prefix }
 
-func (l *etcdLedger) Close() {
+func (l *Ledger) Close() {
 	l.ren.close()
 	l.trim.close()
 }
 
-func (l *etcdLedger) Record(ctx context.Context, changes []store.Change) error {
+func (l *Ledger) Record(ctx context.Context, changes []Change) error {
 	for i := range changes {
 		changes[i] = l.identified(changes[i])
 	}
@@ -46,26 +49,26 @@ func (l *etcdLedger) Record(ctx context.Context, changes []store.Change) error {
 
 // historyPut is the put that records ch, for the transaction that makes
 // the change, and the subject to trim once it commits.
-func (l *etcdLedger) historyPut(ch store.Change) (clientv3.Op, string, error) {
+func (l *Ledger) historyPut(ch Change) (clientv3.Op, string, error) {
 	return l.k.HistoryPut(l.identified(ch))
 }
 
 // identified is ch with the identity the store knows this ledger's writer
 // by, unless it names who asked already (a mover's, in its move record).
-func (l *etcdLedger) identified(ch store.Change) store.Change {
+func (l *Ledger) identified(ch Change) Change {
 	if ch.Identity == "" {
 		ch.Identity = l.c.Identity()
 	}
 	return ch
 }
 
-func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.Node, set *store.FailsafeSet, predecessor func(store.Node) bool) (LeaseID, *store.Node, int64, error) {
+func (l *Ledger) Register(ctx context.Context, ttl time.Duration, rec Node, set *FailsafeSet, predecessor func(Node) bool) (LeaseID, *Node, int64, error) {
 	g, err := l.c.Grant(ctx, int64(ttl/time.Second))
 	if err != nil {
 		return 0, nil, 0, l.c.Explain(err)
 	}
 	lease := g.ID
-	val, err := store.Encode(rec)
+	val, err := Encode(rec)
 	if err != nil {
 		return 0, nil, 0, err
 	}
@@ -74,7 +77,7 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 	if set != nil {
 		s := *set
 		s.Node, s.Lease = rec.Node, int64(lease)
-		sv, err := store.Encode(s)
+		sv, err := Encode(s)
 		if err != nil {
 			return 0, nil, 0, err
 		}
@@ -95,7 +98,7 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 		_, _ = l.c.Revoke(ctx, lease)
 		return 0, nil, 0, fmt.Errorf("register node %s: its key changed while it was read: try again", rec.Node)
 	}
-	other, _ := store.Decode[store.Node](key, kvs[0].Value)
+	other, _ := Decode[Node](key, kvs[0].Value)
 	if !predecessor(other) {
 		_, _ = l.c.Revoke(ctx, lease)
 		return 0, nil, 0, fmt.Errorf("node %s is already alive in the store (agent pid %d on host %s, since %s): give this agent its own --node NAME, or stop that agent first",
@@ -111,16 +114,16 @@ func (l *etcdLedger) Register(ctx context.Context, ttl time.Duration, rec store.
 	return LeaseID(lease), &other, r2.Header.Revision, nil
 }
 
-func (l *etcdLedger) Reregister(ctx context.Context, lease LeaseID, rec store.Node) (bool, error) {
+func (l *Ledger) Reregister(ctx context.Context, lease LeaseID, rec Node) (bool, error) {
 	if lease == 0 {
 		return false, nil // a key without a lease, or none, compares equal to 0
 	}
-	val, err := store.Encode(rec)
+	val, err := Encode(rec)
 	if err != nil {
 		return false, err
 	}
 	key := l.k.Node(rec.Node)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
 		Then(clientv3.OpPut(key, string(val), clientv3.WithLease(clientv3.LeaseID(lease)))).Commit()
@@ -130,7 +133,7 @@ func (l *etcdLedger) Reregister(ctx context.Context, lease LeaseID, rec store.No
 	return resp.Succeeded, nil
 }
 
-func (l *etcdLedger) Renew(ctx context.Context, lease LeaseID, timeout time.Duration) error {
+func (l *Ledger) Renew(ctx context.Context, lease LeaseID, timeout time.Duration) error {
 	err := l.ren.renew(ctx, clientv3.LeaseID(lease), timeout)
 	if isLeaseGone(err) {
 		return fmt.Errorf("%w: %w", ErrLeaseGone, err)
@@ -138,15 +141,15 @@ func (l *etcdLedger) Renew(ctx context.Context, lease LeaseID, timeout time.Dura
 	return err
 }
 
-func (l *etcdLedger) Revoke(ctx context.Context, lease LeaseID) error {
+func (l *Ledger) Revoke(ctx context.Context, lease LeaseID) error {
 	if _, err := l.c.Revoke(ctx, clientv3.LeaseID(lease)); err != nil {
 		return l.c.Explain(err)
 	}
 	return nil
 }
 
-func (l *etcdLedger) LeaseAlive(ctx context.Context, lease LeaseID) (bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) LeaseAlive(ctx context.Context, lease LeaseID) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	ttl, err := l.c.TimeToLive(rctx, clientv3.LeaseID(lease))
 	switch {
@@ -160,23 +163,23 @@ func (l *etcdLedger) LeaseAlive(ctx context.Context, lease LeaseID) (bool, error
 }
 
 // claimValue is the record of a claim as the store keeps it.
-func claimValue(rec store.Claim) (string, error) {
-	val, err := store.Encode(rec)
+func claimValue(rec Claim) (string, error) {
+	val, err := Encode(rec)
 	return string(val), err
 }
 
-func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim, who store.Actor) (fresh bool, err error) {
+func (l *Ledger) Acquire(ctx context.Context, lease LeaseID, rec Claim, who Actor) (fresh bool, err error) {
 	val, err := claimValue(rec)
 	if err != nil {
 		return false, err
 	}
-	change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
+	change := Change{Kind: ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
 	hist, subject, err := l.historyPut(change)
 	if err != nil {
 		return false, err
 	}
 	key := l.k.Claim(rec.Addr)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, l.guardCmps(ctx)...)
 	resp, err := l.c.Txn(rctx).If(cmps...).
@@ -197,8 +200,8 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	if len(kvs) != 1 {
 		return false, fmt.Errorf("claim %s: its key changed while it was read: try again", rec.Addr)
 	}
-	cur, err := store.Decode[store.Claim](key, kvs[0].Value)
-	if fe := (*store.FormatError)(nil); errors.As(err, &fe) {
+	cur, err := Decode[Claim](key, kvs[0].Value)
+	if fe := (*FormatError)(nil); errors.As(err, &fe) {
 		return false, fmt.Errorf("claim %s: %w", rec.Addr, err)
 	}
 	if err != nil {
@@ -223,7 +226,7 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	if val, err = claimValue(rec); err != nil {
 		return false, err
 	}
-	change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
+	change.Kind, change.Message = ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
 	if hist, subject, err = l.historyPut(change); err != nil {
 		return false, err
 	}
@@ -239,11 +242,11 @@ func (l *etcdLedger) Acquire(ctx context.Context, lease LeaseID, rec store.Claim
 	return true, nil
 }
 
-func (l *etcdLedger) Take(ctx context.Context, lease LeaseID, rec store.Claim, moveRev int64, cond TakeCond, ch store.Change) (bool, int64, error) {
-	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cond, ch)
+func (l *Ledger) Take(ctx context.Context, lease LeaseID, rec Claim, moveRev int64, cond TakeCond, ch Change) (bool, int64, error) {
+	return l.TakeGroup(ctx, lease, []Claim{rec}, []int64{moveRev}, cond, ch)
 }
 
-func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cond TakeCond, ch store.Change) (bool, int64, error) {
+func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, moveRevs []int64, cond TakeCond, ch Change) (bool, int64, error) {
 	cordonRev, standby := cond.Standby()
 	if len(recs) > MaxGroupAddrs {
 		return false, 0, fmt.Errorf("group %s has %d addresses: a group holds at most %d", recs[0].Group, len(recs), MaxGroupAddrs)
@@ -280,7 +283,7 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(recs[0].Node)), "=", cordonRev))
 	}
 	cmps = append(cmps, l.guardCmps(ctx)...)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Else(l.guardReads(ctx)...).Commit()
 	if err != nil {
@@ -296,14 +299,14 @@ func (l *etcdLedger) TakeGroup(ctx context.Context, lease LeaseID, recs []store.
 	return resp.Succeeded, resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error {
+func (l *Ledger) Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch Change) error {
 	ch.Addr = a
 	hist, subject, err := l.historyPut(ch)
 	if err != nil {
 		return err
 	}
 	key := l.k.Claim(a)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
 		Then(clientv3.OpDelete(key), hist).Commit()
@@ -316,7 +319,7 @@ func (l *etcdLedger) Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch s
 	return nil
 }
 
-func (l *etcdLedger) StandBy(ctx context.Context, recs []store.Standby) (int64, error) {
+func (l *Ledger) StandBy(ctx context.Context, recs []Standby) (int64, error) {
 	ops := make([]clientv3.Op, len(recs))
 	for i, s := range recs {
 		op, err := l.standbyPut(s)
@@ -325,7 +328,7 @@ func (l *etcdLedger) StandBy(ctx context.Context, recs []store.Standby) (int64, 
 		}
 		ops[i] = op
 	}
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
@@ -335,22 +338,22 @@ func (l *etcdLedger) StandBy(ctx context.Context, recs []store.Standby) (int64, 
 }
 
 // standbyPut is the put of a standby record, bound to no lease.
-func (l *etcdLedger) standbyPut(s store.Standby) (clientv3.Op, error) {
+func (l *Ledger) standbyPut(s Standby) (clientv3.Op, error) {
 	s.Lease = 0
-	val, err := store.Encode(s)
+	val, err := Encode(s)
 	if err != nil {
 		return clientv3.Op{}, err
 	}
 	return clientv3.OpPut(l.k.Standby(s.Addr, s.Node), string(val)), nil
 }
 
-func (l *etcdLedger) StandbyOf(ctx context.Context, a netip.Addr, node string) (*store.Standby, int64, error) {
+func (l *Ledger) StandbyOf(ctx context.Context, a netip.Addr, node string) (*Standby, int64, error) {
 	key := l.k.Standby(a, node)
 	kv, rev, err := l.getOne(ctx, key)
 	if err != nil || kv == nil {
 		return nil, rev, err
 	}
-	s, err := store.Decode[store.Standby](key, kv.Value)
+	s, err := Decode[Standby](key, kv.Value)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -359,8 +362,8 @@ func (l *etcdLedger) StandbyOf(ctx context.Context, a netip.Addr, node string) (
 }
 
 // getOne reads key: nil when it is absent, with the revision read.
-func (l *etcdLedger) getOne(ctx context.Context, key string) (*mvccpb.KeyValue, int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) getOne(ctx context.Context, key string) (*mvccpb.KeyValue, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Get(rctx, key)
 	if err != nil {
@@ -372,12 +375,12 @@ func (l *etcdLedger) getOne(ctx context.Context, key string) (*mvccpb.KeyValue, 
 	return resp.Kvs[0], resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) PutLingering(ctx context.Context, lease LeaseID, rec store.Lingering) error {
+func (l *Ledger) PutLingering(ctx context.Context, lease LeaseID, rec Lingering) error {
 	return l.c.PutLingering(ctx, int64(lease), rec)
 }
 
-func (l *etcdLedger) DropStandby(ctx context.Context, a netip.Addr, node string) error {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) DropStandby(ctx context.Context, a netip.Addr, node string) error {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	if _, err := l.c.Delete(rctx, l.k.Standby(a, node)); err != nil {
 		return l.c.Explain(err)
@@ -385,14 +388,14 @@ func (l *etcdLedger) DropStandby(ctx context.Context, a netip.Addr, node string)
 	return nil
 }
 
-func (l *etcdLedger) Standbys(ctx context.Context, node string) ([]store.Standby, int64, error) {
-	var mine []store.Standby
+func (l *Ledger) Standbys(ctx context.Context, node string) ([]Standby, int64, error) {
+	var mine []Standby
 	rev, err := l.c.Range(ctx, l.k.Standbys(), func(kv *mvccpb.KeyValue) {
 		p, err := l.k.Parse(string(kv.Key))
 		if err != nil || p.Node != node {
 			return
 		}
-		s, err := store.Decode[store.Standby](string(kv.Key), kv.Value)
+		s, err := Decode[Standby](string(kv.Key), kv.Value)
 		if err != nil {
 			return
 		}
@@ -402,31 +405,31 @@ func (l *etcdLedger) Standbys(ctx context.Context, node string) ([]store.Standby
 	return mine, rev, err
 }
 
-func (l *etcdLedger) Cordon(ctx context.Context, node string) (*store.Cordon, int64, error) {
+func (l *Ledger) Cordon(ctx context.Context, node string) (*Cordon, int64, error) {
 	kv, rev, err := l.getOne(ctx, l.k.Cordon(node))
 	if err != nil || kv == nil {
 		return nil, rev, err
 	}
-	c, _ := store.ReadCordon(node, kv)
+	c, _ := ReadCordon(node, kv)
 	return &c, rev, nil
 }
 
-func (l *etcdLedger) Inbox(ctx context.Context, node string) ([]netip.Addr, error) {
+func (l *Ledger) Inbox(ctx context.Context, node string) ([]netip.Addr, error) {
 	var addrs []netip.Addr
 	_, err := l.c.Range(ctx, l.k.InboxOf(node), func(kv *mvccpb.KeyValue) {
-		if p, err := l.k.Parse(string(kv.Key)); err == nil && p.Kind == store.KindInbox {
+		if p, err := l.k.Parse(string(kv.Key)); err == nil && p.Kind == KindInbox {
 			addrs = append(addrs, p.Addr)
 		}
 	})
 	return addrs, err
 }
 
-func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecord, error) {
+func (l *Ledger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecord, error) {
 	ops := make([]clientv3.Op, len(addrs))
 	for i, a := range addrs {
 		ops[i] = clientv3.OpGet(l.k.Move(a))
 	}
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
@@ -438,7 +441,7 @@ func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecor
 		if len(kvs) != 1 {
 			continue
 		}
-		mv, err := store.Decode[store.Move](string(kvs[0].Key), kvs[0].Value)
+		mv, err := Decode[Move](string(kvs[0].Key), kvs[0].Value)
 		if err != nil {
 			continue
 		}
@@ -448,7 +451,7 @@ func (l *etcdLedger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecor
 	return out, nil
 }
 
-func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, rs []MoveRecord) (bool, int64, error) {
+func (l *Ledger) HandOver(ctx context.Context, lease LeaseID, rs []MoveRecord) (bool, int64, error) {
 	if len(rs) > MaxGroupAddrs {
 		return false, 0, fmt.Errorf("hand over %d moves in one transaction: at most %d", len(rs), MaxGroupAddrs)
 	}
@@ -458,7 +461,7 @@ func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, rs []MoveRecor
 	)
 	for _, r := range rs {
 		mv := r.Move
-		val, err := store.Encode(mv)
+		val, err := Encode(mv)
 		if err != nil {
 			return false, 0, err
 		}
@@ -476,7 +479,7 @@ func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, rs []MoveRecor
 		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease)),
 			clientv3.Compare(clientv3.CreateRevision(mkey), "=", r.Rev))
 	}
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {
@@ -485,14 +488,14 @@ func (l *etcdLedger) HandOver(ctx context.Context, lease LeaseID, rs []MoveRecor
 	return resp.Succeeded, resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error {
-	val, err := store.Encode(mv)
+func (l *Ledger) MarkMove(ctx context.Context, mv Move, rev int64, done bool) error {
+	val, err := Encode(mv)
 	if err != nil {
 		return err
 	}
 	mkey := l.k.Move(mv.Addr)
 	same := clientv3.Compare(clientv3.CreateRevision(mkey), "=", rev)
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	_, err = l.c.Txn(rctx).If(same).Then(clientv3.OpPut(mkey, string(val), clientv3.WithIgnoreLease())).Commit()
 	cancel()
 	if err != nil {
@@ -501,27 +504,27 @@ func (l *etcdLedger) MarkMove(ctx context.Context, mv store.Move, rev int64, don
 	if !done {
 		return nil
 	}
-	rctx, cancel = context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	_, _ = l.c.Txn(rctx).If(same).Then(clientv3.OpDelete(mkey)).Commit()
 	return nil
 }
 
-func (l *etcdLedger) Fleet(ctx context.Context) (store.View, error) { return l.c.Fleet(ctx) }
+func (l *Ledger) Fleet(ctx context.Context) (View, error) { return l.c.Fleet(ctx) }
 
-func (l *etcdLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
+func (l *Ledger) Nodes(ctx context.Context) ([]Node, int64, error) {
 	return l.c.NodeRecords(ctx)
 }
 
-func (l *etcdLedger) MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error) {
+func (l *Ledger) MoveView(ctx context.Context, addrs []netip.Addr, all bool) (View, error) {
 	if all {
 		return l.c.Fleet(ctx)
 	}
 	return l.c.FleetOf(ctx, addrs)
 }
 
-func (l *etcdLedger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	g, err := l.c.Grant(rctx, int64(ttl/time.Second))
 	if err != nil {
@@ -530,7 +533,7 @@ func (l *etcdLedger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, err
 	return LeaseID(g.ID), nil
 }
 
-func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, asks []Asking) (bool, error) {
+func (l *Ledger) Ask(ctx context.Context, lease LeaseID, asks []Asking) (bool, error) {
 	if len(asks) > MaxGroupAddrs {
 		return false, fmt.Errorf("ask %d moves in one transaction: at most %d", len(asks), MaxGroupAddrs)
 	}
@@ -541,7 +544,7 @@ func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, asks []Asking) (boo
 	)
 	for _, a := range asks {
 		mv := a.Move
-		val, err := store.Encode(mv)
+		val, err := Encode(mv)
 		if err != nil {
 			return false, fmt.Errorf("encode the move of %s: %w", mv.Addr, err)
 		}
@@ -556,7 +559,7 @@ func (l *etcdLedger) Ask(ctx context.Context, lease LeaseID, asks []Asking) (boo
 	}
 	// One target per request: its cordon is compared once.
 	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(asks[0].Move.To)), "=", asks[0].CordonRev))
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(cmps...).Then(ops...).Commit()
 	if err != nil {

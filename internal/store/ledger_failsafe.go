@@ -1,17 +1,16 @@
-package fleet
+package store
 
 import (
 	"context"
 	"fmt"
 
-	"github.com/vipctl/vip/internal/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
 // The etcd ledger's failsafe reads and writes: whether the store answers
 // now, and the owners' failsafe sets.
 
-func (l *etcdLedger) Reach(ctx context.Context, node string) error {
+func (l *Ledger) Reach(ctx context.Context, node string) error {
 	// A linearizable read: the leader confirms it leads a quorum, which
 	// a frozen or quorumless cluster cannot.
 	if _, err := l.c.Get(ctx, l.k.Node(node), clientv3.WithCountOnly()); err != nil {
@@ -20,12 +19,12 @@ func (l *etcdLedger) Reach(ctx context.Context, node string) error {
 	return nil
 }
 
-func (l *etcdLedger) PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) (int64, error) {
-	val, err := store.Encode(rec)
+func (l *Ledger) PutFailsafeSet(ctx context.Context, rec FailsafeSet) (int64, error) {
+	val, err := Encode(rec)
 	if err != nil {
 		return 0, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	// Only while the node's record is under the set's lease: one written
 	// under a lease the store already expired (read as the store woke,
@@ -43,8 +42,8 @@ func (l *etcdLedger) PutFailsafeSet(ctx context.Context, rec store.FailsafeSet) 
 	return resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.FailsafeSet, []store.Node, int64, error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) FailsafeSets(ctx context.Context, self string) ([]FailsafeSet, []Node, int64, error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	// The sets first, one small range, empty in a fleet without the
 	// failsafe; then, at that revision, only the records of their nodes
@@ -56,7 +55,7 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 	if len(resp.Kvs) == 0 {
 		return nil, nil, resp.Header.Revision, nil
 	}
-	var sets []store.FailsafeSet
+	var sets []FailsafeSet
 	// Every record at the sets' revision: one owner's set and record are
 	// judged as they stood together (a set rewritten under a new lease
 	// between two reads would look lapsed for a moment).
@@ -64,14 +63,14 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 	gets := []clientv3.Op{clientv3.OpGet(l.k.Node(self), at)}
 	for _, kv := range resp.Kvs {
 		p, err := l.k.Parse(string(kv.Key))
-		if err != nil || p.Kind != store.KindFailsafe {
+		if err != nil || p.Kind != KindFailsafe {
 			continue
 		}
-		fs, err := store.Decode[store.FailsafeSet](string(kv.Key), kv.Value)
+		fs, err := Decode[FailsafeSet](string(kv.Key), kv.Value)
 		if err != nil {
 			// A set that does not decode is kept, unreadable: every
 			// take waits for it to be cleared.
-			fs = store.FailsafeSet{Unreadable: true}
+			fs = FailsafeSet{Unreadable: true}
 		}
 		fs.Node, fs.ModRev = p.Node, kv.ModRevision
 		sets = append(sets, fs)
@@ -79,19 +78,19 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 			gets = append(gets, clientv3.OpGet(l.k.Node(p.Node), at))
 		}
 	}
-	var nodes []store.Node
-	for start := 0; start < len(gets); start += maxReadsPerTxn {
-		txn, err := l.c.Txn(rctx).Then(gets[start:min(start+maxReadsPerTxn, len(gets))]...).Commit()
+	var nodes []Node
+	for start := 0; start < len(gets); start += MaxReadsPerTxn {
+		txn, err := l.c.Txn(rctx).Then(gets[start:min(start+MaxReadsPerTxn, len(gets))]...).Commit()
 		if err != nil {
 			return nil, nil, 0, l.c.Explain(err)
 		}
 		for _, r := range txn.Responses {
 			for _, kv := range r.GetResponseRange().Kvs {
 				p, err := l.k.Parse(string(kv.Key))
-				if err != nil || p.Kind != store.KindNode {
+				if err != nil || p.Kind != KindNode {
 					continue
 				}
-				n, _ := store.Decode[store.Node](string(kv.Key), kv.Value)
+				n, _ := Decode[Node](string(kv.Key), kv.Value)
 				n.Node, n.Lease, n.CreateRev = p.Node, kv.Lease, kv.CreateRevision
 				nodes = append(nodes, n)
 			}
@@ -100,8 +99,8 @@ func (l *etcdLedger) FailsafeSets(ctx context.Context, self string) ([]store.Fai
 	return sets, nodes, resp.Header.Revision, nil
 }
 
-func (l *etcdLedger) ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	key := l.k.Failsafe(node)
 	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", modRev)).

@@ -1,19 +1,17 @@
-package fleet
+package store
 
 import (
 	"context"
 	"log/slog"
 	"sync"
-
-	"github.com/vipctl/vip/internal/store"
 )
 
-// trimmer keeps the history within its bound (store.HistoryKeep records a
+// trimmer keeps the history within its bound (HistoryKeep records a
 // subject) behind the ledger's writes: each subject written to is trimmed
 // once, in the background, by one goroutine, so that a change never waits
 // for the trim and a burst of changes of one subject trims it once.
 type trimmer struct {
-	c   *store.Client
+	c   *Client
 	log *slog.Logger
 
 	mu      sync.Mutex
@@ -25,7 +23,7 @@ type trimmer struct {
 	cancel  context.CancelFunc
 }
 
-func newTrimmer(c *store.Client, log *slog.Logger) *trimmer {
+func newTrimmer(c *Client, log *slog.Logger) *trimmer {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &trimmer{c: c, log: log, pending: map[string]bool{}, ctx: ctx, cancel: cancel}
 }

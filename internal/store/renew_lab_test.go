@@ -1,4 +1,4 @@
-package fleet
+package store
 
 import (
 	"context"

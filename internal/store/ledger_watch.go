@@ -1,4 +1,4 @@
-package fleet
+package store
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/vipctl/vip/internal/store"
 )
 
 // broken says whether the watch response ends the watch, and from which
@@ -22,12 +20,12 @@ func broken(wr clientv3.WatchResponse, rev int64) (int64, bool) {
 	return rev, true
 }
 
-// The etcdLedger's watches. Each watch requires a leader, so that a
+// The Ledger's watches. Each watch requires a leader, so that a
 // member cut off with a minority hears that the watch broke rather than
 // nothing; a broken watch returns the revision it got to, and its caller
 // watches again from there.
 
-func (l *etcdLedger) WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64 {
+func (l *Ledger) WatchInbox(ctx context.Context, node string, rev int64, fn func(addrs []netip.Addr)) int64 {
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.InboxOf(node), clientv3.WithPrefix(),
 		clientv3.WithRev(rev+1), clientv3.WithFilterDelete())
 	for wr := range wch {
@@ -40,7 +38,7 @@ func (l *etcdLedger) WatchInbox(ctx context.Context, node string, rev int64, fn 
 		}
 		var addrs []netip.Addr
 		for _, ev := range wr.Events {
-			if p, err := l.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == store.KindInbox {
+			if p, err := l.k.Parse(string(ev.Kv.Key)); err == nil && p.Kind == KindInbox {
 				addrs = append(addrs, p.Addr)
 			}
 		}
@@ -50,7 +48,7 @@ func (l *etcdLedger) WatchInbox(ctx context.Context, node string, rev int64, fn 
 	return rev
 }
 
-func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *store.Claim)) int64 {
+func (l *Ledger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func(prev *Claim)) int64 {
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Claim(a), clientv3.WithRev(rev+1),
 		clientv3.WithFilterPut(), clientv3.WithPrevKV())
 	for wr := range wch {
@@ -58,11 +56,11 @@ func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn 
 			return at
 		}
 		for _, ev := range wr.Events {
-			var prev *store.Claim
+			var prev *Claim
 			if kv := ev.PrevKv; kv != nil {
-				c, err := store.Decode[store.Claim](string(kv.Key), kv.Value)
+				c, err := Decode[Claim](string(kv.Key), kv.Value)
 				if err != nil {
-					c = store.Claim{}
+					c = Claim{}
 				}
 				c.Lease = kv.Lease
 				prev = &c
@@ -74,7 +72,7 @@ func (l *etcdLedger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn 
 	return rev
 }
 
-func (l *etcdLedger) WatchCordon(ctx context.Context, node string, rev int64, fn func(*store.Cordon)) int64 {
+func (l *Ledger) WatchCordon(ctx context.Context, node string, rev int64, fn func(*Cordon)) int64 {
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Cordon(node), clientv3.WithRev(rev+1))
 	for wr := range wch {
 		if at, ok := broken(wr, rev); ok {
@@ -84,7 +82,7 @@ func (l *etcdLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 			if ev.Type == clientv3.EventTypeDelete {
 				fn(nil)
 			} else {
-				c, _ := store.ReadCordon(node, ev.Kv)
+				c, _ := ReadCordon(node, ev.Kv)
 				fn(&c)
 			}
 		}
@@ -93,7 +91,7 @@ func (l *etcdLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 	return rev
 }
 
-func (l *etcdLedger) WatchNodes(ctx context.Context, rev int64, fn func()) int64 {
+func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func()) int64 {
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for wr := range wch {
 		if at, ok := broken(wr, rev); ok {
@@ -109,10 +107,10 @@ func (l *etcdLedger) WatchNodes(ctx context.Context, rev int64, fn func()) int64
 
 // WatchMoves watches the move records and the claims' deletions, on two
 // watches of one context: claims being created, which a filling fleet
-// writes by the hundred thousand, never leave the store. When a watch
+// writes by the hundred thousand, never leave the  When a watch
 // breaks (a leader lost, a compaction), it watches again from where both
 // had got to.
-func (l *etcdLedger) WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange {
+func (l *Ledger) WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange {
 	out := make(chan []MoveChange)
 	go func() {
 		defer close(out)
@@ -130,7 +128,7 @@ func (l *etcdLedger) WatchMoves(ctx context.Context, rev int64) <-chan []MoveCha
 
 // watchMovesOnce watches until a watch breaks, and returns the revision
 // both watches had got to.
-func (l *etcdLedger) watchMovesOnce(ctx context.Context, rev int64, out chan<- []MoveChange) int64 {
+func (l *Ledger) watchMovesOnce(ctx context.Context, rev int64, out chan<- []MoveChange) int64 {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
 	moves := l.c.Watch(wctx, l.k.Moves(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
@@ -166,7 +164,7 @@ func (l *etcdLedger) watchMovesOnce(ctx context.Context, rev int64, out chan<- [
 
 // moveChanges reads a watch's events; a move record that does not decode,
 // and a key of another kind, are none.
-func (l *etcdLedger) moveChanges(evs []*clientv3.Event) []MoveChange {
+func (l *Ledger) moveChanges(evs []*clientv3.Event) []MoveChange {
 	var out []MoveChange
 	for _, ev := range evs {
 		p, err := l.k.Parse(string(ev.Kv.Key))
@@ -175,12 +173,12 @@ func (l *etcdLedger) moveChanges(evs []*clientv3.Event) []MoveChange {
 		}
 		deleted := ev.Type == clientv3.EventTypeDelete
 		switch {
-		case p.Kind == store.KindClaim && deleted:
+		case p.Kind == KindClaim && deleted:
 			out = append(out, MoveChange{Kind: ClaimDeleted, Addr: p.Addr})
-		case p.Kind == store.KindMove && deleted:
+		case p.Kind == KindMove && deleted:
 			out = append(out, MoveChange{Kind: MoveDeleted, Addr: p.Addr})
-		case p.Kind == store.KindMove:
-			mv, err := store.Decode[store.Move](string(ev.Kv.Key), ev.Kv.Value)
+		case p.Kind == KindMove:
+			mv, err := Decode[Move](string(ev.Kv.Key), ev.Kv.Value)
 			if err != nil {
 				continue
 			}

@@ -1,20 +1,17 @@
-package fleet
+package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/vipctl/vip/internal/store"
 )
 
 // groupTries bounds how often AcquireGroup reads the group's keys again
 // when one changed between its read and its transaction.
 const groupTries = 3
 
-func (l *etcdLedger) AcquireGroup(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) ([]bool, error) {
+func (l *Ledger) AcquireGroup(ctx context.Context, lease LeaseID, recs []Claim, who Actor) ([]bool, error) {
 	if len(recs) > MaxGroupAddrs {
 		return nil, fmt.Errorf("group %s has %d addresses: a group holds at most %d", recs[0].Group, len(recs), MaxGroupAddrs)
 	}
@@ -30,8 +27,8 @@ func (l *etcdLedger) AcquireGroup(ctx context.Context, lease LeaseID, recs []sto
 // acquireGroupOnce reads the keys of recs, decides what each needs, and
 // writes all of it in one transaction that compares every key with what
 // was read. done is false when a key changed since: read again.
-func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) (fresh []bool, done bool, err error) {
-	rctx, cancel := context.WithTimeout(ctx, store.DefaultTimeout)
+func (l *Ledger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs []Claim, who Actor) (fresh []bool, done bool, err error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	gets := make([]clientv3.Op, len(recs))
 	for i, rec := range recs {
@@ -50,11 +47,11 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 	for i, rec := range recs {
 		key := l.k.Claim(rec.Addr)
 		kvs := read.Responses[i].GetResponseRange().Kvs
-		change := store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
+		change := Change{Kind: ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
 		if len(kvs) == 0 {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
 		} else {
-			cur, err := store.Decode[store.Claim](key, kvs[0].Value)
+			cur, err := Decode[Claim](key, kvs[0].Value)
 			if err != nil {
 				return nil, false, fmt.Errorf("claim %s: the store's key %s holds no vip claim (%v): delete it with etcdctl if it is stale", rec.Addr, key, err)
 			}
@@ -68,7 +65,7 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 			case LeaseID(kvs[0].Lease) == lease:
 				change.Message = "joined the group"
 			default:
-				change.Kind, change.Message = store.ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
+				change.Kind, change.Message = ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
 			}
 			if rec.Home == "" {
 				rec.Home = cur.Home
@@ -105,10 +102,4 @@ func (l *etcdLedger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs [
 		l.trim.add(s)
 	}
 	return fresh, true, nil
-}
-
-// isGroupRefusal reports whether err refuses a group's claim as a whole:
-// an address held by another node or in another group.
-func isGroupRefusal(err error) bool {
-	return errors.As(err, new(*HeldError)) || errors.As(err, new(*GroupError))
 }
