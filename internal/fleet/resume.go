@@ -42,30 +42,19 @@ func (m *Member) fencedBeyond(addrs []netip.Addr) bool {
 }
 
 // resumeOnce is one resumption of the fenced claims it finds; it says
-// whether another is needed (fencedBeyond).
+// whether another is needed (fencedBeyond). Its steps, in order: wait for
+// the fence's revocation, lock the fenced addresses, join again under a
+// new lease if the old one is gone, take the keys again, mark those
+// another node took as lost, record the fence, and resume the rest in the
+// engine.
 func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
-	// The fence's revocation first: until it returned, the engine may
-	// hold claims whose keys went with the lease, and a new lease would
-	// open the deadline for them.
-	m.mu.Lock()
-	revoked := m.revoking
-	m.mu.Unlock()
-	if revoked != nil {
-		select {
-		case <-revoked:
-		case <-ctx.Done():
-			return false
-		}
+	if !m.waitRevoked(ctx) {
+		return false
 	}
 	// The fenced claims' addresses, locked; one fenced meanwhile waits
 	// for the next resumption. A fenced member claims nothing new, so
 	// the lease can change under the other operations: they refuse.
-	m.mu.Lock()
-	addrs := make([]netip.Addr, 0, len(m.fenced))
-	for a := range m.fenced {
-		addrs = append(addrs, a)
-	}
-	m.mu.Unlock()
+	addrs := m.fencedAddrs()
 	unlock, err := m.locks.lock(ctx, addrs)
 	if err != nil {
 		return false
@@ -73,50 +62,131 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 	defer unlock()
 	defer func() { again = again || m.fencedBeyond(addrs) }()
 	if leaseLost {
-		// The claims in flight under the lost lease finish first: each
-		// commits as fenced, for the next pass (fencedBeyond).
-		m.leaseOps.Lock()
-		err := m.register(ctx)
-		m.leaseOps.Unlock()
-		if err != nil {
-			m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
-			return false
-		}
-		// Every key went with the lease: taking them again is a take
-		// through the store, which waits for this node's promises and
-		// for the failsafe sets that leave it out (mayTake). Another
-		// node may have taken one of them meanwhile and, its lease gone
-		// in the same outage, answer for it on failsafe on this node's
-		// promise. Under a live lease the keys are still this node's
-		// (none can be taken from a live lease), and resume at once.
-		gctx, done, err := m.mayTake(ctx, true)
-		if err != nil {
-			m.log.Warn("resume the fenced claims: staying fenced", "err", err)
+		gctx, done, ok := m.rejoin(ctx)
+		if !ok {
 			return false
 		}
 		defer done()
 		ctx = gctx
 	}
+	got, refused, err := m.acquire(ctx, m.fencedClaims(addrs))
+	if err != nil {
+		m.log.Warn("resume the fenced claims: staying fenced", "err", err)
+		return false
+	}
+	now := m.clock.Now()
+	fencedSince, ok := m.unfence(now, refused)
+	if !ok {
+		// The store went away again while the keys were read.
+		m.dropKeys(ctx, freshOf(got, nil))
+		return false
+	}
+	lostTo, changes := m.reportLost(now, refused)
+	m.recordFence(ctx, fencedSince, now, addrs, got, changes)
+	if len(got) == 0 {
+		m.log.Info("the store answers again: unfenced", "resumed", 0, "lost", len(refused))
+		m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed 0 claims, %d lost", len(refused)))
+		m.reportStall(leaseLost, 0, lostTo)
+		return false
+	}
+	st, unresumed, stopping := m.resumeInEngine(ctx, got)
+	if stopping {
+		// The agent is stopping: nothing to give up, the lease goes
+		// with it. Only the keys this call made go now.
+		m.dropKeys(ctx, freshOf(got, nil))
+		return false
+	}
+	m.giveUp(ctx, unresumed)
+	m.commit(st)
+	m.log.Info("the store answers again: unfenced", "resumed", len(st), "lost", len(refused), "released", len(unresumed))
+	msg := fmt.Sprintf("the store answers again: resumed %d claims with a fresh burst, %d lost", len(st), len(refused))
+	if len(unresumed) > 0 {
+		msg += fmt.Sprintf(", %d released (the engine refused them)", len(unresumed))
+	}
+	m.notify(event.Resume, netip.Addr{}, "", msg)
+	m.reportStall(leaseLost, len(st), lostTo)
+	return false
+}
+
+// waitRevoked waits for the fence's revocation: until it returned, the
+// engine may hold claims whose keys went with the lease, and a new lease
+// would open the deadline for them. False when ctx ended first.
+func (m *Member) waitRevoked(ctx context.Context) bool {
 	m.mu.Lock()
+	revoked := m.revoking
+	m.mu.Unlock()
+	if revoked == nil {
+		return true
+	}
+	select {
+	case <-revoked:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// fencedAddrs are the addresses of the fenced claims.
+func (m *Member) fencedAddrs() []netip.Addr {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	addrs := make([]netip.Addr, 0, len(m.fenced))
+	for a := range m.fenced {
+		addrs = append(addrs, a)
+	}
+	return addrs
+}
+
+// fencedClaims are the claims of addrs still fenced.
+func (m *Member) fencedClaims(addrs []netip.Addr) []announce.Claim {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 	claims := make([]announce.Claim, 0, len(addrs))
 	for _, a := range addrs {
 		if o, ok := m.fenced[a]; ok {
 			claims = append(claims, o.claim)
 		}
 	}
-	m.mu.Unlock()
-	got, refused, err := m.acquire(ctx, claims)
+	return claims
+}
+
+// rejoin joins the fleet again under a new lease, after the old one was
+// lost, and returns the context the keys are taken again under, and the
+// end of that take (done); ok is false when it stays fenced.
+func (m *Member) rejoin(ctx context.Context) (gctx context.Context, done func(), ok bool) {
+	// The claims in flight under the lost lease finish first: each
+	// commits as fenced, for the next pass (fencedBeyond).
+	m.leaseOps.Lock()
+	err := m.register(ctx)
+	m.leaseOps.Unlock()
+	if err != nil {
+		m.log.Error("join the fleet again after the lease was lost: staying fenced", "err", err)
+		return nil, nil, false
+	}
+	// Every key went with the lease: taking them again is a take
+	// through the store, which waits for this node's promises and for
+	// the failsafe sets that leave it out (mayTake). Another node may
+	// have taken one of them meanwhile and, its lease gone in the same
+	// outage, answer for it on failsafe on this node's promise. Under a
+	// live lease the keys are still this node's (none can be taken from
+	// a live lease), and resume at once.
+	gctx, done, err = m.mayTake(ctx, true)
 	if err != nil {
 		m.log.Warn("resume the fenced claims: staying fenced", "err", err)
-		return false
+		return nil, nil, false
 	}
-	now := m.clock.Now()
+	return gctx, done, true
+}
+
+// unfence lifts the fence at now, unless the store went away again while
+// the keys were read (ok false, still fenced), and moves each claim
+// another node holds (refused) from fenced to lost. It returns when the
+// fence began.
+func (m *Member) unfence(now time.Time, refused []announce.Refusal) (fencedSince time.Time, ok bool) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
 	if now.Sub(m.renewed) >= m.timing.FenceAfter() {
-		// The store went away again while the keys were read.
-		m.mu.Unlock()
-		m.dropKeys(ctx, freshOf(got, nil))
-		return false
+		return time.Time{}, false
 	}
 	for _, r := range refused {
 		var held *HeldError
@@ -125,9 +195,15 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			delete(m.fenced, r.Addr)
 		}
 	}
-	fencedSince := m.fencedAt
+	fencedSince = m.fencedAt
 	m.fencedAt = time.Time{}
-	m.mu.Unlock()
+	return fencedSince, true
+}
+
+// reportLost logs and publishes each claim another node took while this
+// one was fenced, and returns them by address with the history's records
+// of them.
+func (m *Member) reportLost(now time.Time, refused []announce.Refusal) (map[netip.Addr]string, []store.Change) {
 	lostTo := map[netip.Addr]string{}
 	var changes []store.Change
 	for _, r := range refused {
@@ -140,47 +216,33 @@ func (m *Member) resumeOnce(ctx context.Context, leaseLost bool) (again bool) {
 			m.notifyChange(event.Taken, r.Addr, "", event.StateLost, held.Node, fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, TakenAt(held.Since)))
 		}
 	}
-	m.recordFence(ctx, fencedSince, now, addrs, got, changes)
-	if len(got) == 0 {
-		m.log.Info("the store answers again: unfenced", "resumed", 0, "lost", len(refused))
-		m.notify(event.Resume, netip.Addr{}, "", fmt.Sprintf("the store answers again: resumed 0 claims, %d lost", len(refused)))
-		m.reportStall(leaseLost, 0, lostTo)
-		return false
-	}
+	return lostTo, changes
+}
+
+// resumeInEngine resumes the claims whose keys were taken again (got) in
+// the engine, keeping each claim's options and since, with a fresh burst,
+// as Adopt does, but as this run's claims. It returns what the engine
+// holds, the claims it refused, and whether the agent is stopping.
+func (m *Member) resumeInEngine(ctx context.Context, got []taken) (st []announce.Status, unresumed []announce.Refusal, stopping bool) {
 	resumed := make([]announce.Claim, len(got))
 	for i, t := range got {
 		resumed[i] = t.claim
 	}
-	// Resume keeps each claim's options and since, with a fresh burst,
-	// as Adopt does; but the claims are this run's, not an earlier one's.
 	st, err := m.eng.Resume(ctx, resumed, "resumed after the fence: the store answers again")
 	var rf *announce.RefusedError
-	var unresumed []announce.Refusal
 	switch {
 	case err == nil:
 	case errors.As(err, &rf):
 		unresumed = rf.Refused
 	case ctx.Err() != nil:
-		// The agent is stopping: nothing to give up, the lease goes
-		// with it. Only the keys this call made go now.
-		m.dropKeys(ctx, freshOf(got, nil))
-		return false
+		return nil, nil, true
 	default:
 		st = nil
 		for _, c := range resumed {
 			unresumed = append(unresumed, announce.Refusal{Addr: c.Addr, Err: err})
 		}
 	}
-	m.giveUp(ctx, unresumed)
-	m.commit(st)
-	m.log.Info("the store answers again: unfenced", "resumed", len(st), "lost", len(refused), "released", len(unresumed))
-	msg := fmt.Sprintf("the store answers again: resumed %d claims with a fresh burst, %d lost", len(st), len(refused))
-	if len(unresumed) > 0 {
-		msg += fmt.Sprintf(", %d released (the engine refused them)", len(unresumed))
-	}
-	m.notify(event.Resume, netip.Addr{}, "", msg)
-	m.reportStall(leaseLost, len(st), lostTo)
-	return false
+	return st, unresumed, false
 }
 
 // recordFence writes the fence that lifted at now to the history, with the
