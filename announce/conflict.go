@@ -112,7 +112,7 @@ func (e *Engine) Conflict(addr netip.Addr, c Claimer) {
 			e.log.Error("yield: the address could not be released", "addr", addr, "err", err)
 			return
 		}
-		e.publish(Event{Kind: EventConflict, Addr: addr, Interface: iface, MAC: key, To: event.StateNone, Peer: key, Message: "yielded: released to " + key})
+		e.publish(Event{Kind: EventConflict, Addr: addr, Interface: iface, MAC: key, From: event.StateOwner, To: event.StateNone, Peer: key, Reason: event.ReasonYielded, Message: "yielded: released to " + key})
 		e.selfReleased(released, "yielded to the competing claimer "+key)
 	default:
 		e.mu.Unlock()

@@ -212,7 +212,7 @@ func adoptGuarded(ctx context.Context, m *fleet.Member, book *state.File, record
 		if lost {
 			// An event too, so that a view or vip events --retry that
 			// follows the agent across the restart sees it.
-			notify(announce.Event{Kind: event.Taken, Addr: c.Addr, Interface: c.Interface, To: event.StateLost, Peer: to.node, Message: msg})
+			notify(announce.Event{Kind: event.Taken, Addr: c.Addr, Interface: c.Interface, From: event.StateOwner, To: event.StateLost, Peer: to.node, Reason: event.ReasonTakenWhileDown, Message: msg})
 		}
 	}
 	return err

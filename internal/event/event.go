@@ -90,11 +90,50 @@ type Event struct {
 	// (a standby's former owner, a move's source or target, the node that
 	// took it while this one was down), or a competing claimer's MAC.
 	// They are what programs read (hooks); Message is for people.
-	To   State  `json:"to,omitempty"`
-	Peer string `json:"peer,omitempty"`
+	// From is the place before it, and Reason says why, as a code (the
+	// Reason constants), so that one kind's several transitions (a
+	// standby added, set, removed, or taking over; a move away, here, or
+	// given up) are told apart without reading Message.
+	From   State  `json:"from,omitempty"`
+	To     State  `json:"to,omitempty"`
+	Peer   string `json:"peer,omitempty"`
+	Reason Reason `json:"reason,omitempty"`
 	// Message says in words what happened, for logs and terminals.
 	Message string `json:"message,omitempty"`
 }
+
+// Reason is why an event changed this node's place for an address: a
+// stable code for programs, beside the event's Message for people.
+type Reason string
+
+// The reasons.
+const (
+	// ReasonStandbyAdded: made a standby by vip claim --standby.
+	ReasonStandbyAdded Reason = "standby-added"
+	// ReasonStandbySet: made a standby in the store (vip standby).
+	ReasonStandbySet Reason = "standby-set"
+	// ReasonStandbyRemoved: removed from the standbys (vip standby --remove).
+	ReasonStandbyRemoved Reason = "standby-removed"
+	// ReasonOwnerExpired: took the address as a standby, its owner's
+	// lease having expired.
+	ReasonOwnerExpired Reason = "owner-expired"
+	// ReasonMovedAway: let go of the address for a move; it stands by.
+	ReasonMovedAway Reason = "moved-away"
+	// ReasonMovedHere: took the address a move brought here.
+	ReasonMovedHere Reason = "moved-here"
+	// ReasonMoveGaveUp: kept the address, the move having given up
+	// before it was handed over.
+	ReasonMoveGaveUp Reason = "move-gave-up"
+	// ReasonTakenWhileFenced: another node took the address while this
+	// one was fenced.
+	ReasonTakenWhileFenced Reason = "taken-while-fenced"
+	// ReasonTakenWhileDown: another node took the address while this
+	// node's agent was down (found when the next one started).
+	ReasonTakenWhileDown Reason = "taken-while-down"
+	// ReasonYielded: released to a competing claimer (--on-conflict
+	// yield).
+	ReasonYielded Reason = "yielded"
+)
 
 // State is this node's place for an address, as an event's To says it.
 type State string

@@ -545,10 +545,11 @@ func (m *Member) notify(kind event.Kind, a netip.Addr, ifname, msg string) {
 	m.eng.Notify(announce.Event{Time: m.clock.Now(), Kind: kind, Addr: a, Interface: ifname, Message: msg})
 }
 
-// notifyChange publishes an event that changes this node's place for a:
-// to it, with peer on the other side (see event.Event's To and Peer).
-func (m *Member) notifyChange(kind event.Kind, a netip.Addr, ifname string, to event.State, peer, msg string) {
-	m.eng.Notify(announce.Event{Time: m.clock.Now(), Kind: kind, Addr: a, Interface: ifname, To: to, Peer: peer, Message: msg})
+// notifyChange publishes ev, an event that changes this node's place for
+// an address (its From, To, Peer and Reason: see event.Event), at now.
+func (m *Member) notifyChange(ev announce.Event) {
+	ev.Time = m.clock.Now()
+	m.eng.Notify(ev)
 }
 
 // identified is a, asked of this agent, with the identity the store knows

@@ -72,7 +72,8 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 				continue
 			}
 			m.log.Info("released for a move", "addr", mv.Addr, "to", mv.To)
-			m.notifyChange(event.Move, mv.Addr, "", event.StateStandby, mv.To, "released for a move to "+mv.To+"; this node stands by for it")
+			m.notifyChange(announce.Event{Kind: event.Move, Addr: mv.Addr, From: event.StateOwner, To: event.StateStandby, Peer: mv.To, Reason: event.ReasonMovedAway,
+				Message: "released for a move to " + mv.To + "; this node stands by for it"})
 			if r.Standby != nil {
 				m.keepStandby(*r.Standby, rev)
 			}
@@ -105,7 +106,8 @@ func (m *Member) keepHome(ctx context.Context, o owned, lease LeaseID, to string
 	}
 	m.commit(st)
 	m.log.Warn("a move gave up before its address was handed over: kept here", "addr", a, "to", to)
-	m.notifyChange(event.Move, a, o.claim.Interface, event.StateOwner, to, "kept: the move to "+to+" gave up before it was handed over")
+	m.notifyChange(announce.Event{Kind: event.Move, Addr: a, Interface: o.claim.Interface, From: event.StateOwner, To: event.StateOwner, Peer: to, Reason: event.ReasonMoveGaveUp,
+		Message: "kept: the move to " + to + " gave up before it was handed over"})
 }
 
 // retryMoves reads the moves of addrs again a renewal period from now, in

@@ -94,7 +94,13 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		msg += " (its mover had given up: taken all the same, as asked)"
 	}
 	m.log.Info("moved here", "addr", mv.Addr, "interface", mv.Interface, "from", from, "mover_gave_up", givenUp)
-	m.notifyChange(event.Move, mv.Addr, mv.Interface, event.StateOwner, mv.From, msg)
+	before := event.StateNone
+	m.mu.Lock()
+	if _, ok := m.standby[mv.Addr]; ok {
+		before = event.StateStandby
+	}
+	m.mu.Unlock()
+	m.notifyChange(announce.Event{Kind: event.Move, Addr: mv.Addr, Interface: mv.Interface, From: before, To: event.StateOwner, Peer: mv.From, Reason: event.ReasonMovedHere, Message: msg})
 }
 
 // moveChange is the history's record of the move mv arriving here: who

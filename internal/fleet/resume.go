@@ -213,7 +213,8 @@ func (m *Member) reportLost(now time.Time, refused []announce.Refusal) (map[neti
 			changes = append(changes, store.Change{Kind: store.ChangeLost, Addr: r.Addr, Node: m.cfg.Node, From: held.Node,
 				Time: now, Message: "taken while this node was fenced" + TakenAt(held.Since)})
 			m.log.Warn("lost to another node while fenced: staying silent", "addr", r.Addr, "to", held.Node, "taken", held.Since)
-			m.notifyChange(event.Taken, r.Addr, "", event.StateLost, held.Node, fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, TakenAt(held.Since)))
+			m.notifyChange(announce.Event{Kind: event.Taken, Addr: r.Addr, From: event.StateFenced, To: event.StateLost, Peer: held.Node, Reason: event.ReasonTakenWhileFenced,
+				Message: fmt.Sprintf("lost to %s while this node was fenced%s: it stays silent", held.Node, TakenAt(held.Since))})
 		}
 	}
 	return lostTo, changes

@@ -74,7 +74,8 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 			m.watchGone(r.Addr, rev)
 			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: api.StateStandby})
 			m.log.Info("standby", "addr", r.Addr, "interface", r.Interface)
-			m.notifyChange(event.Standby, r.Addr, r.Interface, event.StateStandby, "", "registered as a standby: takes the address if its owner's lease expires")
+			m.notifyChange(announce.Event{Kind: event.Standby, Addr: r.Addr, Interface: r.Interface, From: event.StateNone, To: event.StateStandby, Reason: event.ReasonStandbyAdded,
+				Message: "registered as a standby: takes the address if its owner's lease expires"})
 		}
 	}
 	return st, nil
@@ -182,7 +183,8 @@ func (m *Member) forgetStandbyAsOf(a netip.Addr, rev int64) {
 	}
 	m.unwatchGone(a)
 	m.log.Info("no longer a standby", "addr", a, "by", "the store")
-	m.notifyChange(event.Standby, a, s.Interface, event.StateNone, "", "removed from the address's standbys in the store (vip standby --remove)")
+	m.notifyChange(announce.Event{Kind: event.Standby, Addr: a, Interface: s.Interface, From: event.StateStandby, To: event.StateNone, Reason: event.ReasonStandbyRemoved,
+		Message: "removed from the address's standbys in the store (vip standby --remove)"})
 }
 
 // keepStandby notes this node's standby record s, read or written at rev,
@@ -216,7 +218,8 @@ func (m *Member) syncStandby(ctx context.Context, a netip.Addr) error {
 		m.keepStandby(*s, rev)
 		if !had {
 			m.log.Info("standby", "addr", a, "interface", s.Interface, "by", "the store")
-			m.notifyChange(event.Standby, a, s.Interface, event.StateStandby, "", "made a standby in the store (vip standby): takes the address if its owner's lease expires")
+			m.notifyChange(announce.Event{Kind: event.Standby, Addr: a, Interface: s.Interface, From: event.StateNone, To: event.StateStandby, Reason: event.ReasonStandbySet,
+				Message: "made a standby in the store (vip standby): takes the address if its owner's lease expires"})
 		}
 	case s == nil && had:
 		m.forgetStandby(a)
@@ -287,7 +290,7 @@ func (m *Member) takeAsStandby(ctx context.Context, addrs []netip.Addr, prev *st
 			msg += fmt.Sprintf(" (group %s, %d addresses in one transaction)", s.Group, len(ss))
 		}
 		m.log.Warn("standby took over", "addr", s.Addr, "interface", s.Interface, "from", owner.Node, "group", s.Group)
-		m.notifyChange(event.Standby, s.Addr, s.Interface, event.StateOwner, owner.Node, msg)
+		m.notifyChange(announce.Event{Kind: event.Standby, Addr: s.Addr, Interface: s.Interface, From: event.StateStandby, To: event.StateOwner, Peer: owner.Node, Reason: event.ReasonOwnerExpired, Message: msg})
 	}
 }
 

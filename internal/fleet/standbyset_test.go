@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"fmt"
 	"net/netip"
 	"slices"
 	"testing"
@@ -127,4 +128,45 @@ func TestFakeResyncKeepsANewStandby(t *testing.T) {
 	aEng.drop([]netip.Addr{vip})
 	f.advanceTo(fakeTTL + 2*fakeTiming.Renew)
 	eventually(t, func() bool { return bEng.holds(vip) }, "the standby registered during a resync did not take over")
+}
+
+// TestFakeEventsSayTheirTransition: the events that change a node's place
+// for an address say where from, where to, who is on the other side, and
+// why as a code, so that the kinds that carry several transitions (a
+// standby added or taking over; a move away or here) are told apart
+// without reading their words (issue 33).
+func TestFakeEventsSayTheirTransition(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	b, bEng := f.join("b")
+	f.claim(a, vip)
+	f.standby(b, vip)
+	if _, err := b.TakeOver(context.Background(), []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}, false); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, func() bool { return slices.Contains(aEng.transitions(), "move owner>standby peer=b moved-away") }, "a's release for the move is not told as one")
+	f.crash("b")
+	bEng.drop([]netip.Addr{vip})
+	f.advanceTo(fakeTTL + fakeTiming.Renew)
+	eventually(t, func() bool { return aEng.holds(vip) }, "a, standing by since the move, did not take the address back")
+	wantA := []string{"move owner>standby peer=b moved-away", "standby standby>owner peer=b owner-expired"}
+	eventually(t, func() bool { return slices.Equal(aEng.transitions(), wantA) }, fmt.Sprintf("a's transitions %q, want %q", aEng.transitions(), wantA))
+	wantB := []string{"standby none>standby peer= standby-added", "move standby>owner peer=a moved-here"}
+	if got := bEng.transitions(); !slices.Equal(got, wantB) {
+		t.Errorf("b's transitions %q, want %q", got, wantB)
+	}
+}
+
+// transitions are the events that say a change of this node's place, as
+// "kind from>to peer=P reason".
+func (f *fakeEngine) transitions() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, ev := range f.events {
+		if ev.Reason != "" {
+			out = append(out, fmt.Sprintf("%s %s>%s peer=%s %s", ev.Kind, ev.From, ev.To, ev.Peer, ev.Reason))
+		}
+	}
+	return out
 }

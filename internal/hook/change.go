@@ -42,7 +42,11 @@ type Change struct {
 	Node   string
 	Peer   string
 	Reason string
-	Time   time.Time
+	// Code is the event's reason as a code (event.Reason: standby-added,
+	// owner-expired, moved-away, ...), for a hook to match on; empty for
+	// a claim, release, fence or resume, which Event says whole.
+	Code string
+	Time time.Time
 }
 
 // Env is c as the hook's environment variables, added to the agent's own.
@@ -61,6 +65,7 @@ func (c Change) Env() []string {
 		"VIP_NODE=" + c.Node,
 		"VIP_PEER=" + c.Peer,
 		"VIP_REASON=" + c.Reason,
+		"VIP_REASON_CODE=" + c.Code,
 		"VIP_TIME=" + c.Time.UTC().Format(time.RFC3339Nano),
 	}
 }

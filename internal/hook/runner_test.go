@@ -116,6 +116,7 @@ VIP_NODE=here
 VIP_OLD_STATE=none
 VIP_PEER=
 VIP_REASON=7
+VIP_REASON_CODE=
 VIP_TIME=2025-01-02T03:04:05Z
 `
 	if string(env) != wantEnv {

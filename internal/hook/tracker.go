@@ -45,7 +45,7 @@ func (t *Tracker) Event(ev event.Event) []Change {
 	if !a.IsValid() {
 		return nil // a fence, a resumption, a stall: their addresses' events come apart
 	}
-	c := Change{Event: string(ev.Kind), Addr: a, Interface: ev.Interface, Node: t.node, Reason: msg, Time: ev.Time}
+	c := Change{Event: string(ev.Kind), Addr: a, Interface: ev.Interface, Node: t.node, Reason: msg, Code: string(ev.Reason), Time: ev.Time}
 	switch ev.Kind {
 	case event.Claim:
 		c.New = Owner
@@ -190,7 +190,7 @@ func (t *Tracker) explain(expl Change, want State) []Change {
 	}
 	delete(t.pending, expl.Addr)
 	c := p.c
-	c.Event, c.New, c.Peer, c.Reason = expl.Event, expl.New, expl.Peer, expl.Reason
+	c.Event, c.New, c.Peer, c.Reason, c.Code = expl.Event, expl.New, expl.Peer, expl.Reason, expl.Code
 	if c.Interface == "" {
 		c.Interface = expl.Interface
 	}

@@ -3,6 +3,7 @@ package hook
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -195,5 +196,34 @@ func TestTrackerFillsChange(t *testing.T) {
 	want = Change{Event: "failsafe", Addr: addrB, Interface: "eth1", Old: Owner, New: Owner, Node: "node-1", Reason: "the store is unreachable", Time: t0.Add(time.Second)}
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("failsafe: got %+v, want [%+v]", got, want)
+	}
+}
+
+// TestTrackerCarriesReasonCode: a change gets its event's reason code,
+// from the explanation when one explains a held claim (a standby's take),
+// and a hook tells a standby removed from one added by it alone
+// (VIP_REASON_CODE), with no word of the message read.
+func TestTrackerCarriesReasonCode(t *testing.T) {
+	tr := NewTracker("here", time.Second)
+	withReason := func(e event.Event, r event.Reason) event.Event { e.Reason = r; return e }
+	var got []Change
+	for _, e := range []event.Event{
+		withReason(changeEv(event.Standby, 0, event.StateStandby, "", "x"), event.ReasonStandbyAdded),
+		withReason(changeEv(event.Standby, 10, event.StateNone, "", "x"), event.ReasonStandbyRemoved),
+		ev(event.Claim, 20, "x"),
+		withReason(changeEv(event.Standby, 30, event.StateOwner, "a", "x"), event.ReasonOwnerExpired),
+	} {
+		got = append(got, tr.Event(e)...)
+	}
+	var codes []string
+	for _, c := range got {
+		codes = append(codes, c.Code)
+	}
+	want := []string{"standby-added", "standby-removed", "owner-expired"}
+	if !slices.Equal(codes, want) {
+		t.Fatalf("codes %q, want %q (changes %v)", codes, want, got)
+	}
+	if env := got[2].Env(); !slices.Contains(env, "VIP_REASON_CODE=owner-expired") {
+		t.Fatalf("the hook's environment has no VIP_REASON_CODE: %q", env)
 	}
 }
