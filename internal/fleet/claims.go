@@ -323,7 +323,7 @@ func (m *Member) dropKeysOf(ctx context.Context, addrs []netip.Addr, groups map[
 		g.Go(func() error {
 			one := ch
 			one.Group = groups[a]
-			if err := m.l.Drop(context.WithoutCancel(ctx), lease, a, one); err != nil {
+			if err := m.l.Release(context.WithoutCancel(ctx), lease, a, one); err != nil {
 				m.log.Warn("delete a released claim's key: deleted once the store answers", "addr", a, "err", err)
 				mu.Lock()
 				failed = append(failed, a)
@@ -376,7 +376,7 @@ func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr, ch store.Change, 
 		for _, a := range addrs {
 			one := ch
 			one.Group = groups[a]
-			if err := m.l.Drop(ctx, lease, a, one); err != nil {
+			if err := m.l.Release(ctx, lease, a, one); err != nil {
 				left = append(left, a)
 				continue
 			}

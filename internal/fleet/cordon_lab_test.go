@@ -38,7 +38,7 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 	}
 	// b stands by for the addresses taken as a standby below.
 	later := taken.Next().Next().Next()
-	if _, err := l.StandBy(ctx, []store.Standby{{Addr: taken, Node: "b", Interface: "eth0"}, {Addr: later, Node: "b", Interface: "eth0"}}); err != nil {
+	if _, err := l.PutStandbys(ctx, []store.Standby{{Addr: taken, Node: "b", Interface: "eth0"}, {Addr: later, Node: "b", Interface: "eth0"}}); err != nil {
 		t.Fatal(err)
 	}
 	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeStandby}); err != nil || !took {

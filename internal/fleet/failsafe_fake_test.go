@@ -133,8 +133,22 @@ func TestFakeFailsafeRefusedRoundFences(t *testing.T) {
 	eventually(t, func() bool { return a.Info().Failsafe != nil }, "a did not answer on failsafe with b's promise")
 	roundAt := f.now()
 	f.s.setCut("b", false)
-	f.advanceTo(roundAt + fakeTiming.Renew)
-	eventually(t, func() bool { _, _, fencedAt := a.Lease(); return !fencedAt.IsZero() }, "a did not fence when b answered that it reaches the store")
+	// a's next round comes a renewal period after its last returned, on
+	// a timer a loaded machine may arm after the test moved the clock on:
+	// so the clock goes on half a period at a time, up to two, while the
+	// fence's message below tells the refused round from promises that
+	// ran out.
+	fenced := func() bool { _, _, fencedAt := a.Lease(); return !fencedAt.IsZero() }
+	for at := roundAt + fakeTiming.Renew; !fenced(); at += fakeTiming.Renew / 2 {
+		if at > roundAt+2*fakeTiming.Renew {
+			t.Fatal("a did not fence when b answered that it reaches the store")
+		}
+		f.advanceTo(at)
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) && !fenced() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	if !eng.sawEvent(event.Fence, "the failsafe ended: b reaches-store") {
 		t.Errorf("a's fence does not say the failsafe ended on b's answer: %q", eng.eventsOf(event.Fence))
 	}

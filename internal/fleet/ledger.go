@@ -135,9 +135,9 @@ type ClaimLedger interface {
 	// TakeGroup takes recs, the addresses of one group, as Take does
 	// each (moveRevs[i] for recs[i]), in one transaction: all or none.
 	TakeGroup(ctx context.Context, lease LeaseID, recs []store.Claim, moveRevs []int64, cond TakeCond, ch store.Change) (took bool, rev int64, err error)
-	// Drop deletes a's claim if it is still bound to lease, and records
+	// Release deletes a's claim if it is still bound to lease, and records
 	// ch (a release) in the history in the same transaction.
-	Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error
+	Release(ctx context.Context, lease LeaseID, a netip.Addr, ch store.Change) error
 	// WatchGone watches a's claim from after rev, calling fn with the
 	// owner's record (nil when the store did not say; a zero Claim with
 	// its Lease when it did not decode) each time the key is deleted,
@@ -151,13 +151,13 @@ type ClaimLedger interface {
 
 // StandbyLedger is the part of the Ledger for the standby records, which no lease binds.
 type StandbyLedger interface {
-	// StandBy writes the standby records in one transaction, and returns
+	// PutStandbys writes the standby records in one transaction, and returns
 	// the store's revision then. No lease binds them: an address's
 	// standbys are a set that lasts, through its owners' moves and
 	// takeovers and its standbys' restarts, until dropped.
-	StandBy(ctx context.Context, recs []store.Standby) (rev int64, err error)
-	// DropStandby deletes node's standby record for a.
-	DropStandby(ctx context.Context, a netip.Addr, node string) error
+	PutStandbys(ctx context.Context, recs []store.Standby) (rev int64, err error)
+	// DeleteStandby deletes node's standby record for a.
+	DeleteStandby(ctx context.Context, a netip.Addr, node string) error
 	// StandbyOf reads node's standby record for a (nil: none), and the
 	// revision read.
 	StandbyOf(ctx context.Context, a netip.Addr, node string) (*store.Standby, int64, error)

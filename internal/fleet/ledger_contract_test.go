@@ -198,14 +198,14 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 					t.Fatal(err)
 				}
 			}
-			if err := lb.Drop(ctx, leaseB, addrA, store.Change{Kind: store.ChangeRelease, Node: "b"}); err != nil {
+			if err := lb.Release(ctx, leaseB, addrA, store.Change{Kind: store.ChangeRelease, Node: "b"}); err != nil {
 				t.Fatal(err)
 			}
 			var held *fleet.HeldError
 			if _, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !errors.As(err, &held) {
 				t.Fatalf("a drop under another lease deleted the key: b acquires: %v", err)
 			}
-			if err := la.Drop(ctx, leaseA, addrA, store.Change{Kind: store.ChangeRelease, Node: "a"}); err != nil {
+			if err := la.Release(ctx, leaseA, addrA, store.Change{Kind: store.ChangeRelease, Node: "a"}); err != nil {
 				t.Fatal(err)
 			}
 			if fresh, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !fresh || err != nil {
@@ -229,9 +229,9 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 		}},
 		{"standby records: written, read, dropped", func(t *testing.T, s contractStore) {
 			lb := s.ledger("b")
-			rev, err := lb.StandBy(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}, {Addr: addrC, Node: "b", Interface: "eth0"}})
+			rev, err := lb.PutStandbys(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}, {Addr: addrC, Node: "b", Interface: "eth0"}})
 			if err != nil || rev <= 0 {
-				t.Fatalf("StandBy: rev %d, %v", rev, err)
+				t.Fatalf("PutStandbys: rev %d, %v", rev, err)
 			}
 			got, _, err := lb.StandbyOf(ctx, addrA, "b")
 			if err != nil || got == nil || got.Node != "b" || got.Addr != addrA {
@@ -244,7 +244,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if err != nil || len(all) != 2 {
 				t.Fatalf("Standbys: %+v, %v; want 2", all, err)
 			}
-			if err := lb.DropStandby(ctx, addrA, "b"); err != nil {
+			if err := lb.DeleteStandby(ctx, addrA, "b"); err != nil {
 				t.Fatal(err)
 			}
 			if all, _, err := lb.Standbys(ctx, "b"); err != nil || len(all) != 1 || all[0].Addr != addrC {
@@ -267,7 +267,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(0), ch); took || err != nil {
 				t.Fatalf("a standby take without b's standby record: %v, %v; want refused", took, err)
 			}
-			if _, err := lb.StandBy(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}}); err != nil {
+			if _, err := lb.PutStandbys(ctx, []store.Standby{{Addr: addrA, Node: "b", Interface: "eth0"}}); err != nil {
 				t.Fatal(err)
 			}
 			_, cordonRev, err := lb.Cordon(ctx, "b")

@@ -638,7 +638,7 @@ func (l *fakeLedger) Take(ctx context.Context, lease fleet.LeaseID, rec store.Cl
 	return l.TakeGroup(ctx, lease, []store.Claim{rec}, []int64{moveRev}, cond, ch)
 }
 
-func (l *fakeLedger) Drop(_ context.Context, lease fleet.LeaseID, a netip.Addr, ch store.Change) error {
+func (l *fakeLedger) Release(_ context.Context, lease fleet.LeaseID, a netip.Addr, ch store.Change) error {
 	if err := l.s.begin(l.node); err != nil {
 		return err
 	}
@@ -664,7 +664,7 @@ func (l *fakeLedger) Record(_ context.Context, changes []store.Change) error {
 	return nil
 }
 
-func (l *fakeLedger) StandBy(_ context.Context, recs []store.Standby) (int64, error) {
+func (l *fakeLedger) PutStandbys(_ context.Context, recs []store.Standby) (int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return 0, err
@@ -695,7 +695,7 @@ func (l *fakeLedger) StandbyOf(_ context.Context, a netip.Addr, node string) (*s
 	return &v, l.s.rev, nil
 }
 
-func (l *fakeLedger) DropStandby(_ context.Context, a netip.Addr, node string) error {
+func (l *fakeLedger) DeleteStandby(_ context.Context, a netip.Addr, node string) error {
 	if err := l.s.begin(l.node); err != nil {
 		return err
 	}

@@ -58,7 +58,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		for i, r := range batch {
 			recs[i] = store.Standby{Addr: r.Addr, Node: m.cfg.Node, Interface: r.Interface, Since: now, Options: raw, Group: opts.Group}
 		}
-		rev, err := m.l.StandBy(ctx, recs)
+		rev, err := m.l.PutStandbys(ctx, recs)
 		if err != nil {
 			what := batch[0].Addr.String()
 			if len(batch) > 1 {
@@ -83,7 +83,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 
 // dropStandby forgets this node's standby for a. Called with a locked.
 func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
-	if err := m.l.DropStandby(ctx, a, m.cfg.Node); err != nil {
+	if err := m.l.DeleteStandby(ctx, a, m.cfg.Node); err != nil {
 		return fmt.Errorf("forget the standby for %s: %w", a, err)
 	}
 	m.mu.Lock()
@@ -120,7 +120,7 @@ func (m *Member) loadStandbys(ctx context.Context) (int64, error) {
 		}
 	}
 	if len(bound) > 0 {
-		if rev, err = m.l.StandBy(ctx, bound); err != nil {
+		if rev, err = m.l.PutStandbys(ctx, bound); err != nil {
 			return 0, fmt.Errorf("keep the standby records an older agent bound to its lease: %w", err)
 		}
 	}

@@ -299,7 +299,7 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 	return resp.Succeeded, resp.Header.Revision, nil
 }
 
-func (l *Ledger) Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch Change) error {
+func (l *Ledger) Release(ctx context.Context, lease LeaseID, a netip.Addr, ch Change) error {
 	ch.Addr = a
 	hist, subject, err := l.historyPut(ch)
 	if err != nil {
@@ -319,7 +319,7 @@ func (l *Ledger) Drop(ctx context.Context, lease LeaseID, a netip.Addr, ch Chang
 	return nil
 }
 
-func (l *Ledger) StandBy(ctx context.Context, recs []Standby) (int64, error) {
+func (l *Ledger) PutStandbys(ctx context.Context, recs []Standby) (int64, error) {
 	ops := make([]clientv3.Op, len(recs))
 	for i, s := range recs {
 		op, err := l.standbyPut(s)
@@ -379,7 +379,7 @@ func (l *Ledger) PutLingering(ctx context.Context, lease LeaseID, rec Lingering)
 	return l.c.PutLingering(ctx, int64(lease), rec)
 }
 
-func (l *Ledger) DropStandby(ctx context.Context, a netip.Addr, node string) error {
+func (l *Ledger) DeleteStandby(ctx context.Context, a netip.Addr, node string) error {
 	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	if _, err := l.c.Delete(rctx, l.k.Standby(a, node)); err != nil {
