@@ -74,7 +74,7 @@ func (m *Member) refuseOwn(reqs []announce.Request) error {
 	defer m.mu.Unlock()
 	own := map[string]map[netip.Addr]bool{}
 	for _, r := range reqs {
-		if _, ok := m.owned[r.Addr]; ok {
+		if m.claims.place(r.Addr) == event.StateOwner {
 			continue
 		}
 		if _, ok := own[r.Interface]; !ok {
@@ -167,15 +167,10 @@ func (m *Member) commit(st []announce.Status) {
 	fenced := !m.fencedAt.IsZero()
 	var back []netip.Addr
 	for _, s := range st {
-		o := owned{claim: s.Claim, mac: s.MAC}
-		delete(m.lost, s.Addr)
+		m.claims.hold(s.Addr, owned{claim: s.Claim, mac: s.MAC}, fenced)
 		if fenced {
-			m.fenced[s.Addr] = o
 			back = append(back, s.Addr)
-			continue
 		}
-		delete(m.fenced, s.Addr)
-		m.owned[s.Addr] = o
 	}
 	m.mu.Unlock()
 	if len(back) > 0 {
@@ -294,10 +289,8 @@ func (m *Member) groupsOf(addrs []netip.Addr) map[netip.Addr]string {
 	defer m.mu.Unlock()
 	out := map[netip.Addr]string{}
 	for _, a := range addrs {
-		for _, o := range []map[netip.Addr]owned{m.owned, m.fenced} {
-			if g := o[a].claim.Options.Group; g != "" {
-				out[a] = g
-			}
+		if o, _ := m.claims.claim(a); o.claim.Options.Group != "" {
+			out[a] = o.claim.Options.Group
 		}
 	}
 	return out
@@ -367,9 +360,8 @@ func (m *Member) retryDrops(lease LeaseID, addrs []netip.Addr, ch store.Change, 
 			return
 		}
 		addrs = slices.DeleteFunc(addrs, func(a netip.Addr) bool {
-			_, owned := m.owned[a]
-			_, fenced := m.fenced[a]
-			return owned || fenced
+			p := m.claims.place(a)
+			return p == event.StateOwner || p == event.StateFenced
 		})
 		m.mu.Unlock()
 		var left []netip.Addr
@@ -456,16 +448,13 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 	groups := m.groupsOf(addrs) // before they go from owned and fenced
 	m.mu.Lock()
 	for _, a := range addrs {
-		_, f := m.fenced[a]
-		_, l := m.lost[a]
+		p := m.claims.place(a)
 		_, s := m.standby[a]
-		_, o := m.owned[a]
 		switch {
-		case f || l:
-			delete(m.fenced, a)
-			delete(m.lost, a)
+		case p == event.StateFenced || p == event.StateLost:
+			m.claims.release(a)
 			local = append(local, a)
-		case !s || o:
+		case !s || p == event.StateOwner:
 			inEngine = append(inEngine, a)
 		}
 		// Released here, the address has this node as a standby no
@@ -482,7 +471,7 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 		}
 		m.mu.Lock()
 		for _, a := range released {
-			delete(m.owned, a)
+			m.claims.releaseOwner(a)
 		}
 		m.mu.Unlock()
 	}
@@ -517,9 +506,7 @@ func (m *Member) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, no
 func (m *Member) Held() []netip.Addr {
 	out := m.eng.Held()
 	m.mu.Lock()
-	for a := range m.fenced {
-		out = append(out, a)
-	}
+	out = append(out, m.claims.addrs(event.StateFenced)...)
 	for a := range m.standby {
 		out = append(out, a)
 	}

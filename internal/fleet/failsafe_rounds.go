@@ -3,7 +3,6 @@ package fleet
 import (
 	"context"
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -25,7 +24,7 @@ func (m *Member) failsafeTick(ctx context.Context) {
 	}
 	m.mu.Lock()
 	unreached := m.clock.Since(m.renewed) >= m.timing.unreachedAfter()
-	fenced, owns := !m.fencedAt.IsZero(), len(m.owned) > 0
+	fenced, owns := !m.fencedAt.IsZero(), m.claims.count(event.StateOwner) > 0
 	m.mu.Unlock()
 	if !unreached || fenced || !owns || !m.fs.asking.CompareAndSwap(false, true) {
 		return
@@ -238,13 +237,7 @@ func (m *Member) failsafeRenewed(sent time.Duration) {
 // ended it earlier has a record of its own, written at the resumption.
 func (m *Member) recordFailsafe(since, now time.Time, by []string, at time.Time, alone bool) {
 	m.mu.Lock()
-	addrs := make([]netip.Addr, 0, len(m.owned)+len(m.fenced))
-	for a := range m.owned {
-		addrs = append(addrs, a)
-	}
-	for a := range m.fenced {
-		addrs = append(addrs, a)
-	}
+	addrs := m.claims.addrs(event.StateOwner, event.StateFenced)
 	m.mu.Unlock()
 	msg := fmt.Sprintf("the store unreachable, it answered on the promises of %s for %s (the last at %s)",
 		strings.Join(by, ", "), now.Sub(since).Round(time.Millisecond), at.Local().Format("15:04:05.000"))

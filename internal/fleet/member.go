@@ -184,13 +184,11 @@ type Member struct {
 	// while the engine still holds a claim whose key may be another's.
 	revoking chan struct{}
 	fence    clockwork.Timer
-	// owned are the claims whose keys are this node's and which the
-	// engine holds; fenced those revoked by a fence, waiting for the
-	// store; lost those another node took meanwhile; standby the
-	// addresses this node stands by for.
-	owned   map[netip.Addr]owned
-	fenced  map[netip.Addr]owned
-	lost    map[netip.Addr]lostClaim
+	// claims are the guarded claims' places: owner (their keys are this
+	// node's and the engine holds them), fenced (revoked by a fence,
+	// waiting for the store) or lost (another node took them meanwhile);
+	// standby the addresses this node stands by for.
+	claims  *claimBook
 	standby map[netip.Addr]store.Standby
 	// standbyRev is the store's revision at which each standby record
 	// was last written or read, so that a read older than it (a resync
@@ -280,7 +278,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	m := &Member{
 		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
-		owned: map[netip.Addr]owned{}, fenced: map[netip.Addr]owned{}, lost: map[netip.Addr]lostClaim{},
+		claims:  newClaimBook(),
 		standby: map[netip.Addr]store.Standby{}, standbyRev: map[netip.Addr]int64{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
 		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{}, aloneSeen: map[string]aloneSighting{},
 	}
@@ -335,8 +333,7 @@ func (m *Member) engineReleased(addrs []netip.Addr, why string) {
 	m.mu.Lock()
 	var gone []netip.Addr
 	for _, a := range addrs {
-		if _, ok := m.owned[a]; ok {
-			delete(m.owned, a)
+		if m.claims.releaseOwner(a) {
 			gone = append(gone, a)
 		}
 	}
@@ -357,7 +354,7 @@ func (m *Member) engineReleased(addrs []netip.Addr, why string) {
 		// A claim of the same address since (its lock now ours) keeps
 		// its key.
 		m.mu.Lock()
-		drop := slices.DeleteFunc(gone, func(a netip.Addr) bool { _, again := m.owned[a]; return again })
+		drop := slices.DeleteFunc(gone, func(a netip.Addr) bool { return m.claims.place(a) == event.StateOwner })
 		m.mu.Unlock()
 		m.dropKeys(ctx, drop)
 		for _, a := range drop {
@@ -396,12 +393,7 @@ func (m *Member) fenceWhy(why string) {
 		return
 	}
 	m.fencedAt = m.clock.Now()
-	addrs := make([]netip.Addr, 0, len(m.owned))
-	for a, o := range m.owned {
-		m.fenced[a] = o
-		addrs = append(addrs, a)
-	}
-	clear(m.owned)
+	addrs := m.claims.fenceAll()
 	revoked := make(chan struct{})
 	m.revoking = revoked
 	m.mu.Unlock()

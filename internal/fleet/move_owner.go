@@ -33,8 +33,11 @@ func (m *Member) leave(ctx context.Context, moves []MoveRecord) {
 	lease := m.lease
 	was := make(map[netip.Addr]owned, len(released))
 	for _, a := range released {
-		was[a] = m.owned[a]
-		delete(m.owned, a)
+		o, _ := m.claims.claim(a)
+		if !m.claims.releaseOwner(a) {
+			o = owned{}
+		}
+		was[a] = o
 	}
 	m.mu.Unlock()
 	now := m.clock.Now().UTC()

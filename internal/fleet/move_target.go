@@ -26,7 +26,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	m.leaseOps.RLock()
 	defer m.leaseOps.RUnlock()
 	m.mu.Lock()
-	_, already := m.owned[mv.Addr]
+	already := m.claims.place(mv.Addr) == event.StateOwner
 	m.mu.Unlock()
 	if already {
 		// The owner's release and its key's deletion came in one

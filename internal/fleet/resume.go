@@ -33,7 +33,7 @@ func (m *Member) fencedBeyond(addrs []netip.Addr) bool {
 	if !m.fencedAt.IsZero() {
 		return false
 	}
-	for a := range m.fenced {
+	for _, a := range m.claims.addrs(event.StateFenced) {
 		if !slices.Contains(addrs, a) {
 			return true
 		}
@@ -130,11 +130,7 @@ func (m *Member) waitRevoked(ctx context.Context) bool {
 func (m *Member) fencedAddrs() []netip.Addr {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	addrs := make([]netip.Addr, 0, len(m.fenced))
-	for a := range m.fenced {
-		addrs = append(addrs, a)
-	}
-	return addrs
+	return m.claims.addrs(event.StateFenced)
 }
 
 // fencedClaims are the claims of addrs still fenced.
@@ -143,7 +139,7 @@ func (m *Member) fencedClaims(addrs []netip.Addr) []announce.Claim {
 	defer m.mu.Unlock()
 	claims := make([]announce.Claim, 0, len(addrs))
 	for _, a := range addrs {
-		if o, ok := m.fenced[a]; ok {
+		if o, p := m.claims.claim(a); p == event.StateFenced {
 			claims = append(claims, o.claim)
 		}
 	}
@@ -191,8 +187,7 @@ func (m *Member) unfence(now time.Time, refused []announce.Refusal) (fencedSince
 	for _, r := range refused {
 		var held *HeldError
 		if errors.As(r.Err, &held) {
-			m.lost[r.Addr] = lostClaim{claim: m.fenced[r.Addr].claim, to: held.Node, at: now, taken: held.Since}
-			delete(m.fenced, r.Addr)
+			m.claims.lose(r.Addr, held.Node, now, held.Since)
 		}
 	}
 	fencedSince = m.fencedAt
@@ -283,8 +278,10 @@ func (m *Member) giveUp(ctx context.Context, refused []announce.Refusal) {
 	m.mu.Lock()
 	ifnames := make([]string, len(refused))
 	for i, r := range refused {
-		ifnames[i] = m.fenced[r.Addr].claim.Interface
-		delete(m.fenced, r.Addr)
+		if o, p := m.claims.claim(r.Addr); p == event.StateFenced {
+			ifnames[i] = o.claim.Interface
+			m.claims.release(r.Addr)
+		}
 	}
 	m.mu.Unlock()
 	for i, r := range refused {

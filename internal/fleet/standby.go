@@ -32,7 +32,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 	}
 	m.mu.Lock()
 	for _, r := range reqs {
-		if _, ok := m.owned[r.Addr]; ok {
+		if m.claims.place(r.Addr) == event.StateOwner {
 			m.mu.Unlock()
 			return nil, fmt.Errorf("this node holds %s already: a standby is another node, ready to take it", r.Addr)
 		}
@@ -378,8 +378,7 @@ func (m *Member) takeAsStandbyOnce(ctx context.Context, ss []store.Standby, cord
 // lasts through its turns as owner). Called with m.mu held.
 func (m *Member) standbyOnlyLocked(a netip.Addr) bool {
 	_, s := m.standby[a]
-	_, o := m.owned[a]
-	_, f := m.fenced[a]
-	_, l := m.lost[a]
+	p := m.claims.place(a)
+	o, f, l := p == event.StateOwner, p == event.StateFenced, p == event.StateLost
 	return s && !o && !f && !l
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
+	"github.com/vipctl/vip/internal/event"
 )
 
 // Status returns the engine's claims and, beside them, the claims this
@@ -16,16 +17,15 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 	st := m.eng.Status(addrs...)
 	want := func(a netip.Addr) bool { return len(addrs) == 0 || slices.Contains(addrs, a) }
 	m.mu.Lock()
-	for a, o := range m.fenced {
-		if want(a) {
-			st = append(st, announce.Status{Claim: o.claim, MAC: o.mac, State: api.StateFenced})
+	m.claims.in(func(a netip.Addr, e *claimEntry) {
+		switch {
+		case !want(a):
+		case e.place == event.StateFenced:
+			st = append(st, announce.Status{Claim: e.owned.claim, MAC: e.owned.mac, State: api.StateFenced})
+		default:
+			st = append(st, announce.Status{Claim: e.lost.claim, State: api.StateLost})
 		}
-	}
-	for a, l := range m.lost {
-		if want(a) {
-			st = append(st, announce.Status{Claim: l.claim, State: api.StateLost})
-		}
-	}
+	}, event.StateFenced, event.StateLost)
 	for a, s := range m.standby {
 		if want(a) && m.standbyOnlyLocked(a) {
 			var opts announce.ClaimOptions
@@ -49,7 +49,7 @@ func (m *Member) Kept() map[string]int {
 			standby++
 		}
 	}
-	return map[string]int{api.StateFenced: len(m.fenced), api.StateLost: len(m.lost), api.StateStandby: standby}
+	return map[string]int{api.StateFenced: m.claims.count(event.StateFenced), api.StateLost: m.claims.count(event.StateLost), api.StateStandby: standby}
 }
 
 // Notes says, for the claims that need it, what the store says of them:
@@ -59,10 +59,11 @@ func (m *Member) Notes() map[netip.Addr]string {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := map[netip.Addr]string{}
-	for a := range m.fenced {
+	for _, a := range m.claims.addrs(event.StateFenced) {
 		out[a] = fmt.Sprintf("fenced since %s: the store is unreachable", m.fencedAt.Local().Format("15:04:05"))
 	}
-	for a, l := range m.lost {
+	m.claims.in(func(a netip.Addr, e *claimEntry) {
+		l := e.lost
 		// Both times: when the other node took it (its claim's), and
 		// when this one, fenced, found it gone.
 		took := ""
@@ -70,7 +71,7 @@ func (m *Member) Notes() map[netip.Addr]string {
 			took = fmt.Sprintf(", which took it at %s", l.taken.Local().Format("15:04:05"))
 		}
 		out[a] = fmt.Sprintf("lost to %s%s; found at %s, when this node's fence lifted", l.to, took, l.at.Local().Format("15:04:05"))
-	}
+	}, event.StateLost)
 	for a := range m.standby {
 		if m.standbyOnlyLocked(a) {
 			out[a] = "standby: takes the address if its owner's lease expires"

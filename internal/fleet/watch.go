@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/store"
 )
 
@@ -149,6 +150,6 @@ func (m *Member) takeFreeStandbys(ctx context.Context) {
 func (m *Member) owns(a netip.Addr) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, ok := m.owned[a]
+	ok := m.claims.place(a) == event.StateOwner
 	return ok
 }

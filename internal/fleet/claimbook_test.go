@@ -1,0 +1,104 @@
+package fleet
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/vipctl/vip/announce"
+	"github.com/vipctl/vip/internal/event"
+)
+
+// TestClaimBookTransitions: each transition of a claim's place, from each
+// place, as a table: where the address ends, what the call says, and the
+// counts by place (which the failsafe's tick and the metrics read).
+func TestClaimBookTransitions(t *testing.T) {
+	a := netip.MustParseAddr("192.0.2.10")
+	at := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	o := owned{claim: announce.Claim{Addr: a, Interface: "eth0"}, mac: "02:00:00:00:00:0a"}
+	const (
+		none   = event.StateNone
+		owner  = event.StateOwner
+		fenced = event.StateFenced
+		lost   = event.StateLost
+	)
+	// from puts a in place.
+	from := func(place event.State) *claimBook {
+		b := newClaimBook()
+		switch place {
+		case owner:
+			b.hold(a, o, false)
+		case fenced:
+			b.hold(a, o, true)
+		case lost:
+			b.hold(a, o, true)
+			b.lose(a, "b", at, at.Add(-time.Second))
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		from event.State
+		do   func(b *claimBook) bool // what the call says, if anything
+		want event.State
+		says bool
+	}{
+		{"claimed", none, func(b *claimBook) bool { b.hold(a, o, false); return true }, owner, true},
+		{"claimed during a fence", none, func(b *claimBook) bool { b.hold(a, o, true); return true }, fenced, true},
+		{"claimed again after a loss", lost, func(b *claimBook) bool { b.hold(a, o, false); return true }, owner, true},
+		{"resumed", fenced, func(b *claimBook) bool { b.hold(a, o, false); return true }, owner, true},
+		{"fenced", owner, func(b *claimBook) bool { return slices.Equal(b.fenceAll(), []netip.Addr{a}) }, fenced, true},
+		{"a fence finds no owner", fenced, func(b *claimBook) bool { return len(b.fenceAll()) == 0 }, fenced, true},
+		{"lost while fenced", fenced, func(b *claimBook) bool { return b.lose(a, "b", at, at) }, lost, true},
+		{"an owner is not lost", owner, func(b *claimBook) bool { return b.lose(a, "b", at, at) }, owner, false},
+		{"nothing is lost", none, func(b *claimBook) bool { return b.lose(a, "b", at, at) }, none, false},
+		{"released by the engine", owner, func(b *claimBook) bool { return b.releaseOwner(a) }, none, true},
+		{"the engine's release leaves a fenced claim", fenced, func(b *claimBook) bool { return b.releaseOwner(a) }, fenced, false},
+		{"released while owner", owner, func(b *claimBook) bool { return b.release(a) == owner }, none, true},
+		{"released while fenced", fenced, func(b *claimBook) bool { return b.release(a) == fenced }, none, true},
+		{"released while lost", lost, func(b *claimBook) bool { return b.release(a) == lost }, none, true},
+		{"nothing to release", none, func(b *claimBook) bool { return b.release(a) == none }, none, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := from(tc.from)
+			if says := tc.do(b); says != tc.says {
+				t.Errorf("the call says %v, want %v", says, tc.says)
+			}
+			if got := b.place(a); got != tc.want {
+				t.Fatalf("from %s: %s, want %s", tc.from, got, tc.want)
+			}
+			for _, p := range []event.State{owner, fenced, lost} {
+				want := 0
+				if p == tc.want {
+					want = 1
+				}
+				if got := b.count(p); got != want {
+					t.Errorf("count(%s) = %d, want %d", p, got, want)
+				}
+				if got := len(b.addrs(p)); got != want {
+					t.Errorf("addrs(%s) has %d, want %d", p, got, want)
+				}
+			}
+			c, p := b.claim(a)
+			switch tc.want {
+			case owner, fenced:
+				if p != tc.want || c != o {
+					t.Errorf("claim: %+v in %s, want the claim in %s", c, p, tc.want)
+				}
+			default:
+				if p != none {
+					t.Errorf("claim of an address %s: in %s, want none", tc.want, p)
+				}
+			}
+		})
+	}
+	// A claim lost keeps what the status and the notes say of it.
+	b := from(lost)
+	var l lostClaim
+	b.in(func(_ netip.Addr, e *claimEntry) { l = e.lost }, lost)
+	if l.claim.Interface != "eth0" || l.to != "b" || !l.at.Equal(at) || !l.taken.Equal(at.Add(-time.Second)) {
+		t.Errorf("the lost claim kept %+v", l)
+	}
+}
