@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // claimBook keeps a guarded claim's place on this node, one entry an
@@ -21,8 +22,12 @@ import (
 //	owner   -> none           releaseOwner (the engine let it go)
 //	any     -> none           release
 //
-// A standby's and a move's state for an address are the Member's other
-// fields. The Member's mu guards the book.
+// Beside its place, an entry keeps this node's standby for the address,
+// which lasts through the node's turns as owner (standBy, dropStandby),
+// and what a standby put off: an owner's lease that expired while this
+// node was cordoned (passOver) or fenced (missTake), looked at again
+// later. A move's state for an address is the Member's other fields. The
+// Member's mu guards the book.
 type claimBook struct {
 	entries map[netip.Addr]*claimEntry
 	counts  map[event.State]int
@@ -35,22 +40,58 @@ type claimEntry struct {
 	// fenced; lost what is kept of a claim lost.
 	owned owned
 	lost  lostClaim
+	// standby is this node's standby record for the address (nil: it
+	// does not stand by), and standbyRev the store's revision at which
+	// it was last written or read, so that a read older than it (a
+	// resync that raced a registration) never forgets it.
+	standby    *store.Standby
+	standbyRev int64
+	// passedOver is the owner whose lease expired while this node, its
+	// standby, was cordoned; missed says that an owner's key went while
+	// this node was fenced, missedPrev that owner's record (nil: not
+	// known).
+	passedOver *store.Claim
+	missed     bool
+	missedPrev *store.Claim
+}
+
+// empty says whether e keeps nothing.
+func (e *claimEntry) empty() bool {
+	return e.place == event.StateNone && e.standby == nil && e.passedOver == nil && !e.missed
 }
 
 func newClaimBook() *claimBook {
 	return &claimBook{entries: map[netip.Addr]*claimEntry{}, counts: map[event.State]int{}}
 }
 
-func (b *claimBook) set(a netip.Addr, e *claimEntry) {
-	if old, ok := b.entries[a]; ok {
-		b.counts[old.place]--
+// entry is a's entry, made if it has none.
+func (b *claimBook) entry(a netip.Addr) *claimEntry {
+	e, ok := b.entries[a]
+	if !ok {
+		e = &claimEntry{place: event.StateNone}
+		b.entries[a] = e
 	}
-	if e == nil {
+	return e
+}
+
+// move puts a's claim in place (StateNone: none), with o or l kept there.
+func (b *claimBook) move(a netip.Addr, place event.State, o owned, l lostClaim) {
+	e := b.entry(a)
+	if e.place != event.StateNone {
+		b.counts[e.place]--
+	}
+	e.place, e.owned, e.lost = place, o, l
+	if place != event.StateNone {
+		b.counts[place]++
+	}
+	b.tidy(a, e)
+}
+
+// tidy drops a's entry once it keeps nothing.
+func (b *claimBook) tidy(a netip.Addr, e *claimEntry) {
+	if e.empty() {
 		delete(b.entries, a)
-		return
 	}
-	b.entries[a] = e
-	b.counts[e.place]++
 }
 
 // hold records a claim the engine holds now: as owner, or as fenced when
@@ -61,7 +102,7 @@ func (b *claimBook) hold(a netip.Addr, o owned, fenced bool) {
 	if fenced {
 		place = event.StateFenced
 	}
-	b.set(a, &claimEntry{place: place, owned: o})
+	b.move(a, place, o, lostClaim{})
 }
 
 // fenceAll moves every owner's claim to fenced, and returns their
@@ -70,7 +111,7 @@ func (b *claimBook) fenceAll() []netip.Addr {
 	addrs := make([]netip.Addr, 0, b.counts[event.StateOwner])
 	for a, e := range b.entries {
 		if e.place == event.StateOwner {
-			b.set(a, &claimEntry{place: event.StateFenced, owned: e.owned})
+			b.move(a, event.StateFenced, e.owned, lostClaim{})
 			addrs = append(addrs, a)
 		}
 	}
@@ -85,19 +126,18 @@ func (b *claimBook) lose(a netip.Addr, to string, at, taken time.Time) bool {
 	if !ok || e.place != event.StateFenced {
 		return false
 	}
-	b.set(a, &claimEntry{place: event.StateLost, lost: lostClaim{claim: e.owned.claim, to: to, at: at, taken: taken}})
+	b.move(a, event.StateLost, owned{}, lostClaim{claim: e.owned.claim, to: to, at: at, taken: taken})
 	return true
 }
 
 // release forgets a's claim, whatever its place, and returns that place
 // (StateNone: it had none).
 func (b *claimBook) release(a netip.Addr) event.State {
-	e, ok := b.entries[a]
-	if !ok {
-		return event.StateNone
+	was := b.place(a)
+	if was != event.StateNone {
+		b.move(a, event.StateNone, owned{}, lostClaim{})
 	}
-	b.set(a, nil)
-	return e.place
+	return was
 }
 
 // releaseOwner forgets a's claim if this node is its owner, and says
@@ -106,7 +146,7 @@ func (b *claimBook) releaseOwner(a netip.Addr) bool {
 	if b.place(a) != event.StateOwner {
 		return false
 	}
-	b.set(a, nil)
+	b.move(a, event.StateNone, owned{}, lostClaim{})
 	return true
 }
 
@@ -146,5 +186,96 @@ func (b *claimBook) in(fn func(a netip.Addr, e *claimEntry), places ...event.Sta
 func (b *claimBook) addrs(places ...event.State) []netip.Addr {
 	var out []netip.Addr
 	b.in(func(a netip.Addr, _ *claimEntry) { out = append(out, a) }, places...)
+	return out
+}
+
+// standbyOf is this node's standby record for a, if it stands by for it.
+func (b *claimBook) standbyOf(a netip.Addr) (store.Standby, bool) {
+	if e, ok := b.entries[a]; ok && e.standby != nil {
+		return *e.standby, true
+	}
+	return store.Standby{}, false
+}
+
+// standBy notes this node's standby record s, written or read at rev.
+func (b *claimBook) standBy(s store.Standby, rev int64) {
+	e := b.entry(s.Addr)
+	e.standby, e.standbyRev = &s, max(e.standbyRev, rev)
+}
+
+// dropStandby forgets this node's standby for a, unless asOf is 0 or more
+// and its record was written or read after asOf (kept). It returns the
+// record it had, if any.
+func (b *claimBook) dropStandby(a netip.Addr, asOf int64) (s store.Standby, had, kept bool) {
+	e, ok := b.entries[a]
+	if !ok || e.standby == nil {
+		return store.Standby{}, false, false
+	}
+	if asOf >= 0 && e.standbyRev > asOf {
+		return *e.standby, true, true
+	}
+	s = *e.standby
+	e.standby, e.standbyRev = nil, 0
+	b.tidy(a, e)
+	return s, true, false
+}
+
+// standbys calls fn with each standby record of this node.
+func (b *claimBook) standbys(fn func(s store.Standby)) {
+	for _, e := range b.entries {
+		if e.standby != nil {
+			fn(*e.standby)
+		}
+	}
+}
+
+// standbyOnly says whether this node only stands by for a: it is in a's
+// standbys, and neither holds it nor keeps it fenced or lost (the set
+// lasts through its turns as owner).
+func (b *claimBook) standbyOnly(a netip.Addr) bool {
+	e, ok := b.entries[a]
+	return ok && e.standby != nil && e.place == event.StateNone
+}
+
+// passOver keeps prev, the owner whose lease expired while this node was
+// cordoned, for when the cordon lifts.
+func (b *claimBook) passOver(a netip.Addr, prev store.Claim) {
+	b.entry(a).passedOver = &prev
+}
+
+// takePassedOver returns, and forgets, every owner passed over whose
+// address this node still stands by for.
+func (b *claimBook) takePassedOver() map[netip.Addr]store.Claim {
+	out := map[netip.Addr]store.Claim{}
+	for a, e := range b.entries {
+		if e.passedOver == nil {
+			continue
+		}
+		if e.standby != nil {
+			out[a] = *e.passedOver
+		}
+		e.passedOver = nil
+		b.tidy(a, e)
+	}
+	return out
+}
+
+// missTake notes that a's owner's key went while this node was fenced,
+// with that owner's record (nil: not known).
+func (b *claimBook) missTake(a netip.Addr, prev *store.Claim) {
+	e := b.entry(a)
+	e.missed, e.missedPrev = true, prev
+}
+
+// takeMissed returns, and forgets, the takes missed while fenced.
+func (b *claimBook) takeMissed() map[netip.Addr]*store.Claim {
+	out := map[netip.Addr]*store.Claim{}
+	for a, e := range b.entries {
+		if e.missed {
+			out[a] = e.missedPrev
+			e.missed, e.missedPrev = false, nil
+			b.tidy(a, e)
+		}
+	}
 	return out
 }

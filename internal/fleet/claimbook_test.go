@@ -8,6 +8,7 @@ import (
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // TestClaimBookTransitions: each transition of a claim's place, from each
@@ -100,5 +101,52 @@ func TestClaimBookTransitions(t *testing.T) {
 	b.in(func(_ netip.Addr, e *claimEntry) { l = e.lost }, lost)
 	if l.claim.Interface != "eth0" || l.to != "b" || !l.at.Equal(at) || !l.taken.Equal(at.Add(-time.Second)) {
 		t.Errorf("the lost claim kept %+v", l)
+	}
+}
+
+// TestClaimBookStandby: a standby lasts through the node's turns as owner
+// (standbyOnly says which it is now), a read older than its record's last
+// write does not forget it, the takes put off are handed back once, and an
+// address whose entry keeps nothing leaves the book.
+func TestClaimBookStandby(t *testing.T) {
+	a := netip.MustParseAddr("192.0.2.10")
+	c := netip.MustParseAddr("192.0.2.12")
+	o := owned{claim: announce.Claim{Addr: a, Interface: "eth0"}}
+	b := newClaimBook()
+	b.standBy(store.Standby{Addr: a, Node: "n", Interface: "eth0", Group: "web"}, 10)
+	if s, ok := b.standbyOf(a); !ok || s.Group != "web" || !b.standbyOnly(a) {
+		t.Fatalf("standbyOf after standBy: %+v, %v, only %v", s, ok, b.standbyOnly(a))
+	}
+	b.hold(a, o, false)
+	if b.standbyOnly(a) {
+		t.Error("an owner that stands by for its address is standbyOnly")
+	}
+	if _, ok := b.standbyOf(a); !ok {
+		t.Error("the standby went when the node became owner: the set lasts")
+	}
+	b.releaseOwner(a)
+	if !b.standbyOnly(a) {
+		t.Error("the owner let go and its standby is not back alone")
+	}
+	if _, had, kept := b.dropStandby(a, 9); !had || !kept {
+		t.Errorf("a read at 9, older than the record's 10, forgot it: had %v kept %v", had, kept)
+	}
+	b.passOver(a, store.Claim{Addr: a, Node: "x"})
+	b.passOver(c, store.Claim{Addr: c, Node: "x"}) // no standby for c
+	b.missTake(a, nil)
+	if got := b.takePassedOver(); len(got) != 1 || got[a].Node != "x" {
+		t.Errorf("takePassedOver: %v, want a's owner x alone (c is stood by for no more)", got)
+	}
+	if got := b.takePassedOver(); len(got) != 0 {
+		t.Errorf("takePassedOver again: %v, want none", got)
+	}
+	if got := b.takeMissed(); len(got) != 1 || got[a] != nil {
+		t.Errorf("takeMissed: %v, want a with no owner's record", got)
+	}
+	if s, had, kept := b.dropStandby(a, -1); !had || kept || s.Addr != a {
+		t.Errorf("dropStandby in any case: %+v had %v kept %v", s, had, kept)
+	}
+	if n := len(b.entries); n != 0 {
+		t.Errorf("%d entries left in a book that keeps nothing: %v", n, b.entries)
 	}
 }

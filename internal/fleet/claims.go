@@ -449,7 +449,7 @@ func (m *Member) Release(ctx context.Context, addrs []netip.Addr) (released, not
 	m.mu.Lock()
 	for _, a := range addrs {
 		p := m.claims.place(a)
-		_, s := m.standby[a]
+		_, s := m.claims.standbyOf(a)
 		switch {
 		case p == event.StateFenced || p == event.StateLost:
 			m.claims.release(a)
@@ -507,9 +507,7 @@ func (m *Member) Held() []netip.Addr {
 	out := m.eng.Held()
 	m.mu.Lock()
 	out = append(out, m.claims.addrs(event.StateFenced)...)
-	for a := range m.standby {
-		out = append(out, a)
-	}
+	m.claims.standbys(func(s store.Standby) { out = append(out, s.Addr) })
 	m.mu.Unlock()
 	slices.SortFunc(out, func(x, y netip.Addr) int { return x.Compare(y) })
 	return slices.Compact(out)

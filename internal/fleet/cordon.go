@@ -117,12 +117,9 @@ func (m *Member) afterUncordon() {
 		prev store.Claim
 	}
 	var looks []look
-	for a, prev := range m.passedOver {
-		if _, ok := m.standby[a]; ok {
-			looks = append(looks, look{a, prev})
-		}
+	for a, prev := range m.claims.takePassedOver() {
+		looks = append(looks, look{a, prev})
 	}
-	clear(m.passedOver)
 	m.wg.Add(1)
 	m.mu.Unlock()
 	go func() {

@@ -31,7 +31,7 @@ func (m *Member) watchGone(a netip.Addr, rev int64) {
 func (m *Member) unwatchGone(a netip.Addr) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, standby := m.standby[a]
+	_, standby := m.claims.standbyOf(a)
 	_, incoming := m.incoming[a]
 	if cancel, ok := m.goneWatch[a]; ok && !standby && !incoming {
 		cancel()

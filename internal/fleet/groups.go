@@ -135,15 +135,15 @@ func (m *Member) standbyGroup(a netip.Addr) []netip.Addr {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	out := []netip.Addr{a}
-	s, ok := m.standby[a]
+	s, ok := m.claims.standbyOf(a)
 	if !ok || s.Group == "" {
 		return out
 	}
-	for b, t := range m.standby {
-		if b != a && t.Group == s.Group {
-			out = append(out, b)
+	m.claims.standbys(func(t store.Standby) {
+		if t.Addr != a && t.Group == s.Group {
+			out = append(out, t.Addr)
 		}
-	}
+	})
 	slices.SortFunc(out[1:], netip.Addr.Compare)
 	return out
 }

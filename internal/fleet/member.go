@@ -184,29 +184,18 @@ type Member struct {
 	// while the engine still holds a claim whose key may be another's.
 	revoking chan struct{}
 	fence    clockwork.Timer
-	// claims are the guarded claims' places: owner (their keys are this
-	// node's and the engine holds them), fenced (revoked by a fence,
-	// waiting for the store) or lost (another node took them meanwhile);
-	// standby the addresses this node stands by for.
-	claims  *claimBook
-	standby map[netip.Addr]store.Standby
-	// standbyRev is the store's revision at which each standby record
-	// was last written or read, so that a read older than it (a resync
-	// that raced a registration) never forgets it.
-	standbyRev map[netip.Addr]int64
+	// claims keeps, by address, a guarded claim's place (owner: its key
+	// is this node's and the engine holds it; fenced: revoked by a
+	// fence, waiting for the store; lost: another node took it
+	// meanwhile), this node's standby for the address, and the takes a
+	// standby put off while cordoned or fenced (claimBook).
+	claims *claimBook
 	// cordon is this node's cordon as last read (nil: none), cordoned
 	// whether it held when last looked at; cordonEnd fires at its Until
 	// (see setCordon).
 	cordon    *store.Cordon
 	cordoned  bool
 	cordonEnd clockwork.Timer
-	// passedOver are the addresses this node stood by for and left alone
-	// while cordoned, with the owner whose lease expired.
-	passedOver map[netip.Addr]store.Claim
-	// missedTakes are the addresses whose owner's key went while this
-	// node was fenced, with that owner's record: looked at again once it
-	// resumes (takeFreeStandbys).
-	missedTakes map[netip.Addr]*store.Claim
 	// incoming are the moves to this node whose owner has not let go;
 	// polling, those whose record is read again soon (pollIncoming).
 	incoming map[netip.Addr]MoveRecord
@@ -278,9 +267,9 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	m := &Member{
 		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
-		claims:  newClaimBook(),
-		standby: map[netip.Addr]store.Standby{}, standbyRev: map[netip.Addr]int64{}, incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
-		goneWatch: map[netip.Addr]context.CancelFunc{}, passedOver: map[netip.Addr]store.Claim{}, aloneSeen: map[string]aloneSighting{},
+		claims:   newClaimBook(),
+		incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
+		goneWatch: map[netip.Addr]context.CancelFunc{}, aloneSeen: map[string]aloneSighting{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
 	if cfg.Failsafe != nil {

@@ -96,7 +96,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	m.log.Info("moved here", "addr", mv.Addr, "interface", mv.Interface, "from", from, "mover_gave_up", givenUp)
 	before := event.StateNone
 	m.mu.Lock()
-	if _, ok := m.standby[mv.Addr]; ok {
+	if _, ok := m.claims.standbyOf(mv.Addr); ok {
 		before = event.StateStandby
 	}
 	m.mu.Unlock()

@@ -68,8 +68,7 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		}
 		for i, r := range batch {
 			m.mu.Lock()
-			m.standby[r.Addr] = recs[i]
-			m.standbyRev[r.Addr] = max(m.standbyRev[r.Addr], rev)
+			m.claims.standBy(recs[i], rev)
 			m.mu.Unlock()
 			m.watchGone(r.Addr, rev)
 			st = append(st, announce.Status{Claim: announce.Claim{Addr: r.Addr, Interface: r.Interface, ClaimedAt: now, Options: opts}, State: api.StateStandby})
@@ -87,8 +86,7 @@ func (m *Member) dropStandby(ctx context.Context, a netip.Addr) error {
 		return fmt.Errorf("forget the standby for %s: %w", a, err)
 	}
 	m.mu.Lock()
-	delete(m.standby, a)
-	delete(m.standbyRev, a)
+	m.claims.dropStandby(a, -1)
 	m.mu.Unlock()
 	m.unwatchGone(a)
 	return nil
@@ -141,7 +139,7 @@ func (m *Member) reconcileStandbys(ctx context.Context) error {
 	for _, s := range mine {
 		have[s.Addr] = true
 		m.mu.Lock()
-		_, known := m.standby[s.Addr]
+		_, known := m.claims.standbyOf(s.Addr)
 		m.mu.Unlock()
 		if !known {
 			m.keepStandby(s, rev)
@@ -149,11 +147,11 @@ func (m *Member) reconcileStandbys(ctx context.Context) error {
 	}
 	m.mu.Lock()
 	var gone []netip.Addr
-	for a := range m.standby {
-		if !have[a] {
-			gone = append(gone, a)
+	m.claims.standbys(func(s store.Standby) {
+		if !have[s.Addr] {
+			gone = append(gone, s.Addr)
 		}
-	}
+	})
 	m.mu.Unlock()
 	for _, a := range gone {
 		m.forgetStandbyAsOf(a, rev)
@@ -170,15 +168,9 @@ func (m *Member) forgetStandby(a netip.Addr) { m.forgetStandbyAsOf(a, -1) }
 // any case).
 func (m *Member) forgetStandbyAsOf(a netip.Addr, rev int64) {
 	m.mu.Lock()
-	s, had := m.standby[a]
-	if had && rev >= 0 && m.standbyRev[a] > rev {
-		m.mu.Unlock()
-		return
-	}
-	delete(m.standby, a)
-	delete(m.standbyRev, a)
+	s, had, kept := m.claims.dropStandby(a, rev)
 	m.mu.Unlock()
-	if !had {
+	if !had || kept {
 		return
 	}
 	m.unwatchGone(a)
@@ -195,8 +187,7 @@ func (m *Member) keepStandby(s store.Standby, rev int64) {
 		s.Group = groupOf(s.Options)
 	}
 	m.mu.Lock()
-	m.standby[s.Addr] = s
-	m.standbyRev[s.Addr] = max(m.standbyRev[s.Addr], rev)
+	m.claims.standBy(s, rev)
 	m.mu.Unlock()
 	m.watchGone(s.Addr, rev)
 }
@@ -211,7 +202,7 @@ func (m *Member) syncStandby(ctx context.Context, a netip.Addr) error {
 		return err
 	}
 	m.mu.Lock()
-	old, had := m.standby[a]
+	old, had := m.claims.standbyOf(a)
 	m.mu.Unlock()
 	switch {
 	case s != nil && (!had || old.Interface != s.Interface || string(old.Options) != string(s.Options)):
@@ -238,18 +229,15 @@ func (m *Member) takeAsStandby(ctx context.Context, addrs []netip.Addr, prev *st
 	m.mu.Lock()
 	var ss []store.Standby
 	for _, b := range addrs {
-		if s, ok := m.standby[b]; ok && m.standbyOnlyLocked(b) {
+		if s, ok := m.claims.standbyOf(b); ok && m.standbyOnlyLocked(b) {
 			ss = append(ss, s)
 		}
 	}
-	_, first := m.standby[a]
+	_, first := m.claims.standbyOf(a)
 	fenced := !m.fencedAt.IsZero()
 	if fenced && first && len(ss) > 0 {
 		// Looked at again once the member resumes (takeFreeStandbys).
-		if m.missedTakes == nil {
-			m.missedTakes = map[netip.Addr]*store.Claim{}
-		}
-		m.missedTakes[a] = prev
+		m.claims.missTake(a, prev)
 	}
 	m.mu.Unlock()
 	if !first || len(ss) == 0 || fenced {
@@ -319,7 +307,7 @@ func (m *Member) takeUncordoned(ctx context.Context, ss []store.Standby, owner s
 					// Kept for when the cordon lifts: the owner
 					// it was taken from becomes its home.
 					m.mu.Lock()
-					m.passedOver[a] = *prev
+					m.claims.passOver(a, *prev)
 					m.mu.Unlock()
 				}
 				for _, s := range ss {
@@ -377,8 +365,5 @@ func (m *Member) takeAsStandbyOnce(ctx context.Context, ss []store.Standby, cord
 // a's standbys, and neither holds it nor keeps it fenced or lost (the set
 // lasts through its turns as owner). Called with m.mu held.
 func (m *Member) standbyOnlyLocked(a netip.Addr) bool {
-	_, s := m.standby[a]
-	p := m.claims.place(a)
-	o, f, l := p == event.StateOwner, p == event.StateFenced, p == event.StateLost
-	return s && !o && !f && !l
+	return m.claims.standbyOnly(a)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/event"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // Status returns the engine's claims and, beside them, the claims this
@@ -26,13 +27,13 @@ func (m *Member) Status(addrs ...netip.Addr) []announce.Status {
 			st = append(st, announce.Status{Claim: e.lost.claim, State: api.StateLost})
 		}
 	}, event.StateFenced, event.StateLost)
-	for a, s := range m.standby {
-		if want(a) && m.standbyOnlyLocked(a) {
+	m.claims.standbys(func(s store.Standby) {
+		if want(s.Addr) && m.standbyOnlyLocked(s.Addr) {
 			var opts announce.ClaimOptions
 			_ = json.Unmarshal(s.Options, &opts)
-			st = append(st, announce.Status{Claim: announce.Claim{Addr: a, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: api.StateStandby})
+			st = append(st, announce.Status{Claim: announce.Claim{Addr: s.Addr, Interface: s.Interface, ClaimedAt: s.Since, Options: opts}, State: api.StateStandby})
 		}
-	}
+	})
 	m.mu.Unlock()
 	slices.SortStableFunc(st, func(x, y announce.Status) int { return x.Addr.Compare(y.Addr) })
 	return st
@@ -44,11 +45,11 @@ func (m *Member) Kept() map[string]int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	standby := 0
-	for a := range m.standby {
-		if m.standbyOnlyLocked(a) {
+	m.claims.standbys(func(s store.Standby) {
+		if m.standbyOnlyLocked(s.Addr) {
 			standby++
 		}
-	}
+	})
 	return map[string]int{api.StateFenced: m.claims.count(event.StateFenced), api.StateLost: m.claims.count(event.StateLost), api.StateStandby: standby}
 }
 
@@ -72,10 +73,10 @@ func (m *Member) Notes() map[netip.Addr]string {
 		}
 		out[a] = fmt.Sprintf("lost to %s%s; found at %s, when this node's fence lifted", l.to, took, l.at.Local().Format("15:04:05"))
 	}, event.StateLost)
-	for a := range m.standby {
-		if m.standbyOnlyLocked(a) {
-			out[a] = "standby: takes the address if its owner's lease expires"
+	m.claims.standbys(func(s store.Standby) {
+		if m.standbyOnlyLocked(s.Addr) {
+			out[s.Addr] = "standby: takes the address if its owner's lease expires"
 		}
-	}
+	})
 	return out
 }

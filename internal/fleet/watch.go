@@ -134,8 +134,7 @@ func (m *Member) takeFreeStandbys(ctx context.Context) {
 		return
 	}
 	m.mu.Lock()
-	missed := m.missedTakes
-	m.missedTakes = nil
+	missed := m.claims.takeMissed()
 	m.mu.Unlock()
 	for a, prev := range missed {
 		if ctx.Err() != nil {
