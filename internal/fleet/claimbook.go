@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"net/netip"
 	"time"
 
@@ -23,11 +24,13 @@ import (
 //	any     -> none           release
 //
 // Beside its place, an entry keeps this node's standby for the address,
-// which lasts through the node's turns as owner (standBy, dropStandby),
-// and what a standby put off: an owner's lease that expired while this
-// node was cordoned (passOver) or fenced (missTake), looked at again
-// later. A move's state for an address is the Member's other fields. The
-// Member's mu guards the book.
+// which lasts through the node's turns as owner (standBy, dropStandby);
+// what a standby put off: an owner's lease that expired while this node
+// was cordoned (passOver) or fenced (missTake), looked at again later; a
+// move to this node whose owner has not let go (await, incomingOf,
+// forgetIncoming) and whether its record is polled (poll, polled); and
+// the watch of the address's key (watch, unwatch), while it stands by or
+// a move is awaited. The Member's mu guards the book.
 type claimBook struct {
 	entries map[netip.Addr]*claimEntry
 	counts  map[event.State]int
@@ -53,11 +56,18 @@ type claimEntry struct {
 	passedOver *store.Claim
 	missed     bool
 	missedPrev *store.Claim
+	// incoming is a move to this node whose owner has not let go (nil:
+	// none), polling whether its record is read again soon, and
+	// unwatch ends the watch of the address's key (nil: not watched).
+	incoming *MoveRecord
+	polling  bool
+	unwatch  context.CancelFunc
 }
 
 // empty says whether e keeps nothing.
 func (e *claimEntry) empty() bool {
-	return e.place == event.StateNone && e.standby == nil && e.passedOver == nil && !e.missed
+	return e.place == event.StateNone && e.standby == nil && e.passedOver == nil && !e.missed &&
+		e.incoming == nil && !e.polling && e.unwatch == nil
 }
 
 func newClaimBook() *claimBook {
@@ -278,4 +288,72 @@ func (b *claimBook) takeMissed() map[netip.Addr]*store.Claim {
 		}
 	}
 	return out
+}
+
+// await notes r, a move to this node whose owner has not let go.
+func (b *claimBook) await(r MoveRecord) { b.entry(r.Move.Addr).incoming = &r }
+
+// incomingOf is the move to this node awaited for a, if any.
+func (b *claimBook) incomingOf(a netip.Addr) (MoveRecord, bool) {
+	if e, ok := b.entries[a]; ok && e.incoming != nil {
+		return *e.incoming, true
+	}
+	return MoveRecord{}, false
+}
+
+// forgetIncoming stops awaiting a move of a.
+func (b *claimBook) forgetIncoming(a netip.Addr) {
+	if e, ok := b.entries[a]; ok {
+		e.incoming = nil
+		b.tidy(a, e)
+	}
+}
+
+// poll marks a's awaited move as polled, and says whether it was not
+// already (so that one poll runs at a time).
+func (b *claimBook) poll(a netip.Addr) bool {
+	e := b.entry(a)
+	if e.polling {
+		return false
+	}
+	e.polling = true
+	return true
+}
+
+// polled ends a's poll.
+func (b *claimBook) polled(a netip.Addr) {
+	if e, ok := b.entries[a]; ok {
+		e.polling = false
+		b.tidy(a, e)
+	}
+}
+
+// watch keeps cancel, the end of the watch of a's key, and says whether a
+// was not watched already (if it was, cancel is not kept).
+func (b *claimBook) watch(a netip.Addr, cancel context.CancelFunc) bool {
+	e := b.entry(a)
+	if e.unwatch != nil {
+		return false
+	}
+	e.unwatch = cancel
+	return true
+}
+
+// watched says whether a's key is watched.
+func (b *claimBook) watched(a netip.Addr) bool {
+	e, ok := b.entries[a]
+	return ok && e.unwatch != nil
+}
+
+// unwatchIfIdle ends the watch of a's key unless this node still stands by
+// for a or awaits a move of it, and says whether it did.
+func (b *claimBook) unwatchIfIdle(a netip.Addr) bool {
+	e, ok := b.entries[a]
+	if !ok || e.unwatch == nil || e.standby != nil || e.incoming != nil {
+		return false
+	}
+	e.unwatch()
+	e.unwatch = nil
+	b.tidy(a, e)
+	return true
 }

@@ -150,3 +150,42 @@ func TestClaimBookStandby(t *testing.T) {
 		t.Errorf("%d entries left in a book that keeps nothing: %v", n, b.entries)
 	}
 }
+
+// TestClaimBookMovesAndWatches: a move awaited is read back and forgotten,
+// one poll of it runs at a time, and the watch of the address's key ends
+// only once nothing waits on it (no standby, no move awaited).
+func TestClaimBookMovesAndWatches(t *testing.T) {
+	a := netip.MustParseAddr("192.0.2.10")
+	b := newClaimBook()
+	cancelled := 0
+	if !b.watch(a, func() { cancelled++ }) || b.watch(a, func() { t.Error("a second watch's end was kept") }) {
+		t.Fatal("watch: the first is kept, a second is not")
+	}
+	b.await(MoveRecord{Move: store.Move{Addr: a, To: "n"}, Rev: 7})
+	b.standBy(store.Standby{Addr: a, Node: "n"}, 1)
+	if r, ok := b.incomingOf(a); !ok || r.Rev != 7 {
+		t.Fatalf("incomingOf: %+v, %v", r, ok)
+	}
+	if !b.poll(a) || b.poll(a) {
+		t.Error("poll: one at a time")
+	}
+	b.polled(a)
+	if !b.poll(a) {
+		t.Error("poll after polled: refused")
+	}
+	b.polled(a)
+	if b.unwatchIfIdle(a) {
+		t.Error("the watch ended while a move was awaited and the node stood by")
+	}
+	b.forgetIncoming(a)
+	if b.unwatchIfIdle(a) {
+		t.Error("the watch ended while the node stood by")
+	}
+	b.dropStandby(a, -1)
+	if !b.unwatchIfIdle(a) || cancelled != 1 || b.watched(a) {
+		t.Errorf("the watch of an address nothing waits on: ended %d times, watched %v", cancelled, b.watched(a))
+	}
+	if n := len(b.entries); n != 0 {
+		t.Errorf("%d entries left: %v", n, b.entries)
+	}
+}

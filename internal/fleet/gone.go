@@ -15,11 +15,11 @@ import (
 func (m *Member) watchGone(a netip.Addr, rev int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.goneWatch[a]; ok || m.runCtx == nil {
+	if m.runCtx == nil || m.claims.watched(a) {
 		return
 	}
 	ctx, cancel := context.WithCancel(m.runCtx)
-	m.goneWatch[a] = cancel
+	m.claims.watch(a, cancel)
 	m.wg.Add(1)
 	go func() {
 		defer m.wg.Done()
@@ -31,12 +31,7 @@ func (m *Member) watchGone(a netip.Addr, rev int64) {
 func (m *Member) unwatchGone(a netip.Addr) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	_, standby := m.claims.standbyOf(a)
-	_, incoming := m.incoming[a]
-	if cancel, ok := m.goneWatch[a]; ok && !standby && !incoming {
-		cancel()
-		delete(m.goneWatch, a)
-	}
+	m.claims.unwatchIfIdle(a)
 }
 
 func (m *Member) watchGoneLoop(ctx context.Context, a netip.Addr, rev int64) {

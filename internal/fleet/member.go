@@ -187,8 +187,9 @@ type Member struct {
 	// claims keeps, by address, a guarded claim's place (owner: its key
 	// is this node's and the engine holds it; fenced: revoked by a
 	// fence, waiting for the store; lost: another node took it
-	// meanwhile), this node's standby for the address, and the takes a
-	// standby put off while cordoned or fenced (claimBook).
+	// meanwhile), this node's standby for the address, the takes a
+	// standby put off while cordoned or fenced, a move here awaited, and
+	// the watch of the address's key (claimBook).
 	claims *claimBook
 	// cordon is this node's cordon as last read (nil: none), cordoned
 	// whether it held when last looked at; cordonEnd fires at its Until
@@ -196,14 +197,8 @@ type Member struct {
 	cordon    *store.Cordon
 	cordoned  bool
 	cordonEnd clockwork.Timer
-	// incoming are the moves to this node whose owner has not let go;
-	// polling, those whose record is read again soon (pollIncoming).
-	incoming map[netip.Addr]MoveRecord
-	polling  map[netip.Addr]bool
-	// goneWatch stops the watch of each claim key the member waits on
-	// (see watchGone); runCtx is what those watches run under.
-	goneWatch map[netip.Addr]context.CancelFunc
-	runCtx    context.Context
+	// runCtx is what the watches of claim keys run under (watchGone).
+	runCtx context.Context
 	// registered are the interfaces as the registration under the lease
 	// has them; refreshing is set while a write of them is under way
 	// (or waits to be tried again), refreshAgain when they changed since
@@ -267,9 +262,7 @@ func Join(ctx context.Context, cfg Config, eng Engine) (*Member, error) {
 	m := &Member{
 		cfg: cfg, eng: eng, l: cfg.Ledger, clock: cfg.Clock, timing: TimingFor(cfg.TTL),
 		log: cfg.Log.With("node", cfg.Node), host: host, boot: strings.TrimSpace(string(boot)), start: cfg.Clock.Now(),
-		claims:   newClaimBook(),
-		incoming: map[netip.Addr]MoveRecord{}, polling: map[netip.Addr]bool{},
-		goneWatch: map[netip.Addr]context.CancelFunc{}, aloneSeen: map[string]aloneSighting{},
+		claims: newClaimBook(), aloneSeen: map[string]aloneSighting{},
 	}
 	m.mover = &Mover{l: m.l, clock: m.clock}
 	if cfg.Failsafe != nil {

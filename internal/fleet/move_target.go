@@ -57,7 +57,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// move whose owner let go would leave the address free.
 		m.log.Warn("take a key moving here: tried again once the store answers", "addr", mv.Addr, "err", err)
 		m.mu.Lock()
-		m.incoming[mv.Addr] = r
+		m.claims.await(r)
 		m.mu.Unlock()
 		m.retryMoves([]netip.Addr{mv.Addr})
 		return
@@ -67,7 +67,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// does, and the key's deletion says so if it never does (its
 		// lease expires).
 		m.mu.Lock()
-		m.incoming[mv.Addr] = r
+		m.claims.await(r)
 		m.mu.Unlock()
 		m.watchGone(mv.Addr, rev)
 		m.pollIncoming(mv.Addr)
@@ -121,14 +121,13 @@ func moveChange(mv store.Move) store.Change {
 func (m *Member) pollIncoming(a netip.Addr) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.polling[a] {
+	if !m.claims.poll(a) {
 		return
 	}
-	m.polling[a] = true
 	m.afterRenewLocked(func(ctx context.Context) {
 		m.mu.Lock()
-		delete(m.polling, a)
-		_, waiting := m.incoming[a]
+		m.claims.polled(a)
+		_, waiting := m.claims.incomingOf(a)
 		m.mu.Unlock()
 		if waiting {
 			m.moves(ctx, []netip.Addr{a})
@@ -149,7 +148,7 @@ func (m *Member) moveGone(ctx context.Context, a netip.Addr, rev int64) (bool, e
 // forgetIncoming stops waiting on a move of a to here.
 func (m *Member) forgetIncoming(a netip.Addr) {
 	m.mu.Lock()
-	delete(m.incoming, a)
+	m.claims.forgetIncoming(a)
 	m.mu.Unlock()
 	m.unwatchGone(a)
 }

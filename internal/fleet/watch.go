@@ -66,7 +66,7 @@ func (m *Member) moves(ctx context.Context, addrs []netip.Addr) {
 		// up) is looked at again: its owner may have let go.
 		for _, a := range batch {
 			m.mu.Lock()
-			in, waiting := m.incoming[a]
+			in, waiting := m.claims.incomingOf(a)
 			m.mu.Unlock()
 			if waiting && !slices.ContainsFunc(recs, func(r MoveRecord) bool { return r.Rev == in.Rev }) {
 				m.arrive(ctx, in)
@@ -116,7 +116,7 @@ func (m *Member) gone(a netip.Addr, prev *store.Claim) {
 	}
 	defer unlock()
 	m.mu.Lock()
-	in, ok := m.incoming[a]
+	in, ok := m.claims.incomingOf(a)
 	m.mu.Unlock()
 	if ok {
 		m.arrive(ctx, in)
