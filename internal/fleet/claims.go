@@ -540,8 +540,8 @@ func (m *Member) notifyChange(ev announce.Event) {
 // identified is a, asked of this agent, with the identity the store knows
 // the agent by, when a names none.
 func (m *Member) identified(a store.Actor) store.Actor {
-	if a.Identity == "" && m.cfg.Store != nil {
-		a.Identity = m.cfg.Store.Identity()
+	if a.Identity == "" {
+		a.Identity = m.l.Identity()
 	}
 	return a
 }

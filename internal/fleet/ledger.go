@@ -71,6 +71,9 @@ type Ledger interface {
 
 	// Where says where the store is, for the status.
 	Where() (endpoints []string, prefix string)
+	// Identity is who the store authenticated this client as (empty
+	// when it asked for no authentication), for the history's records.
+	Identity() string
 	// Close ends what the ledger keeps open (the renewals' stream), not
 	// the store's client, which is the caller's.
 	Close()
@@ -228,6 +231,9 @@ type HistoryLedger interface {
 	// Record appends changes no transaction of the ledger made (a fence,
 	// a resumption, a loss) to the history.
 	Record(ctx context.Context, changes []store.Change) error
+	// History reads the history of ownership as q asks, and the
+	// revision read.
+	History(ctx context.Context, q store.HistoryQuery) ([]store.Change, int64, error)
 }
 
 // NodeLedger is the part of the Ledger for the live nodes, and the failsafe sets that name them.
@@ -256,4 +262,7 @@ type NodeLedger interface {
 	ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error)
 	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
+	// ReadLeases adds to v what the store says of each live node's lease
+	// (store.Client.ReadLeases), for the nodes' health.
+	ReadLeases(ctx context.Context, v *store.View)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -544,6 +545,30 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			}
 			if took, _, err := la.TakeGroup(gctx, leaseA, recsA, revs, fleet.StandbyTake(0), store.Change{Kind: store.ChangeStandby}); !took || err != nil {
 				t.Fatalf("the standby takes %d addresses back under the guard: %v, %v", len(recsA), took, err)
+			}
+		}},
+		{"the history: recorded, read by address and by node", func(t *testing.T, s contractStore) {
+			la := s.ledger("a")
+			lease := register(t, la, "a")
+			if _, err := la.Acquire(ctx, lease, claimOf(addrA, "a", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := la.Record(ctx, []store.Change{{Kind: store.ChangeFence, Node: "a", Time: time.Now(), Addrs: []netip.Addr{addrA}}}); err != nil {
+				t.Fatal(err)
+			}
+			byAddr, rev, err := la.History(ctx, store.HistoryQuery{Addr: addrA})
+			if err != nil || rev <= 0 {
+				t.Fatalf("History of %s: rev %d, %v", addrA, rev, err)
+			}
+			var kinds []store.ChangeKind
+			for _, c := range byAddr {
+				kinds = append(kinds, c.Kind)
+			}
+			if !slices.Equal(kinds, []store.ChangeKind{store.ChangeClaim, store.ChangeFence}) {
+				t.Errorf("History of %s: %v, want its claim and the fence that lists it", addrA, kinds)
+			}
+			if other, _, err := la.History(ctx, store.HistoryQuery{Node: "b"}); err != nil || len(other) != 0 {
+				t.Errorf("History of node b: %v, %v; want none", other, err)
 			}
 		}},
 	}

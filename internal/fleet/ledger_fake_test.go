@@ -392,6 +392,24 @@ func (l *fakeLedger) Where() ([]string, string) { return []string{"memory"}, sto
 
 func (l *fakeLedger) Close() {}
 
+func (l *fakeLedger) Identity() string { return "" }
+
+func (l *fakeLedger) ReadLeases(context.Context, *store.View) {}
+
+func (l *fakeLedger) History(_ context.Context, q store.HistoryQuery) ([]store.Change, int64, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, 0, err
+	}
+	defer l.s.mu.Unlock()
+	var out []store.Change
+	for _, c := range l.s.history {
+		if q.Match(c) {
+			out = append(out, c)
+		}
+	}
+	return out, l.s.rev, nil
+}
+
 func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.Node, set *store.FailsafeSet, predecessor func(store.Node) bool) (fleet.LeaseID, *store.Node, int64, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {

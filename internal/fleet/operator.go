@@ -52,13 +52,11 @@ func (m *Member) TakeOver(ctx context.Context, reqs []announce.Request, opts ann
 	return st, nil
 }
 
-// Fleet reads the whole fleet from the store.
-// Fleet reads the fleet, with each live node's lease as etcd says it
-// (where the member has a store client).
+// Fleet reads the fleet, with each live node's lease as the store says it.
 func (m *Member) Fleet(ctx context.Context) (store.View, error) {
 	v, err := m.l.Fleet(ctx)
-	if err == nil && m.cfg.Store != nil {
-		m.cfg.Store.ReadLeases(ctx, &v)
+	if err == nil {
+		m.l.ReadLeases(ctx, &v)
 	}
 	return v, err
 }
@@ -72,9 +70,5 @@ func (m *Member) Move(ctx context.Context, req store.MoveRequest) ([]store.MoveR
 // History reads the store's history of ownership as q asks, and the
 // revision read.
 func (m *Member) History(ctx context.Context, q store.HistoryQuery) ([]store.Change, int64, error) {
-	if m.cfg.Store == nil {
-		return nil, 0, errors.New("this member keeps no history: it has no store client")
-	}
-	changes, rev, _, err := m.cfg.Store.History(ctx, q)
-	return changes, rev, err
+	return m.l.History(ctx, q)
 }

@@ -35,6 +35,15 @@ func NewLedger(c *Client, log *slog.Logger) *Ledger {
 
 func (l *Ledger) Where() ([]string, string) { return l.c.Endpoints, l.k.Prefix }
 
+func (l *Ledger) Identity() string { return l.c.Identity() }
+
+func (l *Ledger) ReadLeases(ctx context.Context, v *View) { l.c.ReadLeases(ctx, v) }
+
+func (l *Ledger) History(ctx context.Context, q HistoryQuery) ([]Change, int64, error) {
+	changes, rev, _, err := l.c.History(ctx, q)
+	return changes, rev, err
+}
+
 func (l *Ledger) Close() {
 	l.ren.close()
 	l.trim.close()
