@@ -98,7 +98,7 @@ func (m *Model) historyLines(w int) []string {
 	}
 	lines := make([]string, 0, len(m.hist.resp.Changes))
 	for _, c := range m.hist.resp.Changes {
-		line := c.Time.In(m.opt.Location).Format("15:04:05") + " rev " + strconv.FormatInt(c.Rev, 10) + " " + c.Summary
+		line := c.Time.In(m.opt.Location).Format("15:04:05") + " rev " + strconv.FormatInt(max(c.Revision, c.Rev), 10) + " " + c.Summary
 		if c.By != "" {
 			line += " · by " + c.By
 		}

@@ -7,6 +7,11 @@ import "time"
 // the store, what changed (kind, address or node, from where), and who
 // asked and why.
 type HistoryChange struct {
+	Revision int64 `json:"revision"`
+	// Rev is Revision under its old name, the one word of the response
+	// that said rev beside revision.
+	//
+	// Deprecated: read Revision; rev goes in the next release.
 	Rev       int64     `json:"rev"`
 	Time      time.Time `json:"time"`
 	Kind      string    `json:"kind"`

@@ -112,7 +112,7 @@ func (r MoveResult) API() api.MoveResult {
 
 // API returns the change as vip history --json prints it.
 func (c Change) API() api.HistoryChange {
-	out := api.HistoryChange{Rev: c.Rev, Time: c.Time, Kind: string(c.Kind), Node: c.Node, From: c.From,
+	out := api.HistoryChange{Revision: c.Rev, Rev: c.Rev, Time: c.Time, Kind: string(c.Kind), Node: c.Node, From: c.From,
 		Interface: c.Interface, Group: c.Group, By: c.By, Identity: c.Identity, Reason: c.Reason, Asked: c.Asked,
 		Released: c.Released, Since: c.Since, Count: c.Count, Message: c.Message, Summary: c.Describe()}
 	if c.Addr.IsValid() {

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -112,5 +113,22 @@ func TestFailsafeSetLapsed(t *testing.T) {
 		if got := s.Outside(tc.nodes); !slices.Equal(got, tc.out) {
 			t.Errorf("Outside among %+v: %v, want %v", tc.nodes, got, tc.out)
 		}
+	}
+}
+
+// TestHistoryChangeSaysRevision: vip history --json says each change's
+// revision as revision, like the response's own, and as rev, its
+// deprecated old name, for one release.
+func TestHistoryChangeSaysRevision(t *testing.T) {
+	b, err := json.Marshal(Change{Rev: 42, Kind: ChangeClaim, Node: "a"}.API())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["revision"] != float64(42) || got["rev"] != float64(42) {
+		t.Errorf("history change JSON %s: want revision and rev 42", b)
 	}
 }

@@ -99,14 +99,17 @@ func TestHistory(t *testing.T) {
 	}
 	rev := map[string]int64{}
 	for i, c := range h.Changes {
-		if i > 0 && c.Rev < h.Changes[i-1].Rev {
-			t.Errorf("change %d (%s) at revision %d, before the one listed before it (%d)", i, c.Summary, c.Rev, h.Changes[i-1].Rev)
+		if i > 0 && c.Revision < h.Changes[i-1].Revision {
+			t.Errorf("change %d (%s) at revision %d, before the one listed before it (%d)", i, c.Summary, c.Revision, h.Changes[i-1].Revision)
+		}
+		if c.Rev != c.Revision {
+			t.Errorf("change %d (%s): rev %d, revision %d; the deprecated rev must say the revision", i, c.Summary, c.Rev, c.Revision)
 		}
 		operator := c.Kind != "standby-takeover"
 		if operator != strings.Contains(c.By, "@") {
 			t.Errorf("%s: by %q; want user@host for an operator's change, nobody for a standby's", c.Summary, c.By)
 		}
-		rev[changeLine(c)] = max(rev[changeLine(c)], c.Rev)
+		rev[changeLine(c)] = max(rev[changeLine(c)], c.Revision)
 	}
 	if rev[nodeWide[0]] >= rev[perAddr[3]] || rev[nodeWide[1]] >= rev[perAddr[4]] {
 		t.Errorf("the cordon (rev %d) and uncordon (rev %d) do not come before the moves they let happen (%d, %d)",
