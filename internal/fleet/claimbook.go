@@ -29,7 +29,7 @@ import (
 // was cordoned (passOver) or fenced (missTake), looked at again later; a
 // move to this node whose owner has not let go (await, incomingOf,
 // forgetIncoming) and whether its record is polled (poll, polled); and
-// the watch of the address's key (watch, unwatch), while it stands by or
+// the watch of the address's key (watch, unwatchIfIdle), while it stands by or
 // a move is awaited. The Member's mu guards the book.
 type claimBook struct {
 	entries map[netip.Addr]*claimEntry
