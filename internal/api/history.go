@@ -8,10 +8,9 @@ import "time"
 // asked and why.
 type HistoryChange struct {
 	Revision int64 `json:"revision"`
-	// Rev is Revision under its old name, the one word of the response
-	// that said rev beside revision.
-	//
-	// Deprecated: read Revision; rev goes in the next release.
+	// Rev is Revision under its old name (the one word of the response
+	// that said rev beside revision), kept for one release: read
+	// Revision.
 	Rev       int64     `json:"rev"`
 	Time      time.Time `json:"time"`
 	Kind      string    `json:"kind"`
