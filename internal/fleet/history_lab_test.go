@@ -54,17 +54,17 @@ func TestFencedHistory(t *testing.T) {
 	_, _, fencedAt := a.Lease()
 	cut.Heal(t)
 	bc := w.client(t, "b")
-	want := []string{"claim a", "standby-takeover b", "fence a", "lost a", "resume a"}
+	want := []string{"claim a", "standby-add b", "standby-takeover b", "fence a", "lost a", "resume a"}
 	var h []store.Change
 	labtest.Eventually(t, 15*time.Second, func() (bool, string) {
 		var got []string
 		h, got = historyKinds(t, bc, store.HistoryQuery{})
 		return slices.Equal(got, want), fmt.Sprintf("history %v, want %v", got, want)
 	})
-	if h[1].From != "a" || h[3].From != "b" || h[3].Addr != vip {
-		t.Errorf("the takeover is from %q, the loss of %s to %q; want from a, %s lost to b", h[1].From, h[3].Addr, h[3].From, vip)
+	if h[2].From != "a" || h[4].From != "b" || h[4].Addr != vip {
+		t.Errorf("the takeover is from %q, the loss of %s to %q; want from a, %s lost to b", h[2].From, h[4].Addr, h[4].From, vip)
 	}
-	if f := h[2]; f.Count != 1 || !slices.Equal(f.Addrs, []netip.Addr{vip}) || f.Since.IsZero() || !fencedAt.IsZero() && !f.Since.Equal(fencedAt.UTC()) {
+	if f := h[3]; f.Count != 1 || !slices.Equal(f.Addrs, []netip.Addr{vip}) || f.Since.IsZero() || !fencedAt.IsZero() && !f.Since.Equal(fencedAt.UTC()) {
 		t.Errorf("the fence: %+v, want %s silenced since %v", f, vip, fencedAt)
 	}
 	for i := 1; i < len(h); i++ {
@@ -72,11 +72,11 @@ func TestFencedHistory(t *testing.T) {
 			t.Errorf("history out of the store's order: %v at %d after %v at %d", h[i].Kind, h[i].Rev, h[i-1].Kind, h[i-1].Rev)
 		}
 	}
-	if _, got := historyKinds(t, bc, store.HistoryQuery{Addr: vip}); !slices.Equal(got, want[:4]) {
-		t.Errorf("history of %s: %v, want %v (the fence lists it, the resumption does not: it was lost)", vip, got, want[:4])
+	if _, got := historyKinds(t, bc, store.HistoryQuery{Addr: vip}); !slices.Equal(got, want[:5]) {
+		t.Errorf("history of %s: %v, want %v (the fence lists it, the resumption does not: it was lost)", vip, got, want[:5])
 	}
-	if _, got := historyKinds(t, bc, store.HistoryQuery{Node: "b"}); !slices.Equal(got, []string{"standby-takeover b", "lost a"}) {
-		t.Errorf("history of node b: %v, want its takeover and a's loss to it", got)
+	if _, got := historyKinds(t, bc, store.HistoryQuery{Node: "b"}); !slices.Equal(got, []string{"standby-add b", "standby-takeover b", "lost a"}) {
+		t.Errorf("history of node b: %v, want its standby, its takeover and a's loss to it", got)
 	}
 	// The fleet's view reads no history.
 	v, err := bc.Fleet(context.Background())

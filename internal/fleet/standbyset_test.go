@@ -10,6 +10,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/fleet"
+	"github.com/vipctl/vip/internal/store"
 )
 
 // standbyNodes lists the nodes of the store's standby records for a.
@@ -169,4 +170,24 @@ func (f *fakeEngine) transitions() []string {
 		}
 	}
 	return out
+}
+
+// TestFakeClaimStandbyIsRecorded: a standby added with vip claim --standby
+// is in the history, as one added with vip standby is (issue 35: it was
+// not), with who asked.
+func TestFakeClaimStandbyIsRecorded(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.join("a")
+	b, _ := f.join("b")
+	f.claim(a, vip)
+	ctx := store.WithActor(context.Background(), store.Actor{By: "ops@host", Reason: "spare for the upgrade"})
+	if _, err := b.Standby(ctx, []announce.Request{{Addr: vip, Interface: "eth0"}}, announce.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	found := slices.ContainsFunc(f.s.History(), func(c store.Change) bool {
+		return c.Kind == store.ChangeStandbyAdd && c.Addr == vip && c.Node == "b" && c.By == "ops@host" && c.Reason == "spare for the upgrade"
+	})
+	if !found {
+		t.Errorf("no standby-add of %s by b, asked by ops@host, in the history: %+v", vip, f.s.History())
+	}
 }

@@ -49,7 +49,7 @@ func linesOf(changes []api.HistoryChange, addr string) []string {
 }
 
 // TestHistory, against a real etcd and real agents: a scripted maintenance
-// (a claim with a reason, a move with a reason, kill -9 of the new owner
+// (a claim with a reason, a standby added by claim --standby, a move with a reason, kill -9 of the new owner
 // and its standby's takeover, a drain, a return home) leaves exactly those
 // changes in vip history, in the store's order, each with its revision, who
 // asked (user@host for an operator's, nobody for a standby's takeover) and
@@ -82,7 +82,7 @@ func TestHistory(t *testing.T) {
 	mustVip(t, f.client, f.sc, "uncordon", "a", "--return", "--reason", "back home", "--store", st)
 	returned := time.Now()
 
-	perAddr := []string{"claim a (service up)", "move b from a (rebalance)", "standby-takeover a from b",
+	perAddr := []string{"claim a (service up)", "standby-add b", "move b from a (rebalance)", "standby-takeover a from b",
 		"move b from a (drain: kernel upgrade)", "move a from b (back home)"}
 	nodeWide := []string{"cordon a (drain: kernel upgrade)", "uncordon a (back home)"}
 	h := historyOf(t, f)
@@ -111,9 +111,9 @@ func TestHistory(t *testing.T) {
 		}
 		rev[changeLine(c)] = max(rev[changeLine(c)], c.Revision)
 	}
-	if rev[nodeWide[0]] >= rev[perAddr[3]] || rev[nodeWide[1]] >= rev[perAddr[4]] {
+	if rev[nodeWide[0]] >= rev[perAddr[4]] || rev[nodeWide[1]] >= rev[perAddr[5]] {
 		t.Errorf("the cordon (rev %d) and uncordon (rev %d) do not come before the moves they let happen (%d, %d)",
-			rev[nodeWide[0]], rev[nodeWide[1]], rev[perAddr[3]], rev[perAddr[4]])
+			rev[nodeWide[0]], rev[nodeWide[1]], rev[perAddr[4]], rev[perAddr[5]])
 	}
 	for _, c := range h.Changes {
 		if c.Kind == "move" && (c.Asked.IsZero() || !strings.Contains(c.Summary, "moved "+c.From+" -> "+c.Node)) {
@@ -138,7 +138,7 @@ func TestHistory(t *testing.T) {
 	if !strings.Contains(text, "192.0.2.10 moved a -> b") || !strings.Contains(text, `"back home"`) || strings.Contains(text, "2001:db8::10") {
 		t.Errorf("vip history %s:\n%s", addrs[0], text)
 	}
-	if got := historyOf(t, f, "--node", "b").Changes; len(got) != 8 {
-		t.Errorf("vip history --node b: %d changes, want the 8 that moved to or from b", len(got))
+	if got := historyOf(t, f, "--node", "b").Changes; len(got) != 10 {
+		t.Errorf("vip history --node b: %d changes, want the 10 that made b a standby or moved to or from b", len(got))
 	}
 }
