@@ -139,15 +139,8 @@ func TestFakeFailsafeRefusedRoundFences(t *testing.T) {
 	// fence's message below tells the refused round from promises that
 	// ran out.
 	fenced := func() bool { _, _, fencedAt := a.Lease(); return !fencedAt.IsZero() }
-	for at := roundAt + fakeTiming.Renew; !fenced(); at += fakeTiming.Renew / 2 {
-		if at > roundAt+2*fakeTiming.Renew {
-			t.Fatal("a did not fence when b answered that it reaches the store")
-		}
-		f.advanceTo(at)
-		deadline := time.Now().Add(time.Second)
-		for time.Now().Before(deadline) && !fenced() {
-			time.Sleep(10 * time.Millisecond)
-		}
+	if !f.advanceUntil(roundAt+fakeTiming.Renew, roundAt+2*fakeTiming.Renew, fakeTiming.Renew/2, fenced) {
+		t.Fatal("a did not fence when b answered that it reaches the store")
 	}
 	if !eng.sawEvent(event.Fence, "the failsafe ended: b reaches-store") {
 		t.Errorf("a's fence does not say the failsafe ended on b's answer: %q", eng.eventsOf(event.Fence))
@@ -230,16 +223,9 @@ func TestFakeFailsafeSetGrowsNotOnFailsafe(t *testing.T) {
 	// once that read returned: on a loaded machine, after the test moved
 	// the fake clock on. So the clock goes on a renewal period at a time,
 	// up to a TTL more, until the set names c.
-	f.advanceTo(3 * fakeTiming.TTL)
-	for at := 3 * fakeTiming.TTL; !slices.Equal(setOfA(), []string{"b", "c"}); at += fakeTiming.Renew {
-		if at > 4*fakeTiming.TTL {
-			t.Fatalf("a's failsafe set is %v a TTL after the store came back, want [b c]", setOfA())
-		}
-		deadline := time.Now().Add(time.Second)
-		for time.Now().Before(deadline) && !slices.Equal(setOfA(), []string{"b", "c"}) {
-			time.Sleep(10 * time.Millisecond)
-		}
-		f.advanceTo(at + fakeTiming.Renew)
+	namesC := func() bool { return slices.Equal(setOfA(), []string{"b", "c"}) }
+	if !f.advanceUntil(3*fakeTiming.TTL, 4*fakeTiming.TTL, fakeTiming.Renew, namesC) {
+		t.Fatalf("a's failsafe set is %v a TTL after the store came back, want [b c]", setOfA())
 	}
 }
 

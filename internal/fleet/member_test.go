@@ -137,6 +137,27 @@ func (f *fakeFleet) advanceTo(at time.Duration) {
 	}
 }
 
+// advanceUntil moves the fake clock from from on, step at a time up to
+// until, and after each step waits up to a second of real time for cond;
+// it says whether cond held. A member arms its next timer only once its
+// last read or round returned, which a loaded machine may do after the
+// clock has moved past it: one step of the clock could pass that timer
+// for good.
+func (f *fakeFleet) advanceUntil(from, until, step time.Duration, cond func() bool) bool {
+	f.t.Helper()
+	for at := from; !cond(); at += step {
+		if at > until {
+			return false
+		}
+		f.advanceTo(at)
+		deadline := time.Now().Add(time.Second)
+		for time.Now().Before(deadline) && !cond() {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return true
+}
+
 // waitRenewals waits until name tried its n-th renewal and, when the store
 // acknowledged it, recorded it (so the fence's timer counts from it).
 func (f *fakeFleet) waitRenewals(name string, n int) {

@@ -69,10 +69,11 @@ func (m *Member) Standby(ctx context.Context, reqs []announce.Request, opts anno
 		// The history keeps the standbys added, as vip standby's are,
 		// with who asked: after the records, which are what counts, so
 		// a history that fails to take them changes nothing but itself.
+		who := m.identified(store.ActorOf(ctx))
 		added := make([]store.Change, len(recs))
 		for i, rec := range recs {
 			added[i] = store.Change{Kind: store.ChangeStandbyAdd, Addr: rec.Addr, Node: m.cfg.Node, Interface: rec.Interface,
-				Group: rec.Group, Time: now, Actor: m.identified(store.ActorOf(ctx))}
+				Group: rec.Group, Time: now, Actor: who}
 		}
 		if err := m.l.Record(ctx, added); err != nil {
 			m.log.Warn("record the standbys added in the history", "addrs", len(added), "err", err)
