@@ -142,7 +142,7 @@ func TestFakeFailsafeRefusedRoundFences(t *testing.T) {
 	if !f.advanceUntil(roundAt+fakeTiming.Renew, roundAt+2*fakeTiming.Renew, fakeTiming.Renew/2, fenced) {
 		t.Fatal("a did not fence when b answered that it reaches the store")
 	}
-	if !eng.sawEvent(event.Fence, "the failsafe ended: b reaches-store") {
+	if !eng.seesEvent(event.Fence, "the failsafe ended: b reaches-store") {
 		t.Errorf("a's fence does not say the failsafe ended on b's answer: %q", eng.eventsOf(event.Fence))
 	}
 }
@@ -262,7 +262,7 @@ func TestFakeFailsafeAloneRidesAnOutage(t *testing.T) {
 	if fs == nil || len(fs.AckedBy) != 0 || !fs.AloneUntil.Equal(f.epoch.Add(fakeTiming.FenceAfter()+30*time.Second)) {
 		t.Fatalf("a's status says %+v, want it answering on failsafe alone until %v", fs, f.epoch.Add(fakeTiming.FenceAfter()+30*time.Second))
 	}
-	if !eng.sawEvent(event.Failsafe, "answering on failsafe alone") {
+	if !eng.seesEvent(event.Failsafe, "answering on failsafe alone") {
 		t.Errorf("no event says a answers on failsafe alone: %q", eng.eventsOf(event.Failsafe))
 	}
 	f.advanceTo(fakeTiming.FenceAfter() + 30*time.Second - fakeTiming.Renew/2)
@@ -271,7 +271,7 @@ func TestFakeFailsafeAloneRidesAnOutage(t *testing.T) {
 	}
 	f.advanceTo(fakeTiming.FenceAfter() + 30*time.Second + fakeTiming.Renew/2)
 	eventually(t, func() bool { _, _, fencedAt := a.Lease(); return !fencedAt.IsZero() }, "a did not fence once its 30 s alone on failsafe ended")
-	if !eng.sawEvent(event.Fence, "answered alone on failsafe") {
+	if !eng.seesEvent(event.Fence, "answered alone on failsafe") {
 		t.Errorf("a's fence does not say it answered alone for as long as it may: %q", eng.eventsOf(event.Fence))
 	}
 }

@@ -217,6 +217,22 @@ func (f *fakeEngine) sawEvent(kind announce.EventKind, substr string) bool {
 	})
 }
 
+// seesEvent is sawEvent given up to 5 s of real time: a member tells of
+// a transition after it acts on it (the engine's claim, the store's
+// write), so a test that has seen the act must wait for the word.
+func (f *fakeEngine) seesEvent(kind announce.EventKind, substr string) bool {
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if f.sawEvent(kind, substr) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // eventsOf returns the messages of the events of kind.
 func (f *fakeEngine) eventsOf(kind announce.EventKind) []string {
 	f.mu.Lock()

@@ -82,7 +82,7 @@ func TestYieldReachesTheStore(t *testing.T) {
 	if err := claim(t, b, vip); err != nil {
 		t.Errorf("b's claim after a yielded: %v", err)
 	}
-	if !aEng.sawEvent(event.Release, "yielded") {
+	if !aEng.seesEvent(event.Release, "yielded") {
 		t.Error("a published no release event for the yield")
 	}
 }

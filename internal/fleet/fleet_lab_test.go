@@ -280,7 +280,7 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	if st := a.Status(vip); len(st) != 1 || st[0].State != api.StateFenced {
 		t.Errorf("a's status for %s: %+v, want fenced", vip, st)
 	}
-	if !aEng.sawEvent(event.Fence, "") {
+	if !aEng.seesEvent(event.Fence, "") {
 		t.Error("a published no fence event")
 	}
 	cut.Heal(t)
@@ -291,7 +291,7 @@ func TestFencedBeforeTheLeaseExpires(t *testing.T) {
 	if aEng.holds(vip) {
 		t.Error("a answers again for an address b took")
 	}
-	if !aEng.sawEvent(event.Taken, "lost to b") {
+	if !aEng.seesEvent(event.Taken, "lost to b") {
 		t.Error("a did not report the address lost to b")
 	}
 	if err := claim(t, a, vip); err == nil {
@@ -381,7 +381,7 @@ func TestStoreRestartedClaimsResume(t *testing.T) {
 	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
 		return aEng.holds(vip), fmt.Sprintf("a's claim did not resume after the store restarted: %+v", a.Status(vip))
 	})
-	if !aEng.sawEvent(event.Resume, "resumed 1") {
+	if !aEng.seesEvent(event.Resume, "resumed 1") {
 		t.Error("no resume event")
 	}
 	v, err := w.client(t, "store").Fleet(context.Background())
@@ -422,10 +422,10 @@ func TestResumeRefusedByTheEngineIsReleased(t *testing.T) {
 		st := a.Status(other)
 		return len(st) == 0, fmt.Sprintf("%s, which the engine refused, is still listed: %+v", other, st)
 	})
-	if !aEng.sawEvent(event.Release, "not resumed after the fence") {
+	if !aEng.seesEvent(event.Release, "not resumed after the fence") {
 		t.Errorf("no release event for %s", other)
 	}
-	if !aEng.sawEvent(event.Resume, "1 released") {
+	if !aEng.seesEvent(event.Resume, "1 released") {
 		t.Error("the resume event does not count the release")
 	}
 	v, err := w.client(t, "store").Fleet(context.Background())

@@ -319,7 +319,7 @@ func TestFakeDeadline(t *testing.T) {
 				// was sent, and what came after.
 				last := f.epoch.Add(tc.cutAt / fakeTiming.Renew * fakeTiming.Renew).Local().Format("15:04:05.000")
 				for _, want := range []string{"acknowledged since " + last + ", when it was sent", "answered in 0s on average", "renewals sent since are unanswered"} {
-					if !aEng.sawEvent(event.Fence, want) {
+					if !aEng.seesEvent(event.Fence, want) {
 						t.Errorf("the fence event does not say %q: %v", want, aEng.eventsOf(event.Fence))
 					}
 				}
@@ -440,7 +440,7 @@ func TestFakeFenceAndResume(t *testing.T) {
 			f.advanceTo(tc.backAt)
 			eventually(t, func() bool { return aEng.sawEvent(tc.wantEvent, tc.wantMsg) }, "no event says "+tc.wantMsg)
 			eventually(t, func() bool { return aEng.holds(vip) == tc.wantHeld }, "a's engine does not hold the address as it should")
-			if tc.wantHeld && !aEng.sawEvent(event.Resume, "resumed after the fence: the store answers again") {
+			if tc.wantHeld && !aEng.seesEvent(event.Resume, "resumed after the fence: the store answers again") {
 				// The claim's event is a hook's VIP_REASON: this run
 				// fenced it, no earlier run recorded it.
 				t.Error("the claim's event does not say it resumed after the fence")
@@ -472,7 +472,7 @@ func TestFakeFenceAndResume(t *testing.T) {
 				if got := a.Notes()[vip]; got != want {
 					t.Errorf("a's note: %q, want %q", got, want)
 				}
-				if !aEng.sawEvent(event.Taken, "(it took it at "+c.Since.Local().Format("15:04:05.000")+")") {
+				if !aEng.seesEvent(event.Taken, "(it took it at "+c.Since.Local().Format("15:04:05.000")+")") {
 					t.Error("the loss's event does not say when b took it")
 				}
 			}

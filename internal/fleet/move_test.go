@@ -93,7 +93,7 @@ func TestFakeMoveGivenUpAsTheOwnerLetsGo(t *testing.T) {
 	}
 	eventually(t, func() bool { return aEng.holds(vip) && f.owner(vip) == "a" }, "the owner did not claim again an address whose move gave up as it let go")
 	eventually(t, func() bool { return aEng.sawEvent(event.Move, "gave up before it was handed over") }, "no event on the owner says it kept the address")
-	if !aEng.sawEvent(event.Resume, "claimed again: the move to b gave up") || aEng.sawEvent(event.Resume, "adopted from an earlier run") {
+	if !aEng.seesEvent(event.Resume, "claimed again: the move to b gave up") || aEng.sawEvent(event.Resume, "adopted from an earlier run") {
 		t.Error("the claim's event does not say it was claimed again as its move gave up (it is this run's, not an earlier run's)")
 	}
 	f.advanceTo(2 * fakeTiming.Renew)
