@@ -159,19 +159,6 @@ store); the set lasts through restarts, moves and takeovers (vip standby).`,
 	return c
 }
 
-// request builds the API request the flags describe, reading -f if given;
-// a file with [NAME] sections is requests (one a group).
-func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
-	reqs, err := o.requests(stdin)
-	if err != nil {
-		return api.ClaimRequest{}, err
-	}
-	if len(reqs) > 1 {
-		return reqs[0], badInput("%s has [group] sections: each is claimed in a request of its own", o.File)
-	}
-	return reqs[0], nil
-}
-
 // requests builds the API requests the flags describe: one for the
 // addresses given and those of -f before any [NAME] line, then one for
 // each [NAME] section of -f, the group NAME.

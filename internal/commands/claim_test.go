@@ -443,3 +443,16 @@ func TestClaimAssignNote(t *testing.T) {
 		})
 	}
 }
+
+// request builds the API request the flags describe, reading -f if given;
+// a file with [NAME] sections is requests (one a group).
+func (o *claimOptions) request(stdin io.Reader) (api.ClaimRequest, error) {
+	reqs, err := o.requests(stdin)
+	if err != nil {
+		return api.ClaimRequest{}, err
+	}
+	if len(reqs) > 1 {
+		return reqs[0], badInput("%s has [group] sections: each is claimed in a request of its own", o.File)
+	}
+	return reqs[0], nil
+}

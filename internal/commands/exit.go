@@ -4,8 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -130,37 +128,6 @@ func addExitStatus(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		addExitStatus(sub)
 	}
-}
-
-// exitTable is the README's table of exit codes: each code, and the
-// commands that return it.
-func exitTable() string {
-	var paths []string
-	for p := range commandExits {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
-	var b strings.Builder
-	b.WriteString("| code | name | meaning | returned by |\n|---|---|---|---|\n")
-	for _, e := range exitCodes {
-		var by []string
-		for _, p := range paths {
-			if slices.Contains(commandExits[p], e.Code) {
-				by = append(by, "`"+p+"`")
-			}
-		}
-		who := strings.Join(by, ", ")
-		if len(by) == len(paths) {
-			who = "every command"
-		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", e.Code, e.Name, e.Meaning, who)
-	}
-	for _, p := range paths {
-		if passesExit[p] {
-			fmt.Fprintf(&b, "\n`%s` also exits with the exit status of the command it ran.\n", p)
-		}
-	}
-	return b.String()
 }
 
 // inputError marks an error in what the user typed: exit 2.

@@ -3,12 +3,14 @@ package commands
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"maps"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -354,4 +356,35 @@ func TestREADMEExitCodes(t *testing.T) {
 		return
 	}
 	t.Errorf("README.md's exit codes are stale: run go test ./internal/commands -run %s -update\ngot:\n%s\nwant:\n%s", t.Name(), got, want)
+}
+
+// exitTable is the README's table of exit codes: each code, and the
+// commands that return it.
+func exitTable() string {
+	var paths []string
+	for p := range commandExits {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var b strings.Builder
+	b.WriteString("| code | name | meaning | returned by |\n|---|---|---|---|\n")
+	for _, e := range exitCodes {
+		var by []string
+		for _, p := range paths {
+			if slices.Contains(commandExits[p], e.Code) {
+				by = append(by, "`"+p+"`")
+			}
+		}
+		who := strings.Join(by, ", ")
+		if len(by) == len(paths) {
+			who = "every command"
+		}
+		fmt.Fprintf(&b, "| %d | %s | %s | %s |\n", e.Code, e.Name, e.Meaning, who)
+	}
+	for _, p := range paths {
+		if passesExit[p] {
+			fmt.Fprintf(&b, "\n`%s` also exits with the exit status of the command it ran.\n", p)
+		}
+	}
+	return b.String()
 }
