@@ -87,7 +87,8 @@ func TestFencedHistory(t *testing.T) {
 
 // TestHistoryBound: each subject keeps its last store.HistoryKeep records.
 // A member that claims and releases one address again and again leaves no
-// more than that (its ledger trims behind each write), the newest kept;
+// more than that once it wrote a multiple of store.HistoryTrimEvery (its
+// ledger trims behind every HistoryTrimEvery writes), the newest kept;
 // 10,000 changes of one address appended in batches leave exactly the
 // last HistoryKeep after every batch.
 func TestHistoryBound(t *testing.T) {
@@ -103,6 +104,8 @@ func TestHistoryBound(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// 2*HistoryKeep records, a whole number of HistoryTrimEvery: the
+	// last write trims the subject to HistoryKeep.
 	subject := store.AddrSubject(addr)
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		n := historyCount(t, c, subject)
@@ -112,6 +115,31 @@ func TestHistoryBound(t *testing.T) {
 	if len(h) != store.HistoryKeep || h[len(h)-1].Kind != store.ChangeRelease || h[0].Kind != store.ChangeClaim {
 		t.Errorf("kept %d records from %v to %v, want the last %d, claim to release", len(h), h[0].Kind, h[len(h)-1].Kind, store.HistoryKeep)
 	}
+	// Between two trims the subject grows by up to HistoryTrimEvery
+	// records, and the write that makes them HistoryTrimEvery trims it.
+	for n := 1; n <= store.HistoryTrimEvery; n++ {
+		var err error
+		if n%2 == 1 {
+			err = claim(t, a, addr)
+		} else {
+			_, _, err = a.Release(context.Background(), []netip.Addr{addr})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == store.HistoryTrimEvery {
+			break
+		}
+		// A trim after this write would not be waited for: it would
+		// show in a later count.
+		if got := historyCount(t, c, subject); got != int64(store.HistoryKeep+n) {
+			t.Fatalf("%d records of %s %d writes after a trim, want %d: trimmed before %d writes", got, addr, n, store.HistoryKeep+n, store.HistoryTrimEvery)
+		}
+	}
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		n := historyCount(t, c, subject)
+		return n == store.HistoryKeep, fmt.Sprintf("%d records of %s after %d more writes, want %d: not trimmed", n, addr, store.HistoryTrimEvery, store.HistoryKeep)
+	})
 
 	other := netip.MustParseAddr("198.51.100.41")
 	start := time.Now().Add(-time.Hour)

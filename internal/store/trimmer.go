@@ -6,15 +6,25 @@ import (
 	"sync"
 )
 
+// HistoryTrimEvery is how many records a ledger writes to one subject
+// between two trims of it: a trim costs the store a count (and, when over,
+// a read and a delete), so trimming after every write cost a busy fleet
+// about as many ranges as writes. A subject so holds between HistoryKeep
+// and HistoryKeep + HistoryTrimEvery records for each node writing it.
+const HistoryTrimEvery = HistoryKeep / 4
+
 // trimmer keeps the history within its bound (HistoryKeep records a
-// subject) behind the ledger's writes: each subject written to is trimmed
-// once, in the background, by one goroutine, so that a change never waits
-// for the trim and a burst of changes of one subject trims it once.
+// subject, give or take HistoryTrimEvery a writer) behind the ledger's
+// writes: a subject is trimmed after every HistoryTrimEvery records this
+// ledger wrote to it, in the background, by one goroutine, so that a
+// change never waits for the trim and a burst of changes of one subject
+// trims it once.
 type trimmer struct {
 	c   *Client
 	log *slog.Logger
 
 	mu      sync.Mutex
+	written map[string]int // records written to a subject since its last trim
 	pending map[string]bool
 	running bool
 	closed  bool
@@ -25,16 +35,22 @@ type trimmer struct {
 
 func newTrimmer(c *Client, log *slog.Logger) *trimmer {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &trimmer{c: c, log: log, pending: map[string]bool{}, ctx: ctx, cancel: cancel}
+	return &trimmer{c: c, log: log, written: map[string]int{}, pending: map[string]bool{}, ctx: ctx, cancel: cancel}
 }
 
-// add asks for subject to be trimmed.
+// add counts a record written to subject, and has subject trimmed once
+// HistoryTrimEvery were.
 func (t *trimmer) add(subject string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return
 	}
+	t.written[subject]++
+	if t.written[subject] < HistoryTrimEvery {
+		return
+	}
+	delete(t.written, subject)
 	t.pending[subject] = true
 	if t.running {
 		return
