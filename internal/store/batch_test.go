@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ func TestBatchesFit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	n := 2*standbysPerTxn + 1
+	n := max(2*standbysPerTxn+1, maxTxnAddrs)
 	recs := make([]Standby, n)
 	addrs := make([]netip.Addr, n)
 	for i := range recs {
@@ -42,5 +43,46 @@ func TestBatchesFit(t *testing.T) {
 	gone, err := c.DeleteStandbys(ctx, "b", addrs, Actor{})
 	if err != nil || len(gone) != n {
 		t.Fatalf("delete %d standby records: %d deleted, %v", n, len(gone), err)
+	}
+}
+
+// TestGroupTakeFits: a group of MaxGroupAddrs addresses taken from another
+// node, the largest take there is (its claims, and each history record
+// with its copies for the two nodes' indexes), fits in one transaction.
+func TestGroupTakeFits(t *testing.T) {
+	url := etcdembed.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Open(ctx, Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	l := NewLedger(c, slog.New(slog.DiscardHandler))
+	defer l.Close()
+	lease, err := l.Grant(ctx, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := make([]Claim, MaxGroupAddrs)
+	revs := make([]int64, MaxGroupAddrs)
+	for i := range recs {
+		recs[i] = Claim{Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Node: "b", Interface: "eth0", Group: "web", Since: time.Now()}
+	}
+	took, _, err := l.TakeGroup(ctx, lease, recs, revs, StandbyTake(0), Change{Kind: ChangeStandby, From: "a"})
+	if err != nil || took {
+		// No standby records: refused, but only after etcd took the
+		// transaction's size.
+		t.Fatalf("take a group of %d addresses without standby records: took %v, %v; want refused, no error", MaxGroupAddrs, took, err)
+	}
+	took, _, err = l.TakeGroup(ctx, lease, recs, revs, MoveArrival(), Change{Kind: ChangeMove, From: "a"})
+	if err != nil || !took {
+		t.Fatalf("take a group of %d addresses moving from a: took %v, %v", MaxGroupAddrs, took, err)
+	}
+	for _, n := range []string{"a", "b"} {
+		h, _, _, err := c.History(ctx, HistoryQuery{Node: n})
+		if err != nil || len(h) != MaxGroupAddrs {
+			t.Errorf("%s's history: %d records, %v; want the %d moves", n, len(h), err, MaxGroupAddrs)
+		}
 	}
 }

@@ -47,14 +47,14 @@ func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration)
 	if !rec.Until.IsZero() {
 		change.Message = "until " + rec.Until.Local().Format("2006-01-02 15:04:05")
 	}
-	hist, subject, err := c.Keys.HistoryPut(change)
+	hist, err := c.Keys.HistoryPut(change)
 	if err != nil {
 		return Cordon{}, nil, err
 	}
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
 	key := c.Keys.Cordon(rec.Node)
-	resp, err := c.Txn(rctx).Then(clientv3.OpPut(key, string(val), append(opts, clientv3.WithPrevKV())...), hist).Commit()
+	resp, err := c.Txn(rctx).Then(hist.After(clientv3.OpPut(key, string(val), append(opts, clientv3.WithPrevKV())...))...).Commit()
 	if err != nil {
 		return Cordon{}, nil, c.Explain(err)
 	}
@@ -63,13 +63,17 @@ func (c *Client) PutCordon(ctx context.Context, rec Cordon, lasts time.Duration)
 		old, _ := ReadCordon(rec.Node, kv)
 		replaced = &old
 	}
-	c.trimQuietly(ctx, subject)
+	c.trimQuietly(ctx, hist.Subjects)
 	return rec, replaced, nil
 }
 
 // trimQuietly trims subject's history after a write: a trim that fails is
 // done by the next write.
-func (c *Client) trimQuietly(ctx context.Context, subject string) { _ = c.TrimHistory(ctx, subject) }
+func (c *Client) trimQuietly(ctx context.Context, subjects []string) {
+	for _, s := range subjects {
+		_ = c.TrimHistory(ctx, s)
+	}
+}
 
 // ReadCordon reads node's cordon from its key, with its modification
 // revision. One that does not decode is a cordon all the same, its reason
@@ -89,21 +93,21 @@ func ReadCordon(node string, kv *mvccpb.KeyValue) (Cordon, error) {
 // asked by who, in the same transaction.
 func (c *Client) DeleteCordon(ctx context.Context, node string, who Actor) (rec Cordon, ok bool, err error) {
 	key := c.Keys.Cordon(node)
-	hist, subject, err := c.Keys.HistoryPut(Change{Kind: ChangeUncordon, Node: node, Actor: who})
+	hist, err := c.Keys.HistoryPut(Change{Kind: ChangeUncordon, Node: node, Actor: who})
 	if err != nil {
 		return Cordon{}, false, err
 	}
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.Txn(rctx).If(clientv3.Compare(clientv3.CreateRevision(key), ">", 0)).
-		Then(clientv3.OpDelete(key, clientv3.WithPrevKV()), hist).Commit()
+		Then(hist.After(clientv3.OpDelete(key, clientv3.WithPrevKV()))...).Commit()
 	if err != nil {
 		return Cordon{}, false, c.Explain(err)
 	}
 	if !resp.Succeeded {
 		return Cordon{}, false, nil
 	}
-	c.trimQuietly(ctx, subject)
+	c.trimQuietly(ctx, hist.Subjects)
 	prev := resp.Responses[0].GetResponseDeleteRange().GetPrevKvs()
 	if len(prev) == 0 {
 		return Cordon{}, false, nil

@@ -75,7 +75,7 @@ func (c *Client) ClearFailsafeSet(ctx context.Context, s FailsafeSet, who Actor)
 	key, nodeKey := c.Keys.Failsafe(s.Node), c.Keys.Node(s.Node)
 	ch := Change{Kind: ChangeFailsafeClear, Node: s.Node, Actor: who,
 		Message: fmt.Sprintf("its failsafe set (%s) cleared: the nodes it left out take addresses again", orNone(s.Nodes))}
-	hist, subject, err := c.Keys.HistoryPut(ch)
+	hist, err := c.Keys.HistoryPut(ch)
 	if err != nil {
 		return false, err
 	}
@@ -86,12 +86,12 @@ func (c *Client) ClearFailsafeSet(ctx context.Context, s FailsafeSet, who Actor)
 		// A key that is absent has lease 0: a lapsed owner.
 		cmps = append(cmps, clientv3.Compare(clientv3.LeaseValue(nodeKey), "!=", s.Lease))
 	}
-	resp, err := c.Txn(rctx).If(cmps...).Then(clientv3.OpDelete(key), hist).Commit()
+	resp, err := c.Txn(rctx).If(cmps...).Then(hist.After(clientv3.OpDelete(key))...).Commit()
 	if err != nil {
 		return false, c.Explain(err)
 	}
 	if resp.Succeeded {
-		c.trimQuietly(ctx, subject)
+		c.trimQuietly(ctx, hist.Subjects)
 	}
 	return resp.Succeeded, nil
 }

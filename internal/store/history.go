@@ -35,8 +35,12 @@ import (
 // HistoryKeep records: whoever writes trims the oldest beyond that
 // (TrimHistory).
 
-// HistoryKeep is how many records each address and each node keep.
-const HistoryKeep = 64
+// HistoryKeep is how many records each address and each node keep;
+// NodeIndexKeep how many changes of its addresses a node's index keeps.
+const (
+	HistoryKeep   = 64
+	NodeIndexKeep = 4 * HistoryKeep
+)
 
 // ChangeKind says what changed.
 type ChangeKind string
@@ -233,52 +237,106 @@ func (c Change) Subject() string {
 	return AddrSubject(c.Addr)
 }
 
-// AddrSubject and NodeSubject name the history of an address and a node.
-func AddrSubject(a netip.Addr) string { return "addr/" + a.String() }
-func NodeSubject(n string) string     { return "node/" + n }
+// AddrSubject and NodeSubject name the history of an address and a node;
+// NodeIndexSubject the copies of the changes of addresses a node took, lost
+// or let go (each also under its address's), which a node's history reads.
+func AddrSubject(a netip.Addr) string  { return "addr/" + a.String() }
+func NodeSubject(n string) string      { return "node/" + n }
+func NodeIndexSubject(n string) string { return nodeIndexDir + n }
+
+// nodeIndexDir holds the node index's subjects, under the history's
+// directory: readers of the whole history leave it out (its records are
+// copies).
+const nodeIndexDir = "by-node/"
+
+// keepOf is how many records subject keeps: a node's index holds the
+// changes of all its addresses, so more than one address's or node's.
+func keepOf(subject string) int64 {
+	if strings.HasPrefix(subject, nodeIndexDir) {
+		return NodeIndexKeep
+	}
+	return HistoryKeep
+}
 
 // History is the directory of the whole history; HistoryOf that of one
 // subject.
 func (k Keys) History() string                 { return k.Prefix + historyDir }
 func (k Keys) HistoryOf(subject string) string { return k.Prefix + historyDir + subject + "/" }
 
-// historyKey is a new key for c.
-func (k Keys) historyKey(c Change) string {
+// historyStamp is a new last part of a record's key: its time, and a
+// random suffix.
+func historyStamp(c Change) string {
 	var r [4]byte
 	_, _ = rand.Read(r[:])
-	return fmt.Sprintf("%s%016x-%s", k.HistoryOf(c.Subject()), c.Time.UnixNano(), hex.EncodeToString(r[:]))
+	return fmt.Sprintf("%016x-%s", c.Time.UnixNano(), hex.EncodeToString(r[:]))
 }
 
-// HistoryPut is the put that appends c to the history, for a transaction
+// HistoryWrite is a change's record, for the transaction that makes the
+// change: the puts (the record, and its copy in the index of each node an
+// address's change concerns) and the subjects to trim once it commits.
+type HistoryWrite struct {
+	Ops      []clientv3.Op
+	Subjects []string
+}
+
+// After is ops, then w's puts: a transaction's operations, the history's
+// last.
+func (w HistoryWrite) After(ops ...clientv3.Op) []clientv3.Op {
+	return append(ops, w.Ops...)
+}
+
+// MaxHistoryOps is the most puts a HistoryWrite has: the record, and a
+// copy for its node and for the node it came from.
+const MaxHistoryOps = 3
+
+// HistoryPut is the write that appends c to the history, for a transaction
 // that makes the change. Its time is now unless set; the record is bound to
 // no lease (WithIgnoreLease is not used: a put without a lease has none).
-func (k Keys) HistoryPut(c Change) (op clientv3.Op, subject string, err error) {
+// A change of an address is copied to the index of its node and of the
+// node it came from (NodeIndexSubject), so that a node's history is read
+// without a scan of every address's.
+func (k Keys) HistoryPut(c Change) (HistoryWrite, error) {
 	if c.Time.IsZero() {
 		c.Time = time.Now()
 	}
 	c.Time, c.Rev = c.Time.UTC(), 0
 	val, err := Encode(c)
 	if err != nil {
-		return clientv3.Op{}, "", fmt.Errorf("encode a history record: %w", err)
+		return HistoryWrite{}, fmt.Errorf("encode a history record: %w", err)
 	}
-	return clientv3.OpPut(k.historyKey(c), string(val)), c.Subject(), nil
+	stamp := historyStamp(c)
+	subjects := []string{c.Subject()}
+	if subjects[0] != NodeSubject(c.Node) {
+		for _, n := range []string{c.Node, c.From} {
+			if n != "" && !slices.Contains(subjects, NodeIndexSubject(n)) {
+				subjects = append(subjects, NodeIndexSubject(n))
+			}
+		}
+	}
+	w := HistoryWrite{Subjects: subjects}
+	for _, s := range subjects {
+		w.Ops = append(w.Ops, clientv3.OpPut(k.HistoryOf(s)+stamp, string(val)))
+	}
+	return w, nil
 }
 
-// AppendHistory writes changes in one transaction of their own (at most
-// 100 at a time): the records of changes no transaction of vip's made (a
-// fence, a loss), and trims each subject.
+// AppendHistory writes changes in transactions of their own (at most
+// MaxTxnOps/MaxHistoryOps at a time): the records of changes no
+// transaction of vip's made (a fence, a loss), and trims each subject.
 func (c *Client) AppendHistory(ctx context.Context, changes []Change) error {
 	subjects := map[string]bool{}
-	for batch := range slices.Chunk(changes, 100) {
+	for batch := range slices.Chunk(changes, MaxTxnOps/MaxHistoryOps) {
 		ops := make([]clientv3.Op, 0, len(batch))
 		for i, ch := range batch {
 			ch.Seq = i
-			op, subj, err := c.Keys.HistoryPut(ch)
+			w, err := c.Keys.HistoryPut(ch)
 			if err != nil {
 				return err
 			}
-			ops = append(ops, op)
-			subjects[subj] = true
+			ops = append(ops, w.Ops...)
+			for _, s := range w.Subjects {
+				subjects[s] = true
+			}
 		}
 		rctx, cancel := c.ctx(ctx)
 		_, err := c.Txn(rctx).Then(ops...).Commit()
@@ -295,8 +353,9 @@ func (c *Client) AppendHistory(ctx context.Context, changes []Change) error {
 	return nil
 }
 
-// TrimHistory deletes subject's oldest records beyond HistoryKeep: one
-// count, and when over, one read of the oldest keys and their deletion.
+// TrimHistory deletes subject's oldest records beyond what it keeps
+// (HistoryKeep, NodeIndexKeep for a node's index): one count, and when
+// over, one read of the oldest keys and their deletion.
 func (c *Client) TrimHistory(ctx context.Context, subject string) error {
 	dir := c.Keys.HistoryOf(subject)
 	rctx, cancel := c.ctx(ctx)
@@ -305,7 +364,7 @@ func (c *Client) TrimHistory(ctx context.Context, subject string) error {
 	if err != nil {
 		return c.Explain(err)
 	}
-	over := resp.Count - HistoryKeep
+	over := resp.Count - keepOf(subject)
 	if over <= 0 {
 		return nil
 	}
@@ -314,7 +373,7 @@ func (c *Client) TrimHistory(ctx context.Context, subject string) error {
 	if err != nil {
 		return c.Explain(err)
 	}
-	for batch := range slices.Chunk(old.Kvs, 100) {
+	for batch := range slices.Chunk(old.Kvs, MaxTxnOps) {
 		ops := make([]clientv3.Op, len(batch))
 		for i, kv := range batch {
 			ops[i] = clientv3.OpDelete(string(kv.Key))
@@ -363,41 +422,40 @@ func (q HistoryQuery) Match(c Change) bool {
 // revision), and the revision read. A record vip cannot read is skipped
 // and counted.
 func (c *Client) History(ctx context.Context, q HistoryQuery) (changes []Change, rev int64, skipped int, err error) {
-	prefix := c.Keys.History()
 	addrs := q.Addrs
 	if q.Addr.IsValid() {
 		addrs = append(slices.Clone(addrs), q.Addr)
 	}
-	if len(addrs) > 0 && q.Node == "" {
+	var prefixes []string
+	switch {
+	case q.Node != "":
+		// The node's own records, and its index's copies of the
+		// changes of the addresses it took, lost or let go.
+		prefixes = []string{c.Keys.HistoryOf(NodeSubject(q.Node)), c.Keys.HistoryOf(NodeIndexSubject(q.Node))}
+	case len(addrs) > 0:
 		// The addresses' own records, and the nodes' (which a fence
 		// lists them in).
 		for _, a := range addrs {
-			r, err := c.Range(ctx, c.Keys.HistoryOf(AddrSubject(a)), func(kv *mvccpb.KeyValue) {
-				if ch, ok := readChange(kv); ok {
-					changes = append(changes, ch)
-				} else {
-					skipped++
-				}
-			})
-			if err != nil {
-				return nil, 0, 0, err
+			prefixes = append(prefixes, c.Keys.HistoryOf(AddrSubject(a)))
+		}
+		prefixes = append(prefixes, c.Keys.HistoryOf("node"))
+	default:
+		// All of it but the node index, whose records are copies.
+		prefixes = []string{c.Keys.HistoryOf("addr"), c.Keys.HistoryOf("node")}
+	}
+	for _, prefix := range prefixes {
+		r, err := c.Range(ctx, prefix, func(kv *mvccpb.KeyValue) {
+			if ch, ok := readChange(kv); ok {
+				changes = append(changes, ch)
+			} else {
+				skipped++
 			}
-			rev = max(rev, r)
+		})
+		if err != nil {
+			return nil, 0, 0, err
 		}
-		prefix = c.Keys.HistoryOf("node")
+		rev = max(rev, r)
 	}
-	r2, err := c.Range(ctx, prefix, func(kv *mvccpb.KeyValue) {
-		ch, ok := readChange(kv)
-		if !ok {
-			skipped++
-			return
-		}
-		changes = append(changes, ch)
-	})
-	if err != nil {
-		return nil, 0, 0, err
-	}
-	rev = max(rev, r2)
 	changes = slices.DeleteFunc(changes, func(ch Change) bool { return !q.Match(ch) })
 	SortChanges(changes)
 	return changes, rev, skipped, nil
@@ -429,6 +487,7 @@ func readChange(kv *mvccpb.KeyValue) (Change, bool) {
 // closes then; a compacted revision also ends it).
 func (c *Client) WatchHistory(ctx context.Context, q HistoryQuery, rev int64) <-chan []Change {
 	out := make(chan []Change)
+	index := c.Keys.History() + nodeIndexDir
 	go func() {
 		defer close(out)
 		wch := c.Watch(clientv3.WithRequireLeader(ctx), c.Keys.History(), clientv3.WithPrefix(), clientv3.WithRev(rev+1),
@@ -439,6 +498,9 @@ func (c *Client) WatchHistory(ctx context.Context, q HistoryQuery, rev int64) <-
 			}
 			var batch []Change
 			for _, ev := range resp.Events {
+				if strings.HasPrefix(string(ev.Kv.Key), index) {
+					continue // a copy of a record under its address
+				}
 				if ch, ok := readChange(ev.Kv); ok && ev.IsCreate() && q.Match(ch) {
 					batch = append(batch, ch)
 				}

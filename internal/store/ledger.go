@@ -56,9 +56,9 @@ func (l *Ledger) Record(ctx context.Context, changes []Change) error {
 	return l.c.AppendHistory(ctx, changes)
 }
 
-// historyPut is the put that records ch, for the transaction that makes
-// the change, and the subject to trim once it commits.
-func (l *Ledger) historyPut(ch Change) (clientv3.Op, string, error) {
+// historyPut is the write that records ch, for the transaction that makes
+// the change, with the subjects to trim once it commits.
+func (l *Ledger) historyPut(ch Change) (HistoryWrite, error) {
 	return l.k.HistoryPut(l.identified(ch))
 }
 
@@ -183,7 +183,7 @@ func (l *Ledger) Acquire(ctx context.Context, lease LeaseID, rec Claim, who Acto
 		return false, err
 	}
 	change := Change{Kind: ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who}
-	hist, subject, err := l.historyPut(change)
+	hist, err := l.historyPut(change)
 	if err != nil {
 		return false, err
 	}
@@ -192,13 +192,13 @@ func (l *Ledger) Acquire(ctx context.Context, lease LeaseID, rec Claim, who Acto
 	defer cancel()
 	cmps := append([]clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(key), "=", 0)}, l.guardCmps(ctx)...)
 	resp, err := l.c.Txn(rctx).If(cmps...).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).
+		Then(hist.After(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))))...).
 		Else(clientv3.OpGet(key)).Commit()
 	if err != nil {
 		return false, l.c.Explain(err)
 	}
 	if resp.Succeeded {
-		l.trim.add(subject)
+		l.trim.add(hist.Subjects...)
 		return true, nil
 	}
 	kvs := resp.Responses[0].GetResponseRange().Kvs
@@ -236,18 +236,18 @@ func (l *Ledger) Acquire(ctx context.Context, lease LeaseID, rec Claim, who Acto
 		return false, err
 	}
 	change.Kind, change.Message = ChangeAdopt, fmt.Sprintf("its agent restarted (the claim was under lease %x)", kvs[0].Lease)
-	if hist, subject, err = l.historyPut(change); err != nil {
+	if hist, err = l.historyPut(change); err != nil {
 		return false, err
 	}
 	r2, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
-		Then(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist).Commit()
+		Then(hist.After(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))))...).Commit()
 	if err != nil {
 		return false, l.c.Explain(err)
 	}
 	if !r2.Succeeded {
 		return false, fmt.Errorf("claim %s: its key changed while it was taken over: try again", rec.Addr)
 	}
-	l.trim.add(subject)
+	l.trim.add(hist.Subjects...)
 	return true, nil
 }
 
@@ -275,7 +275,7 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 		if rec.Group != "" && len(recs) > 1 {
 			c.Message = fmt.Sprintf("group %s, %d addresses in one transaction", rec.Group, len(recs))
 		}
-		hist, subject, err := l.historyPut(c)
+		hist, err := l.historyPut(c)
 		if err != nil {
 			return false, 0, err
 		}
@@ -285,8 +285,8 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 		if standby {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
 		}
-		ops = append(ops, clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist)
-		subjects = append(subjects, subject)
+		ops = append(ops, hist.After(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))))...)
+		subjects = append(subjects, hist.Subjects...)
 	}
 	if standby {
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Cordon(recs[0].Node)), "=", cordonRev))
@@ -299,9 +299,7 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 		return false, 0, l.c.Explain(err)
 	}
 	if resp.Succeeded {
-		for _, s := range subjects {
-			l.trim.add(s)
-		}
+		l.trim.add(subjects...)
 	} else if guardFailedIn(ctx, resp.Responses) {
 		return false, 0, ErrFailsafeChanged
 	}
@@ -310,7 +308,7 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 
 func (l *Ledger) Release(ctx context.Context, lease LeaseID, a netip.Addr, ch Change) error {
 	ch.Addr = a
-	hist, subject, err := l.historyPut(ch)
+	hist, err := l.historyPut(ch)
 	if err != nil {
 		return err
 	}
@@ -318,12 +316,12 @@ func (l *Ledger) Release(ctx context.Context, lease LeaseID, a netip.Addr, ch Ch
 	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
 	defer cancel()
 	resp, err := l.c.Txn(rctx).If(clientv3.Compare(clientv3.LeaseValue(key), "=", int64(lease))).
-		Then(clientv3.OpDelete(key), hist).Commit()
+		Then(hist.After(clientv3.OpDelete(key))...).Commit()
 	if err != nil {
 		return l.c.Explain(err)
 	}
 	if resp.Succeeded {
-		l.trim.add(subject)
+		l.trim.add(hist.Subjects...)
 	}
 	return nil
 }

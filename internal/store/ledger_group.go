@@ -77,12 +77,12 @@ func (l *Ledger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs []Cla
 		if err != nil {
 			return nil, false, err
 		}
-		hist, subject, err := l.historyPut(change)
+		hist, err := l.historyPut(change)
 		if err != nil {
 			return nil, false, err
 		}
-		ops = append(ops, clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))), hist)
-		subjects = append(subjects, subject)
+		ops = append(ops, hist.After(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))))...)
+		subjects = append(subjects, hist.Subjects...)
 		fresh[i] = true
 	}
 	if len(ops) == 0 {
@@ -98,8 +98,6 @@ func (l *Ledger) acquireGroupOnce(ctx context.Context, lease LeaseID, recs []Cla
 		}
 		return nil, false, nil
 	}
-	for _, s := range subjects {
-		l.trim.add(s)
-	}
+	l.trim.add(subjects...)
 	return fresh, true, nil
 }

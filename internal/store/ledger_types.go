@@ -114,10 +114,11 @@ func (e *GroupError) Error() string {
 func (e *GroupError) Is(target error) bool { return target == ErrRefused }
 
 // MaxGroupAddrs bounds the addresses of one group, which are taken, moved
-// and handed over in one transaction: a hand-over has the most operations
-// an address, four (its claim deleted, its move record, the target's
-// notice, the old owner's standby record).
-const MaxGroupAddrs = MaxTxnOps / handOverOps
+// and handed over in one transaction: a hand-over has four operations an
+// address (its claim deleted, its move record, the target's notice, the
+// old owner's standby record), a take as many (its claim, and the
+// history's record with its copies for the two nodes).
+const MaxGroupAddrs = MaxTxnOps / max(handOverOps, 1+MaxHistoryOps)
 
 // handOverOps are the operations of one address in HandOver.
 const handOverOps = 4

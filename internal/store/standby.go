@@ -15,9 +15,9 @@ import (
 // it starts.
 const standbyNoticeTTL = 60 * time.Second
 
-// standbysPerTxn bounds the addresses of one transaction: three
-// operations each (the record, the notice, the history's).
-const standbysPerTxn = MaxTxnOps / 3
+// standbysPerTxn bounds the addresses of one transaction: the record, the
+// notice, and the history's puts of each.
+const standbysPerTxn = MaxTxnOps / (2 + MaxHistoryOps)
 
 // PutStandbys writes recs, which no lease binds (an address's standbys are
 // a set that lasts until removed), and tells each record's node in its
@@ -80,13 +80,12 @@ type standbyOp struct {
 	addr    netip.Addr
 	node    string
 	op      clientv3.Op
-	history clientv3.Op
-	subject string
+	history HistoryWrite
 }
 
 func (c *Client) standbyOp(a netip.Addr, node string, op clientv3.Op, ch Change) (standbyOp, error) {
-	hist, subject, err := c.Keys.HistoryPut(c.identified(ch))
-	return standbyOp{addr: a, node: node, op: op, history: hist, subject: subject}, err
+	hist, err := c.Keys.HistoryPut(c.identified(ch))
+	return standbyOp{addr: a, node: node, op: op, history: hist}, err
 }
 
 // identified is ch with the identity the store knows this client by,
@@ -117,14 +116,16 @@ func (c *Client) changeStandbys(ctx context.Context, n int, op func(i int) (stan
 		end := min(start+standbysPerTxn, n)
 		var ops []clientv3.Op
 		var addrs []netip.Addr
+		var at []int // where each change's own operation is in ops
 		for i := start; i < end; i++ {
 			so, err := op(i)
 			if err != nil {
 				return err
 			}
-			ops = append(ops, so.op, clientv3.OpPut(c.Keys.Inbox(so.node, so.addr), "", clientv3.WithLease(g.ID)), so.history)
+			at = append(at, len(ops))
+			ops = append(ops, so.history.After(so.op, clientv3.OpPut(c.Keys.Inbox(so.node, so.addr), "", clientv3.WithLease(g.ID)))...)
 			addrs = append(addrs, so.addr)
-			subjects = append(subjects, so.subject)
+			subjects = append(subjects, so.history.Subjects...)
 		}
 		rctx, cancel := c.ctx(ctx)
 		resp, err := c.Txn(rctx).Then(ops...).Commit()
@@ -134,7 +135,7 @@ func (c *Client) changeStandbys(ctx context.Context, n int, op func(i int) (stan
 		}
 		if seen != nil {
 			for i, a := range addrs {
-				seen(a, resp.Responses[3*i])
+				seen(a, resp.Responses[at[i]])
 			}
 		}
 	}

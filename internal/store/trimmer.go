@@ -38,20 +38,27 @@ func newTrimmer(c *Client, log *slog.Logger) *trimmer {
 	return &trimmer{c: c, log: log, written: map[string]int{}, pending: map[string]bool{}, ctx: ctx, cancel: cancel}
 }
 
-// add counts a record written to subject, and has subject trimmed once
-// HistoryTrimEvery were.
-func (t *trimmer) add(subject string) {
+// add counts a record written to each of subjects, and has a subject
+// trimmed once HistoryTrimEvery were.
+func (t *trimmer) add(subjects ...string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
 		return
 	}
-	t.written[subject]++
-	if t.written[subject] < HistoryTrimEvery {
+	queued := false
+	for _, s := range subjects {
+		t.written[s]++
+		if t.written[s] < HistoryTrimEvery {
+			continue
+		}
+		delete(t.written, s)
+		t.pending[s] = true
+		queued = true
+	}
+	if !queued {
 		return
 	}
-	delete(t.written, subject)
-	t.pending[subject] = true
 	if t.running {
 		return
 	}

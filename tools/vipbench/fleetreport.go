@@ -3,11 +3,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/vipctl/vip/internal/fleet"
-	"github.com/vipctl/vip/internal/store"
 )
 
 // The fleet step's targets (issue 14).
@@ -199,9 +199,9 @@ func writeFleetHistory(p func(string, ...any), r *fleetResult) {
 			fmtCount(added), len(r.MoveCmd), float64(added)/float64(len(r.MoveCmd)))
 	}
 	if h.ChurnMoves > 0 {
-		ok := h.Bound.MaxKeys <= store.HistoryKeep
+		ok := h.Bound.MaxKeys <= historyBound
 		p("| the bound: %s moved %d times between two agents, then trimmed behind the writes | it keeps %d records; the most any subject holds, of %s records: %d (%s) | ≤ %d a subject | %s |\n",
-			h.Churned, h.ChurnMoves, h.ChurnKept, fmtCount(h.Bound.Keys), h.Bound.MaxKeys, h.Bound.MaxDir, store.HistoryKeep, verdictOf(ok))
+			h.Churned, h.ChurnMoves, h.ChurnKept, fmtCount(h.Bound.Keys), h.Bound.MaxKeys, h.Bound.MaxDir, historyBound, verdictOf(ok))
 	}
 }
 
@@ -215,7 +215,7 @@ func fleetHowMeasured() string {
 		"Each agent is a `fleet.Member` (default lease TTL) with its own `store.Open` client and a real `announce.Engine` with its defaults over one in-memory Port that sends nothing and answers nothing, so a claim takes the agent's own path: a key transaction per address, then the engine's claim with its burst and probe.",
 		"Agents claim 198.51.100.1–254, 203.0.113.1–254 and 2001:db8:f1::/64 addresses, 100 each in one `Member.Claim`, which never reach a wire.",
 		"*At rest*: once etcd has no watcher behind (`etcd_debugging_mvcc_slow_watcher_total` 0) and the history's trims are done (two reads of `/metrics` half a second apart with no `KV/Range` between them: each agent trims each subject it wrote, in the background, by a count), two reads of its `/metrics` the rest period apart; *raft proposals* are `etcd_server_proposals_committed_total`, every write.",
-		"*History*: after the rest, through the movers' client: a paged range of every key under PREFIX/history/ (and PREFIX/claims/) summing the keys' and values' lengths, etcd's maintenance Status (`DbSize`, `DbSizeInUse`), and `store.Client.History` timed for 20 addresses, 5 nodes and 3 times the whole history, each picked at random; after the moves the range again (the records the moves added), then one address moved 80 times between two agents (past the bound of 64), its records counted until its trim is done (10 s at most), and the range again for the most any subject holds.",
+		"*History*: after the rest, through the movers' client: a paged range of every key under PREFIX/history/ (and PREFIX/claims/) summing the keys' and values' lengths, etcd's maintenance Status (`DbSize`, `DbSizeInUse`), and `store.Client.History` timed for 20 addresses, 5 nodes and 3 times the whole history, each picked at random; after the moves the range again (the records the moves added), then one address moved " + strconv.Itoa(churnMoves) + " times between two agents (past the bound of " + strconv.Itoa(historyBound) + ": 64 records, and up to 15 more from each writer between its trims), its records counted until its trim is done (10 s at most), and the range again for the most any subject holds.",
 		"*Memory*: `runtime/debug.FreeOSMemory` (a GC, then the freed memory back to the system), then `runtime.MemStats.HeapAlloc` and VmRSS, with the agents at rest and before they joined; the difference over the agents.",
 		"*Moves*: one after another, each of one address picked at random from its owner to another agent picked at random, through a client of its own; a move counts once `fleet.Mover.Move` has returned it live, the target's engine holds it and the owner's does not.",
 	}, " ")

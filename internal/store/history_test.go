@@ -1,0 +1,117 @@
+package store
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/vipctl/vip/test/etcdembed"
+)
+
+// TestNodeHistoryIndex: a change of an address is copied to the index of
+// the node that took it and of the node it came from, and a node's history
+// is read from its own records and its index, not from a scan of every
+// address's: it still lists a move whose record under the address is
+// gone. The whole history, an address's and the watch list each change
+// once, copies left out.
+func TestNodeHistoryIndex(t *testing.T) {
+	url := etcdembed.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Open(ctx, Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	addr := netip.MustParseAddr("192.0.2.10")
+	watch := c.WatchHistory(ctx, HistoryQuery{}, 0)
+	fence := Change{Kind: ChangeFence, Node: "a"}
+	fence.SetAddrs([]netip.Addr{addr})
+	changes := []Change{
+		{Kind: ChangeClaim, Addr: addr, Node: "a"},
+		{Kind: ChangeMove, Addr: addr, Node: "b", From: "a"},
+		fence,
+		{Kind: ChangeClaim, Addr: netip.MustParseAddr("192.0.2.11"), Node: "c"},
+	}
+	if err := c.AppendHistory(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	kinds := func(q HistoryQuery) []string {
+		t.Helper()
+		h, _, skipped, err := c.History(ctx, q)
+		if err != nil || skipped > 0 {
+			t.Fatalf("history %+v: %v, %d skipped", q, err, skipped)
+		}
+		var out []string
+		for _, ch := range h {
+			out = append(out, string(ch.Kind)+" "+ch.Node)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		q    HistoryQuery
+		want []string
+	}{
+		{HistoryQuery{Node: "a"}, []string{"claim a", "move b", "fence a"}},
+		{HistoryQuery{Node: "b"}, []string{"move b"}},
+		{HistoryQuery{Node: "c"}, []string{"claim c"}},
+		{HistoryQuery{Addr: addr}, []string{"claim a", "move b", "fence a"}},
+		{HistoryQuery{}, []string{"claim a", "move b", "fence a", "claim c"}},
+	} {
+		if got := kinds(tc.q); !slices.Equal(got, tc.want) {
+			t.Errorf("history %+v: %q, want %q", tc.q, got, tc.want)
+		}
+	}
+	var seen []Change
+	for len(seen) < len(changes) {
+		select {
+		case batch := <-watch:
+			seen = append(seen, batch...)
+		case <-ctx.Done():
+			t.Fatalf("the watch sent %d records, want %d", len(seen), len(changes))
+		}
+	}
+	if len(seen) != len(changes) {
+		t.Errorf("the watch sent %d records for %d changes: copies in the index were sent too", len(seen), len(changes))
+	}
+	// Without the address's own records, a's history still lists the
+	// changes of its address: it was not read from them.
+	if _, err := c.Delete(ctx, c.Keys.HistoryOf(AddrSubject(addr)), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := kinds(HistoryQuery{Node: "a"}), []string{"claim a", "move b", "fence a"}; !slices.Equal(got, want) {
+		t.Errorf("a's history read after its address's records went: %q, want %q from its index", got, want)
+	}
+}
+
+// TestNodeIndexTrim: a node's index keeps its last NodeIndexKeep records.
+func TestNodeIndexTrim(t *testing.T) {
+	url := etcdembed.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := Open(ctx, Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now().Add(-time.Hour)
+	var changes []Change
+	for i := range NodeIndexKeep + 10 {
+		changes = append(changes, Change{Kind: ChangeClaim, Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(i % 200)}), Node: "a",
+			Time: start.Add(time.Duration(i) * time.Millisecond), Count: i})
+	}
+	if err := c.AppendHistory(ctx, changes); err != nil {
+		t.Fatal(err)
+	}
+	h, _, _, err := c.History(ctx, HistoryQuery{Node: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != NodeIndexKeep || h[0].Count != 10 {
+		t.Fatalf("a's history: %d records from change %d, want the last %d", len(h), h[0].Count, NodeIndexKeep)
+	}
+}
