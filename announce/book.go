@@ -74,6 +74,19 @@ type Book interface {
 	List(ctx context.Context) ([]Claim, error)
 }
 
+// A SyncBook is a Book that can record claims before they are durable:
+// PutUnsynced records them where an agent started after this process dies
+// finds them, and Sync makes them survive a power cut too. The engine sends
+// a new claim's first round between the two, and answers the request only
+// after Sync: the disk's flush (a millisecond, tens on a busy disk) is
+// then not on the way to the first frame. Delete stays durable on return:
+// a release a power cut forgot would be claimed again at the next start.
+type SyncBook interface {
+	Book
+	PutUnsynced(ctx context.Context, claims ...Claim) error
+	Sync(ctx context.Context) error
+}
+
 // MemBook is a Book in memory, for a process whose claims end with it.
 type MemBook struct {
 	mu     sync.Mutex

@@ -139,9 +139,10 @@ func (p *claimPlan) refuse(a netip.Addr, err error) {
 
 // claim makes the claims of one request, in steps: plan (under mu), open
 // ports, add addresses and answer (I/O, under op alone: status and the
-// sender go on meanwhile), record in the book, and commit (under mu), from
-// where the claims are live. An address that cannot be claimed is refused
-// and its steps undone; the others go on.
+// sender go on meanwhile), record in the book, commit (under mu), from
+// where the claims are live, and sync the book's record while the first
+// rounds go out. An address that cannot be claimed is refused and its
+// steps undone; the others go on.
 func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool, why string) (claimOutcome, error) {
 	e.op.Lock()
 	defer e.op.Unlock()
@@ -163,7 +164,23 @@ func (e *Engine) claim(ctx context.Context, items []Claim, adopt bool, why strin
 	for _, name := range p.opened {
 		e.attachWaitingOp(name)
 	}
+	e.syncOp(ctx, p)
 	return out, nil
+}
+
+// syncOp makes the records recordOp left unsynced durable, while the first
+// rounds go out: a claim is answered only once its record would survive a
+// power cut. A sync that fails leaves the claims live (the record is in
+// the file, which a restarted agent reads) and says so. The caller holds
+// e.op.
+func (e *Engine) syncOp(ctx context.Context, p *claimPlan) {
+	sb, ok := e.cfg.Book.(SyncBook)
+	if !ok || len(p.records) == 0 {
+		return
+	}
+	if err := sb.Sync(context.WithoutCancel(ctx)); err != nil {
+		e.log.Error("the claims are live, but their record may not survive a power cut", "addresses", len(p.records), "err", err)
+	}
 }
 
 // plan sorts a request, under mu, into new claims, refreshes of held ones
@@ -274,14 +291,19 @@ func (e *Engine) holdNewOp(p *claimPlan, byPort map[*portRef][]*claimState) {
 	}
 }
 
-// recordOp writes the request's records to the book. When the book cannot
+// recordOp writes the request's records to the book (a SyncBook's not yet
+// synced: syncOp does, once the claims are armed). When the book cannot
 // take them, every new claim is undone and the request fails: no Book
 // records some claims and refuses others. The caller holds e.op.
 func (e *Engine) recordOp(ctx context.Context, p *claimPlan) error {
 	if len(p.records) == 0 {
 		return nil
 	}
-	if err := e.cfg.Book.Put(ctx, p.records...); err != nil {
+	put := e.cfg.Book.Put
+	if sb, ok := e.cfg.Book.(SyncBook); ok {
+		put = sb.PutUnsynced // synced by syncOp, after the commit
+	}
+	if err := put(ctx, p.records...); err != nil {
 		for _, cs := range p.fresh {
 			e.undoNewOp(p, cs)
 			if cs.port != nil {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -693,5 +694,46 @@ func TestConcurrent(t *testing.T) {
 	}
 	if onDisk := list(t, open(t, path)); !reflect.DeepEqual(onDisk, got) {
 		t.Errorf("file and memory differ: file %v, memory %v", addrs(onDisk), addrs(got))
+	}
+}
+
+// TestPutUnsyncedThenSync: a claim recorded unsynced is in the file at
+// once, whole, for an agent that opens it after this process dies; Sync
+// then syncs it once, and a sync with nothing new does nothing. A synced
+// write (Delete) leaves nothing to sync.
+func TestPutUnsyncedThenSync(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "state.json")
+	f := open(t, path)
+	ctx := context.Background()
+	c := claim("192.0.2.10")
+	if err := f.PutUnsynced(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := addrs(list(t, open(t, path))); !slices.Equal(got, []string{"192.0.2.10"}) {
+		t.Fatalf("a new agent reads %v from the file, want the unsynced claim", got)
+	}
+	f.writeMu.Lock()
+	unsynced := f.unsynced
+	f.writeMu.Unlock()
+	if !unsynced {
+		t.Fatal("PutUnsynced left nothing to sync")
+	}
+	if err := f.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if f.unsynced {
+		t.Error("Sync left the file unsynced")
+	}
+	if err := f.PutUnsynced(ctx, claim("192.0.2.11")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Delete(ctx, c.Addr); err != nil {
+		t.Fatal(err)
+	}
+	if f.unsynced {
+		t.Error("a synced write after an unsynced one left the file unsynced")
+	}
+	if got := addrs(list(t, open(t, path))); !slices.Equal(got, []string{"192.0.2.11"}) {
+		t.Fatalf("a new agent reads %v, want the claim left", got)
 	}
 }
