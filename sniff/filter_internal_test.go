@@ -4,8 +4,6 @@ package sniff
 
 import (
 	"testing"
-
-	"github.com/google/gopacket/pcap"
 )
 
 func TestBaseFilterRunsInKernel(t *testing.T) {
@@ -25,7 +23,7 @@ func TestBaseFilterRunsInKernel(t *testing.T) {
 	if kernelSafe(prog) {
 		t.Error("protochain: got kernel-safe, want refused for its backward jump")
 	}
-	if kernelSafe(nil) || kernelSafe(make([]pcap.BPFInstruction, maxKernelInsns+1)) {
+	if kernelSafe(nil) || kernelSafe(make([]insn, maxKernelInsns+1)) {
 		t.Error("an empty or overlong program: got kernel-safe")
 	}
 }
