@@ -114,6 +114,9 @@ type Server struct {
 	inflight atomic.Int64
 	served   atomic.Int64
 	events   atomic.Int64
+	// refusal is the store's last refusal of this agent (its
+	// credentials, a permission), logged once.
+	refusal atomic.Pointer[string]
 }
 
 // NewServer returns a Server for cfg.
@@ -297,10 +300,39 @@ func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 // fail answers an engine or validation error with the right status.
 func (s *Server) fail(w http.ResponseWriter, err error) {
 	status, code, msg := s.classify(err)
-	if status == http.StatusInternalServerError {
+	switch {
+	case status == http.StatusInternalServerError:
 		s.cfg.Log.Error("request failed", "err", err)
+	case code == api.CodeCredentials || code == api.CodeDenied:
+		// The store's refusal of this agent lasts until an operator
+		// fixes it: said once, not for every request (vip watch asks
+		// every second), and again if it changes. The store's own
+		// sentence, whatever the request wrapped it in.
+		why := innermost(err, store.ErrCredentials, store.ErrDenied).Error()
+		if old := s.refusal.Swap(&why); old == nil || *old != why {
+			s.cfg.Log.Error("the store refuses this agent", "err", why)
+		}
 	}
 	writeError(w, status, code, msg)
+}
+
+// innermost is the last error of err's chain that is still one of targets.
+func innermost(err error, targets ...error) error {
+	is := func(e error) bool {
+		for _, t := range targets {
+			if errors.Is(e, t) {
+				return true
+			}
+		}
+		return false
+	}
+	for {
+		next := errors.Unwrap(err)
+		if next == nil || !is(next) {
+			return err
+		}
+		err = next
+	}
 }
 
 // classify says how an error is answered: its HTTP status, its code and
@@ -319,6 +351,12 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 		return http.StatusServiceUnavailable, api.CodeFenced, err.Error()
 	case errors.Is(err, store.ErrRefused), errors.Is(err, fleet.ErrOwnAddress):
 		return http.StatusBadRequest, api.CodeBadInput, err.Error()
+	case errors.Is(err, store.ErrCredentials):
+		return http.StatusBadGateway, api.CodeCredentials, err.Error()
+	case errors.Is(err, store.ErrDenied):
+		return http.StatusBadGateway, api.CodeDenied, err.Error()
+	case errors.Is(err, store.ErrUnreachable):
+		return http.StatusGatewayTimeout, api.CodeStoreUnreachable, err.Error()
 	}
 	return http.StatusInternalServerError, api.CodeInternal, err.Error()
 }

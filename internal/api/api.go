@@ -378,6 +378,11 @@ const (
 	CodeFenced    = "fenced"    // 503: the agent cannot renew its lease in the store
 	CodeNoStore   = "no_store"  // 409: the request needs an agent with --store
 	CodeTooLarge  = "too_large" // 413: the request is over MaxRequestBytes
+	// The store refused the agent: its credentials (502), a permission
+	// of its user (502), or it does not answer (504).
+	CodeCredentials      = "credentials"
+	CodeDenied           = "denied"
+	CodeStoreUnreachable = "store_unreachable"
 	CodeInternal  = "internal"  // 500: the agent failed
 	CodeShutdown  = "shutting_down"
 )

@@ -62,8 +62,8 @@ var exitCodes = []exitInfo{
 // that every command is here and every code is in exitCodes.
 var commandExits = map[string][]ExitCode{
 	"vip":                {ExitOK, ExitFailure, ExitBadInput},
-	"vip claim":          {ExitOK, ExitFailure, ExitBadInput, ExitUnreachable, ExitHeld},
-	"vip release":        {ExitOK, ExitFailure, ExitBadInput, ExitUnreachable},
+	"vip claim":          {ExitOK, ExitFailure, ExitBadInput, ExitUnreachable, ExitHeld, ExitDenied},
+	"vip release":        {ExitOK, ExitFailure, ExitBadInput, ExitUnreachable, ExitDenied},
 	"vip refresh":        {ExitOK, ExitFailure, ExitBadInput, ExitUnreachable},
 	"vip status":         {ExitOK, ExitFailure, ExitBadInput, ExitConflict, ExitUnreachable},
 	"vip events":         {ExitOK, ExitFailure, ExitBadInput, ExitUnreachable},
@@ -186,6 +186,14 @@ func exitCode(err error) (ExitCode, error) {
 			return ExitBadInput, err
 		case api.CodeHeld:
 			return ExitHeld, err
+		case api.CodeCredentials:
+			// The agent's own credentials: the fix is in how it was
+			// started, as for the CLI's (store.ErrCredentials).
+			return ExitBadInput, err
+		case api.CodeDenied:
+			return ExitDenied, err
+		case api.CodeStoreUnreachable:
+			return ExitUnreachable, err
 		}
 		return ExitFailure, err
 	case errors.Is(err, store.ErrUnreachable), errors.Is(err, errStreamEnded):

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"context"
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -10,6 +12,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/lab"
 	"github.com/vipctl/vip/test/etcdlab"
 	"github.com/vipctl/vip/test/labtest"
@@ -180,4 +183,35 @@ func TestStoreAuthentication(t *testing.T) {
 // tlsURL is etcds://IP:PORT of e's TLS endpoint.
 func tlsURL(e *etcdlab.Etcd) string {
 	return "etcds://" + strings.TrimPrefix(e.TLSEndpoint(), "https://")
+}
+
+// TestAgentCredentialsRefused: authentication turned on under a running
+// fleet whose agents have no credentials (issue 35's tryout). A claim
+// through such an agent exits 2 with the store's one sentence, as the same
+// refusal of the CLI's own request does, not 1; and an agent asked about
+// the fleet again and again (vip watch polls it) logs the refusal once,
+// not an ERROR a request.
+func TestAgentCredentialsRefused(t *testing.T) {
+	t.Parallel()
+	f := newFleetLab(t)
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	f.etcd.EnableAuth(t, vipRoles())
+	out, code := vipOn(t, f.a, f.sa, "claim", "192.0.2.20")
+	if code != 2 || !strings.Contains(out, "has authentication enabled and vip gave no user") || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+		t.Errorf("a claim through an agent without credentials: exit %d:\n%s\nwant exit 2, one line saying the store asks for a user", code, out)
+	}
+	// The live view asks its agent for the fleet every second.
+	c := api.NewClient(f.sa)
+	for range 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := c.Fleet(ctx)
+		cancel()
+		var remote *api.RemoteError
+		if !errors.As(err, &remote) || remote.Code != api.CodeCredentials {
+			t.Fatalf("the agent's fleet without credentials: %v, want the store's refusal as %q", err, api.CodeCredentials)
+		}
+	}
+	if n := strings.Count(f.agentA.Output(), "has authentication enabled and vip gave no user"); n != 1 {
+		t.Errorf("the agent logged the store's refusal %d times over a claim and 10 reads of the fleet, want once:\n%s", n, f.agentA.Output())
+	}
 }
