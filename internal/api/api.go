@@ -383,8 +383,8 @@ const (
 	CodeCredentials      = "credentials"
 	CodeDenied           = "denied"
 	CodeStoreUnreachable = "store_unreachable"
-	CodeInternal  = "internal"  // 500: the agent failed
-	CodeShutdown  = "shutting_down"
+	CodeInternal         = "internal" // 500: the agent failed
+	CodeShutdown         = "shutting_down"
 )
 
 // ParseAddrsRequest checks the addresses of a refresh or release request.
