@@ -460,7 +460,7 @@ func (b *bench) idleRun(ctx context.Context) error {
 	}
 	b.idle, b.idleRSS = &use, rss
 	if anon, file, err := rssParts(b.agent.pid); err == nil {
-		b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("Idle RSS: %s, %s anonymous (the Go heap and stacks, and lookup tables gopacket/layers fills in at start-up), "+
+		b.rep.Notes = append(b.rep.Notes, fmt.Sprintf("Idle RSS: %s, %s anonymous (the Go heap and stacks), "+
 			"%s file-backed (the pages of the vip binary and its libraries, shared with the page cache).", fmtMB(rss), fmtMB(anon), fmtMB(file)))
 	}
 	b.logf("  idle: %.3f%% of a core over %v, RSS %s", use.Percent(), use.Wall.Round(time.Millisecond), fmtMB(rss))
