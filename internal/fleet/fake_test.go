@@ -29,6 +29,9 @@ type fakeEngine struct {
 	// suspendWait, when not nil, holds every Revoke until it is closed:
 	// an engine whose lock a slow claim holds.
 	suspendWait chan struct{}
+	// releaseWait, when not nil, holds every Release until it is
+	// closed: an owner slow to let go of a moving address.
+	releaseWait chan struct{}
 	// claimWait, for an address, holds a claim of it in the engine until
 	// it is closed: a claim whose port takes long to open.
 	claimWait map[netip.Addr]chan struct{}
@@ -139,6 +142,12 @@ func (f *fakeEngine) drop(addrs []netip.Addr) (done, notHeld []netip.Addr) {
 }
 
 func (f *fakeEngine) Release(_ context.Context, addrs []netip.Addr) (released, notHeld []netip.Addr, err error) {
+	f.mu.Lock()
+	wait := f.releaseWait
+	f.mu.Unlock()
+	if wait != nil {
+		<-wait
+	}
 	released, notHeld = f.drop(addrs)
 	return released, notHeld, nil
 }

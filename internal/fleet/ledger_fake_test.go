@@ -65,6 +65,11 @@ type fakeStore struct {
 	// onHandOver, if set, runs inside a HandOver before it compares,
 	// with the store locked: a mover giving up at that very moment.
 	onHandOver func(s *fakeStore)
+	// quietHandOver has a HandOver leave the target's inbox alone: the
+	// key's deletion reaches the target before the owner's notice.
+	quietHandOver bool
+	// takesTried counts each node's takes (TakeGroup), done or not.
+	takesTried map[string]int
 	// afterStandbysRead, if set, runs once after a read of a node's
 	// standbys, the store unlocked: a change landing just after it.
 	afterStandbysRead func()
@@ -626,6 +631,10 @@ func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []
 		return false, 0, err
 	}
 	defer s.mu.Unlock()
+	if s.takesTried == nil {
+		s.takesTried = map[string]int{}
+	}
+	s.takesTried[l.node]++
 	if s.failTakes[l.node] > 0 {
 		s.failTakes[l.node]--
 		return false, 0, errUnreachable
@@ -863,7 +872,9 @@ func (l *fakeLedger) HandOver(_ context.Context, lease fleet.LeaseID, rs []fleet
 		a := r.Move.Addr
 		s.deleteClaimLocked(a)
 		s.putMoveLocked(r.Move, s.moves[a].lease, r.Rev)
-		s.putInboxLocked(r.Move.To, a, r.Lease)
+		if !s.quietHandOver {
+			s.putInboxLocked(r.Move.To, a, r.Lease)
+		}
 		if r.Standby != nil {
 			s.putStandbyLocked(*r.Standby, s.rev)
 		}

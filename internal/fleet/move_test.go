@@ -132,3 +132,47 @@ func TestFakeMoveToAFencedTarget(t *testing.T) {
 	}
 	checkNoOverlap(t, vip, aEng, bEng)
 }
+
+// TestFakeMoveTakenOnTheKeysDeletionRecordsTheRelease: a target that
+// waits for the owner to let go, and takes the address when the key's
+// deletion reaches it before the owner's notice does, records in the
+// history when the owner let go, as it does when the notice comes first
+// (issue 35: moves of a group with no "released" in vip history --json).
+// It read the move again; the copy it kept from the mover's notice says
+// nothing of the release.
+func TestFakeMoveTakenOnTheKeysDeletionRecordsTheRelease(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	_, bEng := f.join("b")
+	f.claim(a, vip)
+	// The owner is slow to let go, so that b tries first and waits on
+	// the key; the hand-over then tells b nothing but the key's deletion.
+	aEng.mu.Lock()
+	aEng.releaseWait = make(chan struct{})
+	aEng.mu.Unlock()
+	f.s.mu.Lock()
+	f.s.quietHandOver = true
+	f.s.mu.Unlock()
+	done := f.moveAsync("b", time.Minute)
+	eventually(t, func() bool {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.takesTried["b"] > 0
+	}, "b did not try to take the address moving to it")
+	close(aEng.releaseWait)
+	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "b did not take the address once a let go")
+	res := waitMove(t, done)
+	if len(res) != 1 || !res[0].Done() {
+		t.Fatalf("the move: %+v", res)
+	}
+	var moved []store.Change
+	for _, ch := range f.s.History() {
+		if ch.Kind == store.ChangeMove && ch.Addr == vip {
+			moved = append(moved, ch)
+		}
+	}
+	if len(moved) != 1 || moved[0].Released.IsZero() || moved[0].Asked.IsZero() {
+		t.Fatalf("the history's record of the move: %+v, want one with when it was asked and released", moved)
+	}
+	checkNoOverlap(t, vip, aEng, bEng)
+}

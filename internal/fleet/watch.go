@@ -114,15 +114,22 @@ func (m *Member) gone(a netip.Addr, prev *store.Claim) {
 	if err != nil {
 		return
 	}
-	defer unlock()
 	m.mu.Lock()
-	in, ok := m.claims.incomingOf(a)
+	_, incoming := m.claims.incomingOf(a)
 	m.mu.Unlock()
-	if ok {
-		m.arrive(ctx, in)
+	if !incoming {
+		m.takeAsStandby(ctx, addrs, prev)
+		unlock()
 		return
 	}
-	m.takeAsStandby(ctx, addrs, prev)
+	unlock()
+	// A move here: its record is read again, as the owner's notice in the
+	// inbox would have it read, not taken from the copy kept since the
+	// mover's notice. The key's deletion can come first, and that copy
+	// does not say when the owner let go, which the take's history
+	// records. A record gone meanwhile (the mover gave up) is looked at
+	// again there too.
+	m.moves(ctx, []netip.Addr{a})
 }
 
 // takeFreeStandbys takes, as their standby, the addresses whose owner's
