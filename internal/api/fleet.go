@@ -174,9 +174,11 @@ type MoveResult struct {
 	To        string    `json:"to"`
 	Interface string    `json:"interface"`
 	Asked     time.Time `json:"asked"`
-	// ReleasedMS is when the old owner's key was gone; LiveMS when the
+	// ReleasedMS is when the old owner's key was gone; TakenMS when the
+	// target took it (the time its history record says); LiveMS when the
 	// target answered. Each is absent (nil) when it did not happen.
 	ReleasedMS *float64 `json:"released_ms,omitempty"`
+	TakenMS    *float64 `json:"taken_ms,omitempty"`
 	LiveMS     *float64 `json:"live_ms,omitempty"`
 	// Waited says the old owner did not answer: the move waited for its
 	// lease to expire.

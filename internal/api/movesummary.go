@@ -22,7 +22,11 @@ func (m MoveResult) Summary() string {
 	if m.Waited {
 		released = fmt.Sprintf("waited %s for %s's lease to expire (it did not answer)", millis(m.ReleasedMS), m.From)
 	}
-	return fmt.Sprintf("moved %s from %s to %s (%s): asked, %s, live on %s +%s%s", m.Addr, m.From, m.To, m.Interface, released, m.To, millis(m.LiveMS), m.trafficSummary())
+	taken := ""
+	if m.TakenMS != nil {
+		taken = fmt.Sprintf("taken by %s +%s, ", m.To, millis(m.TakenMS))
+	}
+	return fmt.Sprintf("moved %s from %s to %s (%s): asked, %s, %slive on %s +%s%s", m.Addr, m.From, m.To, m.Interface, released, taken, m.To, millis(m.LiveMS), m.trafficSummary())
 }
 
 // trafficSummary says what arrived at the target after the move, when the

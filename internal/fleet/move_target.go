@@ -33,7 +33,11 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// batch: the move was taken already.
 		return
 	}
-	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cond: MoveArrival(), home: mv.Home, change: moveChange(mv)})
+	// The take's time is its history record's and the move record's
+	// (Taken), so that vip history and the mover print one timeline.
+	change := moveChange(mv)
+	change.Time = m.clock.Now().UTC()
+	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cond: MoveArrival(), home: mv.Home, change: change})
 	givenUp := false
 	if err == nil && !took {
 		givenUp, err = m.moveGone(ctx, mv.Addr, crev)
@@ -43,9 +47,9 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		// an address its owner let go is taken here all the same, as
 		// the operator asked, if no move and no claim of it came since;
 		// one its owner kept stays there.
-		ch := moveChange(mv)
-		ch.Message = "its mover had given up: taken all the same, as asked"
-		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cond: MoveArrival(), home: mv.Home, change: ch})
+		change = moveChange(mv)
+		change.Time, change.Message = m.clock.Now().UTC(), "its mover had given up: taken all the same, as asked"
+		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cond: MoveArrival(), home: mv.Home, change: change})
 		if err == nil && !took {
 			m.forgetIncoming(mv.Addr)
 			m.log.Info("a move here gave up while its owner held the address: not taken", "addr", mv.Addr)
@@ -74,6 +78,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		return
 	}
 	m.forgetIncoming(mv.Addr)
+	mv.Taken = change.Time
 	if err := m.claimTaken(ctx, mv.Addr, mv.Interface, mv.Options); err != nil {
 		mv.Error = fmt.Sprintf("%s could not claim %s on %s: %v", m.cfg.Node, mv.Addr, mv.Interface, err)
 		m.mark(ctx, mv, crev)

@@ -196,14 +196,19 @@ func (m *pendingMove) step(ch MoveChange, now time.Time) bool {
 	}
 	rec := ch.Move
 	if !rec.Released.IsZero() {
-		m.ownerReleased = true
+		// The owner's own time, which the history's record of the
+		// move has too, rather than when this watch heard of it.
+		m.ownerReleased, m.res.Released = true, rec.Released
+	}
+	if !rec.Taken.IsZero() {
+		m.res.Taken = rec.Taken
 	}
 	switch {
 	case rec.Error != "":
 		m.res.Error = rec.Error
 	case !rec.Live.IsZero():
 		if m.res.Live.IsZero() {
-			m.res.Live = now
+			m.res.Live = rec.Live
 			if m.res.Released.IsZero() {
 				m.res.Released = now
 			}

@@ -102,7 +102,7 @@ func (r MoveResult) API() api.MoveResult {
 		return api.Millis(t.Sub(r.Asked))
 	}
 	out := api.MoveResult{Addr: r.Addr.String(), From: r.From, To: r.To, Interface: r.Interface, Asked: r.Asked,
-		ReleasedMS: ms(r.Released), LiveMS: ms(r.Live), Waited: r.Waited, Unheld: r.Unheld, Already: r.Already,
+		ReleasedMS: ms(r.Released), TakenMS: ms(r.Taken), LiveMS: ms(r.Live), Waited: r.Waited, Unheld: r.Unheld, Already: r.Already,
 		OK: r.Done(), Error: r.Error}
 	if t := r.Traffic; t != nil {
 		out.Traffic = &api.MoveTraffic{Counted: t.Counted, Packets: t.Packets, Bytes: t.Bytes, Window: api.Duration(t.Window)}

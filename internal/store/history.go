@@ -541,7 +541,9 @@ func (c Change) Describe() string {
 			b.WriteString(" (take-over)")
 		}
 		if !c.Asked.IsZero() && !c.Released.IsZero() {
-			fmt.Fprintf(&b, ", released %s after asked, taken %s after", c.Released.Sub(c.Asked).Round(time.Millisecond), c.Time.Sub(c.Released).Round(time.Millisecond))
+			// As vip move and vip drain print the move, from the same
+			// times: the owner's release and the target's take.
+			fmt.Fprintf(&b, ", asked, released by %s +%s, taken by %s +%s", orNobody(c.From), sinceAsked(c.Released, c.Asked), c.Node, sinceAsked(c.Time, c.Asked))
 		}
 	case ChangeStandby:
 		fmt.Fprintf(&b, "%s taken by standby %s (the lease of %s expired)", subject, c.Node, orNobody(c.From))
@@ -571,6 +573,12 @@ func (c Change) Describe() string {
 		b.WriteString(": " + c.Message)
 	}
 	return b.String()
+}
+
+// sinceAsked is t as a step of a move's timeline, in whole milliseconds
+// since it was asked, as api.MoveResult's Summary prints one.
+func sinceAsked(t, asked time.Time) string {
+	return fmt.Sprintf("%d ms", max(t.Sub(asked).Round(time.Millisecond).Milliseconds(), 0))
 }
 
 func orNobody(n string) string {

@@ -57,7 +57,13 @@ type MoveResult struct {
 	// Released is when the old owner's key was gone: deleted by it after
 	// it stopped answering, or expired with its lease (Waited).
 	Released time.Time `json:"released,omitzero"`
-	Live     time.Time `json:"live,omitzero"`
+	// Taken is when the target took the key, Live when it answered. Each
+	// time is the move record's, written where it happened (the owner's
+	// release, the target's take), as the history records them: the
+	// mover's own clock only for what no record says (an owner that did
+	// not answer, whose key expired).
+	Taken time.Time `json:"taken,omitzero"`
+	Live  time.Time `json:"live,omitzero"`
 	// Waited says the old owner did not answer, so the move waited for
 	// its lease to expire.
 	Waited bool `json:"waited,omitempty"`

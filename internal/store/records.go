@@ -154,8 +154,11 @@ type Move struct {
 	Asked     time.Time       `json:"asked"`
 	Options   json.RawMessage `json:"options,omitempty"`
 	Released  time.Time       `json:"released,omitzero"`
-	Live      time.Time       `json:"live,omitzero"`
-	Error     string          `json:"error,omitempty"`
+	// Taken is when the target took the key: the time of its history
+	// record of the move. Live is when it answered.
+	Taken time.Time `json:"taken,omitzero"`
+	Live  time.Time `json:"live,omitzero"`
+	Error string    `json:"error,omitempty"`
 	// TrafficWindow, when set, asks the target to count the traffic that
 	// arrives for the address over that long once it is live, and to
 	// write it in Traffic before it deletes the record.
