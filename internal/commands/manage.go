@@ -30,7 +30,7 @@ type addrsOptions struct {
 	JSON   bool
 	// Group names a group's addresses instead.
 	Group string
-	// Reason is a release's, for the history.
+	// Reason is a release's or a refresh's, for the history.
 	Reason string
 }
 
@@ -100,7 +100,10 @@ func newRefreshCmd(d *deps, runF func(context.Context, *addrsOptions) error) *co
 		Short: "Re-arm the gratuitous burst of held addresses",
 		Long: `Refresh re-opens the gratuitous window of each held address from now, as
 claiming it again would: the way to re-assert ownership after a split brain or
-when a slow node rejoins. An address that is not held makes it exit 1.`,
+when a slow node rejoins. An address that is not held makes it exit 1.
+
+On an agent with --store, the history records each refresh of an address this
+node holds, with who asked and --reason.`,
 		Example:           `  sudo vip refresh --all`,
 		ValidArgsFunction: heldCompletion(d),
 		RunE: func(c *cobra.Command, args []string) error {
@@ -113,6 +116,7 @@ when a slow node rejoins. An address that is not held makes it exit 1.`,
 	}
 	c.Flags().BoolVar(&o.All, "all", false, "refresh every held address")
 	addGroupFlag(c, &o.Group, "refresh every address of the group (vip claim --group)")
+	addReasonFlag(c, &o.Reason, "why the addresses are refreshed (an agent with --store)")
 	c.Flags().BoolVar(&o.JSON, "json", false, "print the result as JSON")
 	return c
 }

@@ -498,7 +498,35 @@ func (m *Member) Refresh(ctx context.Context, addrs []netip.Addr) (refreshed, no
 	if since, fenced := m.isFenced(); fenced {
 		return nil, nil, fencedError(since)
 	}
-	return m.eng.Refresh(ctx, addrs)
+	refreshed, notHeld, err = m.eng.Refresh(ctx, addrs)
+	if err != nil || len(refreshed) == 0 {
+		return refreshed, notHeld, err
+	}
+	m.recordRefresh(ctx, refreshed)
+	return refreshed, notHeld, nil
+}
+
+// recordRefresh writes to the history an operator's refresh of the
+// addresses this node holds in the store, with who asked and why. The
+// refresh is done by then: a store that fails to take the record loses it
+// and says so in the log.
+func (m *Member) recordRefresh(ctx context.Context, refreshed []netip.Addr) {
+	who := m.identified(store.ActorOf(ctx))
+	var changes []store.Change
+	m.mu.Lock()
+	for _, a := range refreshed {
+		if o, place := m.claims.claim(a); place == event.StateOwner {
+			changes = append(changes, store.Change{Kind: store.ChangeRefresh, Addr: a, Node: m.cfg.Node, Interface: o.claim.Interface,
+				Group: o.claim.Options.Group, Actor: who})
+		}
+	}
+	m.mu.Unlock()
+	if len(changes) == 0 {
+		return
+	}
+	if err := m.l.Record(ctx, changes); err != nil {
+		m.log.Warn("record a refresh in the history: not recorded", "addresses", len(changes), "err", err)
+	}
 }
 
 // Held returns the addresses the engine holds and those fenced, which this

@@ -122,7 +122,16 @@ func (f *fakeEngine) Resume(_ context.Context, claims []announce.Claim, why stri
 }
 
 func (f *fakeEngine) Refresh(_ context.Context, addrs []netip.Addr) (refreshed, notHeld []netip.Addr, err error) {
-	return addrs, nil, nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, a := range addrs {
+		if _, ok := f.held[a]; ok {
+			refreshed = append(refreshed, a)
+		} else {
+			notHeld = append(notHeld, a)
+		}
+	}
+	return refreshed, notHeld, nil
 }
 
 func (f *fakeEngine) drop(addrs []netip.Addr) (done, notHeld []netip.Addr) {

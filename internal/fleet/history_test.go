@@ -24,7 +24,7 @@ func kindsOf(changes []store.Change) []string {
 // a claim, a take-over (a move here, from the owner), a standby's takeover
 // of an address whose owner's lease expired (from that owner, by nobody),
 // and a release. A standby's registration records a standby-add, as vip
-// standby's does; a refresh records nothing.
+// standby's does, and an operator's refresh a refresh.
 func TestFakeHistory(t *testing.T) {
 	f := newFakeFleet(t)
 	a, _ := f.join("a")
@@ -51,12 +51,12 @@ func TestFakeHistory(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := f.s.History()
-	want := []string{"claim a", "standby-add b", "take-over b", "standby-takeover a", "release a"}
+	want := []string{"claim a", "standby-add b", "refresh a", "take-over b", "standby-takeover a", "release a"}
 	if got := kindsOf(h); !slices.Equal(got, want) {
 		t.Fatalf("history %v, want %v", got, want)
 	}
 	// The changes of ownership, checked below one by one.
-	h = slices.DeleteFunc(h, func(c store.Change) bool { return c.Kind == store.ChangeStandbyAdd })
+	h = slices.DeleteFunc(h, func(c store.Change) bool { return c.Kind == store.ChangeStandbyAdd || c.Kind == store.ChangeRefresh })
 	for i, ch := range h {
 		if ch.Addr != vip || ch.Kind != store.ChangeRelease && ch.Interface != "eth0" {
 			t.Errorf("change %d (%s) is of %s on %q, want %s on eth0", i, ch.Kind, ch.Addr, ch.Interface, vip)

@@ -87,6 +87,9 @@ const (
 	// set (vip failsafe clear), which held the takes of the nodes it
 	// left out.
 	ChangeFailsafeClear ChangeKind = "failsafe-clear"
+	// ChangeRefresh: an operator re-armed the owner's gratuitous window
+	// (vip refresh), after a split brain or a switch's change, say.
+	ChangeRefresh ChangeKind = "refresh"
 )
 
 // nodeWide says whether a change of kind k is a node's rather than an
@@ -562,6 +565,8 @@ func (c Change) Describe() string {
 		fmt.Fprintf(&b, "%s: %s stands by no more", subject, c.Node)
 	case ChangeFailsafeClear:
 		fmt.Fprintf(&b, "node %s's failsafe set cleared", c.Node)
+	case ChangeRefresh:
+		fmt.Fprintf(&b, "%s refreshed by %s (its gratuitous window re-armed)", subject, c.Node)
 	case ChangeCordon:
 		fmt.Fprintf(&b, "node %s cordoned", c.Node)
 	case ChangeUncordon:
