@@ -217,7 +217,8 @@ type DrainAddr struct {
 	To   string `json:"to"`
 	// Counted says the node counted the address after its release.
 	Counted bool `json:"counted"`
-	// Quiet says nothing new reached it for the quiet asked for.
+	// Quiet says nothing new reached it for the quiet asked for (at the
+	// drained node; each of Formers says its own).
 	Quiet   bool          `json:"quiet"`
 	Packets uint64        `json:"packets"`
 	Bytes   uint64        `json:"bytes"`
@@ -228,6 +229,20 @@ type DrainAddr struct {
 	// came from senders the node no longer remembers (Unremembered).
 	MoreSenders int    `json:"more_senders,omitempty"`
 	MorePackets uint64 `json:"more_packets,omitempty"`
+	// Formers are the other nodes that let the address go before the
+	// drain and still count what reaches it: hosts whose caches name
+	// them get no answer. The drain is done only once each is quiet too.
+	Formers []DrainFormer `json:"formers,omitempty"`
+}
+
+// DrainFormer is what reached a former owner of a drained address since
+// the drain first read its count.
+type DrainFormer struct {
+	Node    string        `json:"node"`
+	Quiet   bool          `json:"quiet"`
+	Packets uint64        `json:"packets"`
+	Last    time.Time     `json:"last,omitzero"`
+	Senders []DrainSender `json:"senders,omitempty"`
 }
 
 // Unremembered is how many of the packets came from senders the node no

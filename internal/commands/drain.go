@@ -201,9 +201,10 @@ func runDrain(ctx context.Context, d *deps, o *drainOptions) error {
 	if o.Quiet > 0 && len(released) > 0 {
 		quiet = fleet.NewQuiet(o.Quiet, released)
 		// The moves are printed whatever became of the wait.
-		waitErr = o.waitQuiet(ctx, c, quiet)
+		waitErr = o.waitQuiet(ctx, c, quiet, to)
+		now := time.Now()
 		for _, qa := range quiet.Addrs() {
-			resp.Addrs = append(resp.Addrs, drainAddr(qa, to[qa.Addr], quiet.IsQuiet(qa, time.Now())))
+			resp.Addrs = append(resp.Addrs, drainAddr(quiet, qa, to[qa.Addr], now))
 		}
 	}
 	resp.Done = moveErr == nil && waitErr == nil && (quiet == nil || quiet.Done(time.Now()))
@@ -269,17 +270,28 @@ func (o *drainOptions) cordon(ctx context.Context, c *store.Client, v store.View
 	return rec, nil
 }
 
-// waitQuiet reads the old owner's counts until every address is quiet, or
-// the timeout.
-func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.Quiet) error {
+// waitQuiet reads the old owner's counts, and those of former owners
+// that still count a drained address, until every address is quiet, or
+// the timeout. to is each address's new owner.
+func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.Quiet, to map[netip.Addr]string) error {
 	start := time.Now()
 	deadline := start.Add(o.Timeout)
 	t := time.NewTicker(drainPoll)
 	defer t.Stop()
 	missing := 0
 	for {
-		rec, err := c.ReadLingering(ctx, o.Node)
+		// Every node's record: the drained node's, and those of former
+		// owners that still count a drained address.
+		all, err := c.ReadAllLingering(ctx)
 		now := time.Now()
+		var rec *store.Lingering
+		for i := range all {
+			if all[i].Node == o.Node {
+				rec = &all[i]
+			} else if err == nil {
+				q.ObserveFormer(all[i], func(a netip.Addr) string { return to[a] }, now)
+			}
+		}
 		switch {
 		case err != nil && !errors.Is(err, store.ErrUnreachable):
 			return fmt.Errorf("drain node %s: the moves are done, but its counts cannot be read: %w", o.Node, err)
@@ -310,14 +322,24 @@ func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.
 	}
 }
 
-func drainAddr(qa *fleet.QuietAddr, to string, quiet bool) api.DrainAddr {
+func drainAddr(q *fleet.Quiet, qa *fleet.QuietAddr, to string, now time.Time) api.DrainAddr {
 	l := qa.Linger
 	out := api.DrainAddr{
-		Addr: qa.Addr.String(), To: to, Counted: qa.Counted && !qa.Lost, Quiet: quiet,
+		Addr: qa.Addr.String(), To: to, Counted: qa.Counted && !qa.Lost, Quiet: q.IsQuiet(qa, now),
 		Packets: l.Packets, Bytes: l.Bytes, Last: l.Last, MoreSenders: l.MoreSenders, MorePackets: l.MorePackets,
 	}
 	for _, s := range l.Senders {
 		out.Senders = append(out.Senders, api.DrainSender{MAC: s.MAC, From: s.From.String(), Packets: s.Packets, Last: s.Last})
+	}
+	for _, f := range q.FormersOf(qa.Addr) {
+		df := api.DrainFormer{Node: f.Node, Quiet: q.FormerQuiet(f, now), Packets: f.Packets()}
+		if df.Packets > 0 {
+			df.Last = f.Linger.Last
+			for _, s := range f.Linger.Senders {
+				df.Senders = append(df.Senders, api.DrainSender{MAC: s.MAC, From: s.From.String(), Packets: s.Packets, Last: s.Last})
+			}
+		}
+		out.Formers = append(out.Formers, df)
 	}
 	return out
 }
@@ -351,6 +373,7 @@ func describeDrained(a api.DrainAddr, node string, quiet time.Duration) string {
 		return b.String()
 	case a.Quiet && a.Packets == 0:
 		fmt.Fprintf(&b, "%s: quiet: no packet reached %s after the move (%v waited)", a.Addr, node, quiet)
+		describeFormers(&b, a)
 		return b.String()
 	case a.Quiet:
 		fmt.Fprintf(&b, "%s: quiet for %v: %d %s reached %s after the move, the last at %s (%s's clock)", a.Addr, quiet, a.Packets, plural(int(a.Packets), "packet", "packets"), node, a.Last.Local().Format("15:04:05.000"), node)
@@ -379,41 +402,83 @@ func describeDrained(a api.DrainAddr, node string, quiet time.Duration) string {
 	if len(from) > 0 {
 		fmt.Fprintf(&b, ", from %s", strings.Join(from, ", "))
 	}
+	describeFormers(&b, a)
 	return b.String()
+}
+
+// describeFormers adds what reached the address's former owners, which
+// still count it, since the drain began.
+func describeFormers(b *strings.Builder, a api.DrainAddr) {
+	for _, f := range a.Formers {
+		switch {
+		case f.Quiet && f.Packets == 0:
+			fmt.Fprintf(b, "; quiet at former owner %s too", f.Node)
+		case f.Quiet:
+			fmt.Fprintf(b, "; quiet at former owner %s too, after %d %s", f.Node, f.Packets, plural(int(f.Packets), "packet", "packets"))
+		default:
+			fmt.Fprintf(b, "; former owner %s still gets traffic for it: %d %s since the drain began, the last at %s (%s's clock)%s",
+				f.Node, f.Packets, plural(int(f.Packets), "packet", "packets"), f.Last.Local().Format("15:04:05.000"), f.Node, sendersOf(f.Senders))
+		}
+	}
+}
+
+// sendersOf lists senders as ", from MAC (IP, packets), ...", or nothing.
+func sendersOf(senders []api.DrainSender) string {
+	if len(senders) == 0 {
+		return ""
+	}
+	from := make([]string, len(senders))
+	for i, s := range senders {
+		from[i] = fmt.Sprintf("%s (%s, %d)", s.MAC, s.From, s.Packets)
+	}
+	return ", from " + strings.Join(from, ", ")
 }
 
 // drainError names the addresses that are not quiet, and who still sends,
 // and those the old owner did not count.
 func drainError(r api.DrainResponse) error {
-	var loud, uncounted []string
+	var loud, uncounted, formers []string
 	for _, a := range r.Addrs {
+		for _, f := range a.Formers {
+			if !f.Quiet {
+				formers = append(formers, fmt.Sprintf("node %s for %s (from %s)", f.Node, a.Addr, whoSent(f.Senders, 0)))
+			}
+		}
 		switch {
 		case a.Quiet:
 		case !a.Counted:
 			uncounted = append(uncounted, a.Addr)
 		default:
-			from := "no sender remembered"
-			if a.MoreSenders > 0 {
-				from = fmt.Sprintf("%d senders not listed", a.MoreSenders)
-			}
-			if len(a.Senders) > 0 {
-				var s []string
-				for _, x := range a.Senders {
-					s = append(s, x.From+" "+x.MAC)
-				}
-				from = strings.Join(s, ", ")
-			}
-			loud = append(loud, fmt.Sprintf("%s (from %s)", a.Addr, from))
+			loud = append(loud, fmt.Sprintf("%s (from %s)", a.Addr, whoSent(a.Senders, a.MoreSenders)))
 		}
 	}
 	var errs []error
 	if len(loud) > 0 {
 		errs = append(errs, fmt.Errorf("node %s %w for %s: their caches still name it; wait longer (--timeout), or clear them (ip neigh flush on those hosts)", r.Node, errNotQuiet, strings.Join(loud, "; ")))
 	}
+	if len(formers) > 0 {
+		errs = append(errs, fmt.Errorf("a former owner %w: %s: their caches still name it, and it answers no more; wait longer (--timeout), or clear them (ip neigh flush on those hosts)", errNotQuiet, strings.Join(formers, "; ")))
+	}
 	if len(uncounted) > 0 {
 		errs = append(errs, fmt.Errorf("node %s %w %s after the release (its agent restarted, or stopped counting): check with tcpdump on it", r.Node, errUncounted, strings.Join(uncounted, ", ")))
 	}
 	return errors.Join(errs...)
+}
+
+// whoSent names the senders, "IP MAC" each, or says none was remembered
+// (more of them not listed).
+func whoSent(senders []api.DrainSender, more int) string {
+	if len(senders) == 0 {
+		if more > 0 {
+			return fmt.Sprintf("%d senders not listed", more)
+		}
+		return "no sender remembered"
+	}
+	s := make([]string, len(senders))
+	for i, x := range senders {
+		s[i] = x.From + " " + x.MAC
+	}
+	return strings.Join(s, ", ")
 }
 
 func joinAddrs(addrs []netip.Addr) string {

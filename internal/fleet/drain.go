@@ -126,6 +126,9 @@ func liveNames(v store.View) string {
 type Quiet struct {
 	want  time.Duration
 	addrs map[netip.Addr]*QuietAddr
+	// formers are, by node and address, the drained addresses that other
+	// nodes let go before the drain and still count (ObserveFormer).
+	formers map[string]map[netip.Addr]*FormerAddr
 	// updated is the record's Updated as last read, and seen when it
 	// last changed, in the drainer's clock.
 	updated, seen time.Time
@@ -146,10 +149,29 @@ type QuietAddr struct {
 	Linger store.LingerAddr
 }
 
+// FormerAddr is what Quiet knows of a drained address at a former owner:
+// a node that let it go before the drain and still counts what reaches it
+// (it lingers there). A host whose cache still names that node gets no
+// answer from it, so the drain proves quiet there too.
+type FormerAddr struct {
+	Node string
+	Addr netip.Addr
+	// Seen is when the drain first read the node's count, Changed when
+	// the count last grew (or Seen), in the drainer's clock.
+	Seen, Changed time.Time
+	// Base is the count when first read: what came before the drain.
+	Base   uint64
+	Linger store.LingerAddr
+}
+
+// Packets is how many packets reached the former owner since the drain
+// first read its count.
+func (f *FormerAddr) Packets() uint64 { return f.Linger.Packets - min(f.Base, f.Linger.Packets) }
+
 // NewQuiet follows addrs, each released at its time, wanting want of
 // quiet.
 func NewQuiet(want time.Duration, released map[netip.Addr]time.Time) *Quiet {
-	q := &Quiet{want: want, addrs: map[netip.Addr]*QuietAddr{}}
+	q := &Quiet{want: want, addrs: map[netip.Addr]*QuietAddr{}, formers: map[string]map[netip.Addr]*FormerAddr{}}
 	for a, t := range released {
 		q.addrs[a] = &QuietAddr{Addr: a, Released: t, Changed: t}
 	}
@@ -186,11 +208,67 @@ func (q *Quiet) Observe(rec *store.Lingering, now time.Time) {
 	}
 }
 
-// Done says whether every address is quiet at now.
+// ObserveFormer takes the record of a node other than the drained one,
+// read at now: each drained address it still counts is followed there,
+// unless the node holds it again (holder says who does: a move's target
+// counts nothing of its own). An address it no longer counts is followed
+// no more: nobody there can tell what reaches it.
+func (q *Quiet) ObserveFormer(rec store.Lingering, holder func(netip.Addr) string, now time.Time) {
+	for a := range q.addrs {
+		la, ok := rec.Of(a)
+		tracked := q.formers[rec.Node][a]
+		if !ok || la.Since.IsZero() || holder(a) == rec.Node {
+			if tracked != nil {
+				delete(q.formers[rec.Node], a)
+			}
+			continue
+		}
+		if tracked == nil || !la.Since.Equal(tracked.Linger.Since) {
+			// First seen, or released there anew: what it counted
+			// so far came before.
+			if q.formers[rec.Node] == nil {
+				q.formers[rec.Node] = map[netip.Addr]*FormerAddr{}
+			}
+			q.formers[rec.Node][a] = &FormerAddr{Node: rec.Node, Addr: a, Seen: now, Changed: now, Base: la.Packets, Linger: la}
+			continue
+		}
+		if la.Packets > tracked.Linger.Packets {
+			tracked.Changed = now
+		}
+		tracked.Linger = la
+	}
+}
+
+// FormersOf returns what is known of a at the former owners that still
+// count it, by node.
+func (q *Quiet) FormersOf(a netip.Addr) []*FormerAddr {
+	var out []*FormerAddr
+	for _, byAddr := range q.formers {
+		if f, ok := byAddr[a]; ok {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(x, y *FormerAddr) int { return strings.Compare(x.Node, y.Node) })
+	return out
+}
+
+// FormerQuiet says whether nothing new reached f for the quiet wanted, at
+// now.
+func (q *Quiet) FormerQuiet(f *FormerAddr, now time.Time) bool { return now.Sub(f.Changed) >= q.want }
+
+// Done says whether every address is quiet at now, at the drained node
+// and at every former owner that still counts it.
 func (q *Quiet) Done(now time.Time) bool {
 	for _, qa := range q.addrs {
 		if !q.IsQuiet(qa, now) {
 			return false
+		}
+	}
+	for _, byAddr := range q.formers {
+		for _, f := range byAddr {
+			if !q.FormerQuiet(f, now) {
+				return false
+			}
 		}
 	}
 	return true

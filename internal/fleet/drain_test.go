@@ -140,3 +140,40 @@ func TestQuietStale(t *testing.T) {
 		t.Errorf("stale %v a second after a new record, want 1s", got)
 	}
 }
+
+// TestQuietFormers: a former owner (a node that let a drained address go
+// before the drain, and still counts it) is part of the proof: the drain is
+// not done while its count grows, and is once it has not grown for the
+// quiet wanted since the drain first read it. Packets counted before that
+// first read are not the drain's. The address's new owner is no former,
+// and a node that stops counting it is followed no more.
+func TestQuietFormers(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	a10 := netip.MustParseAddr("192.0.2.10")
+	q := fleet.NewQuiet(5*time.Second, map[netip.Addr]time.Time{a10: t0})
+	q.Observe(&store.Lingering{Node: "b", Addrs: []store.LingerAddr{{Addr: a10, Since: t0}}}, t0)
+	holder := func(netip.Addr) string { return "c" }
+	former := func(node string, packets uint64) store.Lingering {
+		return store.Lingering{Node: node, Addrs: []store.LingerAddr{{Addr: a10, Since: t0.Add(-time.Hour), Packets: packets}}}
+	}
+	q.ObserveFormer(former("a", 100), holder, t0)
+	q.ObserveFormer(former("c", 7), holder, t0) // the new owner: not a former
+	if f := q.FormersOf(a10); len(f) != 1 || f[0].Node != "a" || f[0].Packets() != 0 {
+		t.Fatalf("formers: %+v, want a alone, with none of its 100 earlier packets", f)
+	}
+	q.ObserveFormer(former("a", 110), holder, t0.Add(3*time.Second))
+	if q.Done(t0.Add(7 * time.Second)) {
+		t.Error("done 4s after the former owner last counted a packet, wanting 5s")
+	}
+	if f := q.FormersOf(a10); f[0].Packets() != 10 || q.FormerQuiet(f[0], t0.Add(7*time.Second)) {
+		t.Errorf("former a: %d packets since the drain began, quiet %v; want 10, not quiet", f[0].Packets(), q.FormerQuiet(f[0], t0.Add(7*time.Second)))
+	}
+	if !q.Done(t0.Add(8 * time.Second)) {
+		t.Error("not done 5s after the former owner's last packet, the drained node quiet")
+	}
+	// Counted no more there: nothing left to prove.
+	q.ObserveFormer(store.Lingering{Node: "a"}, holder, t0.Add(9*time.Second))
+	if f := q.FormersOf(a10); len(f) != 0 {
+		t.Errorf("formers after a stopped counting: %+v, want none", f)
+	}
+}

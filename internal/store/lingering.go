@@ -3,8 +3,10 @@ package store
 import (
 	"context"
 	"net/netip"
+	"strings"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -105,6 +107,27 @@ func (c *Client) ReadLingering(ctx context.Context, node string) (*Lingering, er
 	}
 	l.Node = node
 	return &l, nil
+}
+
+// ReadAllLingering reads every node's Lingering record, in one range: what
+// reaches each node for the addresses it released and still counts. A
+// record vip cannot read is skipped.
+func (c *Client) ReadAllLingering(ctx context.Context) ([]Lingering, error) {
+	dir := c.Keys.Prefix + lingerDir
+	var out []Lingering
+	_, err := c.Range(ctx, dir, func(kv *mvccpb.KeyValue) {
+		node := strings.TrimPrefix(string(kv.Key), dir)
+		l, err := Decode[Lingering](string(kv.Key), kv.Value)
+		if err != nil || CheckNode(node) != nil {
+			return
+		}
+		l.Node = node
+		out = append(out, l)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // PutLingering writes rec as its node's Lingering record under lease.

@@ -127,3 +127,41 @@ func fleetOf(t *testing.T, f *fleetLab) api.FleetResponse {
 	}
 	return fl
 }
+
+// TestDrainProvesQuietAtFormerOwners: a client whose cache is pinned to a
+// former owner's MAC (a moved the address to b earlier, and still counts
+// what reaches it, lingering) gets no answer, whatever b does. vip drain b
+// finds b quiet, but does not say done: it exits 3 at --timeout naming a,
+// the client and its packets (issue 35's tryout: drain said quiet and
+// exited 0 while every request of that client failed).
+func TestDrainProvesQuietAtFormerOwners(t *testing.T) {
+	t.Parallel()
+	labtest.RequireRoot(t, "the eBPF responder counts after a release")
+	f := newFleetLab(t)
+	st := f.storeURL
+	// A third node, on the client's host: the drain's target.
+	startAgent(t, f.client, f.sc, "--store", st, "--node", "c", "--lease-ttl", fleetTTL, "--log-format", "json")
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	mustVip(t, f.client, f.sc, "claim", "192.0.2.10", "--standby")
+	mustVip(t, f.client, f.sc, "move", "192.0.2.10", "--to", "b", "--traffic-window", "0", "--store", st)
+	macA, macC := mac(f.a, "eth0"), mac(f.client, "eth0")
+	if _, err := f.client.Run(ctxFor(t, 5*time.Second), "ip", "neigh", "replace", "192.0.2.10", "lladdr", macA, "dev", "eth0", "nud", "permanent"); err != nil {
+		t.Fatal(err)
+	}
+	labtest.Start(t, f.client, "ping", "-i", "0.1", "192.0.2.10")
+	out, code := vipOn(t, f.client, f.sc, "drain", "b", "--to", "c", "--quiet", "2s", "--timeout", "6s", "--json", "--store", st)
+	var r api.DrainResponse
+	if code != 3 || json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &r) != nil || r.Done {
+		t.Fatalf("drain b with a client pinned to a, its former owner: exit %d, want 3 and not done:\n%s", code, out)
+	}
+	if len(r.Addrs) != 1 || !r.Addrs[0].Quiet || len(r.Addrs[0].Formers) != 1 {
+		t.Fatalf("drain b: %+v, want 192.0.2.10 quiet at b, with one former owner", r.Addrs)
+	}
+	fa := r.Addrs[0].Formers[0]
+	if fa.Node != "a" || fa.Quiet || fa.Packets < 10 || len(fa.Senders) != 1 || fa.Senders[0].MAC != macC {
+		t.Errorf("drain b: former owner %+v, want a, not quiet, the client's pings (10 or more) from %s", fa, macC)
+	}
+	if !strings.Contains(out, "a former owner still gets traffic: node a for 192.0.2.10 (from 192.0.2.13 "+macC+")") {
+		t.Errorf("drain b's error does not name a and the client:\n%s", out)
+	}
+}
