@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/vipctl/vip/announce/bpfresp"
+	"github.com/vipctl/vip/internal/agent"
 	"github.com/vipctl/vip/internal/lab"
 )
 
@@ -55,6 +57,8 @@ type labOptions struct {
 	Action string
 	Host   string
 	Argv   []string
+	// Fleet is up's --fleet: a store and guarded agents too.
+	Fleet bool
 }
 
 // newLabCmd builds vip lab; runF, when set, runs instead of the
@@ -101,11 +105,20 @@ the lab made, its agents too, also after a crash.`,
 	c.PersistentFlags().StringVar(&o.Name, "name", o.Name, "name of the lab: the prefix of its namespaces")
 	_ = c.PersistentFlags().MarkHidden("name")
 	up := &cobra.Command{
-		Use:   "up",
+		Use:   "up [--fleet]",
 		Short: "Build the lab (a no-op when it is up)",
-		Args:  cobra.NoArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return run(c, "up") },
+		Long: `Up builds the lab: hosts a, b and client on one bridge.
+
+With --fleet it builds the fleet lab: a host c (192.0.2.4) too, Debian's etcd
+as the store in a host of its own (store, 192.0.2.5), and a guarded agent on
+a, b and c (vip agent --store, nodes a, b and c). Inside the lab VIP_STORE
+points at the store, so vip claim there is guarded, and vip fleet, vip move,
+vip drain and vip history work as on a real fleet. It needs etcd (sudo
+apt-get install etcd-server; make deps installs it).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return run(c, "up") },
 	}
+	up.Flags().BoolVar(&o.Fleet, "fleet", false, "add a store (etcd) and guarded agents on a, b and c")
 	down := &cobra.Command{
 		Use:   "down",
 		Short: "Remove the lab: its agents, namespaces, links and files",
@@ -125,8 +138,8 @@ the lab made, its agents too, also after a crash.`,
 			if len(args) > 0 {
 				return nil, cobra.ShellCompDirectiveDefault
 			}
-			names := make([]string, len(labHosts))
-			for i, h := range labHosts {
+			names := make([]string, len(allLabHosts()))
+			for i, h := range allLabHosts() {
 				names[i] = h.Name
 			}
 			return names, cobra.ShellCompDirectiveNoFileComp
@@ -150,7 +163,7 @@ func runLab(ctx context.Context, d *deps, o *labOptions) error {
 	env := &labEnv{prefix: o.Name, dir: o.Dir}
 	switch o.Action {
 	case "up":
-		_, err := env.up(ctx, d)
+		_, err := env.up(ctx, d, o.Fleet)
 		return err
 	case "down":
 		return env.down(d)
@@ -175,7 +188,7 @@ func (e *labEnv) exists(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-func (e *labEnv) up(ctx context.Context, d *deps) (bool, error) {
+func (e *labEnv) up(ctx context.Context, d *deps, fleet bool) (bool, error) {
 	if os.Geteuid() != 0 {
 		return false, fmt.Errorf("the lab makes network namespaces, which needs root: run it with sudo")
 	}
@@ -183,9 +196,17 @@ func (e *labEnv) up(ctx context.Context, d *deps) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	if up {
+	switch {
+	case up && fleet && !e.isFleet():
+		return false, fmt.Errorf("the lab is up without a store: remove it with \"%s\", then run \"%s\"", labHint("down"), labHint("up --fleet"))
+	case up && e.isFleet():
+		fmt.Fprintf(d.io.Out, "the fleet lab is already up: agents on a, b and c, the store at %s\n", labStoreURL)
+		return false, nil
+	case up:
 		fmt.Fprintln(d.io.Out, "the lab is already up: hosts a, b and client on 192.0.2.0/24 and 2001:db8::/64")
 		return false, nil
+	case fleet:
+		return true, e.upFleet(ctx, d)
 	}
 	if _, err := lab.Up(ctx, lab.Config{Prefix: e.prefix, Hosts: labHosts}); err != nil {
 		return false, err
@@ -202,7 +223,7 @@ func (e *labEnv) down(d *deps) error {
 	var errs []error
 	// Stop every process left in a lab namespace (agents first get SIGTERM
 	// and release their claims), then remove the namespaces.
-	for _, h := range append([]lab.HostConfig{{Name: "sw"}}, labHosts...) {
+	for _, h := range append([]lab.HostConfig{{Name: "sw"}}, allLabHosts()...) {
 		ns := lab.NetnsName(e.prefix, h.Name)
 		out, err := exec.Command("ip", "netns", "pids", ns).Output()
 		if err != nil {
@@ -227,12 +248,18 @@ func (e *labEnv) down(d *deps) error {
 	if err := lab.Clean(e.prefix); err != nil {
 		errs = append(errs, err)
 	}
-	for _, h := range labHosts {
-		base := strings.TrimSuffix(e.socket(h.Name), ".sock")
-		for _, f := range []string{base + ".sock", base + ".sock.lock", base + ".state", base + ".log"} {
+	for _, h := range allLabHosts() {
+		p := agent.PathsFor(e.socket(h.Name))
+		for _, f := range []string{p.Socket, p.Lock, p.State, p.Log, p.Key} {
 			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
+		}
+	}
+	// The fleet lab's store: its data and its log.
+	for _, f := range []string{e.storeDir(), e.storeDir() + ".log"} {
+		if err := os.RemoveAll(f); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -248,7 +275,7 @@ func (e *labEnv) down(d *deps) error {
 // something outlived its process; it is here so that nothing can.
 func (e *labEnv) cleanPrograms() []error {
 	var errs []error
-	for _, h := range labHosts {
+	for _, h := range allLabHosts() {
 		path := filepath.Join("/run/netns", lab.NetnsName(e.prefix, h.Name))
 		if _, err := os.Stat(path); err != nil {
 			continue // no such namespace
@@ -276,15 +303,22 @@ func (e *labEnv) cleanPrograms() []error {
 // labCommand returns a command that runs name inside a lab host, with
 // VIP_SOCKET pointing at the host's agent.
 func (e *labEnv) command(ctx context.Context, host string, name string, args ...string) (*exec.Cmd, error) {
-	known := false
-	for _, h := range labHosts {
-		known = known || h.Name == host
+	fleet := e.isFleet()
+	hosts := labHosts
+	if fleet {
+		hosts = allLabHosts()
 	}
-	if !known {
-		return nil, badInput("no lab host %q: the hosts are a, b and client", host)
+	if !slices.ContainsFunc(hosts, func(h lab.HostConfig) bool { return h.Name == host }) {
+		if fleet {
+			return nil, badInput("no lab host %q: the hosts are a, b, c, client and store", host)
+		}
+		return nil, badInput("no lab host %q: the hosts are a, b and client (and c and store with vip lab up --fleet)", host)
 	}
 	cmd := exec.CommandContext(ctx, "ip", append([]string{"netns", "exec", lab.NetnsName(e.prefix, host), name}, args...)...)
 	cmd.Env = append(os.Environ(), "VIP_SOCKET="+e.socket(host))
+	if fleet {
+		cmd.Env = append(cmd.Env, storeEnv+"="+labStoreURL)
+	}
 	return cmd, nil
 }
 
@@ -320,7 +354,10 @@ func (e *labEnv) exec(ctx context.Context, d *deps, host string, argv []string) 
 
 // labDemo plays the failover in the lab and narrates it.
 func (e *labEnv) demo(ctx context.Context, d *deps) error {
-	if _, err := e.up(ctx, d); err != nil {
+	if e.isFleet() {
+		return fmt.Errorf("the fleet lab is up, and the demo plays a split brain on the plain one: remove it with \"%s\" first", labHint("down"))
+	}
+	if _, err := e.up(ctx, d, false); err != nil {
 		return err
 	}
 	exe, err := os.Executable()
