@@ -185,9 +185,6 @@ func (m *Model) fleetTitle(shown int) string {
 	}
 	// The count first: at 80 columns the names are what the cut takes.
 	title := fmt.Sprintf("Fleet · claims %s · %s", m.count(shown, len(m.fleet.Claims)), nodes)
-	if m.fleetNote != "" && len(m.fleet.Claims) > 0 {
-		title += " · " + m.fleetNote
-	}
 	return title
 }
 

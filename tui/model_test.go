@@ -1223,3 +1223,26 @@ func TestStoreAwayIsSaid(t *testing.T) {
 		}
 	}
 }
+
+// TestFleetReadFailureIsShown: a failed read of the fleet, the claims of
+// the last read shown, is said on the fleet pane's first line, so that at
+// 80 columns it is read whole (the tryout's title was cut to "3 nodes: a,
+// b, c · f…", the cut word the error).
+func TestFleetReadFailureIsShown(t *testing.T) {
+	t.Parallel()
+	b := fleetFixture()
+	h := connected(t, b, Options{Location: time.UTC}, 80, 24)
+	h.until("the fleet", func() bool { return len(h.m.fleet.Nodes) > 0 && len(h.m.fleet.Claims) > 0 })
+	b.mu.Lock()
+	b.fleetErr = errors.New("the store at http://192.0.2.1:2379 refused vip: check --store-user")
+	b.mu.Unlock()
+	h.fire(fleetTickMsg{})
+	h.settle()
+	v := h.draw()
+	if !strings.Contains(v, "the store at http://192.0.2.1:2379 refused vip: check --store-user") {
+		t.Errorf("at 80x24 the view does not say whole why the fleet's read failed:\n%s", v)
+	}
+	if lines := strings.Count(v, "\n"); lines > 24 {
+		t.Errorf("the view is %d lines at 80x24:\n%s", lines, v)
+	}
+}

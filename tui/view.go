@@ -270,8 +270,15 @@ func (m *Model) panesView(w, h int) string {
 		if m.fleetNote != "" {
 			empty = m.fleetNote
 		}
-		body, note := m.tableView(paneFleet, fCols, fRows, fKeys, fleetH, w, empty, false)
-		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w, note) + "\n" + body + "\n")
+		// Why the claims shown are old takes the pane's first line,
+		// whole as far as the width goes: in the title, after the
+		// names and the stale mark, 80 columns cut it to "f…".
+		why, h := "", fleetH
+		if m.fleetNote != "" && len(fRows) > 0 && fleetH > 1 {
+			why, h = m.st.alarm.Render(ansi.Truncate("  "+strings.TrimPrefix(m.fleetNote, "fleet: "), w, "…"))+"\n", fleetH-1
+		}
+		body, note := m.tableView(paneFleet, fCols, fRows, fKeys, h, w, empty, false)
+		b.WriteString(m.titleView(paneFleet, m.fleetTitle(len(fRows)), false, w, note) + "\n" + why + body + "\n")
 	}
 
 	title = fmt.Sprintf("Events %s, the last %d kept", m.count(len(lines), m.log.len()), logSize)
