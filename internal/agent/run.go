@@ -312,6 +312,9 @@ func (d *daemon) joinFleet(ctx context.Context) error {
 	if d.member, err = joinFleet(ctx, d.cfg, d.paths.Key, d.rt.Engine, d.book, d.vip, d.deadline, d.log); err != nil {
 		return err
 	}
+	if d.rt.Sniffer != nil {
+		d.rt.Sniffer.AlsoWatch(d.member.StandingBy)
+	}
 	// From here the registration follows the host's interfaces and
 	// addresses; a change since it was read at join is read now.
 	d.rt.OnInterfacesChanged(d.member.InterfacesChanged)

@@ -16,6 +16,7 @@ import (
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/batchio"
+	"github.com/vipctl/vip/internal/event"
 	"github.com/vipctl/vip/internal/wire"
 	"github.com/vipctl/vip/sniff"
 )
@@ -53,6 +54,10 @@ type Sniffer struct {
 	// ours are the MACs of the claimed interfaces: the table leaves out
 	// the frames they send (the agent's own probes and announcements).
 	ours atomic.Pointer[map[wire.MAC]bool]
+	// standing gives the addresses this node stands by for, on their
+	// interfaces (AlsoWatch); kick asks follow to reconcile.
+	standing atomic.Pointer[func() []announce.Request]
+	kick     chan struct{}
 
 	// fed are the held addresses whose requests the who-has table counts
 	// from what the in-kernel responder remembers of its askers, not
@@ -122,7 +127,8 @@ func StartSniffer(ctx context.Context, eng *announce.Engine, cfg SnifferConfig) 
 	if err != nil {
 		return nil, err
 	}
-	g := &Sniffer{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*sniffedCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}, spare: map[askerID]uint64{}}
+	g := &Sniffer{eng: eng, cfg: cfg, log: cfg.Log, table: table, captures: map[string]*sniffedCapture{}, heldMAC: map[netip.Addr]string{}, seen: map[askerID]uint64{}, spare: map[askerID]uint64{},
+		kick: make(chan struct{}, 1)}
 	g.det, err = sniff.NewDetector(sniff.DetectorConfig{OnEvent: g.onEvent})
 	if err != nil {
 		return nil, err
@@ -139,6 +145,19 @@ func StartSniffer(ctx context.Context, eng *announce.Engine, cfg SnifferConfig) 
 
 // Wait waits until the sniffer has stopped and closed its captures.
 func (g *Sniffer) Wait() { g.wg.Wait() }
+
+// AlsoWatch has the captures watch, besides the held addresses, those fn
+// gives on their interfaces: a standby's (fleet.Member.StandingBy), so that
+// its who-has pane counts the requests for the addresses it would take,
+// as their owner's does. fn is asked at each reconcile; a standby event
+// brings one on.
+func (g *Sniffer) AlsoWatch(fn func() []announce.Request) {
+	g.standing.Store(&fn)
+	select {
+	case g.kick <- struct{}{}:
+	default:
+	}
+}
 
 // askersEvery is how often the who-has table takes in the askers the
 // in-kernel responders remember, while any address is fed from them: the
@@ -179,10 +198,15 @@ func (g *Sniffer) follow(ctx context.Context, events <-chan announce.Event) {
 				return
 			}
 			switch ev.Kind {
-			case announce.EventClaim, announce.EventResume, announce.EventRelease, announce.EventInterface, announce.EventMissed:
+			case announce.EventClaim, announce.EventResume, announce.EventRelease, announce.EventInterface, announce.EventMissed,
+				event.Standby, event.Move, event.Taken:
 				if due == nil {
 					due = time.After(reconcileEvery)
 				}
+			}
+		case <-g.kick:
+			if due == nil {
+				due = time.After(reconcileEvery)
 			}
 		case <-due:
 			due = nil
@@ -248,6 +272,17 @@ func (g *Sniffer) wanted() wantedCaptures {
 		}
 		w.scopes[st.Interface] = sc
 		w.held[st.Addr] = st.MAC
+	}
+	if fn := g.standing.Load(); fn != nil {
+		for _, r := range (*fn)() {
+			if _, held := w.held[r.Addr]; held {
+				continue
+			}
+			// Not answered here: the capture sees every request for it.
+			sc := w.scopes[r.Interface]
+			sc.Addrs = append(sc.Addrs, r.Addr)
+			w.scopes[r.Interface] = sc
+		}
 	}
 	return w
 }

@@ -529,6 +529,21 @@ func (m *Member) recordRefresh(ctx context.Context, refreshed []netip.Addr) {
 	}
 }
 
+// StandingBy returns the addresses this node stands by for and does not
+// hold, each on the interface it would claim it on.
+func (m *Member) StandingBy() []announce.Request {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []announce.Request
+	m.claims.standbys(func(s store.Standby) {
+		if m.claims.standbyOnly(s.Addr) {
+			out = append(out, announce.Request{Addr: s.Addr, Interface: s.Interface})
+		}
+	})
+	slices.SortFunc(out, func(x, y announce.Request) int { return x.Addr.Compare(y.Addr) })
+	return out
+}
+
 // Held returns the addresses the engine holds and those fenced, which this
 // node still means to hold.
 func (m *Member) Held() []netip.Addr {

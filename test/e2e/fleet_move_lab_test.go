@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -148,5 +149,32 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
 		got := ask()
 		return got == "a", "after the drain new connections reach " + got + ", want a"
+	})
+}
+
+// TestStandbyCountsWhoHas: a standby's who-has table counts the requests
+// for the address it stands by for, as its owner's does (issue 35's
+// tryout: on a standby the pane showed 0.0/s with frozen counts while the
+// client sent 20 requests a second): its agent holds nothing, but watches
+// the address on the interface it would claim it on.
+func TestStandbyCountsWhoHas(t *testing.T) {
+	t.Parallel()
+	f := newFleetLab(t)
+	mustVip(t, f.a, f.sa, "claim", "192.0.2.10")
+	mustVip(t, f.b, f.sb, "claim", "192.0.2.10", "--standby")
+	var last string
+	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
+		arping(t, f.client, "-c", "3", "-w", "2", "-I", "eth0", "192.0.2.10")
+		tr, err := api.NewClient(f.sb).WhoHas(ctxFor(t, 5*time.Second))
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range tr.Entries {
+			if e.Addr == "192.0.2.10" && e.Requests >= 3 {
+				return true, ""
+			}
+		}
+		last = fmt.Sprintf("%+v (captures %+v)", tr.Entries, tr.Captures)
+		return false, "the standby b counts no request for 192.0.2.10: " + last
 	})
 }
