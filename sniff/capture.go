@@ -16,6 +16,11 @@ import (
 // expressions with. A live capture without one needs no libpcap.
 var ErrNoLibpcap = errors.New("this vip was built without cgo")
 
+// ErrLibpcapMissing is wrapped by the errors of Filter given a user's
+// expression where libpcap cannot be loaded: vip opens it only to compile
+// an expression, so a host without it runs every other command.
+var ErrLibpcapMissing = errors.New("libpcap is not installed")
+
 // DefaultSnapLen is the number of bytes kept of each frame unless Options
 // say otherwise: enough for any neighbor discovery message with its options
 // and extension headers; longer ones are counted as undecodable.

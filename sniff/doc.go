@@ -49,9 +49,12 @@
 //
 // libpcap, through cgo (pcap.go), does what users want it for: a user's
 // filter expression (pcap-filter(7)), which it compiles to classic BPF for
-// the same socket. pcap.go calls pcap_compile itself rather than through
-// gopacket/pcap, whose import linked gopacket/layers: its start-up tables
-// cost every vip process 6-8 MB and 3-4 ms. A build without cgo captures all the
+// the same socket. pcap.go opens libpcap (dlopen) at the first expression
+// and calls pcap_compile itself: through gopacket/pcap, whose import
+// linked gopacket/layers, its start-up tables cost every vip process 6-8
+// MB and 3-4 ms, and linking libpcap loaded its own chain of libraries in
+// every process. Where libpcap is missing, Filter refuses an expression
+// with an error wrapping ErrLibpcapMissing. A build without cgo captures all the
 // same; there Filter refuses an expression, with an error wrapping
 // ErrNoLibpcap.
 package sniff

@@ -3,27 +3,71 @@
 package sniff
 
 /*
-#cgo linux LDFLAGS: -lpcap
+#cgo linux LDFLAGS: -ldl
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <pcap/pcap.h>
 
+// libpcap is opened at the first compile (dlopen), not linked: linking it
+// had every vip process load it and its chain of libraries (libdbus,
+// libsystemd, libgcrypt, lz4, zstd, lzma) at start, for a --filter few
+// runs give.
+static pcap_t *(*vip_open_dead)(int, int);
+static int (*vip_pcap_compile)(pcap_t *, struct bpf_program *, const char *, int, bpf_u_int32);
+static char *(*vip_geterr)(pcap_t *);
+static void (*vip_close)(pcap_t *);
+static void (*vip_freecode)(struct bpf_program *);
+static pthread_once_t vip_once = PTHREAD_ONCE_INIT;
+static char vip_load_err[256];
+
+static void vip_load(void) {
+	const char *names[] = {"libpcap.so.0.8", "libpcap.so.1", "libpcap.so", NULL};
+	void *h = NULL;
+	for (int i = 0; names[i] != NULL && h == NULL; i++) {
+		h = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+	}
+	if (h == NULL) {
+		snprintf(vip_load_err, sizeof vip_load_err, "%s", dlerror());
+		return;
+	}
+	vip_open_dead = dlsym(h, "pcap_open_dead");
+	vip_pcap_compile = dlsym(h, "pcap_compile");
+	vip_geterr = dlsym(h, "pcap_geterr");
+	vip_close = dlsym(h, "pcap_close");
+	vip_freecode = dlsym(h, "pcap_freecode");
+	if (!vip_open_dead || !vip_pcap_compile || !vip_geterr || !vip_close || !vip_freecode) {
+		snprintf(vip_load_err, sizeof vip_load_err, "the libpcap found lacks pcap_compile and its kin");
+		vip_open_dead = NULL;
+	}
+}
+
 // vip_compile compiles expr, optimised, for Ethernet frames of snaplen
-// bytes into prog, which the caller frees with pcap_freecode. On failure it
-// returns -1 with libpcap's reason in errbuf.
+// bytes into prog, which the caller frees with vip_free. It returns 0; -1
+// with libpcap's reason in errbuf; -2 when libpcap cannot be loaded, the
+// reason in errbuf.
 static int vip_compile(const char *expr, int snaplen, struct bpf_program *prog, char *errbuf, size_t errlen) {
-	pcap_t *p = pcap_open_dead(DLT_EN10MB, snaplen);
+	pthread_once(&vip_once, vip_load);
+	if (vip_open_dead == NULL) {
+		snprintf(errbuf, errlen, "%s", vip_load_err);
+		return -2;
+	}
+	pcap_t *p = vip_open_dead(DLT_EN10MB, snaplen);
 	if (p == NULL) {
 		snprintf(errbuf, errlen, "libpcap could not open a dead handle");
 		return -1;
 	}
-	int rc = pcap_compile(p, prog, expr, 1, PCAP_NETMASK_UNKNOWN);
+	int rc = vip_pcap_compile(p, prog, expr, 1, PCAP_NETMASK_UNKNOWN);
 	if (rc != 0) {
-		snprintf(errbuf, errlen, "%s", pcap_geterr(p));
+		snprintf(errbuf, errlen, "%s", vip_geterr(p));
+		rc = -1;
 	}
-	pcap_close(p);
+	vip_close(p);
 	return rc;
 }
+
+static void vip_free(struct bpf_program *prog) { vip_freecode(prog); }
 */
 import "C"
 
@@ -50,7 +94,9 @@ func Filter(user string) (string, error) {
 	if strings.TrimSpace(user) == "" {
 		return expr, nil
 	}
-	if _, err := compile(user, DefaultSnapLen); err != nil {
+	if _, err := compile(user, DefaultSnapLen); errors.Is(err, ErrLibpcapMissing) {
+		return "", fmt.Errorf("capture filter %q needs libpcap, and %w: install it (libpcap0.8 on Debian), or leave the filter out", user, err)
+	} else if err != nil {
 		return "", fmt.Errorf("capture filter %q does not compile: %v; see pcap-filter(7)", user, err)
 	}
 	expr = "(" + expr + ") and (" + user + ")"
@@ -90,21 +136,26 @@ type insn struct {
 	K      uint32
 }
 
-// compile has libpcap compile expr for Ethernet frames of snaplen bytes.
-// It calls pcap_compile itself, as gopacket/pcap's CompileBPFFilter did:
-// importing gopacket/pcap linked gopacket/layers, whose start-up tables
-// cost every vip process 6-8 MB of memory and 3-4 ms before main
-// (BENCHMARKS.md). libpcap's compiler is reentrant since 1.8 (Debian ships
-// 1.10), so no lock is taken.
+// compile has libpcap compile expr for Ethernet frames of snaplen bytes,
+// opening libpcap at its first call (an error wrapping ErrLibpcapMissing
+// when it is not installed). It calls pcap_compile itself, as
+// gopacket/pcap's CompileBPFFilter did: importing gopacket/pcap linked
+// gopacket/layers, whose start-up tables cost every vip process 6-8 MB of
+// memory and 3-4 ms before main (BENCHMARKS.md). libpcap's compiler is
+// reentrant since 1.8 (Debian ships 1.10), so no lock is taken.
 func compile(expr string, snaplen int) ([]insn, error) {
 	cexpr := C.CString(expr)
 	defer C.free(unsafe.Pointer(cexpr))
 	var prog C.struct_bpf_program
 	var errbuf [C.PCAP_ERRBUF_SIZE]C.char
-	if C.vip_compile(cexpr, C.int(snaplen), &prog, &errbuf[0], C.size_t(len(errbuf))) != 0 {
+	switch C.vip_compile(cexpr, C.int(snaplen), &prog, &errbuf[0], C.size_t(len(errbuf))) {
+	case 0:
+	case -2:
+		return nil, fmt.Errorf("%w (%s)", ErrLibpcapMissing, C.GoString(&errbuf[0]))
+	default:
 		return nil, errors.New(C.GoString(&errbuf[0]))
 	}
-	defer C.pcap_freecode(&prog)
+	defer C.vip_free(&prog)
 	raw := unsafe.Slice(prog.bf_insns, int(prog.bf_len))
 	out := make([]insn, len(raw))
 	for i, in := range raw {

@@ -37,6 +37,8 @@ func (o *captureOptions) check() error {
 		return nil
 	case errors.Is(err, sniff.ErrNoLibpcap):
 		return badInput("--filter needs libpcap, and this vip was built without cgo: build it with CGO_ENABLED=1 and libpcap-dev, or leave --filter out")
+	case errors.Is(err, sniff.ErrLibpcapMissing):
+		return badInput("--filter needs libpcap, which is not installed: sudo apt-get install libpcap0.8, or leave --filter out")
 	default:
 		return badInput("--filter: %v", err)
 	}
