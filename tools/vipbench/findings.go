@@ -38,6 +38,7 @@ named. Load averages 0.4–1.4 on 2 cores.
 | ` + "`" + `sniff` + "`" + ` calls libpcap's ` + "`" + `pcap_compile` + "`" + ` itself, not through ` + "`" + `gopacket/pcap` + "`" + `, whose import linked ` + "`" + `gopacket/layers` + "`" + ` (096d309) | idle agent with one claim, RSS, vipbench (the binary as ` + "`" + `go build` + "`" + ` wrote it) | 43.0, 42.3 MB | 34.4 MB |
 | the same | the same, both binaries copied into place alike, in a netns of their own, twice each: idle / one claim (anonymous) | 30.5–30.7 / 35.3–35.6 MB (12.7 MB) | 23.1 / 27.7–28.0 MB (5.6–5.8 MB) |
 | the same | 10,000 claims, RSS | 106.2, 105.3 MB | 95.7 MB |
+| libpcap opened (dlopen) at the first ` + "`" + `--filter` + "`" + ` compiled, not linked (f08d2de) | agent idle / with one claim, copied binaries as above, twice each | 23.2 / 27.8–27.9 MB | 21.9 / 26.5–26.8 MB |
 | the same | ` + "`" + `vip --version` + "`" + `: package init / peak RSS | 8.6 ms / 36.5 MB | 2.7 ms / 28.5 MB |
 | the same, and the state file's fsync after the first round (4035fd2) | ` + "`" + `vip claim` + "`" + ` to its first frame, median of 5 (arping -U) | 14.95, 15.57 ms (1.48, 1.81 ms) | 10.88 ms (1.41 ms) |
 | trims after every 16 records a writer wrote to a subject, not after each (219b732); the node index (025dfe2) | fleet of 300 agents × 100 claims filling: etcd's KV/Range | 2,378/s | 239/s |
