@@ -25,7 +25,7 @@ func TestAnsweredBy(t *testing.T) {
 		{"held, a rival", api.WhoHas{Held: true, AnsweredBy: []api.Answerer{{MAC: rivalMAC}}}, claim, true, "this host (eth0), " + rivalMAC},
 		{"held, our MAC seen too", api.WhoHas{Held: true, AnsweredBy: []api.Answerer{{MAC: rivalMAC}, {MAC: strings.ToUpper(ours)}}}, claim, true, "this host (eth0), " + rivalMAC},
 		{"held, claim not in the status yet", api.WhoHas{Held: true}, api.Claim{}, false, "this host"},
-		{"not held, nobody", api.WhoHas{}, api.Claim{}, false, "nobody"},
+		{"not held, no answer seen", api.WhoHas{}, api.Claim{}, false, "none seen here"},
 		{"not held, another host", api.WhoHas{AnsweredBy: []api.Answerer{{MAC: rivalMAC}}}, api.Claim{}, false, rivalMAC},
 		{"claimed, waiting, our MAC seen", api.WhoHas{AnsweredBy: []api.Answerer{{MAC: ours}}}, claim, true, "this host (eth0)"},
 	}
@@ -57,7 +57,7 @@ func TestHeldNeverNobody(t *testing.T) {
 			t.Fatalf("no traffic row for held %s", e.Addr)
 		}
 		got := rows[i][len(rows[i])-1]
-		if got == "nobody" || strings.Count(got, "this host") != 1 {
+		if got == "none seen here" || strings.Count(got, "this host") != 1 {
 			t.Errorf("held %s with no answerer seen: ANSWERED BY %q, want this host named once", e.Addr, got)
 		}
 	}

@@ -92,7 +92,11 @@ func answeredBy(e api.WhoHas, c api.Claim, ok bool, nodes map[string]string) str
 		by = append([]string{self}, by...)
 	}
 	if len(by) == 0 {
-		return "nobody"
+		// Not "nobody": a reply goes to its asker alone, so this host
+		// sees only the answers to its own probes, the announcements
+		// and what the switch floods. Another host's kernel may answer
+		// every request unseen here (issue 35's tryout).
+		return "none seen here"
 	}
 	return strings.Join(by, ", ")
 }
