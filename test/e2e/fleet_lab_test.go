@@ -56,7 +56,7 @@ func TestFleetCommands(t *testing.T) {
 
 	out = mustVip(t, client, sc, "move", "192.0.2.10", "--to", "b", "--store", url)
 	// Then what arrived at b in the second after (--traffic-window).
-	timeline := regexp.MustCompile(`^moved 192\.0\.2\.10 from a to b \(eth0\): asked, released by a \+\d+ ms, live on b \+\d+ ms; (then \d+ packets \(\d+ bytes\) arrived for it on b in 1s|traffic not counted on b \(it answers on sockets\))\n$`)
+	timeline := regexp.MustCompile(`^moved 192\.0\.2\.10 from a to b \(eth0\): asked, released by a \+\d+ ms, taken by b \+\d+ ms, live on b \+\d+ ms; (then \d+ packets \(\d+ bytes\) arrived for it on b in 1s|traffic not counted on b \(it answers on sockets\))\n$`)
 	if !timeline.MatchString(out) {
 		t.Errorf("move: got %q, want a timeline matching %s", out, timeline)
 	}
