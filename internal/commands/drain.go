@@ -288,7 +288,7 @@ func (o *drainOptions) waitQuiet(ctx context.Context, c *store.Client, q *fleet.
 		for i := range all {
 			if all[i].Node == o.Node {
 				rec = &all[i]
-			} else if err == nil {
+			} else {
 				q.ObserveFormer(all[i], func(a netip.Addr) string { return to[a] }, now)
 			}
 		}

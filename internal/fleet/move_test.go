@@ -166,12 +166,7 @@ func TestFakeMoveTakenOnTheKeysDeletionRecordsTheRelease(t *testing.T) {
 	if len(res) != 1 || !res[0].Done() {
 		t.Fatalf("the move: %+v", res)
 	}
-	var moved []store.Change
-	for _, ch := range f.s.History() {
-		if ch.Kind == store.ChangeMove && ch.Addr == vip {
-			moved = append(moved, ch)
-		}
-	}
+	moved := f.movesRecorded(vip)
 	if len(moved) != 1 || moved[0].Released.IsZero() || moved[0].Asked.IsZero() {
 		t.Fatalf("the history's record of the move: %+v, want one with when it was asked and released", moved)
 	}
@@ -193,12 +188,7 @@ func TestFakeMoveAndHistoryShareOneTimeline(t *testing.T) {
 		t.Fatalf("the move: %+v", res)
 	}
 	eventually(t, func() bool { return bEng.holds(vip) }, "b does not answer")
-	var moved []store.Change
-	for _, ch := range f.s.History() {
-		if ch.Kind == store.ChangeMove && ch.Addr == vip {
-			moved = append(moved, ch)
-		}
-	}
+	moved := f.movesRecorded(vip)
 	if len(moved) != 1 {
 		t.Fatalf("the history has %d records of the move, want 1", len(moved))
 	}
@@ -213,4 +203,15 @@ func TestFakeMoveAndHistoryShareOneTimeline(t *testing.T) {
 		t.Errorf("vip move printed %q and vip history %q: not the same steps", line, record)
 	}
 	checkNoOverlap(t, vip, aEng, bEng)
+}
+
+// movesRecorded returns the history's records of moves of a, in order.
+func (f *fakeFleet) movesRecorded(a netip.Addr) []store.Change {
+	var out []store.Change
+	for _, ch := range f.s.History() {
+		if ch.Kind == store.ChangeMove && ch.Addr == a {
+			out = append(out, ch)
+		}
+	}
+	return out
 }

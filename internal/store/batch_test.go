@@ -15,14 +15,7 @@ import (
 // a batch at a time past one batch, and FleetOf's one transaction of reads
 // for as many addresses as it reads that way.
 func TestBatchesFit(t *testing.T) {
-	url := etcdembed.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Open(ctx, Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := embeddedClient(t)
 	n := max(2*standbysPerTxn+1, maxTxnAddrs)
 	recs := make([]Standby, n)
 	addrs := make([]netip.Addr, n)
@@ -50,14 +43,7 @@ func TestBatchesFit(t *testing.T) {
 // node, the largest take there is (its claims, and each history record
 // with its copies for the two nodes' indexes), fits in one transaction.
 func TestGroupTakeFits(t *testing.T) {
-	url := etcdembed.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Open(ctx, Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := embeddedClient(t)
 	l := NewLedger(c, slog.New(slog.DiscardHandler))
 	defer l.Close()
 	lease, err := l.Grant(ctx, 10*time.Second)
@@ -85,4 +71,19 @@ func TestGroupTakeFits(t *testing.T) {
 			t.Errorf("%s's history: %d records, %v; want the %d moves", n, len(h), err, MaxGroupAddrs)
 		}
 	}
+}
+
+// embeddedClient is a Client of a real etcd embedded in the test, and a
+// context that ends with the test or after a minute.
+func embeddedClient(t *testing.T) (*Client, context.Context) {
+	t.Helper()
+	url := etcdembed.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := Open(ctx, Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c, ctx
 }

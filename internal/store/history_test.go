@@ -1,15 +1,12 @@
 package store
 
 import (
-	"context"
 	"net/netip"
 	"slices"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-
-	"github.com/vipctl/vip/test/etcdembed"
 )
 
 // TestNodeHistoryIndex: a change of an address is copied to the index of
@@ -19,14 +16,7 @@ import (
 // gone. The whole history, an address's and the watch list each change
 // once, copies left out.
 func TestNodeHistoryIndex(t *testing.T) {
-	url := etcdembed.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Open(ctx, Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := embeddedClient(t)
 	addr := netip.MustParseAddr("192.0.2.10")
 	watch := c.WatchHistory(ctx, HistoryQuery{}, 0)
 	fence := Change{Kind: ChangeFence, Node: "a"}
@@ -90,14 +80,7 @@ func TestNodeHistoryIndex(t *testing.T) {
 
 // TestNodeIndexTrim: a node's index keeps its last NodeIndexKeep records.
 func TestNodeIndexTrim(t *testing.T) {
-	url := etcdembed.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := Open(ctx, Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c, ctx := embeddedClient(t)
 	start := time.Now().Add(-time.Hour)
 	var changes []Change
 	for i := range NodeIndexKeep + 10 {
