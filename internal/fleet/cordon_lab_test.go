@@ -46,7 +46,7 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 	}
 	arrived := rec
 	arrived.Addr = taken.Next()
-	if took, _, err := l.Take(ctx, lease, arrived, 0, fleet.MoveArrival(), store.Change{Kind: store.ChangeStandby}); err != nil || !took {
+	if took, _, err := l.Take(ctx, lease, arrived, 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby}); err != nil || !took {
 		t.Fatalf("take not looking at the cordon: took %v, %v; want taken", took, err)
 	}
 	mv := store.Move{Addr: arrived.Addr.Next(), To: "b", ID: "test", Asked: time.Now()}

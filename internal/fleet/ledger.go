@@ -40,7 +40,7 @@ var (
 func StandbyTake(cordonRev int64) TakeCond { return store.StandbyTake(cordonRev) }
 
 // MoveArrival is store.MoveArrival: a move's target's take.
-func MoveArrival() TakeCond { return store.MoveArrival() }
+func MoveArrival(modRev int64) TakeCond { return store.MoveArrival(modRev) }
 
 // WithGuard is store.WithGuard.
 func WithGuard(ctx context.Context, g Guard) context.Context { return store.WithGuard(ctx, g) }

@@ -304,7 +304,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatal(err)
 			}
 			recs := []store.Claim{claimOf(addrA, "b", "web"), claimOf(addrB, "b", "web")}
-			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, fleet.MoveArrival(), store.Change{Kind: store.ChangeStandby}); took || err != nil {
+			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby}); took || err != nil {
 				t.Fatalf("take a group with a's address: %v, %v; want refused", took, err)
 			}
 			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); !fresh || err != nil {
@@ -317,7 +317,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if err := lb.Revoke(ctx, lease); err != nil {
 				t.Fatal(err)
 			}
-			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, fleet.MoveArrival(), store.Change{Kind: store.ChangeStandby}); took || err == nil {
+			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby}); took || err == nil {
 				t.Fatalf("take under a revoked lease: %v, %v; want an error", took, err)
 			}
 			lc := s.ledger("c")
@@ -350,10 +350,10 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatalf("b's inbox: %v, %v; want %s", in, err, addrC)
 			}
 			// The target takes it as the move's arrival: the move it read.
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev+1000, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev+1000, fleet.MoveArrival(0), store.Change{Kind: store.ChangeMove}); took || err != nil {
 				t.Fatalf("take for another move: %v, %v; want refused", took, err)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); !took || err != nil {
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrC, "b", ""), got[0].Rev, fleet.MoveArrival(0), store.Change{Kind: store.ChangeMove}); !took || err != nil {
 				t.Fatalf("take for the move read: %v, %v", took, err)
 			}
 			done := got[0].Move
@@ -399,10 +399,16 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if ok, _, err := la.HandOver(ctx, leaseA, []fleet.MoveRecord{r}); !ok || err != nil {
 				t.Fatalf("the owner's hand-over: %v, %v", ok, err)
 			}
-			if recs, err := lb.Moves(ctx, []netip.Addr{addrA}); err != nil || len(recs) != 1 || recs[0].Move.Released.IsZero() {
-				t.Fatalf("the move after the hand-over: %+v, %v; want it released", recs, err)
+			after, err := lb.Moves(ctx, []netip.Addr{addrA})
+			if err != nil || len(after) != 1 || after[0].Move.Released.IsZero() || after[0].Rev != r.Rev || after[0].ModRev <= r.ModRev {
+				t.Fatalf("the move after the hand-over: %+v, %v; want it released, the same move, written since %d", after, err, r.ModRev)
 			}
-			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), r.Rev, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); !took || err != nil {
+			// A take on the record as read before the hand-over would
+			// record a move with no release: refused.
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), r.Rev, fleet.MoveArrival(r.ModRev), store.Change{Kind: store.ChangeMove}); took || err != nil {
+				t.Fatalf("the target's take on the record read before the hand-over: %v, %v; want refused", took, err)
+			}
+			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), r.Rev, fleet.MoveArrival(after[0].ModRev), store.Change{Kind: store.ChangeMove}); !took || err != nil {
 				t.Fatalf("the target's take after the hand-over: %v, %v", took, err)
 			}
 		}},
@@ -537,7 +543,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if ok, _, err := la.HandOver(ctx, leaseA, recs); !ok || err != nil {
 				t.Fatalf("hand over %d addresses with a standby record each: %v, %v", len(recs), ok, err)
 			}
-			if took, _, err := lb.TakeGroup(gctx, leaseB, recsB, revs, fleet.MoveArrival(), store.Change{Kind: store.ChangeMove}); !took || err != nil {
+			if took, _, err := lb.TakeGroup(gctx, leaseB, recsB, revs, fleet.MoveArrival(0), store.Change{Kind: store.ChangeMove}); !took || err != nil {
 				t.Fatalf("the target takes %d addresses under the guard: %v, %v", len(recsB), took, err)
 			}
 			if err := lb.Revoke(ctx, leaseB); err != nil {

@@ -70,6 +70,10 @@ type fakeStore struct {
 	quietHandOver bool
 	// takesTried counts each node's takes (TakeGroup), done or not.
 	takesTried map[string]int
+	// holdTakes, when set, holds every take before the store sees it
+	// until it is closed; takesHeld counts the takes it held.
+	holdTakes chan struct{}
+	takesHeld int
 	// afterStandbysRead, if set, runs once after a read of a node's
 	// standbys, the store unlocked: a change landing just after it.
 	afterStandbysRead func()
@@ -111,6 +115,7 @@ type fakeKV[T any] struct {
 	v      T
 	lease  fleet.LeaseID
 	create int64
+	mod    int64 // the last write's revision (moves only)
 }
 
 // fakeEvent is a write a watch can see: a put in node's inbox, the
@@ -321,8 +326,9 @@ func (s *fakeStore) putInboxLocked(node string, a netip.Addr, lease fleet.LeaseI
 }
 
 func (s *fakeStore) putMoveLocked(mv store.Move, lease fleet.LeaseID, create int64) {
-	s.moves[mv.Addr] = fakeKV[store.Move]{v: mv, lease: lease, create: create}
-	s.events = append(s.events, fakeEvent{rev: s.bumpLocked(), kind: evMoveWritten, addr: mv.Addr, mv: mv})
+	rev := s.bumpLocked()
+	s.moves[mv.Addr] = fakeKV[store.Move]{v: mv, lease: lease, create: create, mod: rev}
+	s.events = append(s.events, fakeEvent{rev: rev, kind: evMoveWritten, addr: mv.Addr, mv: mv})
 }
 
 func (s *fakeStore) deleteMoveLocked(a netip.Addr) {
@@ -627,6 +633,15 @@ func (l *fakeLedger) AcquireGroup(ctx context.Context, lease fleet.LeaseID, recs
 func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []store.Claim, moveRevs []int64, cond fleet.TakeCond, ch store.Change) (bool, int64, error) {
 	cordonRev, standby := cond.Standby()
 	s := l.s
+	s.mu.Lock()
+	hold := s.holdTakes
+	if hold != nil {
+		s.takesHeld++
+	}
+	s.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
 	if err := s.begin(l.node); err != nil {
 		return false, 0, err
 	}
@@ -642,6 +657,9 @@ func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []
 	for i, rec := range recs {
 		_, hasRecord := s.standbys[rec.Addr.String()+"/"+rec.Node]
 		if _, held := s.claims[rec.Addr]; held || s.moveRevLocked(rec.Addr) != moveRevs[i] || standby && (s.cordonRevLocked(rec.Node) != cordonRev || !hasRecord) {
+			return false, s.rev, nil
+		}
+		if mod := cond.MoveModRev(); mod > 0 && s.moves[rec.Addr].mod != mod {
 			return false, s.rev, nil
 		}
 	}
@@ -847,7 +865,7 @@ func (l *fakeLedger) Moves(_ context.Context, addrs []netip.Addr) ([]fleet.MoveR
 	var out []fleet.MoveRecord
 	for _, a := range addrs {
 		if kv, ok := l.s.moves[a]; ok {
-			out = append(out, fleet.MoveRecord{Move: kv.v, Rev: kv.create, Lease: kv.lease})
+			out = append(out, fleet.MoveRecord{Move: kv.v, Rev: kv.create, ModRev: kv.mod, Lease: kv.lease})
 		}
 	}
 	return out, nil

@@ -35,21 +35,39 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 	}
 	// The take's time is its history record's and the move record's
 	// (Taken), so that vip history and the mover print one timeline.
-	change := moveChange(mv)
-	change.Time = m.clock.Now().UTC()
-	took, rev, err := m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cond: MoveArrival(), home: mv.Home, change: change})
-	givenUp := false
-	if err == nil && !took {
-		givenUp, err = m.moveGone(ctx, mv.Addr, crev)
+	var (
+		took, givenUp bool
+		rev           int64
+		err           error
+		taken         time.Time
+	)
+	for try := 0; ; try++ {
+		change := moveChange(mv)
+		change.Time = m.clock.Now().UTC()
+		taken = change.Time
+		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, moveRev: crev, cond: MoveArrival(r.ModRev), home: mv.Home, change: change})
+		if err != nil || took {
+			break
+		}
+		var now store.MoveRecord
+		now, givenUp, err = m.moveNow(ctx, mv.Addr, crev)
+		if err != nil || givenUp || now.ModRev == r.ModRev || try == 2 {
+			break
+		}
+		// The owner wrote the move since it was read here (its
+		// release, with its key's deletion): take it on the record as
+		// it is now, so that the history records the release too.
+		r, mv = now, now.Move
 	}
 	if err == nil && givenUp {
 		// The mover gave up (its lease went, and the record with it):
 		// an address its owner let go is taken here all the same, as
 		// the operator asked, if no move and no claim of it came since;
 		// one its owner kept stays there.
-		change = moveChange(mv)
+		change := moveChange(mv)
 		change.Time, change.Message = m.clock.Now().UTC(), "its mover had given up: taken all the same, as asked"
-		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cond: MoveArrival(), home: mv.Home, change: change})
+		taken = change.Time
+		took, rev, err = m.takeKey(ctx, mv.Addr, taking{ifname: mv.Interface, opts: mv.Options, cond: MoveArrival(0), home: mv.Home, change: change})
 		if err == nil && !took {
 			m.forgetIncoming(mv.Addr)
 			m.log.Info("a move here gave up while its owner held the address: not taken", "addr", mv.Addr)
@@ -78,7 +96,7 @@ func (m *Member) arrive(ctx context.Context, r MoveRecord) {
 		return
 	}
 	m.forgetIncoming(mv.Addr)
-	mv.Taken = change.Time
+	mv.Taken = taken
 	if err := m.claimTaken(ctx, mv.Addr, mv.Interface, mv.Options); err != nil {
 		mv.Error = fmt.Sprintf("%s could not claim %s on %s: %v", m.cfg.Node, mv.Addr, mv.Interface, err)
 		m.mark(ctx, mv, crev)
@@ -140,14 +158,17 @@ func (m *Member) pollIncoming(a netip.Addr) {
 	})
 }
 
-// moveGone says whether the move of a created at rev is over in the store:
-// its record gone, or another move's there now.
-func (m *Member) moveGone(ctx context.Context, a netip.Addr, rev int64) (bool, error) {
+// moveNow reads the move of a created at rev as the store has it now, or
+// says it is over: its record gone, or another move's there now.
+func (m *Member) moveNow(ctx context.Context, a netip.Addr, rev int64) (store.MoveRecord, bool, error) {
 	recs, err := m.l.Moves(ctx, []netip.Addr{a})
 	if err != nil {
-		return false, err
+		return store.MoveRecord{}, false, err
 	}
-	return len(recs) == 0 || recs[0].Rev != rev, nil
+	if len(recs) == 0 || recs[0].Rev != rev {
+		return store.MoveRecord{}, true, nil
+	}
+	return recs[0], false, nil
 }
 
 // forgetIncoming stops waiting on a move of a to here.

@@ -173,6 +173,56 @@ func TestFakeMoveTakenOnTheKeysDeletionRecordsTheRelease(t *testing.T) {
 	checkNoOverlap(t, vip, aEng, bEng)
 }
 
+// TestFakeMoveTakenOnAnOlderReadRecordsTheRelease: a target that read the
+// move before the owner let go, and whose take reaches the store after
+// the owner's hand-over (the key deleted, the release written into the
+// move), takes it on the move as it is then, so that the history's
+// record of the move has its release as the mover's line does. The CI of
+// stop 38 failed on this race: the take compared only which move it
+// was, and recorded the copy it had read, with no release.
+func TestFakeMoveTakenOnAnOlderReadRecordsTheRelease(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	_, bEng := f.join("b")
+	f.claim(a, vip)
+	aEng.mu.Lock()
+	aEng.releaseWait = make(chan struct{})
+	aEng.mu.Unlock()
+	hold := make(chan struct{})
+	f.s.mu.Lock()
+	f.s.holdTakes = hold
+	f.s.mu.Unlock()
+	done := f.moveAsync("b", time.Minute)
+	eventually(t, func() bool {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.takesHeld > 0
+	}, "b did not try to take the address moving to it")
+	// b holds a copy of the move read before a let go; a lets go now.
+	close(aEng.releaseWait)
+	eventually(t, func() bool {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		kv, moving := f.s.moves[vip]
+		_, held := f.s.claims[vip]
+		return moving && !kv.v.Released.IsZero() && !held
+	}, "a did not hand the address over")
+	f.s.mu.Lock()
+	f.s.holdTakes = nil
+	f.s.mu.Unlock()
+	close(hold)
+	res := waitMove(t, done)
+	if len(res) != 1 || !res[0].Done() {
+		t.Fatalf("the move: %+v", res)
+	}
+	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "b did not take the address once a let go")
+	moved := f.movesRecorded(vip)
+	if len(moved) != 1 || moved[0].Released.IsZero() || !moved[0].Released.Equal(res[0].Released) {
+		t.Fatalf("the history's record of the move: %+v, want one released when the mover says (%v)", moved, res[0].Released)
+	}
+	checkNoOverlap(t, vip, aEng, bEng)
+}
+
 // TestFakeMoveAndHistoryShareOneTimeline: vip move (and vip drain) and vip
 // history print a move's steps from the same times, the owner's release
 // and the target's take as the move record and the history record hold

@@ -61,7 +61,7 @@ func TestGroupTakeFits(t *testing.T) {
 		// transaction's size.
 		t.Fatalf("take a group of %d addresses without standby records: took %v, %v; want refused, no error", MaxGroupAddrs, took, err)
 	}
-	took, _, err = l.TakeGroup(ctx, lease, recs, revs, MoveArrival(), Change{Kind: ChangeMove, From: "a"})
+	took, _, err = l.TakeGroup(ctx, lease, recs, revs, MoveArrival(0), Change{Kind: ChangeMove, From: "a"})
 	if err != nil || !took {
 		t.Fatalf("take a group of %d addresses moving from a: took %v, %v", MaxGroupAddrs, took, err)
 	}

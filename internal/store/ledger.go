@@ -285,6 +285,9 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 		if standby {
 			cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.k.Standby(rec.Addr, rec.Node)), ">", 0))
 		}
+		if mod := cond.MoveModRev(); mod > 0 {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(l.k.Move(rec.Addr)), "=", mod))
+		}
 		ops = append(ops, hist.After(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))))...)
 		subjects = append(subjects, hist.Subjects...)
 	}
@@ -453,7 +456,7 @@ func (l *Ledger) Moves(ctx context.Context, addrs []netip.Addr) ([]MoveRecord, e
 			continue
 		}
 		mv.Addr = addrs[i]
-		out = append(out, MoveRecord{Move: mv, Rev: kvs[0].CreateRevision, Lease: LeaseID(kvs[0].Lease)})
+		out = append(out, MoveRecord{Move: mv, Rev: kvs[0].CreateRevision, ModRev: kvs[0].ModRevision, Lease: LeaseID(kvs[0].Lease)})
 	}
 	return out, nil
 }

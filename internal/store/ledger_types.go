@@ -19,9 +19,13 @@ var ErrLeaseGone = errors.New("the store no longer has the lease")
 // address is told from the next by it) and the mover's lease, under which
 // the owner tells the target it let go.
 type MoveRecord struct {
-	Move  Move
-	Rev   int64
-	Lease LeaseID
+	Move Move
+	Rev  int64
+	// ModRev is the record's last write: the owner's hand-over writes
+	// Released into it, so a target that took the address on an older
+	// copy would record a move with no release (MoveArrival compares it).
+	ModRev int64
+	Lease  LeaseID
 	// Standby, when set, is the owner's standby record that HandOver
 	// writes with the hand-over: the old owner stands by in the
 	// target's place.
@@ -33,14 +37,24 @@ type MoveRecord struct {
 type TakeCond struct {
 	arrival   bool
 	cordonRev int64
+	// moveModRev, for an arrival, is the move record's last write as the
+	// target read it (0: not compared).
+	moveModRev int64
 }
 
 // StandbyTake is a standby's take, on its node's cordon as it read it:
 // last modified at cordonRev (0: none).
 func StandbyTake(cordonRev int64) TakeCond { return TakeCond{cordonRev: cordonRev} }
 
-// MoveArrival is a move's target taking the address the move brings.
-func MoveArrival() TakeCond { return TakeCond{arrival: true} }
+// MoveArrival is a move's target taking the address the move brings, on
+// the move's record as it read it, last written at modRev (0: any): a
+// record the owner wrote since (its release) fails the take, so that the
+// take's history record carries the release the target had not read.
+func MoveArrival(modRev int64) TakeCond { return TakeCond{arrival: true, moveModRev: modRev} }
+
+// MoveModRev is, for an arrival, the move record's last write it compares
+// (0: none).
+func (c TakeCond) MoveModRev() int64 { return c.moveModRev }
 
 // Standby says whether the take is a standby's, and the revision of the
 // cordon it read.
