@@ -325,7 +325,7 @@ func (e *Engine) undoNewOp(p *claimPlan, cs *claimState) {
 		_ = e.cfg.Assigner.Remove(cs.claim.Interface, cs.claim.Addr)
 	}
 	if cs.port != nil && cs.answering {
-		_ = cs.port.Drop(cs.claim.Addr)
+		_ = cs.port.LetGo(cs.claim.Addr)
 		cs.answering = false
 	}
 }

@@ -54,7 +54,7 @@ func (p *fakePort) Hold(addrs ...netip.Addr) error {
 	return nil
 }
 
-func (p *fakePort) Drop(addrs ...netip.Addr) error {
+func (p *fakePort) LetGo(addrs ...netip.Addr) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range addrs {

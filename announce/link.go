@@ -29,9 +29,9 @@ import (
 type Responder interface {
 	// Hold starts answering for addrs, all or none.
 	Hold(addrs ...netip.Addr) error
-	// Drop stops answering for addrs (and counting them, where Count
-	// counts them). Dropping an address not held is a no-op.
-	Drop(addrs ...netip.Addr) error
+	// LetGo stops answering for addrs (and counting them, where Count
+	// counts them). Letting go of an address not held is a no-op.
+	LetGo(addrs ...netip.Addr) error
 	// Answered returns how many requests for addr were answered while held.
 	Answered(addr netip.Addr) uint64
 	// Kind says what answers, as status shows it: KindSocket, or
@@ -63,7 +63,7 @@ type KernelResponder interface {
 	Traffic(addr netip.Addr) (packets, bytes uint64)
 	// Count counts the traffic for addrs without answering for them:
 	// addresses the kernel owns (assigned to the interface), which it
-	// answers itself. Drop stops the counting.
+	// answers itself. LetGo stops the counting.
 	Count(addrs ...netip.Addr) error
 	// Snapshot calls fn once with the counts of each address held or
 	// counted, all read in one pass (a few system calls, not two an
@@ -199,7 +199,7 @@ type Link struct {
 	// not its own (the socketResponder closes the ones it reads).
 	conns []FrameConn
 
-	mu   sync.Mutex // serialises Hold, Count, Drop, Guard and Close
+	mu   sync.Mutex // serialises Hold, Count, LetGo, Guard and Close
 	held map[netip.Addr]bool
 	// unwatch stops the in-kernel responder's watch of the deadline
 	// (Guard); nil when there is none.
@@ -348,9 +348,9 @@ func (l *Link) Hold(addrs ...netip.Addr) error {
 	return nil
 }
 
-// Drop stops answering for addrs and leaves each group that no other held
+// LetGo stops answering for addrs and leaves each group that no other held
 // address shares.
-func (l *Link) Drop(addrs ...netip.Addr) error {
+func (l *Link) LetGo(addrs ...netip.Addr) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var gone, uncounted []netip.Addr
@@ -366,7 +366,7 @@ func (l *Link) Drop(addrs ...netip.Addr) error {
 	}
 	l.meter.forget(gone)
 	l.meter.forget(uncounted)
-	return errors.Join(l.resp.Drop(append(gone, uncounted...)...), l.groups.leave(gone))
+	return errors.Join(l.resp.LetGo(append(gone, uncounted...)...), l.groups.leave(gone))
 }
 
 // Groups returns the solicited-node groups joined and how many held

@@ -386,18 +386,18 @@ func TestLinkARPAfterDrop(t *testing.T) {
 	if got := len(r.arp.sent()); got != 1 {
 		t.Fatalf("while held: got %d answers, want 1", got)
 	}
-	if err := r.link.Drop(vipA4); err != nil {
-		t.Fatalf("Drop: %v", err)
+	if err := r.link.LetGo(vipA4); err != nil {
+		t.Fatalf("LetGo: %v", err)
 	}
 	r.arp.deliver(t, buildARP(t, whoHas(vipA4)))
 	if got := r.arp.sent(); len(got) != 0 {
-		t.Errorf("after Drop: got %d answers, want none", len(got))
+		t.Errorf("after LetGo: got %d answers, want none", len(got))
 	}
 	if n := r.link.Answered(vipA4); n != 0 {
-		t.Errorf("Answered after Drop: got %d, want 0", n)
+		t.Errorf("Answered after LetGo: got %d, want 0", n)
 	}
-	if err := r.link.Drop(vipA4); err != nil {
-		t.Errorf("second Drop: got %v, want nil", err)
+	if err := r.link.LetGo(vipA4); err != nil {
+		t.Errorf("second LetGo: got %v, want nil", err)
 	}
 }
 
@@ -592,9 +592,9 @@ func TestLinkGroups(t *testing.T) {
 		{"hold a", func() error { return r.link.Hold(a) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group}, nil}},
 		{"hold a again", func() error { return r.link.Hold(a) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group}, nil}},
 		{"hold b", func() error { return r.link.Hold(b) }, state{map[netip.Addr]int{group: 2}, []netip.Addr{group}, nil}},
-		{"drop a", func() error { return r.link.Drop(a) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group}, nil}},
-		{"drop a again", func() error { return r.link.Drop(a) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group}, nil}},
-		{"drop b", func() error { return r.link.Drop(b) }, state{map[netip.Addr]int{}, []netip.Addr{group}, []netip.Addr{group}}},
+		{"drop a", func() error { return r.link.LetGo(a) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group}, nil}},
+		{"drop a again", func() error { return r.link.LetGo(a) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group}, nil}},
+		{"drop b", func() error { return r.link.LetGo(b) }, state{map[netip.Addr]int{}, []netip.Addr{group}, []netip.Addr{group}}},
 		{"hold b back", func() error { return r.link.Hold(b) }, state{map[netip.Addr]int{group: 1}, []netip.Addr{group, group}, []netip.Addr{group}}},
 	}
 	// Steps build on each other, so they run in order in one test.
@@ -731,11 +731,11 @@ func TestLinkHoldAllOrNone(t *testing.T) {
 	if got, want := r.link.Groups(), map[netip.Addr]int{snmA6: 2}; !mapsEqual(got, want) {
 		t.Errorf("Groups: got %v, want %v", got, want)
 	}
-	if err := r.link.Drop(vipA6, shares, vipA4); err != nil {
-		t.Fatalf("Drop: %v", err)
+	if err := r.link.LetGo(vipA6, shares, vipA4); err != nil {
+		t.Fatalf("LetGo: %v", err)
 	}
 	if g := r.link.Groups(); len(g) != 0 {
-		t.Errorf("Groups after Drop of all: got %v, want none", g)
+		t.Errorf("Groups after LetGo of all: got %v, want none", g)
 	}
 }
 
@@ -1048,11 +1048,11 @@ func TestLinkLargeHoldJoinsInTheBackground(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if err := l.Drop(addrs...); err != nil {
+	if err := l.LetGo(addrs...); err != nil {
 		t.Fatal(err)
 	}
 	if n := j.count(); n != 0 {
-		t.Errorf("after Drop: %d groups still joined, want 0", n)
+		t.Errorf("after LetGo: %d groups still joined, want 0", n)
 	}
 	// A small hold joins before it returns, without all-multicast.
 	if err := l.Hold(addrs[:2]...); err != nil {
@@ -1084,8 +1084,8 @@ func TestLinkWithAnotherResponder(t *testing.T) {
 	if n, err := l.Announce(vipA4, FrameARPRequest); n != 1 || err != nil || len(arp.sent()) != 1 {
 		t.Errorf("Announce: got %d, %v and %d frames written; want the round on the ARP socket", n, err, len(arp.sent()))
 	}
-	if err := l.Drop(vipA4); err != nil || resp.held[vipA4] {
-		t.Errorf("Drop: %v, the responder still holds %v", err, resp.held)
+	if err := l.LetGo(vipA4); err != nil || resp.held[vipA4] {
+		t.Errorf("LetGo: %v, the responder still holds %v", err, resp.held)
 	}
 	if err := closeLink(t, l); err != nil || !resp.closed || arp.closes.Load() != 1 || ip6.closes.Load() != 1 {
 		t.Errorf("Close: %v; want the responder and both sockets closed once", err)

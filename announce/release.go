@@ -108,7 +108,7 @@ func (e *Engine) release(ctx context.Context, addrs []netip.Addr, how releaseHow
 		}
 	}
 	for p, as := range byPort {
-		if err := p.Drop(as...); err != nil {
+		if err := p.LetGo(as...); err != nil {
 			errs = append(errs, fmt.Errorf("release on %s: %w", p.Name(), err))
 		}
 	}

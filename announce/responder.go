@@ -37,7 +37,7 @@ type socketResponder struct {
 	log    *slog.Logger
 
 	held   atomic.Pointer[map[netip.Addr]*held]
-	mu     sync.Mutex // serialises Hold, Drop and Close
+	mu     sync.Mutex // serialises Hold, LetGo and Close
 	closed atomic.Bool
 	wg     sync.WaitGroup
 	// done is closed by Close, to end the readers' back-off waits.
@@ -102,8 +102,8 @@ func (r *socketResponder) Hold(addrs ...netip.Addr) error {
 	return nil
 }
 
-// Drop stops answering for addrs. Dropping an address not held is a no-op.
-func (r *socketResponder) Drop(addrs ...netip.Addr) error {
+// LetGo stops answering for addrs. Letting go of an address not held is a no-op.
+func (r *socketResponder) LetGo(addrs ...netip.Addr) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := *r.held.Load()

@@ -55,7 +55,7 @@ func (e *Engine) silenceOp(p *portRef, claims []*claimState, addrs []netip.Addr)
 		}
 	}
 	e.mu.Unlock()
-	if err := p.Drop(drop...); err != nil {
+	if err := p.LetGo(drop...); err != nil {
 		e.log.Warn("cannot stop answering for addresses the kernel answers for again", "interface", p.Name(), "err", err)
 	}
 	e.countOp(p, drop)

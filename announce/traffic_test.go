@@ -93,7 +93,7 @@ func (r *countingResponder) Count(addrs ...netip.Addr) error {
 	return nil
 }
 
-func (r *countingResponder) Drop(addrs ...netip.Addr) error {
+func (r *countingResponder) LetGo(addrs ...netip.Addr) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, a := range addrs {
@@ -180,7 +180,7 @@ func TestLinkResponderKindAndTraffic(t *testing.T) {
 		t.Errorf("two seconds on: got %+v, want 3 packets/s and 300 bytes/s", tr)
 	}
 	// Dropped and held again: the rate starts again with the counters.
-	if err := l.Drop(vipA4); err != nil {
+	if err := l.LetGo(vipA4); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Hold(vipA4); err != nil {

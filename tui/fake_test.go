@@ -458,8 +458,8 @@ func fleetFixture() *fakeBackend {
 			Interfaces: []api.FleetInterface{{Name: "eth0", Up: true}}}
 	}
 	b.fleet = api.FleetResponse{Revision: 7, Nodes: []api.FleetNode{node("a"), node("b"), node("c")}, Claims: []api.FleetClaim{
-		{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:00:02", Since: t0.Add(-2 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}},
-		{Addr: "198.51.100.20", Node: "b", Interface: "eth0", MAC: "02:00:00:00:0b:02", Since: t0.Add(-time.Hour), State: api.FleetHeld, Home: "a"},
+		{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:00:02", ClaimedAt: t0.Add(-2 * time.Second), State: api.FleetHolding, Standbys: []string{"b"}},
+		{Addr: "198.51.100.20", Node: "b", Interface: "eth0", MAC: "02:00:00:00:0b:02", ClaimedAt: t0.Add(-time.Hour), State: api.FleetHolding, Home: "a"},
 		{Addr: "2001:db8::20", State: api.FleetFree, Standbys: []string{"c"}},
 	}, Cordons: []api.Cordon{{Node: "c", Reason: "kernel upgrade", Since: t0.Add(-time.Minute)}}}
 	return b

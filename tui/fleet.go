@@ -193,8 +193,8 @@ const homeMinWidth = 100
 
 // fleetStateW fits the longest state the store gives a claim, whole: a
 // state cut to "taking-o…" is no state an operator can read.
-var fleetStateW = slices.Max([]int{len(api.FleetHeld), len(api.FleetMoving), len(api.FleetTakingOver),
-	len(api.FleetFree), len(api.FleetUnknown), len(api.FleetStale), len(api.FleetFenced)})
+var fleetStateW = slices.Max([]int{len(api.FleetHolding), len(api.FleetMoving), len(api.FleetTakingOver),
+	len(api.FleetFree), len(api.FleetUnknown), len(api.FleetUnrenewed), len(api.FleetFenced)})
 
 func (m *Model) fleetTable(w int) ([]table.Column, []table.Row, []string) {
 	const nodeW, movingW, homeW = 10, 10, 8

@@ -280,7 +280,7 @@ func TestClaimRefusalShown(t *testing.T) {
 		err     error
 		want    string
 	}{
-		{name: "refused in the answer", refused: []api.Refused{{Addr: "192.0.2.10", Error: held, HeldBy: "b", Since: t0, Code: api.CodeHeld}},
+		{name: "refused in the answer", refused: []api.Refused{{Addr: "192.0.2.10", Error: held, HeldBy: "b", ClaimedAt: t0, Code: api.CodeHeld}},
 			want: "refused 192.0.2.10: " + held},
 		{name: "refused as an error", err: &api.RemoteError{Status: 409, Code: api.CodeHeld, Message: held},
 			want: "refused 192.0.2.10: " + held},
@@ -972,7 +972,7 @@ func crowded(b *fakeBackend) {
 	for i := range 3 {
 		a := fmt.Sprintf("198.51.100.%d", 30+i)
 		b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: a, Node: "b", Interface: "eth0", MAC: "02:00:00:00:0b:02",
-			Since: t0.Add(-time.Hour), State: api.FleetHeld})
+			ClaimedAt: t0.Add(-time.Hour), State: api.FleetHolding})
 		b.whoHas.Entries = append(b.whoHas.Entries, api.WhoHas{Addr: a, Requests: 1, Rate: 0.1,
 			Askers: []api.Asker{{MAC: "02:00:00:00:00:03", Addr: "192.0.2.3"}}, LastSeen: t0})
 	}
@@ -1040,7 +1040,7 @@ func grouped(b *fakeBackend) {
 	}
 	b.fleet.Claims[0].Group = "web"
 	b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: "2001:db8::10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:00:02",
-		Since: t0.Add(-2 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}, Group: "web"})
+		ClaimedAt: t0.Add(-2 * time.Second), State: api.FleetHolding, Standbys: []string{"b"}, Group: "web"})
 }
 
 // TestMoveKeyMovesGroup: m on an address of a group offers to move the
@@ -1130,7 +1130,7 @@ func TestFleetPaneNodeHealth(t *testing.T) {
 func TestFleetPaneStatesWhole(t *testing.T) {
 	t.Parallel()
 	for _, w := range []int{80, 120} {
-		for _, state := range []string{api.FleetHeld, api.FleetMoving, api.FleetTakingOver, api.FleetFree, api.FleetUnknown, api.FleetStale, api.FleetFenced} {
+		for _, state := range []string{api.FleetHolding, api.FleetMoving, api.FleetTakingOver, api.FleetFree, api.FleetUnknown, api.FleetUnrenewed, api.FleetFenced} {
 			b := fleetFixture()
 			b.fleet.Claims[0].State = state
 			h := connected(t, b, Options{}, w, 40)

@@ -70,7 +70,7 @@ func TestAnsweredByNamesNode(t *testing.T) {
 	t.Parallel()
 	b := fleetFixture()
 	b.fleet.Nodes[1].Interfaces[0].MAC = "02:00:00:00:0b:02"
-	b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: "198.51.100.30", Node: "c", Interface: "eth0", MAC: "02:00:00:00:0c:02", State: api.FleetHeld})
+	b.fleet.Claims = append(b.fleet.Claims, api.FleetClaim{Addr: "198.51.100.30", Node: "c", Interface: "eth0", MAC: "02:00:00:00:0c:02", State: api.FleetHolding})
 	b.whoHas.Entries = append(b.whoHas.Entries,
 		api.WhoHas{Addr: "198.51.100.20", Requests: 2, Rate: 0.2, AnsweredBy: []api.Answerer{{MAC: "02:00:00:00:0B:02"}}, LastSeen: t0},
 		api.WhoHas{Addr: "198.51.100.30", Requests: 1, Rate: 0.1, AnsweredBy: []api.Answerer{{MAC: "02:00:00:00:0c:02"}}, LastSeen: t0},

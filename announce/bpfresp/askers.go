@@ -30,7 +30,7 @@ const askersBatch = 512
 // from), how many of its requests were answered, and when the latest was.
 // The program remembers the latest MAX_ASKERS askers of the interface
 // (responder.c); an asker forgotten and seen again starts from one, and
-// Drop forgets the askers of the addresses it drops. Each CPU starts
+// LetGo forgets the askers of the addresses it drops. Each CPU starts
 // remembering at most NEW_ASKERS new askers a second: the requests of the
 // others count in one entry per address, reported with Others set.
 func (r *Responder) Askers(fn func(announce.AskerCount)) error {
@@ -49,7 +49,7 @@ func (r *Responder) Askers(fn func(announce.AskerCount)) error {
 	emit := func(k responderAskerKey, v responderAskerValue) {
 		a := k.Target.addr()
 		if !r.addrs[a] || v.Requests == 0 {
-			return // dropped while a request was answered: Drop forgot the rest
+			return // dropped while a request was answered: LetGo forgot the rest
 		}
 		last := now.Add(-time.Duration(monoNow - int64(v.LastNs)))
 		if k.Flags&askerOthers != 0 {

@@ -80,7 +80,7 @@ func TestAskersAsTheCaptureSees(t *testing.T) {
 
 			// A dropped address's askers are forgotten: held again, it
 			// reports none until it is asked again.
-			if err := r.Drop(wiretest.CorpusHeld4); err != nil {
+			if err := r.LetGo(wiretest.CorpusHeld4); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.Hold(wiretest.CorpusHeld4); err != nil {

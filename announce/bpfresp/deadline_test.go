@@ -84,7 +84,7 @@ func TestDeadlineSilencesTheKernel(t *testing.T) {
 	for _, hook := range []Hook{TCX, XDPGeneric} {
 		t.Run(hook.String(), func(t *testing.T) {
 			r := requireBPF(t, hook)
-			if err := r.Drop(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
+			if err := r.LetGo(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
 				t.Fatal(err)
 			}
 			if err := r.Count(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
@@ -134,12 +134,12 @@ func TestDeadlineSilencesTheKernel(t *testing.T) {
 				t.Error("the program answered for an address the kernel answers for")
 			}
 			// No longer counted: no longer the program's to drop.
-			if err := r.Drop(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
+			if err := r.LetGo(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
 				t.Fatal(err)
 			}
 			for _, name := range requests {
 				if got := verdict(name); got != pass {
-					t.Errorf("%s after Drop: verdict %d, want %d", name, got, pass)
+					t.Errorf("%s after LetGo: verdict %d, want %d", name, got, pass)
 				}
 			}
 		})

@@ -58,7 +58,7 @@
 // under the same key, counts the requests answered and the traffic
 // arriving: packets and bytes of frames whose IPv4 or IPv6 destination is
 // the address, any protocol. On tcx ingress that is all the traffic in.
-// Hold adds the counters before the address and Drop removes the address
+// Hold adds the counters before the address and LetGo removes the address
 // first, so the program never finds one without the other; an address
 // held again starts from zero, as in the socket responder.
 //

@@ -36,7 +36,7 @@ func TestLinger(t *testing.T) {
 			udp := corpusFrame(t, "IPv4 packet to the held address")
 			runOK(t, r, udp) // before the release: not part of the linger
 			released := time.Now()
-			if err := r.Drop(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
+			if err := r.LetGo(wiretest.CorpusHeld4, wiretest.CorpusHeld6); err != nil {
 				t.Fatal(err)
 			}
 			if out := runOK(t, r, corpusFrame(t, "ARP who-has")); out != nil {
@@ -107,7 +107,7 @@ func TestLinger(t *testing.T) {
 			if err := r.SetLinger(50 * time.Millisecond); err != nil {
 				t.Fatal(err)
 			}
-			if err := r.Drop(wiretest.CorpusHeld4); err != nil {
+			if err := r.LetGo(wiretest.CorpusHeld4); err != nil {
 				t.Fatal(err)
 			}
 			deadline := time.Now().Add(10 * time.Second)
@@ -158,7 +158,7 @@ func TestLingerMakesRoom(t *testing.T) {
 	if err := r.Hold(first...); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Drop(first...); err != nil {
+	if err := r.LetGo(first...); err != nil {
 		t.Fatal(err)
 	}
 	var more []netip.Addr

@@ -90,7 +90,7 @@ func TestHoldDrop(t *testing.T) {
 	r := requireBPF(t, TCX)
 	req := whoHas(t, wiretest.CorpusHeld4)
 	runOK(t, r, req)
-	if err := r.Drop(wiretest.CorpusHeld4, netip.MustParseAddr("198.51.100.1")); err != nil {
+	if err := r.LetGo(wiretest.CorpusHeld4, netip.MustParseAddr("198.51.100.1")); err != nil {
 		t.Fatalf("drop: %v", err)
 	}
 	if out := runOK(t, r, req); out != nil {
@@ -177,7 +177,7 @@ func TestParseHook(t *testing.T) {
 func TestCountWithoutAnswering(t *testing.T) {
 	r := requireBPF(t, TCX)
 	a := wiretest.CorpusHeld4
-	if err := r.Drop(a); err != nil {
+	if err := r.LetGo(a); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Count(a); err != nil {
@@ -205,13 +205,13 @@ func TestCountWithoutAnswering(t *testing.T) {
 	if p, _ := r.Traffic(a); p != 1 {
 		t.Errorf("traffic of a counted address once held: %d packets, want the 1 counted before", p)
 	}
-	if err := r.Drop(a); err != nil {
+	if err := r.LetGo(a); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Count(a); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Drop(a); err != nil {
+	if err := r.LetGo(a); err != nil {
 		t.Fatal(err)
 	}
 	runOK(t, r, udp)
@@ -294,7 +294,7 @@ func TestHoldManyInBatches(t *testing.T) {
 	if want := len(many) + 2; n != want {
 		t.Errorf("counters of %d addresses, want %d", n, want)
 	}
-	if err := r.Drop(many...); err != nil {
+	if err := r.LetGo(many...); err != nil {
 		t.Fatal(err)
 	}
 	if runOK(t, r, whoHas(t, many[4999])) != nil {

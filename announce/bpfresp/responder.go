@@ -293,8 +293,8 @@ func (r *Responder) putLocked(addrs []netip.Addr) error {
 	return nil
 }
 
-// Drop stops answering for addrs. Dropping an address not held is a no-op.
-func (r *Responder) Drop(addrs ...netip.Addr) error {
+// LetGo stops answering for addrs. Letting go of an address not held is a no-op.
+func (r *Responder) LetGo(addrs ...netip.Addr) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
@@ -416,7 +416,7 @@ func (r *Responder) Traffic(addr netip.Addr) (packets, bytes uint64) {
 // Count counts the traffic arriving for addrs without answering for them:
 // addresses the kernel owns, which it answers itself. The program counts
 // every packet for an address with counters, and answers only those in
-// its held map. Drop stops the counting. A held address is counted
+// its held map. LetGo stops the counting. A held address is counted
 // already; counting one twice is a no-op.
 func (r *Responder) Count(addrs ...netip.Addr) error {
 	r.mu.Lock()

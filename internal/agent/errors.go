@@ -57,7 +57,7 @@ func (s *Server) classify(err error) (status int, code, msg string) {
 	case errors.Is(err, netcheck.ErrInvalid), errors.Is(err, announce.ErrNoAssigner):
 		return http.StatusBadRequest, api.CodeBadInput, err.Error()
 	case errors.Is(err, announce.ErrHeldElsewhere):
-		return http.StatusConflict, api.CodeConflict, err.Error()
+		return http.StatusConflict, api.CodeOtherInterface, err.Error()
 	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, api.CodeShutdown, "the agent is shutting down: try again"
 	case errors.As(err, new(*fleet.HeldError)):

@@ -79,7 +79,7 @@ func checkAnswer(t *testing.T, path string, body []byte, w *httptest.ResponseRec
 	if err := json.Unmarshal(w.Body.Bytes(), &e); err != nil || e.Error == "" {
 		t.Fatalf("POST %s %q: got %d with body %q, want a JSON error (%v)", path, body, w.Code, w.Body, err)
 	}
-	want := map[int]string{400: api.CodeBadInput, 409: api.CodeConflict, 413: api.CodeTooLarge}[w.Code]
+	want := map[int]string{400: api.CodeBadInput, 409: api.CodeOtherInterface, 413: api.CodeTooLarge}[w.Code]
 	if e.Code != want {
 		t.Fatalf("POST %s %q: got %d with code %q, want %q", path, body, w.Code, e.Code, want)
 	}
@@ -146,7 +146,7 @@ func (p *fuzzPort) Hold(addrs ...netip.Addr) error {
 	return nil
 }
 
-func (p *fuzzPort) Drop(addrs ...netip.Addr) error {
+func (p *fuzzPort) LetGo(addrs ...netip.Addr) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for _, a := range addrs {

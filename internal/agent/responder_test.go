@@ -30,7 +30,7 @@ type fakeResp struct {
 }
 
 func (*fakeResp) Hold(...netip.Addr) error   { return nil }
-func (*fakeResp) Drop(...netip.Addr) error   { return nil }
+func (*fakeResp) LetGo(...netip.Addr) error  { return nil }
 func (*fakeResp) Answered(netip.Addr) uint64 { return 0 }
 func (r *fakeResp) Close() error             { r.closed = true; return nil }
 

@@ -353,7 +353,7 @@ func (s *Server) claims(w http.ResponseWriter, r *http.Request) {
 			ref := api.Refused{Addr: rf.Addr.String(), Error: rf.Err.Error(), Code: code}
 			var held *fleet.HeldError
 			if errors.As(rf.Err, &held) {
-				ref.HeldBy, ref.Since = held.Node, held.Since
+				ref.HeldBy, ref.ClaimedAt, ref.Since = held.Node, held.Since, held.Since
 			}
 			resp.Refused = append(resp.Refused, ref)
 		}

@@ -292,7 +292,7 @@ func TestServerEngineErrors(t *testing.T) {
 	c, _ := serve(t, eng, nil)
 	eng.claimErr = fmt.Errorf("claim: %w", announce.ErrHeldElsewhere)
 	_, err := c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.10"}})
-	if s, code := remoteCode(err); s != 409 || code != api.CodeConflict {
+	if s, code := remoteCode(err); s != 409 || code != api.CodeOtherInterface {
 		t.Errorf("held elsewhere: got %d %s (%v), want 409 conflict", s, code, err)
 	}
 	eng.claimErr = errors.New("socket: operation not permitted")
@@ -316,11 +316,11 @@ func TestServerClaimRefusesSome(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(resp.Claims) != 1 || resp.Claims[0].Addr != "192.0.2.10" || len(resp.Refused) != 1 ||
-		resp.Refused[0].Addr != "192.0.2.11" || resp.Refused[0].Code != api.CodeConflict || !strings.Contains(resp.Refused[0].Error, "release it first") {
+		resp.Refused[0].Addr != "192.0.2.11" || resp.Refused[0].Code != api.CodeOtherInterface || !strings.Contains(resp.Refused[0].Error, "release it first") {
 		t.Fatalf("got %+v, want 192.0.2.10 claimed and 192.0.2.11 refused as a conflict, with the reason", resp)
 	}
 	_, err = c.Claim(ctx5(t), api.ClaimRequest{Addrs: []string{"192.0.2.11"}})
-	if s, code := remoteCode(err); s != 409 || code != api.CodeConflict {
+	if s, code := remoteCode(err); s != 409 || code != api.CodeOtherInterface {
 		t.Errorf("all refused: got %d %s (%v), want 409 conflict", s, code, err)
 	}
 }

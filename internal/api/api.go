@@ -99,10 +99,12 @@ type ClaimResponse struct {
 type Refused struct {
 	Addr  string `json:"addr"`
 	Error string `json:"error"`
-	// HeldBy and Since name the node that holds the address in the
-	// store, when that is why (code held).
-	HeldBy string    `json:"held_by,omitempty"`
-	Since  time.Time `json:"since,omitzero"`
+	// HeldBy and ClaimedAt name the node that holds the address in the
+	// store and when it claimed it, when that is why (code held); Since
+	// is ClaimedAt under its old name, written until the next release.
+	HeldBy    string    `json:"held_by,omitempty"`
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
+	Since     time.Time `json:"since,omitzero"`
 	// Code is one of the Code values, as an Error would give it.
 	Code string `json:"code"`
 }
@@ -373,11 +375,15 @@ const (
 	CodeBadInput  = "bad_input" // 400: the request is malformed or names bad input
 	CodeForbidden = "forbidden" // 403: the peer may not use the agent
 	CodeNotFound  = "not_found" // 404: no such endpoint
-	CodeConflict  = "conflict"  // 409: the address is held on another interface
-	CodeHeld      = "held"      // 409: another node holds the address in the store
-	CodeFenced    = "fenced"    // 503: the agent cannot renew its lease in the store
-	CodeNoStore   = "no_store"  // 409: the request needs an agent with --store
-	CodeTooLarge  = "too_large" // 413: the request is over MaxRequestBytes
+	// CodeOtherInterface: 409, the address is held on another interface
+	// of this host. Written "conflict" until the next release, which
+	// writes NextCodeOtherInterface ("conflict" is also a competing
+	// claimer's state); clients read both.
+	CodeOtherInterface = "conflict"
+	CodeHeld           = "held"      // 409: another node holds the address in the store
+	CodeFenced         = "fenced"    // 503: the agent cannot renew its lease in the store
+	CodeNoStore        = "no_store"  // 409: the request needs an agent with --store
+	CodeTooLarge       = "too_large" // 413: the request is over MaxRequestBytes
 	// The store refused the agent: its credentials (502), a permission
 	// of its user (502), or it does not answer (504).
 	CodeCredentials      = "credentials"

@@ -114,13 +114,21 @@ func decodeError(resp *http.Response) error {
 	if json.Unmarshal(b, &e) != nil || e.Error == "" {
 		e = Error{Error: fmt.Sprintf("the agent answered %s", resp.Status), Code: CodeInternal}
 	}
-	return &RemoteError{Status: resp.StatusCode, Code: e.Code, Message: e.Error}
+	return &RemoteError{Status: resp.StatusCode, Code: Code(e.Code), Message: e.Error}
 }
 
 // Claim sends a claim and returns once every address is live.
 func (c *Client) Claim(ctx context.Context, r ClaimRequest) (ClaimResponse, error) {
 	var out ClaimResponse
-	return out, c.do(ctx, http.MethodPost, "/v1/claims", r, &out)
+	err := c.do(ctx, http.MethodPost, "/v1/claims", r, &out)
+	for i := range out.Refused {
+		f := &out.Refused[i]
+		f.Code = Code(f.Code)
+		if f.ClaimedAt.IsZero() {
+			f.ClaimedAt = f.Since // an agent of the release before
+		}
+	}
+	return out, err
 }
 
 // Refresh re-arms the windows of held addresses.
@@ -236,6 +244,7 @@ func (s *EventStream) Next() (Event, error) {
 		if err := json.Unmarshal(line, &ev); err != nil {
 			return Event{}, fmt.Errorf("read an event: %w", err)
 		}
+		ev.Kind = ev.Kind.ThisRelease()
 		return ev, nil
 	}
 	if err := s.sc.Err(); err != nil {
@@ -250,7 +259,15 @@ func (s *EventStream) Close() error { return s.body.Close() }
 // Fleet reads the whole fleet through an agent guarded by a store.
 func (c *Client) Fleet(ctx context.Context) (FleetResponse, error) {
 	var out FleetResponse
-	return out, c.do(ctx, http.MethodGet, "/v1/fleet", nil, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/fleet", nil, &out)
+	for i := range out.Claims {
+		c := &out.Claims[i]
+		c.State = FleetState(c.State)
+		if c.ClaimedAt.IsZero() {
+			c.ClaimedAt = c.Since // an agent of the release before
+		}
+	}
+	return out, err
 }
 
 // History reads the store's history of addr, or of group's addresses
@@ -265,7 +282,17 @@ func (c *Client) History(ctx context.Context, addr, group string) (HistoryRespon
 	if group != "" {
 		q.Set("group", group)
 	}
-	return out, c.do(ctx, http.MethodGet, "/v1/history?"+q.Encode(), nil, &out)
+	err := c.do(ctx, http.MethodGet, "/v1/history?"+q.Encode(), nil, &out)
+	for i := range out.Changes {
+		ch := &out.Changes[i]
+		if ch.Kind == NextHistoryFailover {
+			ch.Kind = HistoryFailover
+		}
+		if ch.FencedAt.IsZero() {
+			ch.FencedAt = ch.Since // an agent of the release before
+		}
+	}
+	return out, err
 }
 
 // Move moves addresses between nodes through an agent guarded by a store,

@@ -86,8 +86,10 @@ type FleetInterface struct {
 
 // The states of a FleetClaim.
 const (
-	FleetHeld   = "held"   // its owner's lease is alive
-	FleetMoving = "moving" // a move of it is under way
+	// FleetHolding: its owner's lease is alive. Written "held" until
+	// the next release, which writes NextFleetHolding, a claim's word.
+	FleetHolding = "held"
+	FleetMoving  = "moving" // a move of it is under way
 	// FleetTakingOver is a move a take-over asked for (vip claim
 	// --take-over): its target takes it from the owner.
 	FleetTakingOver = "taking-over"
@@ -98,18 +100,23 @@ const (
 	// the store (see FleetResponse.Unregistered), so whether it is free
 	// or about to be taken back cannot be read from the store.
 	FleetUnknown = "unknown"
-	// FleetStale and FleetFenced are a held address whose owner's
-	// renewals stopped: it may answer still (stale), or has fenced.
-	FleetStale  = "stale"
-	FleetFenced = "fenced"
+	// FleetUnrenewed and FleetFenced are a held address whose owner's
+	// renewals stopped: it may answer still (unrenewed), or has fenced.
+	// FleetUnrenewed is written "stale" until the next release, which
+	// writes NextFleetUnrenewed ("stale" is also a node's health).
+	FleetUnrenewed = "stale"
+	FleetFenced    = "fenced"
 )
 
 // FleetClaim is an address in the store: its owner, standbys and move.
 type FleetClaim struct {
-	Addr      string    `json:"addr"`
-	Node      string    `json:"node,omitempty"`
-	Interface string    `json:"interface,omitempty"`
-	MAC       string    `json:"mac,omitempty"`
+	Addr      string `json:"addr"`
+	Node      string `json:"node,omitempty"`
+	Interface string `json:"interface,omitempty"`
+	MAC       string `json:"mac,omitempty"`
+	// ClaimedAt is when its owner claimed or took it; Since is the
+	// same under its old name, written until the next release.
+	ClaimedAt time.Time `json:"claimed_at,omitzero"`
 	Since     time.Time `json:"since,omitzero"`
 	State     string    `json:"state"`
 	Standbys  []string  `json:"standbys,omitempty"`
@@ -130,7 +137,8 @@ type FleetSkipped struct {
 // MoveRequest asks for addresses to move to a node (POST /v1/move).
 type MoveRequest struct {
 	Addrs []string `json:"addrs,omitempty"`
-	// All with From moves every address From holds (a drain).
+	// All with From moves every address From holds (what vip drain does
+	// after its cordon).
 	All bool `json:"all,omitempty"`
 	// Group moves every address of that group, wherever it is held.
 	Group     string   `json:"group,omitempty"`

@@ -28,8 +28,10 @@ type HistoryChange struct {
 	// target took the address.
 	Asked    time.Time `json:"asked,omitzero"`
 	Released time.Time `json:"released,omitzero"`
-	// Since is when a fence began.
-	Since time.Time `json:"since,omitzero"`
+	// FencedAt is when a fence began; Since is the same under its old
+	// name, written until the next release.
+	FencedAt time.Time `json:"fenced_at,omitzero"`
+	Since    time.Time `json:"since,omitzero"`
 	// Addrs are the addresses of a node-wide change, Count how many there
 	// were (Addrs lists at most 256).
 	Addrs   []string `json:"addrs,omitempty"`

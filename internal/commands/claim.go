@@ -498,8 +498,8 @@ func printClaims(d *deps, asJSON bool, resp api.ClaimResponse) error {
 		fmt.Fprintf(d.io.ErrOut, "vip: refused %s: %s\n", r.Addr, r.Error)
 		if r.Code == api.CodeHeld {
 			since := ""
-			if !r.Since.IsZero() {
-				since = "since " + r.Since.Local().Format(time.DateTime)
+			if !r.ClaimedAt.IsZero() {
+				since = "since " + r.ClaimedAt.Local().Format(time.DateTime)
 			}
 			fmt.Fprintf(w, "held\t%s\tby %s\t%s\n", r.Addr, r.HeldBy, since)
 		}

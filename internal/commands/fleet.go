@@ -68,8 +68,9 @@ A group (vip claim --group) moves whole: moving one of its addresses moves
 all of them, --group NAME names them all, and the old owner hands them over in
 one transaction, so no reader of the store sees the group on two nodes.
 
-With --all --from NODE, move drains NODE: every address it holds moves to
---to, for maintenance.
+With --all --from NODE, move empties NODE: every address it holds moves to
+--to. vip drain does that and more for maintenance: it cordons NODE first and
+waits until no traffic reaches it.
 
 Without -i, the target picks the interface whose prefix holds the address,
 or else the one of the owner's name.`,
@@ -89,7 +90,7 @@ or else the one of the owner's name.`,
 	}
 	f := c.Flags()
 	f.StringVar(&o.To, "to", "", "the node to move the addresses to (required)")
-	f.BoolVar(&o.All, "all", false, "move every address --from holds (a drain)")
+	f.BoolVar(&o.All, "all", false, "move every address --from holds (vip drain also cordons it and waits for quiet)")
 	addGroupFlag(c, &o.Group, "move every address of the group, wherever it is held")
 	f.StringVar(&o.From, "from", "", "the node the addresses move from: with --all, every address it holds; otherwise a check")
 	f.StringVarP(&o.Interface, "interface", "i", "", "the target's interface (default: the one whose prefix holds each address)")
@@ -310,8 +311,8 @@ func printFleet(out io.Writer, f api.FleetResponse, now time.Time) error {
 	fmt.Fprintln(w, "ADDRESS\tNODE\tINTERFACE\tMAC\tSINCE\tSTATE\tSTANDBYS\tMOVING TO\tHOME")
 	for _, c := range f.Claims {
 		since := "-"
-		if !c.Since.IsZero() {
-			since = now.Sub(c.Since).Round(time.Second).String() + " ago"
+		if !c.ClaimedAt.IsZero() {
+			since = now.Sub(c.ClaimedAt).Round(time.Second).String() + " ago"
 		}
 		fmt.Fprintf(w, "%s%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", group(c), c.Addr, orDash(c.Node), orDash(c.Interface), orDash(c.MAC), since,
 			c.State, orDash(strings.Join(c.Standbys, ",")), orDash(c.MovingTo), orDash(c.Home))

@@ -165,7 +165,7 @@ func TestStoreExitCodes(t *testing.T) {
 		{"no store, from the agent", &api.RemoteError{Status: 409, Code: api.CodeNoStore, Message: "this agent has no store"}, ExitBadInput},
 		{"fenced, from the agent", &api.RemoteError{Status: 503, Code: api.CodeFenced, Message: "this agent is fenced"}, ExitFailure},
 		{"every refusal held", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeHeld}}), ExitHeld},
-		{"refusals of both kinds", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeConflict}}), ExitFailure},
+		{"refusals of both kinds", refusedError(3, []api.Refused{{Code: api.CodeHeld}, {Code: api.CodeOtherInterface}}), ExitFailure},
 		{"fenced claim under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{{Addr: "192.0.2.10", State: api.StateFenced}}}), ExitConflict},
 		{"lost claim and a rival under --check", checkStatus(api.StatusResponse{Claims: []api.Claim{
 			{Addr: "192.0.2.10", State: api.StateLost}, {Addr: "192.0.2.11", State: "conflict"}}}), ExitConflict},
@@ -191,7 +191,7 @@ func TestClaimHeld(t *testing.T) {
 		_ = json.Unmarshal(b, &got)
 		json.NewEncoder(w).Encode(api.ClaimResponse{
 			Claims: []api.Claim{{Addr: "192.0.2.10", Interface: "eth0", MAC: "02:00:00:00:00:02", State: "standby", Note: "standby for a"}},
-			Refused: []api.Refused{{Addr: "192.0.2.11", Code: api.CodeHeld, HeldBy: "b", Since: since,
+			Refused: []api.Refused{{Addr: "192.0.2.11", Code: api.CodeHeld, HeldBy: "b", ClaimedAt: since,
 				Error: `192.0.2.11 is held by node b: move it here with "vip move 192.0.2.11 --to a", or take it with "vip claim 192.0.2.11 --take-over"`}},
 		})
 	})
@@ -233,8 +233,8 @@ var (
 				RenewedAgo: ptr(api.Duration(5 * time.Second)), LeaseLeft: ptr(api.Duration(time.Second)), Health: api.HealthFenced},
 		},
 		Claims: []api.FleetClaim{
-			{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-90 * time.Second), State: api.FleetHeld, Standbys: []string{"b"}},
-			{Addr: "192.0.2.11", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", Since: fleetNow.Add(-time.Second), State: api.FleetMoving, MovingTo: "b", Home: "c"},
+			{Addr: "192.0.2.10", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", ClaimedAt: fleetNow.Add(-90 * time.Second), Since: fleetNow.Add(-90 * time.Second), State: api.FleetHolding, Standbys: []string{"b"}},
+			{Addr: "192.0.2.11", Node: "a", Interface: "eth0", MAC: "02:00:00:00:0a:01", ClaimedAt: fleetNow.Add(-time.Second), Since: fleetNow.Add(-time.Second), State: api.FleetMoving, MovingTo: "b", Home: "c"},
 			{Addr: "2001:db8::10", State: api.FleetFree, Standbys: []string{"a", "b"}},
 		},
 		Cordons: []api.Cordon{

@@ -72,6 +72,27 @@ const (
 	HookFailed Kind = "hook-failed"
 )
 
+// The names the next release writes for the kinds renamed in this one
+// (Suspend, Missed). This release reads them too (ThisRelease), so that its
+// clients understand an agent of the next release in a fleet being
+// upgraded.
+const (
+	SuspendNext Kind = "suspend"
+	MissedNext  Kind = "missed"
+)
+
+// ThisRelease returns k under this release's name: the kinds the next
+// release renames come back under the names this one writes.
+func (k Kind) ThisRelease() Kind {
+	switch k {
+	case SuspendNext:
+		return Suspend
+	case MissedNext:
+		return Missed
+	}
+	return k
+}
+
 // Event is one thing that happened to a claim or an interface.
 type Event struct {
 	Time      time.Time  `json:"time"`

@@ -30,10 +30,10 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 	}
 	taken := vip.Next()
 	rec := store.Claim{Addr: taken, Node: "b", Interface: "eth0", Since: time.Now()}
-	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(0), store.Change{Kind: store.ChangeStandby}); err != nil || took {
+	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(0), store.Change{Kind: store.ChangeFailover}); err != nil || took {
 		t.Fatalf("take looking at no cordon while one is there: took %v, %v; want refused", took, err)
 	}
-	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeStandby}); err != nil || took {
+	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeFailover}); err != nil || took {
 		t.Fatalf("a standby's take with no standby record of b: took %v, %v; want refused", took, err)
 	}
 	// b stands by for the addresses taken as a standby below.
@@ -41,12 +41,12 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 	if _, err := l.PutStandbys(ctx, []store.Standby{{Addr: taken, Node: "b", Interface: "eth0"}, {Addr: later, Node: "b", Interface: "eth0"}}); err != nil {
 		t.Fatal(err)
 	}
-	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeStandby}); err != nil || !took {
+	if took, _, err := l.Take(ctx, lease, rec, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeFailover}); err != nil || !took {
 		t.Fatalf("take looking at the cordon as it is: took %v, %v; want taken", took, err)
 	}
 	arrived := rec
 	arrived.Addr = taken.Next()
-	if took, _, err := l.Take(ctx, lease, arrived, 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby}); err != nil || !took {
+	if took, _, err := l.Take(ctx, lease, arrived, 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeFailover}); err != nil || !took {
 		t.Fatalf("take not looking at the cordon: took %v, %v; want taken", took, err)
 	}
 	mv := store.Move{Addr: arrived.Addr.Next(), To: "b", ID: "test", Asked: time.Now()}
@@ -62,10 +62,10 @@ func TestCordonComparedWhereTaken(t *testing.T) {
 	}
 	late := rec
 	late.Addr = mv.Addr.Next()
-	if took, _, err := l.Take(ctx, lease, late, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeStandby}); err != nil || took {
+	if took, _, err := l.Take(ctx, lease, late, 0, fleet.StandbyTake(cord.Rev), store.Change{Kind: store.ChangeFailover}); err != nil || took {
 		t.Fatalf("take looking at a cordon since lifted: took %v, %v; want refused", took, err)
 	}
-	if took, _, err := l.Take(ctx, lease, late, 0, fleet.StandbyTake(0), store.Change{Kind: store.ChangeStandby}); err != nil || !took {
+	if took, _, err := l.Take(ctx, lease, late, 0, fleet.StandbyTake(0), store.Change{Kind: store.ChangeFailover}); err != nil || !took {
 		t.Fatalf("take looking at no cordon, none there: took %v, %v; want taken", took, err)
 	}
 }

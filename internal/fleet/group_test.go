@@ -74,7 +74,7 @@ func TestFakeGroupStandbyTakesWhole(t *testing.T) {
 			}
 		}
 		for _, ch := range f.s.History() {
-			if ch.Kind == store.ChangeStandby && ch.Node != f.owner(ch.Addr) {
+			if ch.Kind == store.ChangeFailover && ch.Node != f.owner(ch.Addr) {
 				t.Errorf("round %d: history records %s taken by %s, which does not hold it", round, ch.Addr, ch.Node)
 			}
 		}

@@ -58,7 +58,7 @@ func TestGuardComparedWhereTaken(t *testing.T) {
 	takes := func(gctx context.Context) map[string]error {
 		_, e1 := l.Acquire(gctx, lease, rec(), store.Actor{})
 		_, e2 := l.AcquireGroup(gctx, lease, []store.Claim{rec(), rec()}, store.Actor{})
-		_, _, e3 := l.Take(gctx, lease, rec(), 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby})
+		_, _, e3 := l.Take(gctx, lease, rec(), 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeFailover})
 		return map[string]error{"Acquire": e1, "AcquireGroup": e2, "Take": e3}
 	}
 	// A set written since the read.

@@ -38,12 +38,12 @@ func Annotate(f *api.FleetResponse) {
 	}
 	for i := range f.Claims {
 		c := &f.Claims[i]
-		if c.State != api.FleetHeld {
+		if c.State != api.FleetHolding {
 			continue
 		}
 		switch health[c.Node] {
 		case api.HealthStale:
-			c.State = api.FleetStale
+			c.State = api.FleetUnrenewed
 		case api.HealthFenced:
 			c.State = api.FleetFenced
 		}

@@ -49,7 +49,7 @@ func TestFleetViewOfALeaseGoneMeanwhile(t *testing.T) {
 		fleet.Annotate(&f)
 		return f
 	}
-	if f := view(); len(f.Claims) != 1 || f.Claims[0].State != api.FleetHeld {
+	if f := view(); len(f.Claims) != 1 || f.Claims[0].State != api.FleetHolding {
 		t.Fatalf("with the lease live: %+v, want the address held", f.Claims)
 	}
 	// The nodes and claims read, then the lease gone, then the leases read.

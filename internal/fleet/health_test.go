@@ -26,8 +26,8 @@ func TestNodeHealth(t *testing.T) {
 	f := api.FleetResponse{
 		Nodes: []api.FleetNode{{Node: "a", LeaseTTL: api.Duration(ttl), RenewedAgo: d(5 * time.Second)}, {Node: "b", LeaseTTL: api.Duration(ttl), RenewedAgo: d(0)},
 			{Node: "c", LeaseTTL: api.Duration(ttl)}},
-		Claims: []api.FleetClaim{{Addr: "192.0.2.10", Node: "a", State: api.FleetHeld}, {Addr: "192.0.2.11", Node: "a", State: api.FleetMoving},
-			{Addr: "192.0.2.12", Node: "b", State: api.FleetHeld}, {Addr: "192.0.2.13", Node: "c", State: api.FleetHeld}},
+		Claims: []api.FleetClaim{{Addr: "192.0.2.10", Node: "a", State: api.FleetHolding}, {Addr: "192.0.2.11", Node: "a", State: api.FleetMoving},
+			{Addr: "192.0.2.12", Node: "b", State: api.FleetHolding}, {Addr: "192.0.2.13", Node: "c", State: api.FleetHolding}},
 	}
 	fleet.Annotate(&f)
 	var got []string

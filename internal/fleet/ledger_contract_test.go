@@ -258,7 +258,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if _, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); err != nil {
 				t.Fatal(err)
 			}
-			ch := store.Change{Kind: store.ChangeStandby}
+			ch := store.Change{Kind: store.ChangeFailover}
 			if took, _, err := lb.Take(ctx, leaseB, claimOf(addrA, "b", ""), 0, fleet.StandbyTake(0), ch); took || err != nil {
 				t.Fatalf("take a held address: %v, %v; want refused", took, err)
 			}
@@ -304,7 +304,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatal(err)
 			}
 			recs := []store.Claim{claimOf(addrA, "b", "web"), claimOf(addrB, "b", "web")}
-			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby}); took || err != nil {
+			if took, _, err := lb.TakeGroup(ctx, leaseB, recs, []int64{0, 0}, fleet.MoveArrival(0), store.Change{Kind: store.ChangeFailover}); took || err != nil {
 				t.Fatalf("take a group with a's address: %v, %v; want refused", took, err)
 			}
 			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrA, "a", ""), store.Actor{}); !fresh || err != nil {
@@ -317,7 +317,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if err := lb.Revoke(ctx, lease); err != nil {
 				t.Fatal(err)
 			}
-			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeStandby}); took || err == nil {
+			if took, _, err := lb.Take(ctx, lease, claimOf(addrA, "b", ""), 0, fleet.MoveArrival(0), store.Change{Kind: store.ChangeFailover}); took || err == nil {
 				t.Fatalf("take under a revoked lease: %v, %v; want an error", took, err)
 			}
 			lc := s.ledger("c")
@@ -549,7 +549,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if err := lb.Revoke(ctx, leaseB); err != nil {
 				t.Fatal(err)
 			}
-			if took, _, err := la.TakeGroup(gctx, leaseA, recsA, revs, fleet.StandbyTake(0), store.Change{Kind: store.ChangeStandby}); !took || err != nil {
+			if took, _, err := la.TakeGroup(gctx, leaseA, recsA, revs, fleet.StandbyTake(0), store.Change{Kind: store.ChangeFailover}); !took || err != nil {
 				t.Fatalf("the standby takes %d addresses back under the guard: %v, %v", len(recsA), took, err)
 			}
 		}},

@@ -346,7 +346,7 @@ func (m *Member) takeUncordoned(ctx context.Context, ss []store.Standby, owner s
 func (m *Member) takeAsStandbyOnce(ctx context.Context, ss []store.Standby, cordonRev int64, home, from string) (took, again bool, err error) {
 	m.leaseOps.RLock()
 	defer m.leaseOps.RUnlock()
-	ch := store.Change{Kind: store.ChangeStandby, From: from}
+	ch := store.Change{Kind: store.ChangeFailover, From: from}
 	tks := make([]taking, len(ss))
 	for i, s := range ss {
 		tks[i] = taking{addr: s.Addr, ifname: s.Interface, opts: s.Options, cond: StandbyTake(cordonRev), home: home, change: ch}

@@ -43,7 +43,7 @@ func (v View) API(now time.Time) api.FleetResponse {
 	}
 	add := func(cv ClaimView) {
 		c := api.FleetClaim{Addr: cv.Claim.Addr.String(), Node: cv.Claim.Node, Interface: cv.Claim.Interface,
-			MAC: cv.Claim.MAC, Since: cv.Claim.Since, State: api.FleetHeld, Home: cv.Claim.Home, Group: cv.Claim.Group}
+			MAC: cv.Claim.MAC, ClaimedAt: cv.Claim.Since, Since: cv.Claim.Since, State: api.FleetHolding, Home: cv.Claim.Home, Group: cv.Claim.Group}
 		if c.Group == "" && cv.Move != nil {
 			c.Group = OptionsGroup(cv.Move.Options)
 		}
@@ -114,7 +114,7 @@ func (r MoveResult) API() api.MoveResult {
 func (c Change) API() api.HistoryChange {
 	out := api.HistoryChange{Revision: c.Rev, Rev: c.Rev, Time: c.Time, Kind: string(c.Kind), Node: c.Node, From: c.From,
 		Interface: c.Interface, Group: c.Group, By: c.By, Identity: c.Identity, Reason: c.Reason, Asked: c.Asked,
-		Released: c.Released, Since: c.Since, Count: c.Count, Message: c.Message, Summary: c.Describe()}
+		Released: c.Released, FencedAt: c.Since, Since: c.Since, Count: c.Count, Message: c.Message, Summary: c.Describe()}
 	if c.Addr.IsValid() {
 		out.Addr = c.Addr.String()
 	}

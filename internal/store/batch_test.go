@@ -55,7 +55,7 @@ func TestGroupTakeFits(t *testing.T) {
 	for i := range recs {
 		recs[i] = Claim{Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(i)}), Node: "b", Interface: "eth0", Group: "web", Since: time.Now()}
 	}
-	took, _, err := l.TakeGroup(ctx, lease, recs, revs, StandbyTake(0), Change{Kind: ChangeStandby, From: "a"})
+	took, _, err := l.TakeGroup(ctx, lease, recs, revs, StandbyTake(0), Change{Kind: ChangeFailover, From: "a"})
 	if err != nil || took {
 		// No standby records: refused, but only after etcd took the
 		// transaction's size.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -45,6 +46,20 @@ const (
 // ChangeKind says what changed.
 type ChangeKind string
 
+// UnmarshalJSON reads a kind as this release or the next writes it: the
+// next release's names of renamed kinds read as this release's.
+func (k *ChangeKind) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	*k = ChangeKind(s)
+	if *k == changeFailoverNext {
+		*k = ChangeFailover
+	}
+	return nil
+}
+
 // The kinds of change.
 const (
 	// ChangeClaim: the node claimed an address nobody held.
@@ -60,9 +75,12 @@ const (
 	ChangeMove ChangeKind = "move"
 	// ChangeTakeOver: vip claim --take-over moved it here.
 	ChangeTakeOver ChangeKind = "take-over"
-	// ChangeStandby: a standby took an address whose owner's lease
-	// expired.
-	ChangeStandby ChangeKind = "standby-takeover"
+	// ChangeFailover: a standby took an address whose owner's lease
+	// expired. Written "standby-takeover" until the next release, which
+	// writes changeFailoverNext ("take-over" is vip claim --take-over);
+	// records of either name read as ChangeFailover.
+	ChangeFailover     ChangeKind = "standby-takeover"
+	changeFailoverNext ChangeKind = "failover"
 	// ChangeFence and ChangeResume: a node that could not renew its
 	// lease fell silent, and answered again. A fenced node reaches no
 	// store, so both are written when it resumes.
@@ -548,7 +566,7 @@ func (c Change) Describe() string {
 			// times: the owner's release and the target's take.
 			fmt.Fprintf(&b, ", asked, released by %s +%s, taken by %s +%s", orNobody(c.From), sinceAsked(c.Released, c.Asked), c.Node, sinceAsked(c.Time, c.Asked))
 		}
-	case ChangeStandby:
+	case ChangeFailover:
 		fmt.Fprintf(&b, "%s taken by standby %s (the lease of %s expired)", subject, c.Node, orNobody(c.From))
 	case ChangeLost:
 		fmt.Fprintf(&b, "%s lost by %s to %s", subject, c.Node, orNobody(c.From))

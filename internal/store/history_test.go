@@ -1,10 +1,14 @@
 package store
 
 import (
+	"encoding/json"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/vipctl/vip/internal/api"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -96,5 +100,26 @@ func TestNodeIndexTrim(t *testing.T) {
 	}
 	if len(h) != NodeIndexKeep || h[0].Count != 10 {
 		t.Fatalf("a's history: %d records from change %d, want the last %d", len(h), h[0].Count, NodeIndexKeep)
+	}
+}
+
+// TestFailoverReadUnderBothNames: a standby's take is written
+// "standby-takeover" until the next release, which writes "failover"; a
+// record of either reads as ChangeFailover, so that this release's history
+// reads a store an agent of the next one wrote to, and the name is the
+// API's.
+func TestFailoverReadUnderBothNames(t *testing.T) {
+	if string(ChangeFailover) != api.HistoryFailover || string(changeFailoverNext) != api.NextHistoryFailover {
+		t.Fatalf("the store writes %q (next %q), the API says %q (next %q)", ChangeFailover, changeFailoverNext, api.HistoryFailover, api.NextHistoryFailover)
+	}
+	for _, raw := range []string{`{"kind":"standby-takeover"}`, `{"kind":"failover"}`} {
+		var c Change
+		if err := json.Unmarshal([]byte(raw), &c); err != nil || c.Kind != ChangeFailover {
+			t.Errorf("%s read as %q, %v; want %q", raw, c.Kind, err, ChangeFailover)
+		}
+	}
+	b, _ := json.Marshal(Change{Kind: ChangeFailover})
+	if !strings.Contains(string(b), `"kind":"standby-takeover"`) {
+		t.Errorf("written %s: this release writes the old name", b)
 	}
 }

@@ -42,7 +42,7 @@ func TestFleetShowsStoppedRenewals(t *testing.T) {
 	// by when its read had certainly happened.
 	samples := sampleFleet(t, f, 20*time.Second, func(fl api.FleetResponse) bool {
 		return slices.ContainsFunc(fl.Claims, func(c api.FleetClaim) bool {
-			return c.Addr == addr && c.Node == "b" && c.State == api.FleetHeld
+			return c.Addr == addr && c.Node == "b" && c.State == api.FleetHolding
 		})
 	})
 	var notLive, fencedSeen, takenAt time.Duration
@@ -64,7 +64,7 @@ func TestFleetShowsStoppedRenewals(t *testing.T) {
 			if c.State == api.FleetFenced && fencedSeen == 0 {
 				fencedSeen = at
 			}
-			if c.Node == "b" && c.State == api.FleetHeld && takenAt == 0 {
+			if c.Node == "b" && c.State == api.FleetHolding && takenAt == 0 {
 				takenAt = at
 			}
 		}
@@ -85,7 +85,7 @@ func TestFleetShowsStoppedRenewals(t *testing.T) {
 	// Reads overlap: a read is after another only if it started once
 	// the other had ended.
 	aHeld := func(r fleetRead) bool {
-		return slices.ContainsFunc(r.fl.Claims, func(c api.FleetClaim) bool { return c.Addr == addr && c.Node == "a" && c.State == api.FleetHeld })
+		return slices.ContainsFunc(r.fl.Claims, func(c api.FleetClaim) bool { return c.Addr == addr && c.Node == "a" && c.State == api.FleetHolding })
 	}
 	for _, fenced := range samples {
 		if aHeld(fenced) || !slices.ContainsFunc(fenced.fl.Claims, func(c api.FleetClaim) bool { return c.Addr == addr }) {
@@ -210,7 +210,7 @@ func TestFleetWhileTheAgentsCannotReachTheStore(t *testing.T) {
 		fl = fleetOf(t, f)
 		held := 0
 		for _, c := range fl.Claims {
-			if c.State == api.FleetHeld {
+			if c.State == api.FleetHolding {
 				held++
 			}
 		}

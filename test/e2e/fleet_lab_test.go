@@ -44,7 +44,7 @@ func TestFleetCommands(t *testing.T) {
 		}
 		return len(f.Nodes) == 2 && len(f.Claims) == 1, "waiting for both nodes and the claim in vip fleet --json:\n" + out
 	})
-	if c := f.Claims[0]; c.Addr != "192.0.2.10" || c.Node != "a" || c.MAC != mac(a, "eth0") || c.State != api.FleetHeld {
+	if c := f.Claims[0]; c.Addr != "192.0.2.10" || c.Node != "a" || c.MAC != mac(a, "eth0") || c.State != api.FleetHolding {
 		t.Errorf("fleet --json: got claim %+v, want 192.0.2.10 held by a with %s", c, mac(a, "eth0"))
 	}
 	out = mustVip(t, client, sc, "fleet", "--store", url)

@@ -41,7 +41,7 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 	out, code = vipOn(t, b, sb, "claim", "192.0.2.10", "--json")
 	var cr api.ClaimResponse
 	if i := strings.Index(out, "{"); code != 5 || i < 0 || json.Unmarshal([]byte(out[i:strings.LastIndex(out, "}")+1]), &cr) != nil ||
-		len(cr.Refused) != 1 || cr.Refused[0].HeldBy != "a" || cr.Refused[0].Code != api.CodeHeld || cr.Refused[0].Since.IsZero() {
+		len(cr.Refused) != 1 || cr.Refused[0].HeldBy != "a" || cr.Refused[0].Code != api.CodeHeld || cr.Refused[0].ClaimedAt.IsZero() {
 		t.Fatalf("claim --json on b: exit %d, want 5 and a refusal held by a with since:\n%s", code, out)
 	}
 	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
@@ -142,7 +142,7 @@ func TestFleetClaimMoveDrain(t *testing.T) {
 		t.Fatalf("vip fleet: %d nodes and %d claims, want 2 and 2:\n%s", len(fl.Nodes), len(fl.Claims), out)
 	}
 	for _, c := range fl.Claims {
-		if c.Node != "a" || c.State != api.FleetHeld {
+		if c.Node != "a" || c.State != api.FleetHolding {
 			t.Errorf("after the drain %s is %s on %q, want held on a", c.Addr, c.State, c.Node)
 		}
 	}

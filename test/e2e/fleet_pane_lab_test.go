@@ -35,7 +35,7 @@ func TestFleetPaneFollowsTheStore(t *testing.T) {
 	tm := startTerm(t, f.client, 150, 50, "watch", "--socket", f.sc)
 	tm.waitFor("the fleet in c's view", 15*time.Second, func(s string) bool {
 		r := fleetRow(s, addr)
-		return len(r) > 3 && r[1] == "a" && r[3] == api.FleetHeld
+		return len(r) > 3 && r[1] == "a" && r[3] == api.FleetHolding
 	})
 
 	// follow waits until vip fleet lists addr in state, and the pane too,

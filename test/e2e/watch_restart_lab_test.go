@@ -77,7 +77,7 @@ func TestWatchAcrossAgentRestart(t *testing.T) {
 	tb.waitFor("b's view of the fleet", 15*time.Second, func(s string) bool { return hasRow(fleetPane(s), v6, " a ", "held") })
 	paneTaken, stopWatching := tb.when(func(s string) bool {
 		r := fleetRow(s, v6)
-		return len(r) > 3 && r[1] == "b" && r[3] == api.FleetHeld
+		return len(r) > 3 && r[1] == "b" && r[3] == api.FleetHolding
 	})
 	defer stopWatching()
 
@@ -91,7 +91,7 @@ func TestWatchAcrossAgentRestart(t *testing.T) {
 	// b takes 2001:db8::10 once a's lease expires: vip fleet says so
 	// first (read every 200 ms), b's fleet pane within a second of it.
 	bHolds := func(fl api.FleetResponse) bool {
-		return slices.ContainsFunc(fl.Claims, func(c api.FleetClaim) bool { return c.Addr == v6 && c.Node == "b" && c.State == api.FleetHeld })
+		return slices.ContainsFunc(fl.Claims, func(c api.FleetClaim) bool { return c.Addr == v6 && c.Node == "b" && c.State == api.FleetHolding })
 	}
 	reads := sampleFleet(t, f, 20*time.Second, bHolds)
 	if len(reads) == 0 || !bHolds(reads[len(reads)-1].fl) {
