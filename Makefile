@@ -26,10 +26,16 @@ build:
 deps:
 	./scripts/test-deps.sh
 
-# The sandbox failover: a lab of network namespaces, never the host's own
-# interfaces. `sudo ./vip lab down` removes it.
+# The sandbox failover, then the fleet's night of maintenance, each act
+# proved by a capture on the client: labs of network namespaces, never the
+# host's own interfaces. Each demo wants a lab of its own (a lab left up
+# is removed first); the fleet lab stays up, and `sudo ./vip lab down`
+# removes it.
 demo: deps build
+	$(AS_ROOT) $(BIN) lab down
 	$(AS_ROOT) $(BIN) lab demo
+	$(AS_ROOT) $(BIN) lab down
+	$(AS_ROOT) $(BIN) lab demo --fleet
 
 STATICCHECK_VERSION ?= v0.8.2
 

@@ -184,6 +184,57 @@ func TestLifetimeFor(t *testing.T) {
 	}
 }
 
+// TestVIPAddrsAddWaitsForARenewal: an address added while the deadline is
+// less than a second away, between two renewals (at the default TTL it is
+// 0.83-1.17 s away), waits for the next renewal and gets its lifetime then,
+// instead of being refused: a claim with --assign right after vip lab up
+// --fleet was refused half the time. With no renewal within lifetimeWait it
+// is refused.
+func TestVIPAddrsAddWaitsForARenewal(t *testing.T) {
+	clock := &fakeBootClock{now: time.Hour}
+	dl := announce.NewDeadline(clock.read)
+	v := newVIPAddrs(nil, dl, nil)
+	spy := &spyAssigner{v: v, has: map[netip.Addr]bool{}, extended: map[netip.Addr][]time.Duration{}}
+	as := v.assigner(spy)
+	_ = dl.Set(clock.read() + 900*time.Millisecond)
+	a := netip.MustParseAddr("192.0.2.10")
+	type result struct {
+		added bool
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		added, err := as.Add("eth0", a)
+		done <- result{added, err}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("add with 0.9 s left returned before a renewal: %v, %v", r.added, r.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = dl.Set(clock.read() + 1167*time.Millisecond) // the next acknowledged renewal
+	select {
+	case r := <-done:
+		if !r.added || r.err != nil {
+			t.Fatalf("add after the renewal: %v, %v; want added", r.added, r.err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("add did not return after the renewal")
+	}
+	if want := []time.Duration{time.Second}; !slices.Equal(spy.lives, want) {
+		t.Errorf("AddFor's lifetimes: %v, want %v", spy.lives, want)
+	}
+	// No renewal comes: refused once lifetimeWait has passed.
+	_ = dl.Set(clock.read() + 900*time.Millisecond)
+	start := time.Now()
+	if added, err := as.Add("eth0", netip.MustParseAddr("192.0.2.11")); added || !errors.Is(err, errDeadlineNear) {
+		t.Errorf("add with no renewal: %v, %v; want errDeadlineNear", added, err)
+	}
+	if waited := time.Since(start); waited < lifetimeWait {
+		t.Errorf("refused after %v, before lifetimeWait (%v)", waited, lifetimeWait)
+	}
+}
+
 // TestVIPAddrsLifetimes: the addresses vip adds get lifetimes that end by
 // the answer deadline, lengthened each time it moves; none once it is
 // closed or near, nor for an address removed meanwhile; an earlier agent's

@@ -149,9 +149,51 @@ func (v *vipAddrs) lifetime() (life time.Duration, ok bool, at, now time.Duratio
 }
 
 // errDeadlineNear refuses to add an address when the answer deadline is
-// less than a second away, the kernel's shortest lifetime: the lease is
-// not being renewed, and the agent is about to fall silent.
-var errDeadlineNear = errors.New("this agent's answer deadline is less than a second away (its lease is not being renewed): claim again once the store answers")
+// closed, or less than a second away (the kernel's shortest lifetime) and
+// no renewal moved it within lifetimeWait: the lease is not being renewed,
+// and the agent is about to fall silent.
+var errDeadlineNear = errors.New("this agent's answer deadline is less than a second away and no renewal of its lease moved it (the store does not answer in time): claim again once the store answers")
+
+// lifetimeWait is how long an addition waits for a renewal to move the
+// answer deadline a second or more away. Between two acknowledged
+// renewals the deadline left falls under a second at the default TTL (2 s:
+// 1.17 s after an acknowledgement, 0.83 s just before the next, a third of
+// a second later), so an addition made then waits for the next; a healthy
+// lease gives one within a renewal period and a round trip.
+const lifetimeWait = time.Second
+
+// awaitLifetime waits until the deadline allows a lifetime, for at most
+// wait, and says whether it does; a closed deadline (no lease, or fenced)
+// allows none at once.
+func (v *vipAddrs) awaitLifetime(wait time.Duration) bool {
+	if _, ok, _, _ := v.lifetime(); ok || v.deadline.Closed() {
+		return ok
+	}
+	moved := make(chan struct{}, 1)
+	stop, err := v.deadline.Watch(func(time.Duration) error {
+		select {
+		case moved <- struct{}{}:
+		default:
+		}
+		return nil
+	}, nil)
+	if err != nil {
+		return false
+	}
+	defer stop()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		if _, ok, _, _ := v.lifetime(); ok || v.deadline.Closed() {
+			return ok
+		}
+		select {
+		case <-moved:
+		case <-timer.C:
+			return false
+		}
+	}
+}
 
 // keepLifetimes lengthens the lifetimes of the addresses vip added each
 // time the answer deadline moves, until ctx is done; stop waits for it.
@@ -268,6 +310,9 @@ type vipAssigner struct {
 // state file) is taken over: it is vip's, its lifetime now this agent's to
 // lengthen.
 func (a vipAssigner) Add(ifname string, addr netip.Addr) (bool, error) {
+	// Waited for before the lock: the lifetimes of the others are
+	// lengthened meanwhile.
+	a.v.awaitLifetime(lifetimeWait)
 	a.v.netMu.Lock()
 	defer a.v.netMu.Unlock()
 	life, ok, _, now := a.v.lifetime()

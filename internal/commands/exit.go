@@ -51,7 +51,7 @@ var exitCodes = []exitInfo{
 	{ExitOK, "ok", "success"},
 	{ExitFailure, "failure", "the operation failed (for example missing privileges)"},
 	{ExitBadInput, "bad input", "bad flags, addresses, interfaces or store settings; credentials the store refuses (a wrong user or password, none where it asks for them, a client certificate or CA it does not take)"},
-	{ExitConflict, "conflict", "a competing claimer is present, a guarded claim is fenced or lost, an address is not answered by the expected owner alone (--expect), or the drained node still gets traffic at --timeout"},
+	{ExitConflict, "conflict", "a competing claimer is present, a guarded claim is fenced or lost, an address is not answered by the expected owner alone (--expect), the drained node still gets traffic at --timeout, or a proof of vip lab demo --fleet failed"},
 	{ExitUnreachable, "unreachable", "the agent or the store does not answer: no agent answers on the socket, the socket is not open to this user, the agent ended the event stream, or the store does not answer"},
 	{ExitHeld, "held", "another node holds the address in the store (a claim on a guarded agent): move it with vip move, or claim --take-over"},
 	{ExitDenied, "denied", "the store denied this user the request: its roles lack the permission"},
@@ -84,7 +84,7 @@ var commandExits = map[string][]ExitCode{
 	"vip lab up":         {ExitOK, ExitFailure, ExitBadInput},
 	"vip lab down":       {ExitOK, ExitFailure, ExitBadInput},
 	"vip lab exec":       {ExitOK, ExitFailure, ExitBadInput},
-	"vip lab demo":       {ExitOK, ExitFailure, ExitBadInput},
+	"vip lab demo":       {ExitOK, ExitFailure, ExitBadInput, ExitConflict},
 }
 
 // passesExit names the commands that exit with the code of a command they
@@ -167,7 +167,7 @@ func exitCode(err error) (ExitCode, error) {
 		return ExitCode(child.code), nil
 	case errors.As(err, &in), errors.Is(err, netcheck.ErrInvalid):
 		return ExitBadInput, err
-	case errors.Is(err, errConflict), errors.Is(err, errUnguarded), errors.Is(err, errUnexpected), errors.Is(err, errNotQuiet), errors.Is(err, errUncounted):
+	case errors.Is(err, errConflict), errors.Is(err, errUnguarded), errors.Is(err, errUnexpected), errors.Is(err, errNotQuiet), errors.Is(err, errUncounted), errors.Is(err, errProofFailed):
 		return ExitConflict, err
 	case errors.Is(err, errHeld):
 		return ExitHeld, err

@@ -57,7 +57,8 @@ type labOptions struct {
 	Action string
 	Host   string
 	Argv   []string
-	// Fleet is up's --fleet: a store and guarded agents too.
+	// Fleet is up's and demo's --fleet: a store and guarded agents too,
+	// and for demo the night of maintenance on them.
 	Fleet bool
 }
 
@@ -150,11 +151,27 @@ apt-get install etcd-server; make deps installs it).`,
 		},
 	}
 	demo := &cobra.Command{
-		Use:   "demo",
+		Use:   "demo [--fleet]",
 		Short: "Play a scripted failover in the lab: a claims, b takes over, a releases",
-		Args:  cobra.NoArgs,
-		RunE:  func(c *cobra.Command, _ []string) error { return run(c, "demo") },
+		Long: `Demo plays a scripted failover in the lab: a claims 192.0.2.10, b claims it
+too (a split brain both agents see), a releases it and b's gratuitous burst
+moves the client's neighbour entry.
+
+With --fleet it builds the fleet lab and plays a night of maintenance on it,
+in six acts: a claims the group web (192.0.2.10 and 2001:db8::10, added to its
+interface) with standbys b and c; a freezes and a standby takes over; the new
+owner's agent is killed and the next standby takes over; a drain and the
+return home; the store stops for 10 s; and vip history of the night. Each act
+is proved by a capture on the client's side of the wire, which asks who has
+each address every 100 ms: the new owner answers, and the old one not once
+after the new one's first answer, also when it wakes; no address goes
+unanswered for over a second while the store is stopped; the client's kernel
+sends to the drained node's successor. Demo exits 3 at the first proof that
+fails. It needs a machine where no lab is up, and leaves the fleet lab up.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error { return run(c, "demo") },
 	}
+	demo.Flags().BoolVar(&o.Fleet, "fleet", false, "play a night of maintenance on the fleet lab, each act proved by a capture on the client")
 	c.AddCommand(up, down, execCmd, demo)
 	return c
 }
@@ -170,6 +187,9 @@ func runLab(ctx context.Context, d *deps, o *labOptions) error {
 	case "exec":
 		return env.exec(ctx, d, o.Host, o.Argv)
 	case "demo":
+		if o.Fleet {
+			return env.demoFleet(ctx, d)
+		}
 		return env.demo(ctx, d)
 	}
 	return fmt.Errorf("vip lab %s: no such subcommand", o.Action)

@@ -49,6 +49,25 @@ type FailsafeConfig struct {
 // last acknowledged renewal is when a node counts as not reaching the
 // store (and an owner starts asking). All scale with the TTL.
 func (t Timing) failsafePromise() time.Duration { return t.TTL / 2 }
+
+// failsafePromiseAssigned is the promise an owner asks for while it holds
+// addresses it added to its interfaces (--assign), and the longest a node
+// grants. Their lifetimes are whole seconds that end by the answer
+// deadline, a quarter of a second early for the kernel's lateness
+// (agent.lifetimeFor), and the deadline a round gives is the promise from
+// the round's send time, read up to a round's timeout later: at TTL/2 (1 s
+// at the default TTL) no lifetime fit, and the kernel took the addresses
+// off for the whole outage (vip lab demo --fleet, act 5). The cost: a
+// standby that promised such an owner waits this long, not TTL/2, when
+// the store comes back to it first.
+func (t Timing) failsafePromiseAssigned() time.Duration {
+	return max(t.failsafePromise(), assignedLifetimeNeeds+t.failsafeTimeout())
+}
+
+// assignedLifetimeNeeds is the answer deadline left that an added
+// address's lifetime needs: the kernel's shortest, a second, and the
+// quarter of a second the kernel may take past its end.
+const assignedLifetimeNeeds = time.Second + 250*time.Millisecond
 func (t Timing) failsafeTimeout() time.Duration { return t.Renew }
 func (t Timing) unreachedAfter() time.Duration  { return 2 * t.Renew }
 
@@ -129,7 +148,7 @@ func (m *Member) startFailsafe() {
 	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, promisedTo: map[string]failsafePeer{}, reread: make(chan struct{}, 1)}
 	if kept, err := loadPromises(fc.Promises); err != nil {
 		m.log.Warn("failsafe: the promises of an earlier agent cannot be read: this one takes nothing for a promise's length", "err", err)
-		fs.holdUntil = m.start.Add(m.timing.failsafePromise())
+		fs.holdUntil = m.start.Add(m.timing.failsafePromiseAssigned())
 	} else {
 		for o, until := range kept {
 			if until.After(m.clock.Now()) {
@@ -462,7 +481,7 @@ func (m *Member) failsafeRecord(rec *store.Node) {
 // failsafeDecide is this node's answer to an owner's question: that it
 // reaches the store (its last renewal was acknowledged lately), or that
 // it does not either, with a promise to take none of the owner's
-// addresses for as long as asked, at most a promise's length.
+// addresses for as long as asked, at most failsafePromiseAssigned.
 func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Duration, string) {
 	now := m.clock.Now()
 	m.mu.Lock()
@@ -483,7 +502,7 @@ func (m *Member) failsafeDecide(q failsafe.Message) (failsafe.Verdict, time.Dura
 		}
 		m.log.Debug("failsafe: renewed lately, but the store does not answer a read now: promises", "renewed", age.Round(time.Millisecond), "err", err)
 	}
-	p := min(q.Promise(), m.timing.failsafePromise())
+	p := min(q.Promise(), m.timing.failsafePromiseAssigned())
 	fs := m.fs
 	fs.mu.Lock()
 	defer fs.mu.Unlock()

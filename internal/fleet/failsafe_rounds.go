@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 	"time"
@@ -80,9 +81,12 @@ func (m *Member) failsafeRound(ctx context.Context) {
 		m.failsafeEnds("its failsafe set is not in the store yet")
 		return
 	}
-	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
-	replies := fs.asker.Ask(ctx, targets, int64(lease), m.timing.failsafePromise(), m.timing.failsafeTimeout())
 	promise := m.timing.failsafePromise()
+	if m.holdsAssigned() {
+		promise = m.timing.failsafePromiseAssigned()
+	}
+	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
+	replies := fs.asker.Ask(ctx, targets, int64(lease), promise, m.timing.failsafeTimeout())
 	var refused []string
 	for _, r := range replies {
 		switch {
@@ -129,6 +133,18 @@ func (m *Member) failsafeRound(ctx context.Context) {
 		m.log.Warn("failsafe: answering past the lease's deadline", "acknowledged_by", strings.Join(names, ","))
 		m.eng.Notify(announce.Event{Kind: event.Failsafe, State: "failsafe", Message: msg})
 	}
+}
+
+// holdsAssigned says whether this node owns an address it added to its
+// interface (--assign), whose lifetime needs a longer promise.
+func (m *Member) holdsAssigned() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assigned := false
+	m.claims.in(func(_ netip.Addr, e *claimEntry) {
+		assigned = assigned || e.owned.claim.Options.Assign
+	}, event.StateOwner)
+	return assigned
 }
 
 // extendDeadline moves the answer deadline to until, on the failsafe's
