@@ -57,6 +57,15 @@ type deadlineWatcher struct {
 // from boot by the time anything runs.
 const closedAt = 1
 
+// LifetimeLate is how long after an address's valid lifetime ends the
+// kernel may take to remove it: its check of lifetimes runs on whole
+// seconds, a quarter of a second late at most (include/net/addrconf.h,
+// ADDRCONF_TIMER_FUZZ). An agent that gives the addresses it added
+// lifetimes that end by the answer deadline (internal/agent) may have them
+// answered this long past it; a deadline that allows no such slack (the
+// failsafe's, which a promise ends) is set this much earlier.
+const LifetimeLate = 250 * time.Millisecond
+
 // ClosedAt is what At returns for a closed deadline: not a time it passed
 // at, and not one to show as a time (it would read as the host's boot).
 const ClosedAt = time.Duration(closedAt)

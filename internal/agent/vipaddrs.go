@@ -114,10 +114,8 @@ func (v *vipAddrs) of(st []announce.Status) map[netip.Addr]bool {
 }
 
 // kernelLate is how long after an address's lifetime ends the kernel may
-// take to remove it: its check of lifetimes runs on whole seconds, a
-// quarter of a second late at most (include/net/addrconf.h,
-// ADDRCONF_TIMER_FUZZ).
-const kernelLate = 250 * time.Millisecond
+// take to remove it (announce.LifetimeLate).
+const kernelLate = announce.LifetimeLate
 
 // lifetimeFor is the valid lifetime to give an address when the answer
 // deadline is left away: whole seconds (the kernel's unit) that end by the

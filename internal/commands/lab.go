@@ -1,7 +1,6 @@
 package commands
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -384,24 +383,9 @@ func (e *labEnv) demo(ctx context.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	say := func(format string, args ...any) { fmt.Fprintf(d.io.Out, "== "+format+"\n", args...) }
-	run := func(host string, name string, args ...string) (string, error) {
-		cmd, err := e.command(ctx, host, name, args...)
-		if err != nil {
-			return "", err
-		}
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err = cmd.Run()
-		return out.String(), err
-	}
-	show := func(host string, args ...string) error {
-		out, err := run(host, exe, args...)
-		for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-			fmt.Fprintf(d.io.Out, "   %s> %s\n", host, line)
-		}
-		return err
-	}
+	sc := &labScript{e: e, d: d, ctx: ctx, exe: exe}
+	say, run := sc.say, sc.output
+	show := sc.show
 	macOf := func(host string) string {
 		out, _ := run(host, "cat", "/sys/class/net/eth0/address")
 		return strings.TrimSpace(out)

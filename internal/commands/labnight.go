@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -53,13 +54,14 @@ const (
 // night is one run of the fleet demo: the lab, the client's witness, and
 // how to say and run things.
 type night struct {
-	e       *labEnv
-	d       *deps
-	ctx     context.Context
-	exe     string
+	labScript
 	witness *lab.Witness
-	macs    map[string]string // node -> MAC of eth0
-	start   time.Time
+	capt    *sniff.Capture
+	// mu guards deaf: why the client's capture or requests stopped.
+	mu    sync.Mutex
+	deaf  error
+	macs  map[string]string // node -> MAC of eth0
+	start time.Time
 	// expect are the history's records the acts made, in order.
 	expect []expected
 }
@@ -67,6 +69,7 @@ type night struct {
 // expected is a change an act made, as the history must hold it.
 type expected struct {
 	kind store.ChangeKind
+	node string // the node the record names
 	what string
 }
 
@@ -86,7 +89,7 @@ func (e *labEnv) demoFleet(ctx context.Context, d *deps) error {
 	if err != nil {
 		return err
 	}
-	n := &night{e: e, d: d, ctx: ctx, exe: exe, witness: lab.NewWitness(nightAddrs...), macs: map[string]string{}, start: time.Now()}
+	n := &night{labScript: labScript{e: e, d: d, ctx: ctx, exe: exe}, witness: lab.NewWitness(nightAddrs...), macs: map[string]string{}, start: time.Now()}
 	for _, h := range labAgents {
 		out, err := n.output(h, "cat", "/sys/class/net/eth0/address")
 		if err != nil {
@@ -125,12 +128,11 @@ func (e *labEnv) demoFleet(ctx context.Context, d *deps) error {
 	return nil
 }
 
-func (n *night) say(format string, args ...any) {
-	fmt.Fprintf(n.d.io.Out, "== "+format+"\n", args...)
-}
-
 // proof prints a proof that held, or returns it as the act's failure.
 func (n *night) proof(err error, held string, args ...any) error {
+	if err == nil {
+		err = n.listening()
+	}
 	if err != nil {
 		fmt.Fprintf(n.d.io.Out, "   proof FAILED: %v\n", err)
 		return fmt.Errorf("%w: %v", errProofFailed, err)
@@ -139,9 +141,21 @@ func (n *night) proof(err error, held string, args ...any) error {
 	return nil
 }
 
+// labScript runs a demo's steps in the lab's hosts and narrates them.
+type labScript struct {
+	e   *labEnv
+	d   *deps
+	ctx context.Context
+	exe string // this vip
+}
+
+func (s *labScript) say(format string, args ...any) {
+	fmt.Fprintf(s.d.io.Out, "== "+format+"\n", args...)
+}
+
 // output runs name in host and returns what it printed.
-func (n *night) output(host, name string, args ...string) (string, error) {
-	cmd, err := n.e.command(n.ctx, host, name, args...)
+func (s *labScript) output(host, name string, args ...string) (string, error) {
+	cmd, err := s.e.command(s.ctx, host, name, args...)
 	if err != nil {
 		return "", err
 	}
@@ -153,10 +167,10 @@ func (n *night) output(host, name string, args ...string) (string, error) {
 
 // show runs vip in host and prints its output, each line after the host's
 // name.
-func (n *night) show(host string, args ...string) error {
-	out, err := n.output(host, n.exe, args...)
+func (s *labScript) show(host string, args ...string) error {
+	out, err := s.output(host, s.exe, args...)
 	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
-		fmt.Fprintf(n.d.io.Out, "   %s> %s\n", host, line)
+		fmt.Fprintf(s.d.io.Out, "   %s> %s\n", host, line)
 	}
 	if err != nil {
 		return fmt.Errorf("vip %s on %s: %w", strings.Join(args, " "), host, err)
@@ -175,6 +189,11 @@ func (n *night) watchFromClient() (func(), error) {
 		capt  *sniff.Capture
 		conns []net.Conn
 	)
+	closeConns := func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}
 	client := labHosts[slices.IndexFunc(labHosts, func(h lab.HostConfig) bool { return h.Name == "client" })]
 	err := lab.InNetns(ns, func() error {
 		var err error
@@ -191,17 +210,38 @@ func (n *night) watchFromClient() (func(), error) {
 		return nil
 	})
 	if err != nil {
+		if capt != nil {
+			_ = capt.Close()
+		}
+		closeConns()
 		return nil, fmt.Errorf("watch from the lab's client: %w", err)
 	}
 	asker, err := lab.OpenAsker(ns, "eth0", client.IPv4.Addr(), client.IPv6.Addr())
 	if err != nil {
 		_ = capt.Close()
+		closeConns()
 		return nil, err
 	}
+	n.capt = capt
 	ctx, cancel := context.WithCancel(n.ctx)
 	done := make(chan struct{}, 3)
-	go func() { _ = capt.Run(ctx, n.witness); done <- struct{}{} }()
-	go func() { _ = asker.Run(ctx, nightAsk, nightAddrs...); done <- struct{}{} }()
+	// A capture or an asker that stops before the night ends leaves the
+	// witness deaf: every proof after it fails.
+	stopped := func(what string, err error) {
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("it ended")
+		}
+		n.mu.Lock()
+		if n.deaf == nil {
+			n.deaf = fmt.Errorf("the client's %s stopped: %w", what, err)
+		}
+		n.mu.Unlock()
+	}
+	go func() { stopped("capture", capt.Run(ctx, n.witness)); done <- struct{}{} }()
+	go func() { stopped("requests", asker.Run(ctx, nightAsk, nightAddrs...)); done <- struct{}{} }()
 	go func() {
 		t := time.NewTicker(nightAsk)
 		defer t.Stop()
@@ -224,10 +264,23 @@ func (n *night) watchFromClient() (func(), error) {
 			<-done
 		}
 		_ = asker.Close()
-		for _, c := range conns {
-			_ = c.Close()
-		}
+		closeConns()
 	}, nil
+}
+
+// listening says whether the client's side heard everything so far: its
+// capture and its requests running, and no frame dropped by the kernel
+// (a dropped answer from an old owner would pass for its silence).
+func (n *night) listening() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.deaf != nil {
+		return n.deaf
+	}
+	if d := n.capt.Stats().Dropped; d > 0 {
+		return fmt.Errorf("the client's capture lost %d frames for want of buffer", d)
+	}
+	return nil
 }
 
 // owner returns the node that holds every address of the night in the
@@ -296,7 +349,7 @@ func (n *night) handover(old, new string, from time.Time, why string) error {
 	now := time.Now()
 	for _, a := range nightAddrs {
 		h := n.witness.Handover(a, n.macs[old], n.macs[new], from, now)
-		if err := h.Err(); err != nil {
+		if err := h.Err(nightDark); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -345,7 +398,7 @@ func (n *night) claim() error {
 			return err
 		}
 	}
-	n.expect = append(n.expect, expected{store.ChangeClaim, "a's claim"})
+	n.expect = append(n.expect, expected{store.ChangeClaim, "a", "a's claim"})
 	if err := n.answeredBy("a", from); err != nil {
 		return n.proof(err, "")
 	}
@@ -395,7 +448,7 @@ func (n *night) freeze() error {
 	if err := n.answeredBy(taker, from); err != nil {
 		return n.proof(err, "")
 	}
-	n.expect = append(n.expect, expected{store.ChangeFailover, taker + "'s take after a froze"})
+	n.expect = append(n.expect, expected{store.ChangeFailover, taker, taker + "'s take after a froze"})
 	n.say("%s took the group %.1f s after a froze; a wakes now (SIGCONT), and the client watches %v more", taker, time.Since(from).Seconds(), nightWatch)
 	wake()
 	return n.handover("a", taker, from, "a froze")
@@ -424,7 +477,7 @@ func (n *night) kill() error {
 	}); err != nil {
 		return n.proof(err, "")
 	}
-	n.expect = append(n.expect, expected{store.ChangeFailover, taker + "'s take after " + old + "'s agent was killed"})
+	n.expect = append(n.expect, expected{store.ChangeFailover, taker, taker + "'s take after " + old + "'s agent was killed"})
 	n.say("%s took the group %.1f s after %s's agent was killed; the client watches %v more", taker, time.Since(from).Seconds(), old, nightWatch)
 	if err := n.handover(old, taker, from, old+" was killed"); err != nil {
 		return err
@@ -447,7 +500,7 @@ func (n *night) drain() error {
 		if err := n.show("client", "move", "--group", nightGroup, "--to", "a", "--reason", "home before the maintenance"); err != nil {
 			return err
 		}
-		n.expect = append(n.expect, expected{store.ChangeMove, "the move home to a"})
+		n.expect = append(n.expect, expected{store.ChangeMove, "a", "the move home to a"})
 		if err := n.handover(from, "a", start, "the move home to a"); err != nil {
 			return err
 		}
@@ -456,11 +509,11 @@ func (n *night) drain() error {
 	if err := n.show("client", "drain", "a", "--quiet", "3s", "--reason", "kernel upgrade"); err != nil {
 		return n.proof(err, "")
 	}
-	n.expect = append(n.expect, expected{store.ChangeMove, "the drain's move"})
 	to := n.owner()
 	if to == "" || to == "a" {
 		return n.proof(fmt.Errorf("after the drain of a the group is held by %q", to), "")
 	}
+	n.expect = append(n.expect, expected{store.ChangeMove, to, "the drain's move to " + to})
 	if err := n.handover("a", to, start, "the drain of a"); err != nil {
 		return err
 	}
@@ -471,7 +524,7 @@ func (n *night) drain() error {
 	if err := n.show("client", "uncordon", "a", "--return"); err != nil {
 		return err
 	}
-	n.expect = append(n.expect, expected{store.ChangeMove, "the return home"})
+	n.expect = append(n.expect, expected{store.ChangeMove, "a", "the return home to a"})
 	if err := n.handover(to, "a", back, "the return home to a"); err != nil {
 		return err
 	}
@@ -525,31 +578,54 @@ func (n *night) outage() error {
 	n.sleep(nightOutage - time.Since(from))
 	resume()
 	back := time.Now()
-	// The store's return counts too: the leases it let run out while
-	// stopped, the renewals then, the failsafe's end.
-	if err := n.waitFor("the store to answer", func() bool { return n.owner() == owner }); err != nil {
-		return n.proof(err, "")
-	}
-	n.sleep(time.Until(back.Add(nightWatch)))
-	until := time.Now()
-	n.say("the store answered again after %.1f s of outage; the client watched %.1f s more", back.Sub(from).Seconds(), until.Sub(back).Seconds())
 	var (
 		errs  []error
 		parts []string
 	)
 	for _, a := range nightAddrs {
-		s := n.witness.Silence(a, from, until)
+		s := n.witness.Silence(a, from, back)
 		others := othersThan(s.MACs, n.macs[owner])
 		switch {
 		case s.Longest > nightDark:
-			errs = append(errs, fmt.Errorf("%s went unanswered for %s, from %s after the store stopped (it answered again at %s)", a, s.Longest.Round(time.Millisecond), s.At.Sub(from).Round(time.Millisecond), back.Sub(from).Round(time.Millisecond)))
+			errs = append(errs, fmt.Errorf("%s went unanswered for %s, from %s after the store stopped", a, s.Longest.Round(time.Millisecond), s.At.Sub(from).Round(time.Millisecond)))
 		case len(others) > 0:
-			errs = append(errs, fmt.Errorf("%s was answered by %s too, not %s alone", a, macCounts(s.MACs, n.macs), owner))
+			errs = append(errs, fmt.Errorf("%s was answered by %s, not %s alone", a, macCounts(s.MACs, n.macs), owner))
 		default:
 			parts = append(parts, fmt.Sprintf("%s answered by %s alone, %d answers, never silent for more than %s", a, owner, s.MACs[n.macs[owner]], s.Longest.Round(time.Millisecond)))
 		}
 	}
-	return n.proof(errors.Join(errs...), "%s", strings.Join(parts, "; "))
+	n.say("the store answers again after %.1f s", back.Sub(from).Seconds())
+	if err := n.proof(errors.Join(errs...), "through the outage %s", strings.Join(parts, "; ")); err != nil {
+		return err
+	}
+	// The store's return: the leases it let run out while stopped may
+	// be gone, and the group taken again, by its owner or a standby.
+	// Measured and said; a second owner answering is a failure.
+	var now string
+	if err := n.waitFor("the store to say who holds the group", func() bool { now = n.owner(); return now != "" }); err != nil {
+		return n.proof(err, "")
+	}
+	n.sleep(time.Until(back.Add(nightWatch)))
+	until := time.Now()
+	errs, parts = nil, nil
+	for _, a := range nightAddrs {
+		s := n.witness.Silence(a, back, until)
+		if now != owner {
+			if err := n.witness.Handover(a, n.macs[owner], n.macs[now], back, until).Err(until.Sub(back)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		} else if others := othersThan(s.MACs, n.macs[owner]); len(others) > 0 {
+			errs = append(errs, fmt.Errorf("%s was answered by %s after the store's return, not %s alone", a, macCounts(s.MACs, n.macs), owner))
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s longest unanswered %s", a, s.Longest.Round(time.Millisecond)))
+	}
+	held := owner + " kept the group"
+	if now != owner {
+		held = fmt.Sprintf("%s took the group (the store had let %s's lease run out while it was stopped), and %s was silent after %s's first answer", now, owner, owner, now)
+	}
+	return n.proof(errors.Join(errs...), "in the %.1f s after the store's return %s; %s", until.Sub(back).Seconds(), held, strings.Join(parts, ", "))
 }
 
 // storePIDs returns the processes of the store host: etcd.
@@ -587,7 +663,7 @@ func (n *night) history() error {
 	}
 	i := 0
 	for _, ch := range h.Changes {
-		if i < len(n.expect) && ch.Kind == string(n.expect[i].kind) {
+		if i < len(n.expect) && ch.Kind == string(n.expect[i].kind) && ch.Node == n.expect[i].node {
 			i++
 		}
 	}

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -52,22 +53,26 @@ func (t Timing) failsafePromise() time.Duration { return t.TTL / 2 }
 
 // failsafePromiseAssigned is the promise an owner asks for while it holds
 // addresses it added to its interfaces (--assign), and the longest a node
-// grants. Their lifetimes are whole seconds that end by the answer
-// deadline, a quarter of a second early for the kernel's lateness
-// (agent.lifetimeFor), and the deadline a round gives is the promise from
-// the round's send time, read up to a round's timeout later: at TTL/2 (1 s
-// at the default TTL) no lifetime fit, and the kernel took the addresses
-// off for the whole outage (vip lab demo --fleet, act 5). The cost: a
-// standby that promised such an owner waits this long, not TTL/2, when
-// the store comes back to it first.
+// grants. Their lifetimes are whole seconds, a second at the least, that
+// end by the answer deadline, and the kernel removes them up to
+// announce.LifetimeLate after: so a round's deadline is set that much
+// before the promise's end (assignedDeadline), and must still be a second
+// away when it is read, a round's timeout and some slack after the round
+// was sent. At TTL/2 (1 s at the default TTL) no lifetime fit, and the
+// kernel took the addresses off for the whole outage (vip lab demo
+// --fleet, act 5). The cost: a standby that promised such an owner waits
+// this long, not TTL/2, when the store comes back to it first. Whole
+// milliseconds, as the promise travels.
 func (t Timing) failsafePromiseAssigned() time.Duration {
-	return max(t.failsafePromise(), assignedLifetimeNeeds+t.failsafeTimeout())
+	p := max(t.failsafePromise(), time.Second+announce.LifetimeLate+t.failsafeTimeout()+assignedSlack)
+	return p.Round(time.Millisecond) + time.Millisecond
 }
 
-// assignedLifetimeNeeds is the answer deadline left that an added
-// address's lifetime needs: the kernel's shortest, a second, and the
-// quarter of a second the kernel may take past its end.
-const assignedLifetimeNeeds = time.Second + 250*time.Millisecond
+// assignedSlack is how late past a round's timeout its deadline may be
+// read and an added address still get its second of lifetime: the wait
+// for the acknowledgements' lock and for the agent's lifetimes to run.
+const assignedSlack = 150 * time.Millisecond
+
 func (t Timing) failsafeTimeout() time.Duration { return t.Renew }
 func (t Timing) unreachedAfter() time.Duration  { return 2 * t.Renew }
 

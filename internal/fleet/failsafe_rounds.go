@@ -81,8 +81,8 @@ func (m *Member) failsafeRound(ctx context.Context) {
 		m.failsafeEnds("its failsafe set is not in the store yet")
 		return
 	}
-	promise := m.timing.failsafePromise()
-	if m.holdsAssigned() {
+	promise, assigned := m.timing.failsafePromise(), m.holdsAssigned()
+	if assigned {
 		promise = m.timing.failsafePromiseAssigned()
 	}
 	sent, sentBoot := m.clock.Now(), m.cfg.Deadline.Now()
@@ -114,7 +114,15 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	if storeBack || at == announce.ClosedAt || at <= now {
 		return
 	}
-	if until := sentBoot + promise; until > at && !m.extendDeadline(until, m.clock.Until(sent.Add(promise))) {
+	end := promise
+	if assigned {
+		// The kernel removes an added address up to LifetimeLate
+		// after its lifetime, which ends by the deadline: a promise's
+		// end leaves no margin for that, so the deadline is that much
+		// before it.
+		end -= announce.LifetimeLate
+	}
+	if until := sentBoot + end; until > at && !m.extendDeadline(until, m.clock.Until(sent.Add(end))) {
 		return
 	}
 	names := make([]string, len(targets))

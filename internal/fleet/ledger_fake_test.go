@@ -650,6 +650,9 @@ func (l *fakeLedger) TakeGroup(ctx context.Context, lease fleet.LeaseID, recs []
 		s.takesTried = map[string]int{}
 	}
 	s.takesTried[l.node]++
+	if cond.MoveModRev() > 0 && len(recs) > 1 {
+		return false, 0, fmt.Errorf("a take of %d addresses compares one move record's revision: take them one at a time", len(recs))
+	}
 	if s.failTakes[l.node] > 0 {
 		s.failTakes[l.node]--
 		return false, 0, errUnreachable

@@ -86,21 +86,21 @@ func (a *Asker) Ask(addr netip.Addr) error {
 	return nil
 }
 
-// Run asks for each of addrs every period until ctx is done, and returns
-// the first error of a send, if any failed.
+// Run asks for each of addrs every period until ctx is done (nil), or
+// until a send fails (its error): a witness whose asker stopped would
+// hear silence that proves nothing.
 func (a *Asker) Run(ctx context.Context, every time.Duration, addrs ...netip.Addr) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var first error
 	for {
 		for _, addr := range addrs {
-			if err := a.Ask(addr); err != nil && first == nil {
-				first = err
+			if err := a.Ask(addr); err != nil {
+				return err
 			}
 		}
 		select {
 		case <-ctx.Done():
-			return first
+			return nil
 		case <-t.C:
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -89,48 +90,67 @@ func (w *Witness) Count(addr netip.Addr, from, to time.Time) map[string]int {
 // after from: the old owner's last answer, the new one's first, and the old
 // one's answers after that (which must be none).
 type Handover struct {
-	Addr           netip.Addr
-	Old, New       string
-	LastOld        time.Time // zero: none after from
-	FirstNew       time.Time // zero: the new owner never answered
-	OldAfterNew    int
-	NewAnswers     int
+	Addr        netip.Addr
+	Old, New    string
+	LastOld     time.Time // zero: none after from
+	FirstNew    time.Time // zero: the new owner never answered
+	OldAfterNew int
+	NewAnswers  int
+	// Others counts the answers of any other MAC after FirstNew: a third
+	// owner (two standbys that both took the address).
+	Others map[string]int
+	// Silent is the longest stretch after FirstNew without an answer
+	// from anyone: a capture or an asker that stopped would pass for an
+	// old owner's silence, so a stretch over the asks' pace says so.
+	Silent         time.Duration
 	UntilWatchEnds time.Duration // how long after FirstNew the witness looked
 }
 
 // Handover returns what the witness saw of addr moving from old to new in
 // [from, to).
 func (w *Witness) Handover(addr netip.Addr, old, new string, from, to time.Time) Handover {
-	h := Handover{Addr: addr, Old: old, New: new}
+	h := Handover{Addr: addr, Old: old, New: new, Others: map[string]int{}}
 	for _, a := range w.answers(addr, from, to) {
-		switch a.MAC {
-		case new:
+		switch {
+		case a.MAC == new:
 			if h.FirstNew.IsZero() {
 				h.FirstNew = a.Time
 			}
 			h.NewAnswers++
-		case old:
-			if h.FirstNew.IsZero() {
-				h.LastOld = a.Time
-			} else {
-				h.OldAfterNew++
-			}
+		case a.MAC == old && h.FirstNew.IsZero():
+			h.LastOld = a.Time
+		case a.MAC == old:
+			h.OldAfterNew++
+		case !h.FirstNew.IsZero():
+			h.Others[a.MAC]++
 		}
 	}
 	if !h.FirstNew.IsZero() {
 		h.UntilWatchEnds = to.Sub(h.FirstNew)
+		h.Silent = w.Silence(addr, h.FirstNew, to).Longest
 	}
 	return h
 }
 
 // Err says why the handover is not clean: the new owner never answered,
-// or the old one answered after the new one's first answer.
-func (h Handover) Err() error {
+// the old one or a third MAC answered after the new one's first answer,
+// or the witness heard nothing for longer than quiet after it (it was not
+// listening, or the new owner fell silent).
+func (h Handover) Err(quiet time.Duration) error {
 	switch {
 	case h.FirstNew.IsZero():
 		return fmt.Errorf("%s: no answer from %s (the new owner) on the wire", h.Addr, h.New)
 	case h.OldAfterNew > 0:
 		return fmt.Errorf("%s: %d answers from %s (the old owner) after %s's first: answered twice", h.Addr, h.OldAfterNew, h.Old, h.New)
+	case len(h.Others) > 0:
+		var who []string
+		for mac, n := range h.Others {
+			who = append(who, fmt.Sprintf("%s %d times", mac, n))
+		}
+		slices.Sort(who)
+		return fmt.Errorf("%s: answered by %s too after %s's first: answered twice", h.Addr, strings.Join(who, ", "), h.New)
+	case h.Silent > quiet:
+		return fmt.Errorf("%s: nothing answered for %s after %s's first: the new owner fell silent, or the client's capture stopped", h.Addr, h.Silent.Round(time.Millisecond), h.New)
 	}
 	return nil
 }

@@ -67,17 +67,34 @@ func TestWitnessHandover(t *testing.T) {
 	} {
 		w.Add(a)
 	}
+	for ms := 2500; ms < 6000; ms += 100 {
+		w.Add(Answer{at(ms), witnessV4, macB})
+	}
 	h := w.Handover(witnessV4, macA, macB, at(50), at(6000))
-	if err := h.Err(); err != nil || h.NewAnswers != 2 || !h.LastOld.Equal(at(100)) || !h.FirstNew.Equal(at(2300)) {
+	if err := h.Err(time.Second); err != nil || h.NewAnswers != 37 || !h.LastOld.Equal(at(100)) || !h.FirstNew.Equal(at(2300)) {
 		t.Fatalf("clean handover: %+v, %v", h, err)
+	}
+	// The client heard nothing for 3 s after b's first answer: no proof
+	// of a's silence either.
+	if err := w.Handover(witnessV4, macA, macB, at(50), at(9000)).Err(time.Second); err == nil || !strings.Contains(err.Error(), "capture stopped") {
+		t.Errorf("a watch that heard nothing for 3 s: %v; want it said", err)
 	}
 	w.Add(Answer{at(4000), witnessV4, macA}) // a wakes and answers
 	h = w.Handover(witnessV4, macA, macB, at(50), at(6000))
-	if err := h.Err(); err == nil || h.OldAfterNew != 1 || !strings.Contains(err.Error(), "answered twice") {
+	if err := h.Err(time.Second); err == nil || h.OldAfterNew != 1 || !strings.Contains(err.Error(), "answered twice") {
 		t.Fatalf("a's answer after b's first: %+v, %v; want it named", h, err)
 	}
-	if err := w.Handover(witnessV4, macA, "02:00:00:00:00:0c", at(50), at(6000)).Err(); err == nil {
+	if err := w.Handover(witnessV4, macA, "02:00:00:00:00:0c", at(50), at(6000)).Err(time.Second); err == nil {
 		t.Fatal("a handover to a MAC that never answered passed")
+	}
+	// A third MAC (both standbys took it) is answered twice too.
+	w2 := NewWitness(witnessV4)
+	for ms := 0; ms < 3000; ms += 100 {
+		w2.Add(Answer{at(ms), witnessV4, macB})
+	}
+	w2.Add(Answer{at(1500), witnessV4, "02:00:00:00:00:0c"})
+	if err := w2.Handover(witnessV4, macA, macB, at(0), at(3000)).Err(time.Second); err == nil || !strings.Contains(err.Error(), "02:00:00:00:00:0c 1 times") {
+		t.Errorf("a third MAC after b's first: %v; want it named", err)
 	}
 }
 

@@ -260,6 +260,10 @@ func (l *Ledger) TakeGroup(ctx context.Context, lease LeaseID, recs []Claim, mov
 	if len(recs) > MaxGroupAddrs {
 		return false, 0, fmt.Errorf("group %s has %d addresses: a group holds at most %d", recs[0].Group, len(recs), MaxGroupAddrs)
 	}
+	if cond.MoveModRev() > 0 && len(recs) > 1 {
+		// One move record's last write, compared for every address.
+		return false, 0, fmt.Errorf("a take of %d addresses compares one move record's revision: take them one at a time", len(recs))
+	}
 	var (
 		cmps     []clientv3.Cmp
 		ops      []clientv3.Op

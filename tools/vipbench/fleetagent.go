@@ -124,7 +124,7 @@ func newFleetPort(i int) *fleetPort {
 }
 
 func (p *fleetPort) Hold(...netip.Addr) error   { return nil }
-func (p *fleetPort) LetGo(...netip.Addr) error   { return nil }
+func (p *fleetPort) LetGo(...netip.Addr) error  { return nil }
 func (p *fleetPort) Answered(netip.Addr) uint64 { return 0 }
 func (p *fleetPort) Close() error               { return nil }
 func (p *fleetPort) Name() string               { return fleetPortName }

@@ -498,7 +498,7 @@ type benchPort struct {
 }
 
 func (p *benchPort) Hold(...netip.Addr) error        { return nil }
-func (p *benchPort) LetGo(...netip.Addr) error        { return nil }
+func (p *benchPort) LetGo(...netip.Addr) error       { return nil }
 func (p *benchPort) Answered(netip.Addr) uint64      { return 0 }
 func (p *benchPort) Close() error                    { return nil }
 func (p *benchPort) Name() string                    { return "bench0" }
