@@ -464,8 +464,11 @@ func (c *Client) History(ctx context.Context, q HistoryQuery) (changes []Change,
 		// All of it but the node index, whose records are copies.
 		prefixes = []string{c.Keys.HistoryOf("addr"), c.Keys.HistoryOf("node")}
 	}
+	// Every prefix at the revision the first was read at: a change made
+	// between two ranges would be in neither the read nor a watch from
+	// the later one's revision (vip history -f lost a's claims so).
 	for _, prefix := range prefixes {
-		r, err := c.Range(ctx, prefix, func(kv *mvccpb.KeyValue) {
+		r, err := c.rangeAt(ctx, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, func(kv *mvccpb.KeyValue) {
 			if ch, ok := readChange(kv); ok {
 				changes = append(changes, ch)
 			} else {
@@ -475,7 +478,7 @@ func (c *Client) History(ctx context.Context, q HistoryQuery) (changes []Change,
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		rev = max(rev, r)
+		rev = r
 	}
 	changes = slices.DeleteFunc(changes, func(ch Change) bool { return !q.Match(ch) })
 	SortChanges(changes)
