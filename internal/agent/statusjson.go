@@ -60,7 +60,7 @@ func (s *EngineStatus) WriteJSON(w io.Writer, indent bool) (written bool, err er
 		e.newline(2)
 		c = cv.claim(&s.Claims[i])
 		c.Note = s.Notes[s.Claims[i].Addr]
-		e.value(2, &c)
+		e.claim(2, &c)
 		if e.buf.Len() >= statusFlushAt {
 			e.flush()
 		}
@@ -88,9 +88,12 @@ type statusEncoder struct {
 	buf     bytes.Buffer
 	scratch bytes.Buffer
 	enc     *json.Encoder
-	indent  bool
-	written bool
-	err     error
+	// claimBuf holds the claim appendClaimJSON wrote last, its array
+	// kept for the next.
+	claimBuf []byte
+	indent   bool
+	written  bool
+	err      error
 }
 
 func newStatusEncoder(w io.Writer, indent bool) *statusEncoder {
@@ -133,7 +136,25 @@ func (e *statusEncoder) value(depth int, v any) {
 		return
 	}
 	b := e.scratch.Bytes()
-	b = b[:len(b)-1] // the newline Encode ends a value with
+	e.place(depth, b[:len(b)-1]) // without the newline Encode ends a value with
+}
+
+// claim encodes c as value does, by appendClaimJSON where it can.
+func (e *statusEncoder) claim(depth int, c *api.Claim) {
+	if e.err != nil {
+		return
+	}
+	b, ok := appendClaimJSON(e.claimBuf[:0], c)
+	if !ok {
+		e.value(depth, c)
+		return
+	}
+	e.claimBuf = b
+	e.place(depth, b)
+}
+
+// place writes b, a compact value, at depth.
+func (e *statusEncoder) place(depth int, b []byte) {
 	if !e.indent {
 		e.buf.Write(b)
 		return
