@@ -26,8 +26,10 @@ const nightProofs = 11
 // own, as make demo does: each act's proof, taken from the capture on the
 // client, holds, and the demo exits 0 saying so. Not parallel: its proofs
 // are timing (no address silent over a second through the store's
-// outage), and it runs a lab of four agents and etcd.
+// outage), and it runs a lab of four agents and etcd; for the same reason
+// it runs in the plain run only, not again under -race (skipRaced).
 func TestLabDemoFleet(t *testing.T) {
+	skipRaced(t)
 	if os.Geteuid() != 0 {
 		labtest.New(t) // skips (or fails under CI) with the reason
 	}
@@ -57,6 +59,7 @@ func TestLabDemoFleet(t *testing.T) {
 // MAC, as a frozen owner that woke and answered would. The client's
 // capture sees it, and the demo exits 3 naming the act and the answers.
 func TestLabDemoFleetFailsABrokenProof(t *testing.T) {
+	skipRaced(t) // a minute of CI's 30 under -race; its paths run there in the other lab tests
 	if os.Geteuid() != 0 {
 		labtest.New(t)
 	}
