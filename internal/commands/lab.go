@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -482,4 +483,41 @@ func labHint(args string) string {
 		self = "sudo " + self
 	}
 	return self + " lab " + args
+}
+
+// labScript runs a demo's steps in the lab's hosts and narrates them.
+type labScript struct {
+	e   *labEnv
+	d   *deps
+	ctx context.Context
+	exe string // this vip
+}
+
+func (s *labScript) say(format string, args ...any) {
+	fmt.Fprintf(s.d.io.Out, "== "+format+"\n", args...)
+}
+
+// output runs name in host and returns what it printed.
+func (s *labScript) output(host, name string, args ...string) (string, error) {
+	cmd, err := s.e.command(s.ctx, host, name, args...)
+	if err != nil {
+		return "", err
+	}
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	return out.String(), err
+}
+
+// show runs vip in host and prints its output, each line after the host's
+// name.
+func (s *labScript) show(host string, args ...string) error {
+	out, err := s.output(host, s.exe, args...)
+	for _, line := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		fmt.Fprintf(s.d.io.Out, "   %s> %s\n", host, line)
+	}
+	if err != nil {
+		return fmt.Errorf("vip %s on %s: %w", strings.Join(args, " "), host, err)
+	}
+	return nil
 }
