@@ -274,3 +274,13 @@ func (f *fakeEngine) countTraffic(a netip.Addr) {
 	}
 	f.traffic[a] = 0
 }
+
+// holdReleases has eng's releases wait until the function it returns is
+// called: an owner slow to let go of an address moving away.
+func holdReleases(eng *fakeEngine) func() {
+	wait := make(chan struct{})
+	eng.mu.Lock()
+	eng.releaseWait = wait
+	eng.mu.Unlock()
+	return func() { close(wait) }
+}

@@ -148,9 +148,7 @@ func TestFakeMoveTakenOnTheKeysDeletionRecordsTheRelease(t *testing.T) {
 	f.claim(a, vip)
 	// The owner is slow to let go, so that b tries first and waits on
 	// the key; the hand-over then tells b nothing but the key's deletion.
-	aEng.mu.Lock()
-	aEng.releaseWait = make(chan struct{})
-	aEng.mu.Unlock()
+	letGo := holdReleases(aEng)
 	f.s.mu.Lock()
 	f.s.quietHandOver = true
 	f.s.mu.Unlock()
@@ -160,7 +158,7 @@ func TestFakeMoveTakenOnTheKeysDeletionRecordsTheRelease(t *testing.T) {
 		defer f.s.mu.Unlock()
 		return f.s.takesTried["b"] > 0
 	}, "b did not try to take the address moving to it")
-	close(aEng.releaseWait)
+	letGo()
 	eventually(t, func() bool { return bEng.holds(vip) && f.owner(vip) == "b" }, "b did not take the address once a let go")
 	res := waitMove(t, done)
 	if len(res) != 1 || !res[0].Done() {
@@ -185,9 +183,7 @@ func TestFakeMoveTakenOnAnOlderReadRecordsTheRelease(t *testing.T) {
 	a, aEng := f.join("a")
 	_, bEng := f.join("b")
 	f.claim(a, vip)
-	aEng.mu.Lock()
-	aEng.releaseWait = make(chan struct{})
-	aEng.mu.Unlock()
+	letGo := holdReleases(aEng)
 	hold := make(chan struct{})
 	f.s.mu.Lock()
 	f.s.holdTakes = hold
@@ -199,7 +195,7 @@ func TestFakeMoveTakenOnAnOlderReadRecordsTheRelease(t *testing.T) {
 		return f.s.takesHeld > 0
 	}, "b did not try to take the address moving to it")
 	// b holds a copy of the move read before a let go; a lets go now.
-	close(aEng.releaseWait)
+	letGo()
 	eventually(t, func() bool {
 		f.s.mu.Lock()
 		defer f.s.mu.Unlock()
