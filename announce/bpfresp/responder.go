@@ -11,7 +11,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
-	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
 
 	"github.com/vipctl/vip/internal/wire"
 )
@@ -130,11 +130,7 @@ func Open(ifname string, ifindex int, mac net.HardwareAddr, hook Hook, log *slog
 	if !ok {
 		return nil, unavailable(nil, "interface %s has no Ethernet address: the eBPF responder answers only on Ethernet", ifname)
 	}
-	// Before Linux 5.11 maps count against RLIMIT_MEMLOCK; after, this
-	// does nothing.
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return nil, classify(err, ifname, hook, "lift the locked-memory limit")
-	}
+	liftMemlock()
 	if err := cleanup(ifname, ifindex, log); err != nil {
 		return nil, err
 	}
@@ -583,4 +579,19 @@ func (k responderHeldKey) addr() netip.Addr {
 		return a.Unmap()
 	}
 	return a
+}
+
+// liftMemlock lifts RLIMIT_MEMLOCK, which Linux before 5.11 charges BPF
+// maps and programs to (later ones charge the memory cgroup, and the limit
+// does not matter). A process that may not lift it goes on: on a later
+// kernel it needs none, and on an earlier one the load fails with a
+// permission error that classify explains.
+//
+// Not cilium/ebpf's rlimit package, which does the same: its init probes
+// the kernel with a BPF map in every process that links it, before main,
+// 0.4 to 1.7 ms of every vip command's start (GODEBUG=inittrace=1),
+// `vip claim` included, which never loads a program.
+func liftMemlock() {
+	inf := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &inf)
 }

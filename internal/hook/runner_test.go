@@ -74,13 +74,17 @@ func change(a netip.Addr, seq int) Change {
 
 // TestRunnerOrderPerAddress runs a hook that writes a file per change and
 // appends to its address's log: each address's calls come in the order of
-// its changes, with the environment the change says.
+// its changes, with the environment the change says: its VIP_ variables
+// are the change's alone, none of the agent's own environment (here a
+// stray one, and one that a change sets empty).
 func TestRunnerOrderPerAddress(t *testing.T) {
 	out := t.TempDir()
 	prog := script(t, `echo "$VIP_REASON" >> "$OUT/$VIP_ADDR.log"
 env | grep '^VIP_' | sort > "$OUT/$VIP_ADDR-$VIP_REASON.env"
 `)
 	t.Setenv("OUT", out)
+	t.Setenv("VIP_STRAY", "from the agent's environment")
+	t.Setenv("VIP_PEER", "inherited")
 	r := NewRunner(context.Background(), Config{Program: prog, Running: 2})
 	defer r.Close()
 	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8::3")}
