@@ -175,6 +175,7 @@ func TestNemesis(t *testing.T) {
 			violations = rep.Violations
 			for _, v := range rep.Violations {
 				t.Errorf("violation: %v", v)
+				n.logAddrsAround(t, v.Addr, v.At)
 			}
 			if path := os.Getenv("VIP_NEMESIS_REPORT"); path != "" {
 				n.mu.Lock()
@@ -210,8 +211,11 @@ type nemesisLab struct {
 	assigned map[netip.Addr]bool
 	// relays stand between the agents and each etcd member, to slow the
 	// store (nemesis.SlowStore); the recorder reaches etcd directly.
-	relays  []*labtest.Relay
-	rec     *storeRecorder
+	relays []*labtest.Relay
+	rec    *storeRecorder
+	// watches watch each node's eth0 (addrWatch), for a violation's
+	// evidence.
+	watches map[string]*addrWatch
 	elapsed time.Duration
 	log     *slog.Logger
 
@@ -237,7 +241,7 @@ func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
 		l: l, client: l.Host("client"),
 		stores: []*lab.Host{l.Host("s1"), l.Host("s2"), l.Host("s3")},
 		nodes:  []string{"a", "b", "c"},
-		hosts:  map[string]*lab.Host{}, socks: map[string]string{}, agents: map[string]*labtest.Proc{}, macs: map[string]string{},
+		hosts:  map[string]*lab.Host{}, socks: map[string]string{}, agents: map[string]*labtest.Proc{}, macs: map[string]string{}, watches: map[string]*addrWatch{},
 		vips: []netip.Addr{netip.MustParseAddr("192.0.2.50"), netip.MustParseAddr("2001:db8::50"),
 			netip.MustParseAddr("192.0.2.51"), netip.MustParseAddr("2001:db8::51")},
 		assigned: map[netip.Addr]bool{netip.MustParseAddr("192.0.2.51"): true, netip.MustParseAddr("2001:db8::51"): true},
@@ -264,12 +268,28 @@ func newNemesisLab(t *testing.T, responderArgs []string) *nemesisLab {
 	}
 	for _, node := range n.nodes {
 		n.hosts[node] = l.Host(node)
+		n.watches[node] = watchAddrs(t, n.hosts[node], "eth0")
 		n.socks[node] = filepath.Join(dir, node+".sock")
 		n.macs[node] = mac(n.hosts[node], "eth0")
 		n.startAgent(t, node)
 		serveTCP(t, n.hosts[node])
 	}
 	return n
+}
+
+// logAddrsAround logs each node's changes of a on its interface from
+// 10 s before at to 2 s after it: whether the address was there when a
+// violation says a node answered or accepted on it.
+func (n *nemesisLab) logAddrsAround(t *testing.T, a netip.Addr, at time.Time) {
+	t.Helper()
+	if !n.assigned[a] {
+		return
+	}
+	for _, node := range n.nodes {
+		lines := n.watches[node].around(a, at.Add(-10*time.Second), at.Add(2*time.Second))
+		t.Logf("%s on %s's eth0 from 10 s before %s to 2 s after (ip monitor address): %d changes\n%s",
+			a, node, at.Format("15:04:05.000"), len(lines), strings.Join(lines, "\n"))
+	}
 }
 
 // claimArgs returns the claim of addrs, with --assign for those of
