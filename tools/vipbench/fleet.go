@@ -46,10 +46,12 @@ type fleetConfig struct {
 	Moves       int
 	// Rest is how long etcd's traffic is measured with nothing happening.
 	Rest time.Duration
+	// TTL is the agents' lease TTL.
+	TTL time.Duration
 }
 
 func (b *bench) fleetConfig() fleetConfig {
-	c := fleetConfig{Agents: 1000, PerAgent: 100, ClaimAtOnce: 8, Moves: 200, Rest: 20 * time.Second}
+	c := fleetConfig{Agents: 1000, PerAgent: 100, ClaimAtOnce: 8, Moves: 200, Rest: 20 * time.Second, TTL: fleet.DefaultTTL}
 	if b.o.short {
 		c.Short, c.Agents, c.Moves = true, 100, 100
 	}
@@ -58,6 +60,9 @@ func (b *bench) fleetConfig() fleetConfig {
 	}
 	if b.o.fleetMoves > 0 {
 		c.Moves = b.o.fleetMoves
+	}
+	if b.o.fleetTTL > 0 {
+		c.TTL = b.o.fleetTTL
 	}
 	return c
 }
@@ -279,7 +284,7 @@ func joinFleet(ctx context.Context, cfg fleetConfig, url string, dial func(conte
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			agents[i], errs[i] = joinAgent(ctx, i, url, dial)
+			agents[i], errs[i] = joinAgent(ctx, i, url, cfg.TTL, dial)
 			if errs[i] != nil {
 				failed.Store(true)
 			}

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"time"
+
 	"context"
 	"errors"
 	"fmt"
@@ -16,8 +18,8 @@ import (
 )
 
 // joinAgent starts agent i: its store client, its engine over a port that
-// sends nothing, its member of the fleet with the default lease TTL.
-func joinAgent(ctx context.Context, i int, url string, dial func(context.Context, string) (net.Conn, error)) (*fleetAgent, error) {
+// sends nothing, its member of the fleet with a lease of ttl.
+func joinAgent(ctx context.Context, i int, url string, ttl time.Duration, dial func(context.Context, string) (net.Conn, error)) (*fleetAgent, error) {
 	node := fmt.Sprintf("agent%04d", i)
 	c, err := store.Open(ctx, store.Config{URL: url, Dial: dial})
 	if err != nil {
@@ -38,7 +40,7 @@ func joinAgent(ctx context.Context, i int, url string, dial func(context.Context
 		_ = eng.Run(rctx)
 	}()
 	a.m, err = fleet.Join(ctx, fleet.Config{
-		Store: c, Node: node, Version: "vipbench",
+		Store: c, Node: node, Version: "vipbench", TTL: ttl,
 		Interfaces: func() []store.Interface {
 			return []store.Interface{{Name: port.Name(), MAC: port.MAC().String(), Up: true, Prefixes: fleetPrefixes}}
 		},

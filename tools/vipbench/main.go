@@ -49,6 +49,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/vipctl/vip/internal/fleet"
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -67,6 +69,9 @@ type options struct {
 	agentFlags []string
 	// fleetAgents and fleetMoves, when set, size the fleet step.
 	fleetAgents, fleetMoves int
+	// fleetTTL, when set, is the fleet's lease TTL instead of the
+	// default.
+	fleetTTL time.Duration
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -83,6 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
 	fs.IntVar(&o.fleetMoves, "fleet-moves", 0, "moves in the fleet step, one after another (default: 200, 100 with -short)")
+	fs.DurationVar(&o.fleetTTL, "fleet-ttl", 0, "the fleet step's lease TTL (default: the agent's, fleet.DefaultTTL); the section and the headline say when it is not the default")
 	agentFlags := fs.String("agent-flags", "", "extra flags for the measured agent, separated by spaces, e.g. \"--cpuprofile /tmp/agent.prof\"")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "usage: vipbench [-short] [-out BENCHMARKS.md] [-run REGEXP] [-vip PATH]")
@@ -96,6 +102,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	o.agentFlags = strings.Fields(*agentFlags)
+	if o.fleetTTL != 0 {
+		if err := fleet.CheckTTL(o.fleetTTL); err != nil {
+			return nil, fmt.Errorf("-fleet-ttl: %w", err)
+		}
+	}
 	if o.fleetAgents != 0 && o.fleetAgents < 2 {
 		return nil, fmt.Errorf("-fleet-agents %d: a move needs two agents or more", o.fleetAgents)
 	}
