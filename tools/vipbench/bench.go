@@ -268,14 +268,42 @@ func (b *bench) buildVip(ctx context.Context) error {
 		b.vipBin = b.o.vip
 		return nil
 	}
-	b.vipBin = filepath.Join(b.dir, "vip")
+	built := filepath.Join(b.dir, "vip.built")
 	// By its import path, so that a test of the driver, which runs in
 	// tools/vipbench, builds it too.
-	cmd := exec.CommandContext(ctx, b.o.goTool, "build", "-o", b.vipBin, "github.com/vipctl/vip/cmd/vip")
+	cmd := exec.CommandContext(ctx, b.o.goTool, "build", "-o", built, "github.com/vipctl/vip/cmd/vip")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build ./cmd/vip (run vipbench from the repository): %w\n%s", err, tail(out, 30))
 	}
-	return nil
+	b.vipBin = filepath.Join(b.dir, "vip")
+	return install(built, b.vipBin)
+}
+
+// install copies the binary at from to a new file at to, as a package's
+// install does (dpkg, install(1): written with write(2)), and removes
+// from. The linker's own output, written through a mapping, is mapped
+// back by a process that runs it in larger pieces of the page cache: an
+// idle agent run from it had 6 MB more of the binary's pages resident
+// (RssFile 25.2 against 19.1 MB, twice each, the same build), which no
+// installed agent has.
+func install(from, to string) error {
+	src, err := os.Open(from)
+	if err != nil {
+		return fmt.Errorf("install vip: %w", err)
+	}
+	defer src.Close()
+	dst, err := os.OpenFile(to, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o755)
+	if err != nil {
+		return fmt.Errorf("install vip: %w", err)
+	}
+	if _, err := io.Copy(dst, src); err != nil {
+		dst.Close()
+		return fmt.Errorf("install vip: %w", err)
+	}
+	if err := dst.Close(); err != nil {
+		return fmt.Errorf("install vip: %w", err)
+	}
+	return os.Remove(from)
 }
 
 func (b *bench) labUp(ctx context.Context) error {
