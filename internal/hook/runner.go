@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -228,20 +227,12 @@ func (r *Runner) run(c Change) {
 	r.cfg.Report(event.Event{Kind: event.HookFailed, Addr: c.Addr, Interface: c.Interface, State: string(c.New), Message: msg})
 }
 
-// inherited is the agent's environment a hook runs with, less its VIP_
-// variables: those a hook reads are the change's (Change.Env), and one the
-// agent was started with (a test's, an operator's shell's) would read as
-// the change's.
-func inherited() []string {
-	return slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "VIP_") })
-}
-
 // exec runs the program for c in a process group of its own, killed whole
 // at the timeout or when the runner stops.
 func (r *Runner) exec(c Change) result {
 	out := &tail{max: outputTail}
 	cmd := exec.Command(r.cfg.Program)
-	cmd.Env = append(inherited(), c.Env()...)
+	cmd.Env = append(os.Environ(), c.Env()...)
 	cmd.Stdin = nil
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -74,17 +74,18 @@ func change(a netip.Addr, seq int) Change {
 
 // TestRunnerOrderPerAddress runs a hook that writes a file per change and
 // appends to its address's log: each address's calls come in the order of
-// its changes, with the environment the change says: its VIP_ variables
-// are the change's alone, none of the agent's own environment (here a
-// stray one, and one that a change sets empty).
+// its changes, with the environment the change says over the agent's:
+// an event's variable the agent's environment has too is the change's,
+// and the agent's own settings (VIP_SOCKET, VIP_STORE) reach the hook,
+// which may run vip.
 func TestRunnerOrderPerAddress(t *testing.T) {
 	out := t.TempDir()
 	prog := script(t, `echo "$VIP_REASON" >> "$OUT/$VIP_ADDR.log"
-env | grep '^VIP_' | sort > "$OUT/$VIP_ADDR-$VIP_REASON.env"
+env | grep -E '^VIP_(EVENT|ADDR|INTERFACE|GROUP|OLD_STATE|NEW_STATE|NODE|PEER|REASON|REASON_CODE|TIME|SOCKET)=' | sort > "$OUT/$VIP_ADDR-$VIP_REASON.env"
 `)
 	t.Setenv("OUT", out)
-	t.Setenv("VIP_STRAY", "from the agent's environment")
 	t.Setenv("VIP_PEER", "inherited")
+	t.Setenv("VIP_SOCKET", "/run/vip/other.sock")
 	r := NewRunner(context.Background(), Config{Program: prog, Running: 2})
 	defer r.Close()
 	addrs := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8::3")}
@@ -121,6 +122,7 @@ VIP_OLD_STATE=none
 VIP_PEER=
 VIP_REASON=7
 VIP_REASON_CODE=
+VIP_SOCKET=/run/vip/other.sock
 VIP_TIME=2025-01-02T03:04:05Z
 `
 	if string(env) != wantEnv {
