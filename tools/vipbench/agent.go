@@ -37,8 +37,13 @@ type agent struct {
 
 // startAgent starts an agent answering with v and claims both addresses.
 func (b *bench) startAgent(ctx context.Context, v vipResponder) error {
-	// A socket, and so a state file, of its own for each agent.
-	sock := filepath.Join(b.dir, strings.ReplaceAll(v.step, " ", "-")+".sock")
+	return b.startAgentAs(ctx, v, v.step)
+}
+
+// startAgentAs is startAgent with the agent's socket, and so its state
+// file, named after name: each agent has its own.
+func (b *bench) startAgentAs(ctx context.Context, v vipResponder, name string) error {
+	sock := filepath.Join(b.dir, strings.ReplaceAll(name, " ", "-")+".sock")
 	a := &agent{out: &lockedBuffer{}, sock: sock, client: api.NewClient(sock), done: make(chan struct{})}
 	// ip netns exec execs vip in place: the process started is vip.
 	args := append([]string{"agent", "--socket", sock, "--log-level", "warn"}, v.flags...)

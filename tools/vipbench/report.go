@@ -354,7 +354,8 @@ func (r *report) howMeasured() []string {
 		"**CPU** of vip is utime + stime of the agent process (all threads) from /proc/PID/stat, before and after, over wall time: " +
 			"a share of one core, with a resolution of one 10 ms tick over the stretch measured. **RSS** is VmRSS from /proc/PID/status, " +
 			"of vip as `go build` wrote it, then copied into place as a package's install does: run from the linker's own output, an idle agent had about 6 MB more of the binary resident.",
-		"**Idle**: the agent holding one claim (192.0.2.10, the IPv6 one released), no load, measured over " + idle + ", long after its gratuitous window ended.",
+		"**Idle**: a fresh agent, started for it, holding one claim (192.0.2.10, the IPv6 one released), no load, measured over " + idle + ", long after its gratuitous window ended " +
+			"(the agent of the load runs keeps counts of the thousands of senders it answered, which it sweeps).",
 		"**10,000 claims**: 508 IPv4 (198.51.100.1–254, 203.0.113.1–254) and 9,492 IPv6 (2001:db8:1::/112) in one `vip claim -f FILE -i eth0`. " +
 			"RSS is read after the claim returns; `vip status --json` is the wall time of the whole command (process start to exit, run " +
 			"directly, not through `ip netns exec`), median of 5, once every gratuitous window has closed: the 10,000 claims held, the agent " +

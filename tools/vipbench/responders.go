@@ -147,7 +147,7 @@ func (b *bench) runResponder(ctx context.Context, v vipResponder, vipErr, labErr
 		}
 	}
 	if v.main {
-		vipStep("vip idle with one claim", b.idleFor()+30*time.Second, b.idleRun)
+		vipStep("vip idle with one claim", b.idleFor()+30*time.Second, func(ctx context.Context) error { return b.idleRun(ctx, v) })
 		vipStep("claim to the wire", 2*time.Minute, b.claimRun)
 	}
 	if v.tenK {
