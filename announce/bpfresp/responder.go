@@ -583,9 +583,10 @@ func (k responderHeldKey) addr() netip.Addr {
 
 // liftMemlock lifts RLIMIT_MEMLOCK, which Linux before 5.11 charges BPF
 // maps and programs to (later ones charge the memory cgroup, and the limit
-// does not matter). A process that may not lift it goes on: on a later
-// kernel it needs none, and on an earlier one the load fails with a
-// permission error that classify explains.
+// does not matter). The program needs 5.18, so this counts only on an
+// older kernel with the helpers it uses backported. A process that may not
+// lift it goes on: the load then fails with EPERM, which classify reports
+// as missing capabilities.
 //
 // Not cilium/ebpf's rlimit package, which does the same: its init probes
 // the kernel with a BPF map in every process that links it, before main,

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"time"
-
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/fleet"

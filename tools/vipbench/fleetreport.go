@@ -37,7 +37,7 @@ func (r *fleetResult) why() string {
 }
 
 // ttlWhy says whether ttl is the default, as the section's text does; the
-// headline reads it there (fleetTTLOf).
+// headline reads it there (otherTTLRe).
 func ttlWhy(ttl time.Duration) string {
 	if ttl == fleet.DefaultTTL {
 		return "the default"
