@@ -236,7 +236,33 @@ func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, 
 			return nil
 		})
 	}
-	for _, c := range items {
+	// Addresses this node does not hold go in batches, each one
+	// transaction when all of its keys are free (the common claim); the
+	// rest, and a batch with a key that is not, one by one.
+	one, batches := m.freeBatches(items)
+	for _, batch := range batches {
+		g.Go(func() error {
+			ok, err := m.acquireFree(ctx, batch, macs, lease)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				failed = append(failed, err)
+			case ok:
+				for _, c := range batch {
+					got = append(got, taken{claim: c, fresh: true})
+				}
+			default:
+				one = append(one, batch...)
+			}
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if len(failed) > 0 {
+		one = nil // the store failed: nothing is claimed
+	}
+	for _, c := range one {
 		g.Go(func() error {
 			fresh, err := m.acquireOne(ctx, c, macs[c.Interface], lease)
 			mu.Lock()
@@ -259,6 +285,44 @@ func (m *Member) acquire(ctx context.Context, items []announce.Claim) ([]taken, 
 		return nil, nil, fmt.Errorf("nothing was claimed: %w", failed[0])
 	}
 	return got, refused, nil
+}
+
+// freeBatches splits items, claims of no group, into those this node
+// holds already (or waits on), to acquire one by one, and batches of the
+// others for acquireFree. A lone address is acquired alone: a batch of one
+// saves nothing, and costs a transaction when its key is not free.
+func (m *Member) freeBatches(items []announce.Claim) (one []announce.Claim, batches [][]announce.Claim) {
+	var free []announce.Claim
+	m.mu.Lock()
+	for _, c := range items {
+		if m.claims.place(c.Addr) == event.StateNone {
+			free = append(free, c)
+		} else {
+			one = append(one, c)
+		}
+	}
+	m.mu.Unlock()
+	if len(free) < 2 {
+		return append(one, free...), nil
+	}
+	return one, slices.Collect(slices.Chunk(free, store.MaxGroupAddrs))
+}
+
+// acquireFree acquires a batch of claims in one transaction if every key
+// is free (Ledger.AcquireFree), and reports whether it did.
+func (m *Member) acquireFree(ctx context.Context, batch []announce.Claim, macs map[string]string, lease LeaseID) (bool, error) {
+	recs := make([]store.Claim, len(batch))
+	now := m.clock.Now()
+	for i, c := range batch {
+		opts, err := json.Marshal(c.Options)
+		if err != nil {
+			return false, err
+		}
+		recs[i] = m.claimRecord(c.Addr, c.Interface, macs[c.Interface], now, opts)
+	}
+	return guarded(m, ctx, func(ctx context.Context) (bool, error) {
+		return m.l.AcquireFree(ctx, lease, recs, store.ActorOf(ctx))
+	})
 }
 
 func (m *Member) acquireOne(ctx context.Context, c announce.Claim, mac string, lease LeaseID) (fresh bool, err error) {

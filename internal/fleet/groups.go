@@ -168,43 +168,57 @@ func withGroup(opts json.RawMessage, group string) json.RawMessage {
 	return out
 }
 
-// withGroups completes req with the groups of its addresses: a move of a
-// group's address moves the whole group, and req.Group names the
-// addresses of that group. It reads the fleet only when a group is in
-// play.
-func (mv *Mover) withGroups(ctx context.Context, req store.MoveRequest) (store.MoveRequest, error) {
-	if req.All && req.Group == "" {
-		return req, nil
+// view reads what req's move needs to plan and completes req with the
+// groups of its addresses: a move of a group's address moves the whole
+// group, and req.Group names the addresses of that group. A move of a few
+// addresses reads only their records and those of their nodes and the
+// target (MoveView); the whole fleet is read only when a group is in play,
+// or for all of a node's addresses, and then serves as the plan's view.
+func (mv *Mover) view(ctx context.Context, req store.MoveRequest) (store.MoveRequest, store.View, error) {
+	if req.All || req.Group != "" {
+		v, err := mv.l.Fleet(ctx)
+		if err != nil {
+			return req, v, err
+		}
+		if req.All && req.Group == "" {
+			return req, v, nil
+		}
+		req, err = withGroups(req, v, map[string]bool{req.Group: true})
+		return req, v, err
+	}
+	v, err := mv.l.MoveView(ctx, req.Addrs, req.To)
+	if err != nil {
+		return req, v, err
 	}
 	groups := map[string]bool{}
-	if req.Group != "" {
-		groups[req.Group] = true
-	}
-	if len(req.Addrs) > 0 {
-		v, err := mv.l.MoveView(ctx, req.Addrs, false)
-		if err != nil {
-			return req, err
-		}
-		for _, a := range req.Addrs {
-			if c, ok := v.ClaimOf(a); ok && c.Claim.Group != "" {
-				groups[c.Claim.Group] = true
-			}
+	for _, a := range req.Addrs {
+		if c, ok := v.ClaimOf(a); ok && c.Claim.Group != "" {
+			groups[c.Claim.Group] = true
 		}
 	}
 	if len(groups) == 0 {
-		return req, nil
+		return req, v, nil
 	}
-	v, err := mv.l.Fleet(ctx)
-	if err != nil {
-		return req, err
+	if v, err = mv.l.Fleet(ctx); err != nil {
+		return req, v, err
 	}
+	req, err = withGroups(req, v, groups)
+	return req, v, err
+}
+
+// withGroups adds to req every address v has of groups, and of the groups
+// of req's own addresses; req.Group must have one.
+func withGroups(req store.MoveRequest, v store.View, groups map[string]bool) (store.MoveRequest, error) {
 	have := map[netip.Addr]bool{}
 	for _, a := range req.Addrs {
 		have[a] = true
+		if c, ok := v.ClaimOf(a); ok && c.Claim.Group != "" {
+			groups[c.Claim.Group] = true
+		}
 	}
 	found := map[string]bool{}
 	for _, c := range v.Claims {
-		if g := c.Claim.Group; groups[g] {
+		if g := c.Claim.Group; g != "" && groups[g] {
 			found[g] = true
 			if !have[c.Claim.Addr] {
 				have[c.Claim.Addr] = true

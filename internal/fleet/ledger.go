@@ -123,6 +123,13 @@ type ClaimLedger interface {
 	// none (a *HeldError names one another node holds, a *GroupError one
 	// in another group). fresh says which keys it created or bound.
 	AcquireGroup(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) (fresh []bool, err error)
+	// AcquireFree creates the keys of recs (at most store.MaxGroupAddrs)
+	// under lease in one transaction, each recorded in the history as
+	// Acquire records it, when every one of them is absent; when any is
+	// not, it changes nothing and reports false, for the caller to
+	// Acquire them one by one. The common claim, of addresses nobody
+	// holds, is then one transaction for many addresses.
+	AcquireFree(ctx context.Context, lease LeaseID, recs []store.Claim, who store.Actor) (bool, error)
 	// Take creates the claim rec under lease if its key is absent and
 	// the address's move is the one created at moveRev (0: none is under
 	// way): a standby's takeover and a move's arrival, as cond says. A
@@ -215,15 +222,18 @@ type MoveLedger interface {
 	// the one created at rev; with done it then deletes the record, for
 	// the mover's watch to see the end.
 	MarkMove(ctx context.Context, mv store.Move, rev int64, done bool) error
-	// WatchMoves sends, batch by batch from after rev, every change of a
+	// WatchMoves sends, batch by batch from now on, every change of a
 	// move record and every deletion of a claim, whichever addresses
-	// they are of; a change may come twice after the watch broke. The
-	// channel closes when ctx is done.
-	WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange
-	// MoveView reads what a move of addrs needs to plan, at one
-	// revision: the nodes, and each address's claim and move; with all,
-	// the whole fleet.
-	MoveView(ctx context.Context, addrs []netip.Addr, all bool) (store.View, error)
+	// they are of; a change may come twice after the watch broke. It
+	// returns once the watch is in place: every change made after it
+	// returns comes. The channel closes when ctx is done.
+	WatchMoves(ctx context.Context) (<-chan []MoveChange, error)
+	// MoveView reads what a move of addrs to the node called to needs
+	// to plan, at one revision: that node and its cordon (none when to
+	// is empty), each address's claim and move, and the nodes holding
+	// them. It may return more (the whole fleet, when addrs are more
+	// than one transaction reads).
+	MoveView(ctx context.Context, addrs []netip.Addr, to string) (store.View, error)
 }
 
 // HistoryLedger is the part of the Ledger for the history, for the changes no other transaction records.

@@ -371,9 +371,16 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if ok, err := lm.Ask(ctx, mover, []fleet.Asking{{Move: store.Move{Addr: addrA, From: "a", To: "b", Asked: time.Now()}}}); ok || err != nil {
 				t.Fatalf("ask a move of a held address planned as free: %v, %v; want refused", ok, err)
 			}
-			view, err := lm.MoveView(ctx, []netip.Addr{addrA}, false)
+			view, err := lm.MoveView(ctx, []netip.Addr{addrA}, "b")
 			if err != nil {
 				t.Fatal(err)
+			}
+			// The plan's view has the target and the owner (planMoves
+			// checks both).
+			for _, n := range []string{"a", "b"} {
+				if _, ok := view.NodeByName(n); !ok {
+					t.Fatalf("MoveView of %s to b has no node %s: %+v", addrA, n, view.Nodes)
+				}
 			}
 			claimRev := int64(-1)
 			for _, c := range view.Claims {
@@ -511,7 +518,7 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if _, err := la.AcquireGroup(gctx, leaseA, recsA, store.Actor{}); err != nil {
 				t.Fatalf("acquire %d addresses under a guard of %d owners: %v", len(addrs), len(guard.Live), err)
 			}
-			view, err := lm.MoveView(ctx, addrs, false)
+			view, err := lm.MoveView(ctx, addrs, "b")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -551,6 +558,35 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			}
 			if took, _, err := la.TakeGroup(gctx, leaseA, recsA, revs, fleet.StandbyTake(0), store.Change{Kind: store.ChangeFailover}); !took || err != nil {
 				t.Fatalf("the standby takes %d addresses back under the guard: %v, %v", len(recsA), took, err)
+			}
+		}},
+		{"free keys are acquired in one transaction, or none is", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			if _, err := lb.Acquire(ctx, leaseB, claimOf(addrC, "b", ""), store.Actor{}); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := la.AcquireFree(ctx, leaseA, []store.Claim{claimOf(addrA, "a", ""), claimOf(addrC, "a", "")}, store.Actor{}); ok || err != nil {
+				t.Fatalf("AcquireFree with b's %s among them: %v, %v; want false, nothing changed", addrC, ok, err)
+			}
+			if fresh, err := lb.Acquire(ctx, leaseB, claimOf(addrA, "b", ""), store.Actor{}); !fresh || err != nil {
+				t.Fatalf("the refused batch left %s taken: b's acquire %v, %v", addrA, fresh, err)
+			}
+			if ok, err := la.AcquireFree(ctx, leaseA, []store.Claim{claimOf(addrB, "a", "")}, store.Actor{By: "alice@ops"}); !ok || err != nil {
+				t.Fatalf("AcquireFree of free %s: %v, %v", addrB, ok, err)
+			}
+			if fresh, err := la.Acquire(ctx, leaseA, claimOf(addrB, "a", ""), store.Actor{}); fresh || err != nil {
+				t.Fatalf("%s after AcquireFree: acquired again %v, %v; want a's already, under its lease", addrB, fresh, err)
+			}
+			hist, _, err := la.History(ctx, store.HistoryQuery{Addr: addrB})
+			if err != nil || len(hist) != 1 || hist[0].Kind != store.ChangeClaim || hist[0].Node != "a" || hist[0].By != "alice@ops" {
+				t.Fatalf("History of %s: %+v, %v; want a's claim, by alice@ops", addrB, hist, err)
+			}
+			if err := la.Revoke(ctx, leaseA); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := la.AcquireFree(ctx, leaseA, []store.Claim{claimOf(netip.MustParseAddr("192.0.2.12"), "a", "")}, store.Actor{}); ok || err == nil {
+				t.Fatalf("AcquireFree under a revoked lease: %v, %v; want an error", ok, err)
 			}
 		}},
 		{"the history: recorded, read by address and by node", func(t *testing.T, s contractStore) {

@@ -545,19 +545,30 @@ func (l *fakeLedger) LeaseAlive(_ context.Context, lease fleet.LeaseID) (bool, e
 	return ok, nil
 }
 
-func (l *fakeLedger) Acquire(ctx context.Context, lease fleet.LeaseID, rec store.Claim, who store.Actor) (bool, error) {
+// beginAcquire locks the store for an acquire under lease, unless it
+// fails: unreachable, or the lease gone. It runs beforeAcquire.
+func (l *fakeLedger) beginAcquire(lease fleet.LeaseID) error {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
-		return false, err
+		return err
 	}
-	defer s.mu.Unlock()
 	if fn := s.beforeAcquire; fn != nil {
 		s.beforeAcquire = nil
 		fn(s)
 	}
 	if _, ok := s.leases[lease]; !ok {
-		return false, fleet.ErrLeaseGone
+		s.mu.Unlock()
+		return fleet.ErrLeaseGone
 	}
+	return nil
+}
+
+func (l *fakeLedger) Acquire(ctx context.Context, lease fleet.LeaseID, rec store.Claim, who store.Actor) (bool, error) {
+	s := l.s
+	if err := l.beginAcquire(lease); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
 	cur, ok := s.claims[rec.Addr]
 	kind := store.ChangeClaim
 	switch {
@@ -580,6 +591,28 @@ func (l *fakeLedger) Acquire(ctx context.Context, lease fleet.LeaseID, rec store
 	rev := s.bumpLocked()
 	s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
 	s.recordLocked(store.Change{Kind: kind, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}, rev)
+	return true, nil
+}
+
+func (l *fakeLedger) AcquireFree(ctx context.Context, lease fleet.LeaseID, recs []store.Claim, who store.Actor) (bool, error) {
+	s := l.s
+	if err := l.beginAcquire(lease); err != nil {
+		return false, err
+	}
+	defer s.mu.Unlock()
+	for _, rec := range recs {
+		if _, ok := s.claims[rec.Addr]; ok {
+			return false, nil
+		}
+	}
+	if s.guardFailsLocked(ctx) {
+		return false, fleet.ErrFailsafeChanged
+	}
+	rev := s.bumpLocked()
+	for _, rec := range recs {
+		s.claims[rec.Addr] = fakeKV[store.Claim]{v: rec, lease: lease, create: rev}
+		s.recordLocked(store.Change{Kind: store.ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Actor: who}, rev)
+	}
 	return true, nil
 }
 
@@ -959,7 +992,7 @@ func (l *fakeLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 }
 
 func (l *fakeLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
-	v, err := l.MoveView(ctx, nil, true)
+	v, err := l.view()
 	return v.Nodes, v.Revision, err
 }
 
@@ -971,10 +1004,15 @@ func (l *fakeLedger) WatchNodes(ctx context.Context, rev int64, _ func()) int64 
 }
 
 func (l *fakeLedger) Fleet(ctx context.Context) (store.View, error) {
-	return l.MoveView(ctx, nil, true)
+	return l.view()
 }
 
-func (l *fakeLedger) MoveView(_ context.Context, _ []netip.Addr, _ bool) (store.View, error) {
+// MoveView returns the whole fleet, as the contract allows.
+func (l *fakeLedger) MoveView(_ context.Context, _ []netip.Addr, _ string) (store.View, error) {
+	return l.view()
+}
+
+func (l *fakeLedger) view() (store.View, error) {
 	s := l.s
 	if err := s.begin(l.node); err != nil {
 		return store.View{}, err
@@ -1042,7 +1080,12 @@ func (l *fakeLedger) Ask(_ context.Context, lease fleet.LeaseID, asks []fleet.As
 	return true, nil
 }
 
-func (l *fakeLedger) WatchMoves(ctx context.Context, rev int64) <-chan []fleet.MoveChange {
+func (l *fakeLedger) WatchMoves(ctx context.Context) (<-chan []fleet.MoveChange, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return nil, err
+	}
+	rev := l.s.rev
+	l.s.mu.Unlock()
 	out := make(chan []fleet.MoveChange)
 	go func() {
 		defer close(out)
@@ -1065,5 +1108,5 @@ func (l *fakeLedger) WatchMoves(ctx context.Context, rev int64) <-chan []fleet.M
 			}
 		})
 	}()
-	return out
+	return out, nil
 }

@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -675,4 +676,48 @@ func TestFakeMoveArrivesOnceTheStoreAnswers(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkNoOverlap(t, vip, aEng, bEng)
+}
+
+// TestFakeClaimManyInBatches: a claim of many free addresses makes their
+// keys a batch at a time, not a transaction each; one another node holds
+// among them is refused, and the others are claimed all the same.
+func TestFakeClaimManyInBatches(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	b, _ := f.join("b")
+	held := netip.MustParseAddr("198.51.100.200")
+	f.claim(b, held)
+	var reqs []announce.Request
+	for i := range 40 {
+		reqs = append(reqs, announce.Request{Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i)}), Interface: "eth0"})
+	}
+	f.s.mu.Lock()
+	before := f.s.rev
+	f.s.mu.Unlock()
+	if _, err := a.Claim(context.Background(), reqs, announce.ClaimOptions{}); err != nil {
+		t.Fatalf("claim %d free addresses: %v", len(reqs), err)
+	}
+	f.s.mu.Lock()
+	writes := f.s.rev - before
+	f.s.mu.Unlock()
+	if want := int64((len(reqs) + store.MaxGroupAddrs - 1) / store.MaxGroupAddrs); writes != want {
+		t.Errorf("a claim of %d free addresses took %d writes of the store, want %d (batches of %d)", len(reqs), writes, want, store.MaxGroupAddrs)
+	}
+	mixed := []announce.Request{{Addr: held, Interface: "eth0"}}
+	for i := range 5 {
+		mixed = append(mixed, announce.Request{Addr: netip.AddrFrom4([4]byte{198, 51, 100, byte(100 + i)}), Interface: "eth0"})
+	}
+	_, err := a.Claim(context.Background(), mixed, announce.ClaimOptions{})
+	var rf *announce.RefusedError
+	if !errors.As(err, &rf) || len(rf.Refused) != 1 || rf.Refused[0].Addr != held {
+		t.Fatalf("claim with b's %s among free addresses: %v; want it alone refused", held, err)
+	}
+	for _, r := range append(reqs, mixed[1:]...) {
+		if got := f.owner(r.Addr); got != "a" || !aEng.holds(r.Addr) {
+			t.Errorf("%s: the store's owner %q, a's engine holds it %v; want a's", r.Addr, got, aEng.holds(r.Addr))
+		}
+	}
+	if got := f.owner(held); got != "b" {
+		t.Errorf("%s: the store's owner %q, want b's still", held, got)
+	}
 }

@@ -26,6 +26,32 @@ import (
 type Mover struct {
 	l     moverLedger
 	clock clockwork.Clock
+	// phase, when set, is told as each step of Move ends (MovePhase).
+	phase func(MovePhase)
+}
+
+// MovePhase names a step of Mover.Move, for a caller that times them
+// (vipbench's table of where a move's time goes).
+type MovePhase string
+
+// The steps of a move, in their order. A step is told when it ends.
+const (
+	PhaseRead    MovePhase = "read"    // what the move needs read from the store
+	PhasePlanned MovePhase = "planned" // the move planned
+	PhaseLeased  MovePhase = "leased"  // the mover's lease granted, its watch made
+	PhaseAsked   MovePhase = "asked"   // the move records written
+	PhaseEnded   MovePhase = "ended"   // every move live, failed or given up
+	PhaseRevoked MovePhase = "revoked" // the mover's lease revoked: Move returns
+)
+
+// OnPhase has f told as each step of Move ends, in the caller's goroutine;
+// set it before the first Move.
+func (mv *Mover) OnPhase(f func(MovePhase)) { mv.phase = f }
+
+func (mv *Mover) told(p MovePhase) {
+	if mv.phase != nil {
+		mv.phase(p)
+	}
 }
 
 // moverLedger is what a Mover needs of the store: a lease for its
@@ -34,6 +60,7 @@ type moverLedger interface {
 	LeaseLedger
 	MoveLedger
 	Fleet(ctx context.Context) (store.View, error)
+	Nodes(ctx context.Context) ([]store.Node, int64, error)
 	Close()
 }
 
@@ -83,17 +110,23 @@ type pendingMove struct {
 // is refused (a node not alive, no interface for an address, a move under
 // way): the error says why, wrapping store.ErrRefused.
 func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) (_ []store.MoveResult, err error) {
-	if req, err = mv.withGroups(ctx, req); err != nil {
-		return nil, err
-	}
-	v, err := mv.l.MoveView(ctx, req.Addrs, req.All)
+	req, v, err := mv.view(ctx, req)
 	if err != nil {
 		return nil, err
+	}
+	mv.told(PhaseRead)
+	if _, ok := v.NodeByName(req.To); !ok {
+		// Refused, unless the target came alive since: every live
+		// node, for the error to list.
+		if v.Nodes, _, err = mv.l.Nodes(ctx); err != nil {
+			return nil, err
+		}
 	}
 	moves, err := planMoves(v, req, mv.clock.Now())
 	if err != nil {
 		return nil, err
 	}
+	mv.told(PhasePlanned)
 	var pending []*pendingMove
 	var results []store.MoveResult
 	for _, m := range moves {
@@ -118,29 +151,55 @@ func (mv *Mover) Move(ctx context.Context, req store.MoveRequest) (_ []store.Mov
 	defer cancel()
 	timer := mv.clock.AfterFunc(timeout, cancel)
 	defer timer.Stop()
-	// The move records live under a lease of the mover's own.
+	// The move records live under a lease of the mover's own. The watch
+	// that follows the moves is made meanwhile: it is in place before
+	// they are asked, and sees each whole (the plan's revision is not
+	// needed: a change between it and the ask fails the ask's compares).
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	var (
+		watch    <-chan []MoveChange
+		watchErr error
+		watched  = make(chan struct{})
+	)
+	go func() {
+		defer close(watched)
+		watch, watchErr = mv.l.WatchMoves(wctx)
+	}()
 	lease, err := mv.l.Grant(ctx, timeout+moverLeaseSlack)
+	<-watched
+	if err == nil && watchErr != nil {
+		_ = mv.revoke(lease)
+		err = watchErr
+	}
 	if err != nil {
 		return nil, err
 	}
+	mv.told(PhaseLeased)
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.Background(), store.DefaultTimeout)
-		defer cancel()
-		_ = mv.l.Revoke(rctx, lease)
+		_ = mv.revoke(lease)
+		mv.told(PhaseRevoked)
 	}()
-	wctx, stopWatch := context.WithCancel(ctx)
-	defer stopWatch()
-	watch := mv.l.WatchMoves(wctx, v.Revision)
 	if err := mv.ask(ctx, pending, lease); err != nil {
 		return nil, err
 	}
+	mv.told(PhaseAsked)
 	mv.follow(ctx, pending, watch)
 	mv.giveUpRest(ctx, pending)
+	mv.told(PhaseEnded)
 	for _, m := range pending {
 		results = append(results, m.res)
 	}
 	slices.SortFunc(results, func(x, y store.MoveResult) int { return x.Addr.Compare(y.Addr) })
 	return results, nil
+}
+
+// revoke ends the mover's lease, and the records under it, with a time of
+// its own: the move's may be over.
+func (mv *Mover) revoke(lease LeaseID) error {
+	rctx, cancel := context.WithTimeout(context.Background(), store.DefaultTimeout)
+	defer cancel()
+	return mv.l.Revoke(rctx, lease)
 }
 
 // follow applies the changes the watch sends to the moves until each has
@@ -288,7 +347,7 @@ func (mv *Mover) giveUpRest(ctx context.Context, pending []*pendingMove) {
 	}
 	if len(unsure) > 0 {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), store.DefaultTimeout)
-		v, err := mv.l.MoveView(rctx, unsure, false)
+		v, err := mv.l.MoveView(rctx, unsure, "")
 		cancel()
 		if err == nil {
 			holder := make(map[netip.Addr]string, len(v.Claims))

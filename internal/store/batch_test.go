@@ -26,6 +26,9 @@ func TestBatchesFit(t *testing.T) {
 	if err := c.PutStandbys(ctx, recs, Actor{}); err != nil {
 		t.Fatalf("put %d standby records, %d a transaction: %v", n, standbysPerTxn, err)
 	}
+	if _, err := c.MoveViewOf(ctx, addrs[:maxTxnAddrs], "b"); err != nil {
+		t.Fatalf("MoveViewOf %d addresses in one transaction: %v", maxTxnAddrs, err)
+	}
 	v, err := c.FleetOf(ctx, addrs[:maxTxnAddrs])
 	if err != nil {
 		t.Fatalf("FleetOf %d addresses in one transaction: %v", maxTxnAddrs, err)

@@ -530,11 +530,8 @@ func (l *Ledger) Nodes(ctx context.Context) ([]Node, int64, error) {
 	return l.c.NodeRecords(ctx)
 }
 
-func (l *Ledger) MoveView(ctx context.Context, addrs []netip.Addr, all bool) (View, error) {
-	if all {
-		return l.c.Fleet(ctx)
-	}
-	return l.c.FleetOf(ctx, addrs)
+func (l *Ledger) MoveView(ctx context.Context, addrs []netip.Addr, to string) (View, error) {
+	return l.c.MoveViewOf(ctx, addrs, to)
 }
 
 func (l *Ledger) Grant(ctx context.Context, ttl time.Duration) (LeaseID, error) {

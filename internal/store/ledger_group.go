@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -10,6 +11,59 @@ import (
 // groupTries bounds how often AcquireGroup reads the group's keys again
 // when one changed between its read and its transaction.
 const groupTries = 3
+
+func (l *Ledger) AcquireFree(ctx context.Context, lease LeaseID, recs []Claim, who Actor) (bool, error) {
+	if len(recs) > MaxGroupAddrs {
+		return false, fmt.Errorf("claim %d addresses in one transaction: at most %d", len(recs), MaxGroupAddrs)
+	}
+	var (
+		cmps     []clientv3.Cmp
+		ops      []clientv3.Op
+		subjects []string
+	)
+	for _, rec := range recs {
+		val, err := claimValue(rec)
+		if err != nil {
+			return false, err
+		}
+		hist, err := l.historyPut(Change{Kind: ChangeClaim, Addr: rec.Addr, Node: rec.Node, Interface: rec.Interface, Group: rec.Group, Actor: who})
+		if err != nil {
+			return false, err
+		}
+		key := l.k.Claim(rec.Addr)
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0))
+		ops = append(ops, hist.After(clientv3.OpPut(key, val, clientv3.WithLease(clientv3.LeaseID(lease))))...)
+		subjects = append(subjects, hist.Subjects...)
+	}
+	guard := l.guardCmps(ctx)
+	var free []clientv3.Cmp
+	if len(guard) > 0 {
+		// When the claims' compares fail, the guard's are judged
+		// apart: a changed failsafe set is the caller's to read again.
+		free = slices.Clone(cmps)
+	}
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Txn(rctx).If(append(cmps, guard...)...).Then(ops...).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	if resp.Succeeded {
+		l.trim.add(subjects...)
+		return true, nil
+	}
+	if len(guard) == 0 {
+		return false, nil
+	}
+	r2, err := l.c.Txn(rctx).If(free...).Commit()
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	if r2.Succeeded {
+		return false, ErrFailsafeChanged
+	}
+	return false, nil
+}
 
 func (l *Ledger) AcquireGroup(ctx context.Context, lease LeaseID, recs []Claim, who Actor) ([]bool, error) {
 	if len(recs) > MaxGroupAddrs {

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/netip"
 	"time"
 
@@ -107,58 +109,102 @@ func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func()) int64 {
 
 // WatchMoves watches the move records and the claims' deletions, on two
 // watches of one context: claims being created, which a filling fleet
-// writes by the hundred thousand, never leave the  When a watch
-// breaks (a leader lost, a compaction), it watches again from where both
-// had got to.
-func (l *Ledger) WatchMoves(ctx context.Context, rev int64) <-chan []MoveChange {
+// writes by the hundred thousand, never leave the store. It watches from
+// now, and returns once etcd has made both watches, so that a move asked
+// after it returns is seen whole. (A watch from a past revision would do
+// as well, but etcd brings a watch that starts behind its latest revision
+// up to date only every 100 ms: a move's news could wait that long.) When
+// a watch breaks (a leader lost, a compaction), it watches again from
+// where both had got to.
+func (l *Ledger) WatchMoves(ctx context.Context) (<-chan []MoveChange, error) {
+	w := l.openMoveWatch(ctx, 0)
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	for i, ch := range []clientv3.WatchChan{w.moves, w.gone} {
+		select {
+		case wr, ok := <-ch:
+			if !ok || wr.Err() != nil || !wr.Created {
+				w.cancel()
+				err := wr.Err()
+				if err == nil {
+					err = errors.New("the watch ended before etcd made it")
+				}
+				return nil, fmt.Errorf("watch the moves: %w", l.c.Explain(err))
+			}
+			w.seen[i] = wr.Header.Revision
+		case <-rctx.Done():
+			w.cancel()
+			return nil, fmt.Errorf("watch the moves: %w", l.c.Explain(rctx.Err()))
+		}
+	}
 	out := make(chan []MoveChange)
 	go func() {
 		defer close(out)
-		for ctx.Err() == nil {
-			rev = l.watchMovesOnce(ctx, rev, out)
+		for {
+			rev := l.followMoves(ctx, w, out)
+			w.cancel()
 			select {
 			case <-ctx.Done():
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
+			w = l.openMoveWatch(ctx, rev)
 		}
 	}()
-	return out
+	return out, nil
 }
 
-// watchMovesOnce watches until a watch breaks, and returns the revision
-// both watches had got to.
-func (l *Ledger) watchMovesOnce(ctx context.Context, rev int64, out chan<- []MoveChange) int64 {
+// moveWatch is WatchMoves's two watches, and the revision each had got to.
+type moveWatch struct {
+	moves, gone clientv3.WatchChan
+	seen        [2]int64
+	cancel      context.CancelFunc
+}
+
+// openMoveWatch opens the two watches from after rev; from now, with
+// etcd's word when each is made, when rev is 0.
+func (l *Ledger) openMoveWatch(ctx context.Context, rev int64) *moveWatch {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-	defer cancel()
-	moves := l.c.Watch(wctx, l.k.Moves(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
-	gone := l.c.Watch(wctx, l.k.Claims(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithFilterPut())
-	seen := [2]int64{rev, rev}
+	from := clientv3.WithCreatedNotify()
+	if rev > 0 {
+		from = clientv3.WithRev(rev + 1)
+	}
+	return &moveWatch{
+		moves:  l.c.Watch(wctx, l.k.Moves(), clientv3.WithPrefix(), from),
+		gone:   l.c.Watch(wctx, l.k.Claims(), clientv3.WithPrefix(), from, clientv3.WithFilterPut()),
+		seen:   [2]int64{rev, rev},
+		cancel: cancel,
+	}
+}
+
+// followMoves sends the changes w's watches see until one breaks or ctx
+// is done, and returns the revision both had got to.
+func (l *Ledger) followMoves(ctx context.Context, w *moveWatch, out chan<- []MoveChange) int64 {
 	for {
 		var wr clientv3.WatchResponse
 		var ok bool
 		i := 0
 		select {
 		case <-ctx.Done():
-			return min(seen[0], seen[1])
-		case wr, ok = <-moves:
-		case wr, ok = <-gone:
+			return min(w.seen[0], w.seen[1])
+		case wr, ok = <-w.moves:
+		case wr, ok = <-w.gone:
 			i = 1
 		}
 		if !ok || wr.Err() != nil {
-			if wr.CompactRevision > seen[i] {
-				seen[i] = wr.CompactRevision - 1
+			if wr.CompactRevision > w.seen[i] {
+				w.seen[i] = wr.CompactRevision - 1
 			}
-			return min(seen[0], seen[1])
+			return min(w.seen[0], w.seen[1])
 		}
 		if chs := l.moveChanges(wr.Events); len(chs) > 0 {
 			select {
 			case out <- chs:
 			case <-ctx.Done():
-				return min(seen[0], seen[1])
+				return min(w.seen[0], w.seen[1])
 			}
 		}
-		seen[i] = max(seen[i], wr.Header.Revision)
+		w.seen[i] = max(w.seen[i], wr.Header.Revision)
 	}
 }
 

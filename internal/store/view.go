@@ -126,23 +126,76 @@ func (c *Client) FleetOf(ctx context.Context, addrs []netip.Addr) (View, error) 
 	if len(addrs) == 0 || len(addrs) > maxTxnAddrs {
 		return c.Fleet(ctx)
 	}
-	ops := []clientv3.Op{clientv3.OpGet(c.Keys.Nodes(), clientv3.WithPrefix()), clientv3.OpGet(c.Keys.Cordons(), clientv3.WithPrefix())}
+	ops := c.addrGets([]clientv3.Op{clientv3.OpGet(c.Keys.Nodes(), clientv3.WithPrefix()), clientv3.OpGet(c.Keys.Cordons(), clientv3.WithPrefix())}, addrs)
+	b := newViewBuilder(c.Keys)
+	rev, err := c.readInto(ctx, ops, b)
+	if err != nil {
+		return View{}, err
+	}
+	return b.view(rev), nil
+}
+
+// addrGets appends to ops the reads of each address's claim and move.
+func (c *Client) addrGets(ops []clientv3.Op, addrs []netip.Addr) []clientv3.Op {
 	for _, a := range addrs {
 		ops = append(ops, clientv3.OpGet(c.Keys.Claim(a)), clientv3.OpGet(c.Keys.Move(a)))
 	}
+	return ops
+}
+
+// readInto reads ops, gets, in one transaction into b, and returns the
+// revision read.
+func (c *Client) readInto(ctx context.Context, ops []clientv3.Op, b *viewBuilder) (int64, error) {
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
 	resp, err := c.Txn(rctx).Then(ops...).Commit()
 	if err != nil {
-		return View{}, c.Explain(err)
+		return 0, c.Explain(err)
 	}
-	b := newViewBuilder(c.Keys)
 	for _, r := range resp.Responses {
 		for _, kv := range r.GetResponseRange().Kvs {
 			b.add(kv)
 		}
 	}
-	return b.view(resp.Header.Revision), nil
+	return resp.Header.Revision, nil
+}
+
+// MoveViewOf reads what a move of addrs to the node called to needs to
+// plan: that node's record and its cordon, each address's claim and move,
+// and the records of the nodes holding them, all at one revision (to
+// empty: no target). The other nodes are left out: at a thousand agents
+// their records are nearly all of a read of the fleet's nodes, and a move
+// needs none of them. More addresses than one transaction reads take the
+// whole fleet (Fleet).
+func (c *Client) MoveViewOf(ctx context.Context, addrs []netip.Addr, to string) (View, error) {
+	if len(addrs) == 0 || len(addrs) > maxTxnAddrs {
+		return c.Fleet(ctx)
+	}
+	var ops []clientv3.Op
+	if to != "" {
+		ops = append(ops, clientv3.OpGet(c.Keys.Node(to)), clientv3.OpGet(c.Keys.Cordon(to)))
+	}
+	b := newViewBuilder(c.Keys)
+	rev, err := c.readInto(ctx, c.addrGets(ops, addrs), b)
+	if err != nil {
+		return View{}, err
+	}
+	// The owners' records, at the same revision: one per owner, which
+	// the addresses bound.
+	seen := map[string]bool{to: true}
+	ops = ops[:0]
+	for _, cv := range b.claims {
+		if n := cv.Claim.Node; n != "" && !seen[n] {
+			seen[n] = true
+			ops = append(ops, clientv3.OpGet(c.Keys.Node(n), clientv3.WithRev(rev)))
+		}
+	}
+	if len(ops) > 0 {
+		if _, err := c.readInto(ctx, ops, b); err != nil {
+			return View{}, err
+		}
+	}
+	return b.view(rev), nil
 }
 
 // viewBuilder gathers records into a View, skipping what does not parse.

@@ -48,6 +48,9 @@ type fleetConfig struct {
 	Rest time.Duration
 	// TTL is the agents' lease TTL.
 	TTL time.Duration
+	// Failsafe runs each agent with the failsafe, as vip agent does by
+	// default: a key, a UDP socket to answer on, and its set written.
+	Failsafe bool
 }
 
 func (b *bench) fleetConfig() fleetConfig {
@@ -64,6 +67,7 @@ func (b *bench) fleetConfig() fleetConfig {
 	if b.o.fleetTTL > 0 {
 		c.TTL = b.o.fleetTTL
 	}
+	c.Failsafe = b.o.fleetFailsafe
 	return c
 }
 
@@ -136,6 +140,9 @@ type fleetResult struct {
 	// move asked to live on the target; both sorted.
 	MoveCmd, MoveLive []time.Duration
 	MoveWaited        int
+	// MoveSteps is where each move's time went, step by step in the
+	// order of moveSteps; each list sorted.
+	MoveSteps [][]time.Duration
 	// Moving is etcd's traffic while the moves ran, one after another.
 	Moving etcdRates
 	// History is what the history of ownership cost.
@@ -153,6 +160,8 @@ type fleetAgent struct {
 	m    *fleet.Member
 	stop context.CancelFunc
 	done chan struct{}
+	// udp is the failsafe's socket, if it runs.
+	udp net.PacketConn
 }
 
 // fleetRun is the step. When the fleet fences itself while it fills (the
@@ -284,7 +293,7 @@ func joinFleet(ctx context.Context, cfg fleetConfig, url string, dial func(conte
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			agents[i], errs[i] = joinAgent(ctx, i, url, cfg.TTL, dial)
+			agents[i], errs[i] = joinAgent(ctx, i, url, cfg, dial)
 			if errs[i] != nil {
 				failed.Store(true)
 			}
@@ -480,7 +489,14 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *fleet.Mover, agents 
 	defer func() {
 		slices.Sort(res.MoveCmd)
 		slices.Sort(res.MoveLive)
+		for _, d := range res.MoveSteps {
+			slices.Sort(d)
+		}
 	}()
+	marks := map[fleet.MovePhase]time.Time{}
+	mover.OnPhase(func(p fleet.MovePhase) { marks[p] = time.Now() })
+	defer mover.OnPhase(nil)
+	res.MoveSteps = make([][]time.Duration, len(moveSteps))
 	for range cfg.Moves {
 		k := rng.IntN(len(owner))
 		from, to := owner[k], rng.IntN(len(agents)-1)
@@ -488,6 +504,7 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *fleet.Mover, agents 
 			to++
 		}
 		a := fleetAddr(k)
+		clear(marks)
 		t0 := time.Now()
 		rs, err := mover.Move(ctx, store.MoveRequest{Addrs: []netip.Addr{a}, To: agents[to].node})
 		took := time.Since(t0)
@@ -503,6 +520,9 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *fleet.Mover, agents 
 		owner[k] = to
 		res.MoveCmd = append(res.MoveCmd, took)
 		res.MoveLive = append(res.MoveLive, rs[0].Live.Sub(rs[0].Asked))
+		for i, d := range stepsOf(t0, marks, rs[0]) {
+			res.MoveSteps[i] = append(res.MoveSteps[i], d)
+		}
 		if rs[0].Waited {
 			res.MoveWaited++
 		}
@@ -518,6 +538,36 @@ func moveFleet(ctx context.Context, cfg fleetConfig, mover *fleet.Mover, agents 
 		len(res.MoveCmd), fmtDur(pctl(res.MoveCmd, 0.5)), fmtDur(pctl(res.MoveCmd, 0.99)), fmtDur(pctl(res.MoveCmd, 1)),
 		fmtDur(pctl(res.MoveLive, 0.5)), fmtDur(pctl(res.MoveLive, 0.99)), res.Moving.summary())
 	return nil
+}
+
+// moveSteps name the steps of a move, in order, as stepsOf times them: the
+// mover's own (fleet.MovePhase) and, between its records written and its
+// end, the owner's and the target's, from the times in the move's record.
+// All clocks are this process's.
+var moveSteps = []string{
+	"read what the move needs",
+	"plan",
+	"grant the mover's lease and make its watch",
+	"write the move record",
+	"the owner lets go (record written → owner's release)",
+	"the target takes the key (release → taken)",
+	"the target answers (taken → live)",
+	"the mover hears of it (live → the mover's watch)",
+	"revoke the mover's lease",
+}
+
+// stepsOf times the steps of one move, begun at t0, from the mover's marks
+// and the move's result.
+func stepsOf(t0 time.Time, marks map[fleet.MovePhase]time.Time, r store.MoveResult) []time.Duration {
+	at := []time.Time{t0, marks[fleet.PhaseRead], marks[fleet.PhasePlanned], marks[fleet.PhaseLeased], marks[fleet.PhaseAsked],
+		r.Released, r.Taken, r.Live, marks[fleet.PhaseEnded], marks[fleet.PhaseRevoked]}
+	out := make([]time.Duration, len(at)-1)
+	for i := range out {
+		if !at[i].IsZero() && !at[i+1].IsZero() {
+			out[i] = at[i+1].Sub(at[i])
+		}
+	}
+	return out
 }
 
 // checkMoved says whether a moved: the target's engine answers for it and

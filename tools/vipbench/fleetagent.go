@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"net"
@@ -9,7 +10,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/vipctl/vip/announce"
 	"github.com/vipctl/vip/internal/fleet"
@@ -17,11 +17,27 @@ import (
 )
 
 // joinAgent starts agent i: its store client, its engine over a port that
-// sends nothing, its member of the fleet with a lease of ttl.
-func joinAgent(ctx context.Context, i int, url string, ttl time.Duration, dial func(context.Context, string) (net.Conn, error)) (*fleetAgent, error) {
+// sends nothing, its member of the fleet with cfg's lease TTL, and its
+// failsafe if cfg says so (answering on a UDP socket of the loopback).
+func joinAgent(ctx context.Context, i int, url string, cfg fleetConfig, dial func(context.Context, string) (net.Conn, error)) (*fleetAgent, error) {
 	node := fmt.Sprintf("agent%04d", i)
+	var fs *fleet.FailsafeConfig
+	if cfg.Failsafe {
+		_, key, err := ed25519.GenerateKey(nil)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := net.ListenPacket("udp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("%s: the failsafe's socket: %w", node, err)
+		}
+		fs = &fleet.FailsafeConfig{Key: key, Conn: conn, Advertise: netip.MustParseAddrPort(conn.LocalAddr().String())}
+	}
 	c, err := store.Open(ctx, store.Config{URL: url, Dial: dial})
 	if err != nil {
+		if fs != nil {
+			fs.Conn.Close()
+		}
 		return nil, fmt.Errorf("%s: %w", node, err)
 	}
 	port := newFleetPort(i)
@@ -32,6 +48,9 @@ func joinAgent(ctx context.Context, i int, url string, ttl time.Duration, dial f
 		return port, nil
 	}})
 	a := &fleetAgent{node: node, c: c, eng: eng, done: make(chan struct{})}
+	if fs != nil {
+		a.udp = fs.Conn
+	}
 	var rctx context.Context
 	rctx, a.stop = context.WithCancel(context.Background())
 	go func() {
@@ -39,7 +58,7 @@ func joinAgent(ctx context.Context, i int, url string, ttl time.Duration, dial f
 		_ = eng.Run(rctx)
 	}()
 	a.m, err = fleet.Join(ctx, fleet.Config{
-		Store: c, Node: node, Version: "vipbench", TTL: ttl,
+		Store: c, Node: node, Version: "vipbench", TTL: cfg.TTL, Failsafe: fs,
 		Interfaces: func() []store.Interface {
 			return []store.Interface{{Name: port.Name(), MAC: port.MAC().String(), Up: true, Prefixes: fleetPrefixes}}
 		},
@@ -58,6 +77,9 @@ func (a *fleetAgent) close() {
 	a.stop()
 	<-a.done
 	a.c.Close()
+	if a.udp != nil {
+		a.udp.Close()
+	}
 }
 
 // closeFleet closes every agent at once: with etcd gone, each waits out the

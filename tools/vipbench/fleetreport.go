@@ -121,7 +121,12 @@ func writeFleet(w io.Writer, rep *report) {
 	p("%s, each a real `fleet.Member` with its own etcd client over a real `announce.Engine` whose port sends nothing, in this process; ", r.size())
 	p("one etcd (Debian's `etcd-server`) in a lab host of its own. Lease TTL %v (%s): each agent renews every %v and fences %v after its last renewal. ",
 		cfg.TTL, ttlWhy(cfg.TTL), timing.Renew, timing.FenceAfter())
-	p("Reproduce with `make bench BENCHFLAGS='-run ^fleet$ -gobench=false'` (add `-short` for 100 agents, `-fleet-agents N` for another size, `-fleet-ttl D` for another lease TTL).\n\n")
+	if cfg.Failsafe {
+		p("Each agent runs the failsafe, as `vip agent` does by default (-fleet-failsafe): its key, a UDP socket on the loopback, its set written. ")
+	} else {
+		p("The agents run without the failsafe, which `vip agent` runs by default (-fleet-failsafe runs it). ")
+	}
+	p("Reproduce with `make bench BENCHFLAGS='-run ^fleet$ -gobench=false'` (add `-short` for 100 agents, `-fleet-agents N` for another size, `-fleet-ttl D` for another lease TTL, `-fleet-failsafe` for the failsafe).\n\n")
 	if stepErr != nil {
 		p("**The step failed:** %s\n\n", codeBlockLine(stepErr.Error()))
 	}
@@ -167,6 +172,7 @@ func writeFleet(w io.Writer, rep *report) {
 		writeFleetHistory(p, r)
 	}
 	p("\n")
+	writeMoveSteps(p, r)
 	if len(r.Rest.Methods) > 0 || len(r.Moving.Methods) > 0 {
 		p("etcd's gRPC traffic by method, from its own `/metrics` (`grpc_server_started_total`, `grpc_server_msg_received_total`, `grpc_server_msg_sent_total`), at rest per second and during the moves per move:\n\n")
 		p("| method | at rest: calls or streams begun/s | at rest: messages received/s | during the moves: calls or streams begun per move | messages sent per move |\n|---|---|---|---|---|\n")
@@ -185,6 +191,20 @@ func writeFleet(w io.Writer, rep *report) {
 		}
 		p("\n")
 	}
+}
+
+// writeMoveSteps says where the moves' time went, step by step.
+func writeMoveSteps(p func(string, ...any), r *fleetResult) {
+	if len(r.MoveSteps) != len(moveSteps) || len(r.MoveSteps[0]) == 0 {
+		return
+	}
+	p("Where a move's time goes, over the same %d moves: each step's time, from `fleet.Mover.OnPhase` for the mover's own steps and from the times the owner and the target wrote in the move's record for theirs (every clock this process's). The p99 column is each step's own p99, not the p99 move's.\n\n", len(r.MoveSteps[0]))
+	p("| step | p50 | p99 | max |\n|---|---|---|---|\n")
+	for i, name := range moveSteps {
+		d := r.MoveSteps[i]
+		p("| %s | %s | %s | %s |\n", name, fmtDur(pctl(d, 0.5)), fmtDur(pctl(d, 0.99)), fmtDur(pctl(d, 1)))
+	}
+	p("\n")
 }
 
 // writeFleetHistory adds the history's rows to the fleet's table.

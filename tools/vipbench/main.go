@@ -71,7 +71,8 @@ type options struct {
 	fleetAgents, fleetMoves int
 	// fleetTTL, when set, is the fleet's lease TTL instead of the
 	// default.
-	fleetTTL time.Duration
+	fleetTTL      time.Duration
+	fleetFailsafe bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -88,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
 	fs.IntVar(&o.fleetMoves, "fleet-moves", 0, "moves in the fleet step, one after another (default: 200, 100 with -short)")
+	fs.BoolVar(&o.fleetFailsafe, "fleet-failsafe", false, "run the fleet step's agents with the failsafe, as vip agent runs by default")
 	fs.DurationVar(&o.fleetTTL, "fleet-ttl", 0, "the fleet step's lease TTL (default: the agent's, fleet.DefaultTTL); the section and the headline say when it is not the default")
 	agentFlags := fs.String("agent-flags", "", "extra flags for the measured agent, separated by spaces, e.g. \"--cpuprofile /tmp/agent.prof\"")
 	fs.Usage = func() {
