@@ -243,8 +243,15 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	m.recordSet(ctx, rev, peers, keyless)
 	// A lapsed owner's set that this node may clear (a node's record
 	// going is what the watch tells first).
-	if _, _, err := m.failsafeBlocks(ctx); err != nil {
+	// The read gives the takes a fresher guard, or stops them carrying
+	// the kept one while a set holds them.
+	switch why, g, err := m.failsafeBlocks(ctx); {
+	case err != nil:
 		m.log.Debug("failsafe: read the failsafe sets", "err", err)
+	case why == "":
+		m.keepGuard(g)
+	default:
+		m.dropGuard()
 	}
 	return rev
 }

@@ -58,6 +58,8 @@ type fakeStore struct {
 	// renewCut are the nodes whose renewals go unanswered while their
 	// other operations go through (a store that drops one stream).
 	renewCut map[string]bool
+	// setReads counts, per node, its reads of the failsafe sets.
+	setReads map[string]int
 	// beforeAcquire, if set, runs once inside an Acquire, with the store
 	// locked, before it compares: a lease expiring between a take's read
 	// of the failsafe sets and its transaction.
@@ -822,6 +824,10 @@ func (l *fakeLedger) FailsafeSets(_ context.Context, self string) ([]store.Fails
 		return nil, nil, 0, err
 	}
 	defer l.s.mu.Unlock()
+	if l.s.setReads == nil {
+		l.s.setReads = map[string]int{}
+	}
+	l.s.setReads[l.node]++
 	var sets []store.FailsafeSet
 	for _, kv := range l.s.failsafes {
 		fs := kv.v

@@ -170,6 +170,10 @@ type Member struct {
 	// ackMu orders the acknowledgements' moves of the deadline.
 	ackMu    sync.Mutex
 	fencedAt time.Time // zero unless fenced
+	// guard is the last guard a read of the failsafe sets gave (valid
+	// set), which takes carry until one fails on it (guardNow).
+	guard      Guard
+	guardValid bool
 	// stalled is how long the renewals stopped for with the process
 	// itself (frozen, starved), past the deadline: reported once the
 	// resumption after it is known (see reportStall). withheldSeen is

@@ -721,3 +721,41 @@ func TestFakeClaimManyInBatches(t *testing.T) {
 		t.Errorf("%s: the store's owner %q, want b's still", held, got)
 	}
 }
+
+// TestFakeTakesKeepTheGuard: a node's takes read the failsafe sets once,
+// not once a take, while nothing they rest on changes; a set written since
+// fails the next take's transaction, which reads them again and takes.
+func TestFakeTakesKeepTheGuard(t *testing.T) {
+	f := newFakeFleet(t)
+	a, aEng := f.join("a")
+	f.join("b")
+	reads := func() int {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.setReads["a"]
+	}
+	addr := func(i byte) netip.Addr { return netip.AddrFrom4([4]byte{198, 51, 100, i}) }
+	f.claim(a, addr(1))
+	first := reads()
+	f.claim(a, addr(2))
+	f.claim(a, addr(3))
+	if got := reads(); first != 1 || got != first {
+		t.Fatalf("reads of the failsafe sets: %d for the first claim, %d after three; want 1 and 1", first, got)
+	}
+	f.s.mu.Lock()
+	lease := f.s.nodes["b"].lease
+	f.s.mu.Unlock()
+	lb := &fakeLedger{s: f.s, node: "b"}
+	if _, err := lb.PutFailsafeSet(context.Background(), store.FailsafeSet{Node: "b", Lease: int64(lease), Nodes: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	f.claim(a, addr(4))
+	if got := reads(); got != 2 {
+		t.Errorf("reads of the failsafe sets after b wrote its set and a claimed: %d, want 2", got)
+	}
+	for i := byte(1); i <= 4; i++ {
+		if f.owner(addr(i)) != "a" || !aEng.holds(addr(i)) {
+			t.Errorf("%s not a's", addr(i))
+		}
+	}
+}

@@ -46,11 +46,51 @@ func (m *Member) mayTake(ctx context.Context, wait bool) (_ context.Context, don
 	return gctx, done, nil
 }
 
-// guardNow reads the failsafe sets until none holds this node's takes,
-// and returns ctx with the guard the read gives. A set that holds them is
-// read again after a sixteenth of a renewal period, then twice as long
-// each time up to one; without wait, it refuses at once.
+// guardNow returns ctx with the guard a take carries: the last one a read
+// of the failsafe sets gave, while none of the takes that carried it
+// failed on it, else one read now (readGuard). An old guard is as safe as
+// a new one: the take's transaction compares everything the guard rests on
+// (no set written since its read, each live owner it names still under
+// the record read), and fails with ErrFailsafeChanged once any of it
+// changed; guarded then reads again. So a fleet whose sets stay as they
+// are reads them once, not once a take: at a thousand owners, each set
+// naming every other node, a read is megabytes.
 func (m *Member) guardNow(ctx context.Context, wait bool) (context.Context, error) {
+	m.mu.Lock()
+	g, ok := m.guard, m.guardValid
+	m.mu.Unlock()
+	if ok {
+		g.Wait = wait
+		return WithGuard(ctx, g), nil
+	}
+	return m.readGuard(ctx, wait)
+}
+
+// keepGuard keeps g, read when no set held this node's takes, for the
+// takes to come, unless a later read's is kept already.
+func (m *Member) keepGuard(g Guard) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.guardValid || g.Rev >= m.guard.Rev {
+		m.guard, m.guardValid = g, true
+	}
+}
+
+// dropGuard forgets the guard kept: a take failed on it, or a read found a
+// set that holds this node's takes.
+func (m *Member) dropGuard() {
+	m.mu.Lock()
+	m.guardValid = false
+	m.mu.Unlock()
+}
+
+// readGuard reads the failsafe sets until none holds this node's takes,
+// and returns ctx with the guard the read gives, which it keeps. A set
+// that holds them is read again after a sixteenth of a renewal period,
+// then twice as long each time up to one; without wait, it refuses at
+// once.
+func (m *Member) readGuard(ctx context.Context, wait bool) (context.Context, error) {
+	m.dropGuard()
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
@@ -66,6 +106,7 @@ func (m *Member) guardNow(ctx context.Context, wait bool) (context.Context, erro
 		case err != nil:
 			return nil, err
 		case why == "":
+			m.keepGuard(g)
 			g.Wait = wait
 			return WithGuard(ctx, g), nil
 		case !wait:
