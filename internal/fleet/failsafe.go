@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -245,13 +246,8 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	// going is what the watch tells first).
 	// The read gives the takes a fresher guard, or stops them carrying
 	// the kept one while a set holds them.
-	switch why, g, err := m.failsafeBlocks(ctx); {
-	case err != nil:
+	if _, _, err := m.sharedRead(ctx, math.MaxInt64); err != nil {
 		m.log.Debug("failsafe: read the failsafe sets", "err", err)
-	case why == "":
-		m.keepGuard(g)
-	default:
-		m.dropGuard()
 	}
 	return rev
 }

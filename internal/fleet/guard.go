@@ -25,7 +25,7 @@ func guarded[T any](m *Member, ctx context.Context, take func(context.Context) (
 		}
 		m.log.Debug("failsafe: a set changed while this node took: reading them again", "err", err)
 		g, _ := GuardOf(ctx)
-		if ctx, err = m.readGuard(ctx, g.Wait); err != nil {
+		if ctx, err = m.readGuard(ctx, g.Wait, g.Rev); err != nil {
 			return v, err
 		}
 	}

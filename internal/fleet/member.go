@@ -174,6 +174,9 @@ type Member struct {
 	// set), which takes carry until one fails on it (guardNow).
 	guard      Guard
 	guardValid bool
+	// guardRead lets one read of the failsafe sets for the takes run at
+	// a time (sharedRead).
+	guardRead sync.Mutex
 	// stalled is how long the renewals stopped for with the process
 	// itself (frozen, starved), past the deadline: reported once the
 	// resumption after it is known (see reportStall). withheldSeen is

@@ -724,7 +724,8 @@ func TestFakeClaimManyInBatches(t *testing.T) {
 
 // TestFakeTakesKeepTheGuard: a node's takes read the failsafe sets once,
 // not once a take, while nothing they rest on changes; a set written since
-// fails the next take's transaction, which reads them again and takes.
+// fails the next takes' transactions, which read them again, once for all,
+// and take.
 func TestFakeTakesKeepTheGuard(t *testing.T) {
 	f := newFakeFleet(t)
 	a, aEng := f.join("a")
@@ -749,11 +750,19 @@ func TestFakeTakesKeepTheGuard(t *testing.T) {
 	if _, err := lb.PutFailsafeSet(context.Background(), store.FailsafeSet{Node: "b", Lease: int64(lease), Nodes: []string{"a"}}); err != nil {
 		t.Fatal(err)
 	}
-	f.claim(a, addr(4))
-	if got := reads(); got != 2 {
-		t.Errorf("reads of the failsafe sets after b wrote its set and a claimed: %d, want 2", got)
+	// Forty addresses: two batches, each its own transaction, both
+	// failing on the guard; one read serves both.
+	var reqs []announce.Request
+	for i := byte(4); i < 44; i++ {
+		reqs = append(reqs, announce.Request{Addr: addr(i), Interface: "eth0"})
 	}
-	for i := byte(1); i <= 4; i++ {
+	if _, err := a.Claim(context.Background(), reqs, announce.ClaimOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := reads(); got != 2 {
+		t.Errorf("reads of the failsafe sets after b wrote its set and a claimed in two batches: %d, want 2", got)
+	}
+	for i := byte(1); i < 44; i++ {
 		if f.owner(addr(i)) != "a" || !aEng.holds(addr(i)) {
 			t.Errorf("%s not a's", addr(i))
 		}

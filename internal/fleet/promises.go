@@ -63,7 +63,31 @@ func (m *Member) guardNow(ctx context.Context, wait bool) (context.Context, erro
 		g.Wait = wait
 		return WithGuard(ctx, g), nil
 	}
-	return m.readGuard(ctx, wait)
+	return m.readGuard(ctx, wait, 0)
+}
+
+// sharedRead reads the failsafe sets (failsafeBlocks), one read at a time,
+// and keeps the guard it gives, or drops the one kept when a set holds
+// this node's takes; it returns a guard kept already instead when that is
+// newer than after, as another take's read just gave it.
+func (m *Member) sharedRead(ctx context.Context, after int64) (string, Guard, error) {
+	m.guardRead.Lock()
+	defer m.guardRead.Unlock()
+	m.mu.Lock()
+	g, ok := m.guard, m.guardValid
+	m.mu.Unlock()
+	if ok && g.Rev > after {
+		return "", g, nil
+	}
+	why, g, err := m.failsafeBlocks(ctx)
+	switch {
+	case err != nil:
+	case why == "":
+		m.keepGuard(g)
+	default:
+		m.dropGuard()
+	}
+	return why, g, err
 }
 
 // keepGuard keeps g, read when no set held this node's takes, for the
@@ -76,8 +100,8 @@ func (m *Member) keepGuard(g Guard) {
 	}
 }
 
-// dropGuard forgets the guard kept: a take failed on it, or a read found a
-// set that holds this node's takes.
+// dropGuard forgets the guard kept: a read found a set that holds this
+// node's takes.
 func (m *Member) dropGuard() {
 	m.mu.Lock()
 	m.guardValid = false
@@ -85,12 +109,13 @@ func (m *Member) dropGuard() {
 }
 
 // readGuard reads the failsafe sets until none holds this node's takes,
-// and returns ctx with the guard the read gives, which it keeps. A set
-// that holds them is read again after a sixteenth of a renewal period,
-// then twice as long each time up to one; without wait, it refuses at
-// once.
-func (m *Member) readGuard(ctx context.Context, wait bool) (context.Context, error) {
-	m.dropGuard()
+// and returns ctx with the guard the read gives, which it keeps. A guard
+// kept already that is newer than after (the revision of the guard a take
+// failed on; 0: none) serves instead: takes that fail together read once
+// (sharedRead). A set that holds them is read again after a sixteenth of a
+// renewal period, then twice as long each time up to one; without wait,
+// it refuses at once.
+func (m *Member) readGuard(ctx context.Context, wait bool, after int64) (context.Context, error) {
 	m.mu.Lock()
 	lease := m.lease
 	m.mu.Unlock()
@@ -101,12 +126,11 @@ func (m *Member) readGuard(ctx context.Context, wait bool) (context.Context, err
 	// dead owner may block for long, read by every node that waits.
 	pause := m.timing.Renew / 16
 	for {
-		why, g, err := m.failsafeBlocks(ctx)
+		why, g, err := m.sharedRead(ctx, after)
 		switch {
 		case err != nil:
 			return nil, err
 		case why == "":
-			m.keepGuard(g)
 			g.Wait = wait
 			return WithGuard(ctx, g), nil
 		case !wait:
