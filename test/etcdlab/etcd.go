@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -98,11 +99,30 @@ func (e *Etcd) TLSEndpoint() string {
 	return "https://" + netip.AddrPortFrom(e.Host.IPv4.Addr(), TLSPort).String()
 }
 
+// EnvBinary names the environment variable that, when set, is the etcd
+// binary the lab runs instead of the one in PATH (Debian's etcd-server):
+// vipbench sets it to the etcd it builds from go.mod's
+// go.etcd.io/etcd/server/v3, the version the embedded test store runs.
+const EnvBinary = "VIP_ETCD"
+
+// Binary returns the etcd binary the lab runs: $VIP_ETCD, else etcd in
+// PATH (the test skips, or fails under CI=true, without one).
+func Binary(t labtest.TB) string {
+	t.Helper()
+	if bin := os.Getenv(EnvBinary); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("$%s: %v", EnvBinary, err)
+		}
+		return bin
+	}
+	return labtest.RequireTool(t, "etcd")
+}
+
 // newMember prepares the member of host h in a new cluster of the hosts
 // members, named token; it does not start it.
 func newMember(t labtest.TB, h *lab.Host, token string, members []*lab.Host) *Etcd {
 	t.Helper()
-	bin := labtest.RequireTool(t, "etcd")
+	bin := Binary(t)
 	var initial []string
 	for _, m := range members {
 		initial = append(initial, m.Name+"="+url(t, m, PeerPort))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/vipctl/vip/internal/api"
 	"github.com/vipctl/vip/internal/lab"
+	"github.com/vipctl/vip/test/etcdlab"
 	"github.com/vipctl/vip/tools/loadgen"
 )
 
@@ -55,7 +56,7 @@ type bench struct {
 	log io.Writer
 	rep *report
 
-	dir    string // sockets, address files, the vip binary
+	dir    string // sockets, address files, the vip and etcd binaries
 	vipBin string
 	lab    *lab.Lab
 	labErr error
@@ -193,10 +194,6 @@ func (b *bench) run(ctx context.Context) *report {
 
 	// The fleet in process, in a lab of its own, gone before the main lab
 	// comes up: its thousand agents would compete with every later step.
-	if b.selected(fleetStep) {
-		b.step(ctx, fleetStep, b.fleetConfig().timeout(), b.fleetRun)
-	}
-
 	dir, err := os.MkdirTemp("", "vipbench-")
 	if err != nil {
 		b.rep.Steps = append(b.rep.Steps, step{Name: "set up", Err: err})
@@ -204,6 +201,12 @@ func (b *bench) run(ctx context.Context) *report {
 	}
 	b.dir = dir
 	defer os.RemoveAll(dir)
+	if b.selected(fleetStep) || b.selected(failoverStep) {
+		b.step(ctx, etcdStep, 5*time.Minute, b.buildEtcd)
+	}
+	if b.selected(fleetStep) {
+		b.step(ctx, fleetStep, b.fleetConfig().timeout(), b.fleetRun)
+	}
 
 	vipErr := b.step(ctx, "build vip", 5*time.Minute, b.buildVip)
 	// keepalived and vip killed in turn, in a lab of their own, gone
@@ -258,6 +261,36 @@ func (b *bench) run(ctx context.Context) *report {
 	b.runResponders(ctx, vipErr, labErr)
 	b.finish()
 	return b.rep
+}
+
+// etcdStep builds the etcd the fleet and failover steps run.
+const etcdStep = "build etcd"
+
+// buildEtcd builds etcd from go.mod's go.etcd.io/etcd/server/v3 (the
+// version the embedded test store runs, and the client speaks to), unless
+// -etcd names a binary, and has the labs run it (etcdlab.EnvBinary).
+// Debian's etcd-server is 3.4, whose every response header copied the
+// store's read buffer: at rest, a thousand agents' keepalives cost it 64%
+// of a core against 21% for 3.7 (BENCHMARKS.md's findings).
+func (b *bench) buildEtcd(ctx context.Context) error {
+	bin := b.o.etcd
+	if bin == "" {
+		bin = filepath.Join(b.dir, "etcd")
+		cmd := exec.CommandContext(ctx, b.o.goTool, "build", "-o", bin, "go.etcd.io/etcd/server/v3")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("go build go.etcd.io/etcd/server/v3 (run vipbench from the repository, or name an etcd with -etcd): %w\n%s", err, tail(out, 30))
+		}
+	}
+	out, err := exec.CommandContext(ctx, bin, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("%s --version: %w", bin, err)
+	}
+	first, _, _ := strings.Cut(string(out), "\n")
+	b.rep.EtcdVersion = strings.TrimSpace(strings.TrimPrefix(first, "etcd Version:"))
+	if b.o.etcd == "" {
+		b.rep.EtcdVersion += ", built from go.mod"
+	}
+	return os.Setenv(etcdlab.EnvBinary, bin)
 }
 
 func (b *bench) buildVip(ctx context.Context) error {

@@ -145,9 +145,9 @@ func fmtSigned(d time.Duration) string {
 }
 
 // failoverHowMeasured is the step's bullet under How measured.
-func failoverHowMeasured() string {
+func failoverHowMeasured(etcdVersion string) string {
 	return strings.Join([]string{
-		"**Failover beside keepalived**, after the build and before the main lab, in a lab of its own: etcd in host `store` (192.0.2.1), the owners `a` (192.0.2.11) and `b` (192.0.2.12), the client (192.0.2.13).",
+		"**Failover beside keepalived**, after the build and before the main lab, in a lab of its own: etcd (" + etcdNamed(etcdVersion) + ") in host `store` (192.0.2.1), the owners `a` (192.0.2.11) and `b` (192.0.2.12), the client (192.0.2.13).",
 		"keepalived runs in a's and b's namespaces with a configuration, pid files and nothing else of its own (`keepalived -n -l -D -G -P -f FILE -p FILE -r FILE`; never the host's /etc/keepalived or its service), moving 192.0.2.10; a is master once it says so, b backup once it says so, and a's whole process group is killed.",
 		"vip's agents (`vip agent --store etcd://192.0.2.1:2379`, new ones each round) move 192.0.2.20: a claims it, b stands by for it, and a's agent is killed once b reports the claim standing by.",
 		"Through each round the client sends ARP requests for the address at a fixed rate from a packet socket (`tools/loadgen`), and tcpdump on its eth0 records the ARP frames that say who has it, with the kernel's receive timestamps; the kill is timed by the driver's clock right before the signal.",

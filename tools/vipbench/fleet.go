@@ -29,7 +29,7 @@ import (
 // real fleet.Member with a real etcd client of its own, over a real
 // announce.Engine whose one port sends nothing (so the claim path is the
 // agent's own: key transaction, then the engine's claim, bursts and
-// probes), all on one real etcd, Debian's, in a lab host of its own. The
+// probes), all on one real etcd (buildEtcd's), in a lab host of its own. The
 // agents' connections leave from another lab host (labtest.DialIn): the
 // driver never dials a lab address from the root namespace.
 const fleetStep = "fleet"

@@ -119,8 +119,8 @@ func writeFleet(w io.Writer, rep *report) {
 	cfg := r.Cfg
 	timing := fleet.TimingFor(cfg.TTL)
 	p("%s, each a real `fleet.Member` with its own etcd client over a real `announce.Engine` whose port sends nothing, in this process; ", r.size())
-	p("one etcd (Debian's `etcd-server`) in a lab host of its own. Lease TTL %v (%s): each agent renews every %v and fences %v after its last renewal. ",
-		cfg.TTL, ttlWhy(cfg.TTL), timing.Renew, timing.FenceAfter())
+	p("one etcd (%s) in a lab host of its own. Lease TTL %v (%s): each agent renews every %v and fences %v after its last renewal. ",
+		etcdNamed(rep.EtcdVersion), cfg.TTL, ttlWhy(cfg.TTL), timing.Renew, timing.FenceAfter())
 	if cfg.Failsafe {
 		p("Each agent runs the failsafe, as `vip agent` does by default (-fleet-failsafe): its key, a UDP socket on the loopback, its set written. ")
 	} else {
@@ -234,13 +234,21 @@ func writeFleetHistory(p func(string, ...any), r *fleetResult) {
 	}
 }
 
+// etcdNamed names the etcd the labs ran, as the report says it.
+func etcdNamed(version string) string {
+	if version == "" {
+		return "the one in PATH"
+	}
+	return "etcd " + version
+}
+
 // fmtKB prints bytes in kilobytes (10^3 bytes).
 func fmtKB(b int64) string { return fmt.Sprintf("%.0f kB", float64(b)/1e3) }
 
 // fleetHowMeasured is the step's bullet under How measured.
-func fleetHowMeasured() string {
+func fleetHowMeasured(etcdVersion string) string {
 	return strings.Join([]string{
-		"**Fleet**, in the driver's own process before the main lab, in a lab of its own: etcd (Debian's `etcd`, started by `test/etcdlab`) in host `store` (192.0.2.1), every agent's connections made from inside host `agents` (192.0.2.11) through `labtest.DialIn`.",
+		"**Fleet**, in the driver's own process before the main lab, in a lab of its own: etcd (" + etcdNamed(etcdVersion) + ", started by `test/etcdlab`) in host `store` (192.0.2.1), every agent's connections made from inside host `agents` (192.0.2.11) through `labtest.DialIn`.",
 		"Each agent is a `fleet.Member` (default lease TTL) with its own `store.Open` client and a real `announce.Engine` with its defaults over one in-memory Port that sends nothing and answers nothing, so a claim takes the agent's own path: a key transaction per address, then the engine's claim with its burst and probe.",
 		"Agents claim 198.51.100.1–254, 203.0.113.1–254 and 2001:db8:f1::/64 addresses, 100 each in one `Member.Claim`, which never reach a wire.",
 		"*At rest*: once etcd has no watcher behind (`etcd_debugging_mvcc_slow_watcher_total` 0) and the history's trims are done (two reads of `/metrics` half a second apart with no `KV/Range` between them: each agent trims each subject it wrote, in the background, by a count), two reads of its `/metrics` the rest period apart; *raft proposals* are `etcd_server_proposals_committed_total`, every write.",

@@ -73,6 +73,7 @@ type options struct {
 	// default.
 	fleetTTL      time.Duration
 	fleetFailsafe bool
+	etcd          string
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -86,6 +87,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.pkgs, "gobench-pkgs", "./announce ./sniff", "packages whose Go benchmarks to run")
 	only := fs.String("run", "", "run only the lab scenarios whose name matches this regular expression, and splice what they measure into -out")
 	fs.DurationVar(&o.timeout, "timeout", 0, "give up after this long (default: 75m, 15m with -short)")
+	fs.StringVar(&o.etcd, "etcd", "", "the etcd binary the fleet and failover steps run (default: built from go.mod's go.etcd.io/etcd/server/v3; give Debian's, /usr/bin/etcd, to measure that)")
 	fs.StringVar(&o.goTool, "go", "go", "the go command, to build vip and run the Go benchmarks")
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
 	fs.IntVar(&o.fleetMoves, "fleet-moves", 0, "moves in the fleet step, one after another (default: 200, 100 with -short)")

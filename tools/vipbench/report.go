@@ -64,6 +64,8 @@ type report struct {
 	Loads      []loadRow
 	Fleet      *fleetResult
 	FleetErr   error
+	// EtcdVersion is the etcd the fleet and failover steps ran.
+	EtcdVersion string
 	// FleetBroke are the fleet's sizes that fenced themselves; Fleet is
 	// then the next smaller one.
 	FleetBroke []brokenFleet
@@ -366,8 +368,8 @@ func (r *report) howMeasured() []string {
 			"same way: the process is forked from a thread that entered the host's network namespace (no `ip netns exec` in between). Median of the repeats.",
 		"**Go benchmarks** run before the lab, on the same machine: `-benchmem`, one count, default benchtime.",
 		schedHowMeasured(),
-		fleetHowMeasured(),
-		failoverHowMeasured(),
+		fleetHowMeasured(r.EtcdVersion),
+		failoverHowMeasured(r.EtcdVersion),
 	}
 	return h
 }

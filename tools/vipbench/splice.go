@@ -107,7 +107,7 @@ func (p runProvenance) line() string {
 	var names []string
 	for _, s := range p.Steps {
 		switch s.Name {
-		case "build vip", "lab up":
+		case "build vip", "lab up", etcdStep:
 			continue
 		}
 		names = append(names, s.Name)
