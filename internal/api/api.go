@@ -191,6 +191,10 @@ type Store struct {
 	// set while it answers on failsafe.
 	FailsafeEnabled bool      `json:"failsafe_enabled,omitempty"`
 	Failsafe        *Failsafe `json:"failsafe,omitempty"`
+	// FailsafeUnready, with the failsafe on, says why a store outage now
+	// would find none: its set not in the store as its peers are yet
+	// (written once the store answers), or a node that runs without it.
+	FailsafeUnready string `json:"failsafe_unready,omitempty"`
 	// Promised is the last-ending promise in force that this node made
 	// to an owner answering on failsafe (or an earlier agent of it made):
 	// it takes nothing through the store until it ends.

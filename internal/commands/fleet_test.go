@@ -376,6 +376,16 @@ func TestStatusStoreGolden(t *testing.T) {
 	if got := storeLine(s, now); strings.Contains(got, "STORE UNREACHABLE") {
 		t.Errorf("got %q, want the failsafe to say it once", got)
 	}
+	// The failsafe on but not ready: a store outage now would find none.
+	s = *st.Agent.Store
+	s.Fenced, s.Failsafe, s.FailsafeEnabled, s.FailsafeUnready = time.Time{}, nil, true, "its failsafe set is not in the store yet"
+	if got, want := storeLine(s, now), "; no failsafe through a store outage now: its failsafe set is not in the store yet"; !strings.Contains(got, want) {
+		t.Errorf("got %q, want it to say %q", got, want)
+	}
+	s.FailsafeUnready = ""
+	if got := storeLine(s, now); strings.Contains(got, "no failsafe") {
+		t.Errorf("got %q, want nothing said of a failsafe that is ready", got)
+	}
 	// A node that promised an owner on failsafe says to whom, until when.
 	s = *st.Agent.Store
 	s.Promised = &api.Promise{Owner: "a", Until: now.Add(2500 * time.Millisecond)}

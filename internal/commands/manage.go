@@ -279,6 +279,9 @@ func storeLine(s api.Store, now time.Time) string {
 			s.Renewed.Local().Format(time.TimeOnly), f.Since.Local().Format(time.TimeOnly), strings.Join(f.AckedBy, ", "),
 			now.Sub(f.AckedAt).Round(100*time.Millisecond))
 	}
+	if s.FailsafeUnready != "" && s.Failsafe == nil && s.Fenced.IsZero() {
+		line += "; no failsafe through a store outage now: " + s.FailsafeUnready
+	}
 	if p := s.Promised; p != nil && p.Until.After(now) {
 		line += fmt.Sprintf("; PROMISED %s to take none of its addresses until %s (%s more): takes nothing through the store until then",
 			p.Owner, p.Until.Local().Format(time.TimeOnly), p.Until.Sub(now).Round(100*time.Millisecond))

@@ -383,3 +383,21 @@ func TestFakeFailsafeAloneThroughASlowStore(t *testing.T) {
 		t.Errorf("a's answer deadline is %v, want %v: 30 s past the one its latest renewal acknowledged gave", at, want)
 	}
 }
+
+// TestFakeFailsafeUnreadySaysWhy: an owner's status says when a store
+// outage now would find no failsafe, and why: here c, which runs without
+// it and cannot promise. Alone, before it read its peers, it would answer
+// on failsafe alone: nothing to say.
+func TestFakeFailsafeUnreadySaysWhy(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	if why := a.Info().FailsafeUnready; why != "" {
+		t.Fatalf("a, alone, says its failsafe is not ready: %q", why)
+	}
+	f.join("c")
+	// a reads its peers again a TTL on (the fake store's watch tells
+	// nothing).
+	f.advanceTo(fakeTiming.TTL)
+	eventually(t, func() bool { return strings.Contains(a.Info().FailsafeUnready, "c run without --failsafe") },
+		"a's status does not say that c, without the failsafe, leaves it none")
+}

@@ -38,16 +38,13 @@ func (m *Member) failsafeTick(ctx context.Context) {
 	}()
 }
 
-// failsafeRound asks every peer at once. If all accept, the answer
-// deadline moves to the earliest promise's end counted from the round's
-// send time (a promise counts from its receipt, which is later), unless
-// the deadline passed or closed meanwhile: once fenced, only the store
-// opens it again. If any does not, the failsafe ends, and with it the
-// answers, if the deadline in force is one the failsafe gave.
-func (m *Member) failsafeRound(ctx context.Context) {
+// roundTargets returns the peers a round would ask now, sorted, under
+// which lease, or why it would ask nobody and end the failsafe: a peer
+// that runs without it, or a set the store does not have as the peers are
+// (unready). No targets and no reason: the owner is alone.
+func (m *Member) roundTargets() (targets []failsafe.Target, lease LeaseID, unready string) {
 	fs := m.fs
 	fs.mu.Lock()
-	targets := make([]failsafe.Target, 0, len(fs.peers))
 	for n, p := range fs.peers {
 		targets = append(targets, failsafe.Target{Node: n, Addr: p.addr})
 	}
@@ -56,29 +53,45 @@ func (m *Member) failsafeRound(ctx context.Context) {
 	if len(keyless) > 0 {
 		// A node that cannot be asked could take any address once the
 		// lease expires: no failsafe.
-		m.failsafeEnds(strings.Join(keyless, ", ") + " run without --failsafe and cannot promise")
-		return
+		return nil, 0, strings.Join(keyless, ", ") + " run without --failsafe and cannot promise"
 	}
 	if len(targets) == 0 {
-		m.failsafeAlone()
-		return
+		return nil, 0, ""
 	}
 	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
 	m.mu.Lock()
-	lease := m.lease
+	lease = m.lease
 	m.mu.Unlock()
 	asked := make([]string, 0, len(targets))
 	for _, t := range targets {
 		asked = append(asked, t.Node)
 	}
-	slices.Sort(asked)
 	fs.mu.Lock()
 	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && strings.Join(asked, ",") == fs.recordedNames
 	fs.mu.Unlock()
 	if !recorded {
 		// A node outside a set the store does not have would not
 		// know to wait.
-		m.failsafeEnds("its failsafe set is not in the store yet")
+		return nil, 0, "its failsafe set is not in the store yet"
+	}
+	return targets, lease, ""
+}
+
+// failsafeRound asks every peer at once. If all accept, the answer
+// deadline moves to the earliest promise's end counted from the round's
+// send time (a promise counts from its receipt, which is later), unless
+// the deadline passed or closed meanwhile: once fenced, only the store
+// opens it again. If any does not, the failsafe ends, and with it the
+// answers, if the deadline in force is one the failsafe gave.
+func (m *Member) failsafeRound(ctx context.Context) {
+	fs := m.fs
+	targets, lease, unready := m.roundTargets()
+	switch {
+	case unready != "":
+		m.failsafeEnds(unready)
+		return
+	case len(targets) == 0:
+		m.failsafeAlone()
 		return
 	}
 	promise, assigned := m.timing.failsafePromise(), m.holdsAssigned()

@@ -485,6 +485,7 @@ func (m *Member) Info() api.Store {
 	st.Unreachable = !renewed.IsZero() && m.clock.Since(renewed) >= m.timing.unreachedAfter()
 	if m.fs != nil {
 		st.FailsafeEnabled = true
+		_, _, st.FailsafeUnready = m.roundTargets()
 		// Once fenced, it no longer answers on failsafe (the history
 		// has the span once the store is back).
 		if since, by, at, alone := m.FailsafeInfo(); !since.IsZero() && fencedAt.IsZero() {

@@ -931,6 +931,12 @@ func (n *nemesisLab) settled(t *testing.T) (bool, string) {
 		if s := claimState(st, v); s != "announcing" && s != "holding" {
 			return false, fmt.Sprintf("the store names %s for %s, whose claim is %q", o, v, s)
 		}
+		// The owner's own word that its failsafe would hold: the set
+		// in the store read below may be one it is about to replace
+		// (a peer just joined again), and an outage then finds none.
+		if s := st.Agent.Store; s != nil && s.FailsafeUnready != "" {
+			return false, fmt.Sprintf("%s's failsafe is not ready: %s", o, s.FailsafeUnready)
+		}
 	}
 	if ok, why := n.failsafeArmed(t, owners); !ok {
 		return false, why
@@ -1040,9 +1046,10 @@ type statusView struct {
 	} `json:"claims"`
 	Agent struct {
 		Store *struct {
-			Failsafe    *api.Failsafe `json:"failsafe"`
-			Unreachable bool          `json:"unreachable"`
-			Fenced      time.Time     `json:"fenced"`
+			Failsafe        *api.Failsafe `json:"failsafe"`
+			FailsafeUnready string        `json:"failsafe_unready"`
+			Unreachable     bool          `json:"unreachable"`
+			Fenced          time.Time     `json:"fenced"`
 		} `json:"store"`
 	} `json:"agent"`
 }
