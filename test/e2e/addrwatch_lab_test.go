@@ -89,6 +89,17 @@ func TestAddrWatchSeesALifetimeEnd(t *testing.T) {
 	l := labtest.New(t, lab.HostConfig{Name: "h", IPv4: pfx("192.0.2.11/24"), IPv6: pfx("2001:db8::11/64")})
 	h := l.Host("h")
 	w := watchAddrs(t, h, "eth0")
+	// ip monitor subscribes some time after it starts, which a loaded
+	// machine draws out: a marker address, added until the watch has
+	// seen it, says it listens.
+	marker := netip.MustParseAddr("2001:db8::99")
+	labtest.Eventually(t, 10*time.Second, func() (bool, string) {
+		_, _ = h.Run(context.Background(), "ip", "addr", "replace", marker.String()+"/128", "dev", "eth0", "nodad")
+		return len(w.around(marker, time.Time{}, time.Now())) > 0, "the watch never saw the marker address"
+	})
+	if _, err := h.Run(context.Background(), "ip", "addr", "del", marker.String()+"/128", "dev", "eth0"); err != nil {
+		t.Fatal(err)
+	}
 	a := netip.MustParseAddr("2001:db8::51")
 	start := time.Now()
 	if _, err := h.Run(context.Background(), "ip", "addr", "add", a.String()+"/128", "dev", "eth0", "nodad", "valid_lft", "1", "preferred_lft", "1"); err != nil {
