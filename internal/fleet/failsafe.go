@@ -121,12 +121,20 @@ type failsafeState struct {
 	// the Deadline's clock: one later than it is the failsafe's.
 	leaseUntil time.Duration
 	// recorded is the set as the store has it (store.FailsafeSet): the
-	// peers' names, under which lease, at which revision of the key. An
-	// owner asks only a set the store has, so that a node outside it
-	// knows to wait.
-	recordedNames string
-	recordedLease LeaseID
-	recordedRev   int64
+	// peers' names, under which lease, at which revision of the key, and
+	// what of each the owner asks (their keys and where they answer, or
+	// that they cannot promise). An owner asks exactly the set the store
+	// has, whatever it read of the peers since: a node outside it knows
+	// to wait, and one in it knows to keep its promises.
+	recordedNames   string
+	recordedLease   LeaseID
+	recordedRev     int64
+	recordedPeers   map[string]failsafePeer
+	recordedKeyless []string
+	// recordedUnsure says the last write of the set failed with no word
+	// of whether it took: the store may have that set, not the one
+	// recorded, so there is no failsafe until a write is acknowledged.
+	recordedUnsure bool
 	// recordedFrom is the revision the set's peers were read at.
 	recordedFrom int64
 	// reread asks for the peers and the sets to be read again (a
@@ -221,11 +229,29 @@ func (m *Member) runFailsafe(ctx context.Context) {
 	}()
 }
 
+// keyOf is node's key as last read, or as the set recorded has it: an
+// owner on failsafe asks the nodes of its set, whose records it may no
+// longer read.
 func (fs *failsafeState) keyOf(node string) (ed25519.PublicKey, bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	p, ok := fs.peers[node]
+	if !ok {
+		p, ok = fs.recordedPeers[node]
+	}
 	return p.key, ok && p.key != nil
+}
+
+// recordedSet returns the peers and the keyless nodes of the set the store
+// has under lease, as the owner recorded it when it wrote it; false when
+// it has none it is sure of.
+func (fs *failsafeState) recordedSet(lease LeaseID) (map[string]failsafePeer, []string, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.recordedRev == 0 || fs.recordedLease != lease || fs.recordedUnsure {
+		return nil, nil, false
+	}
+	return fs.recordedPeers, fs.recordedKeyless, true
 }
 
 // readPeers reads the live nodes' keys and addresses, and returns the
@@ -303,7 +329,7 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 		return
 	}
 	m.fs.mu.Lock()
-	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0
+	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0 && !m.fs.recordedUnsure
 	adds := m.fs.recordedRev != 0 && slices.ContainsFunc(names, func(n string) bool {
 		return !slices.Contains(strings.Split(m.fs.recordedNames, ","), n)
 	})
@@ -333,11 +359,18 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 		return
 	}
 	if err != nil {
+		// It may have taken: the store may have this set, or the one
+		// recorded. Asking either could leave out a node the other
+		// names, which would not keep a promise it never made.
+		m.fs.mu.Lock()
+		m.fs.recordedUnsure = true
+		m.fs.mu.Unlock()
 		m.log.Warn("failsafe: write this node's failsafe set: no failsafe until it is written", "err", err)
 		return
 	}
 	m.fs.mu.Lock()
 	m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev, m.fs.recordedFrom = joined, lease, modRev, rev
+	m.fs.recordedPeers, m.fs.recordedKeyless, m.fs.recordedUnsure = peers, keyless, false
 	m.fs.mu.Unlock()
 }
 

@@ -211,9 +211,32 @@ func TestFakeFailsafeSetGrowsNotOnFailsafe(t *testing.T) {
 	f.s.mu.Unlock()
 	f.advanceTo(fakeTiming.TTL + 3*fakeTiming.Renew)
 	eventually(t, func() bool { return a.Info().Failsafe != nil }, "a did not answer on failsafe with b's promise")
-	f.advanceTo(2*fakeTiming.TTL + fakeTiming.Renew/2)
+	// a reads its peers, c among them, while it answers on failsafe (the
+	// store answers its reads, not its renewals): each read of the peers
+	// reads the failsafe sets too.
+	setReads := func() int {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.setReads["a"]
+	}
+	before := setReads()
+	if !f.advanceUntil(2*fakeTiming.TTL, 3*fakeTiming.TTL, fakeTiming.Renew/2, func() bool { return setReads() > before }) {
+		t.Fatal("a did not read its peers again while it answered on failsafe")
+	}
 	if got := setOfA(); !slices.Equal(got, []string{"b"}) {
 		t.Fatalf("a's failsafe set is %v while it answers on failsafe, want [b]: c, never asked, could take once a's lease is gone", got)
+	}
+	// Its rounds go on asking the set's nodes, b alone: c, outside it,
+	// waits for it (failsafeBlocks). Before, a round compared the peers
+	// read with the set and, finding c, ended the failsafe: a fenced.
+	readAt := f.clock.Now()
+	f.advanceTo(f.now() + 3*fakeTiming.Renew)
+	fs := a.Info().Failsafe
+	if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() || fs == nil {
+		t.Fatalf("a fenced at %v, once it read c among its peers while it answered on failsafe: it should go on asking its set's nodes (failsafe %+v)", fencedAt, fs)
+	}
+	if !slices.Equal(fs.AckedBy, []string{"b"}) || !fs.AckedAt.After(readAt) {
+		t.Fatalf("a's failsafe is acknowledged by %v at %v, want b after its read at %v", fs.AckedBy, fs.AckedAt, readAt)
 	}
 	// The store back: the set names c.
 	f.s.mu.Lock()
@@ -226,6 +249,47 @@ func TestFakeFailsafeSetGrowsNotOnFailsafe(t *testing.T) {
 	namesC := func() bool { return slices.Equal(setOfA(), []string{"b", "c"}) }
 	if !f.advanceUntil(3*fakeTiming.TTL, 4*fakeTiming.TTL, fakeTiming.Renew, namesC) {
 		t.Fatalf("a's failsafe set is %v a TTL after the store came back, want [b c]", setOfA())
+	}
+}
+
+// TestFakeFailsafeSetWriteUnsure has a write of a's failsafe set take in
+// the store but its answer fail. The store may then have either set: a
+// round that asked the nodes of the one a had would leave out c, whom the
+// store's names, and c, never asked, would take once a's lease was gone.
+// So a has no failsafe until a write of its set is acknowledged, and says
+// so; the next read of its peers writes it again.
+func TestFakeFailsafeSetWriteUnsure(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.claim(a, netip.MustParseAddr("192.0.2.10"))
+	names := func(want ...string) func() bool {
+		return func() bool { s, ok := f.setOf("a"); return ok && slices.Equal(s.Nodes, want) }
+	}
+	if !f.advanceUntil(fakeTiming.Renew/2, 2*fakeTiming.TTL, fakeTiming.Renew/2, names("b")) {
+		t.Fatal("a's failsafe set naming b is not in the store")
+	}
+	eventually(t, func() bool { return a.Info().FailsafeUnready == "" }, "a's failsafe is not ready with its set in the store")
+	cfg := failsafeConfig(t)
+	rec := store.Node{Node: "c", FailsafeKey: failsafe.PublicKey(cfg.Key), Failsafe: cfg.Advertise.String()}
+	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, rec, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.s.mu.Lock()
+	f.s.setAnswerLost = map[string]int{"a": 1}
+	f.s.mu.Unlock()
+	// a reads its peers again a TTL on (the fake store's watch tells
+	// nothing), and writes its set naming c, which takes unanswered.
+	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+2*fakeTiming.TTL, fakeTiming.Renew/2, names("b", "c")) {
+		t.Fatal("a did not write its failsafe set naming c")
+	}
+	if why := a.Info().FailsafeUnready; !strings.Contains(why, "not in the store yet") {
+		t.Fatalf("a's failsafe after a write of its set that may or may not have taken: unready %q, want none until a write is acknowledged", why)
+	}
+	// The next read writes it again, acknowledged.
+	ready := func() bool { return a.Info().FailsafeUnready == "" }
+	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+2*fakeTiming.TTL, fakeTiming.Renew/2, ready) {
+		t.Fatalf("a's failsafe is still not ready a TTL on: %q", a.Info().FailsafeUnready)
 	}
 }
 

@@ -40,40 +40,44 @@ func (m *Member) failsafeTick(ctx context.Context) {
 
 // roundTargets returns the peers a round would ask now, sorted, under
 // which lease, or why it would ask nobody and end the failsafe: a peer
-// that runs without it, or a set the store does not have as the peers are
-// (unready). No targets and no reason: the owner is alone.
+// that runs without it, or no set in the store under this lease that the
+// owner is sure of (unready). No targets and no reason: the owner is
+// alone.
+//
+// It asks the nodes of the set the store has, as the owner wrote it, not
+// the peers as last read: a node that joined since is left out of the set
+// and waits for it (failsafeBlocks), and one the set names keeps its
+// promises whichever of its agents answers. Peers read anew rewrite the
+// set (recordSet), except while the owner answers on failsafe, which goes
+// on asking the set's nodes.
 func (m *Member) roundTargets() (targets []failsafe.Target, lease LeaseID, unready string) {
 	fs := m.fs
-	fs.mu.Lock()
-	for n, p := range fs.peers {
-		targets = append(targets, failsafe.Target{Node: n, Addr: p.addr})
+	m.mu.Lock()
+	lease = m.lease
+	m.mu.Unlock()
+	peers, keyless, recorded := fs.recordedSet(lease)
+	if !recorded {
+		fs.mu.Lock()
+		peers, keyless = fs.peers, slices.Clone(fs.keyless)
+		fs.mu.Unlock()
 	}
-	keyless := slices.Clone(fs.keyless)
-	fs.mu.Unlock()
 	if len(keyless) > 0 {
 		// A node that cannot be asked could take any address once the
 		// lease expires: no failsafe.
 		return nil, 0, strings.Join(keyless, ", ") + " run without --failsafe and cannot promise"
 	}
-	if len(targets) == 0 {
+	if len(peers) == 0 {
 		return nil, 0, ""
 	}
-	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
-	m.mu.Lock()
-	lease = m.lease
-	m.mu.Unlock()
-	asked := make([]string, 0, len(targets))
-	for _, t := range targets {
-		asked = append(asked, t.Node)
-	}
-	fs.mu.Lock()
-	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && strings.Join(asked, ",") == fs.recordedNames
-	fs.mu.Unlock()
 	if !recorded {
 		// A node outside a set the store does not have would not
 		// know to wait.
 		return nil, 0, "its failsafe set is not in the store yet"
 	}
+	for n, p := range peers {
+		targets = append(targets, failsafe.Target{Node: n, Addr: p.addr})
+	}
+	slices.SortFunc(targets, func(x, y failsafe.Target) int { return strings.Compare(x.Node, y.Node) })
 	return targets, lease, ""
 }
 

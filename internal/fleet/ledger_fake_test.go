@@ -2,6 +2,7 @@ package fleet_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
@@ -60,6 +61,10 @@ type fakeStore struct {
 	renewCut map[string]bool
 	// setReads counts, per node, its reads of the failsafe sets.
 	setReads map[string]int
+	// setAnswerLost counts, per node, its writes of its failsafe set
+	// still to take but answer with an error, as a store whose answer
+	// did not come back in time.
+	setAnswerLost map[string]int
 	// beforeAcquire, if set, runs once inside an Acquire, with the store
 	// locked, before it compares: a lease expiring between a take's read
 	// of the failsafe sets and its transaction.
@@ -816,6 +821,10 @@ func (l *fakeLedger) PutFailsafeSet(_ context.Context, rec store.FailsafeSet) (i
 	}
 	rev := l.s.bumpLocked()
 	l.s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: rec, create: rev}
+	if l.s.setAnswerLost[l.node] > 0 {
+		l.s.setAnswerLost[l.node]--
+		return 0, errors.New("the store's answer was lost: context deadline exceeded")
+	}
 	return rev, nil
 }
 
