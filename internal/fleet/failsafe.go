@@ -131,10 +131,13 @@ type failsafeState struct {
 	recordedRev     int64
 	recordedPeers   map[string]failsafePeer
 	recordedKeyless []string
-	// recordedUnsure says the last write of the set failed with no word
-	// of whether it took: the store may have that set, not the one
-	// recorded, so there is no failsafe until a write is acknowledged.
-	recordedUnsure bool
+	// unsurePeers and unsureKeyless are those of the sets whose writes
+	// since the one recorded failed with no word of whether they took
+	// (the store frozen, a timeout): the store may have any of them. A
+	// round asks every node of them all, so that whichever the store
+	// has, each node it names promised (nil: none).
+	unsurePeers   map[string]failsafePeer
+	unsureKeyless []string
 	// recordedFrom is the revision the set's peers were read at.
 	recordedFrom int64
 	// reread asks for the peers and the sets to be read again (a
@@ -243,15 +246,30 @@ func (fs *failsafeState) keyOf(node string) (ed25519.PublicKey, bool) {
 }
 
 // recordedSet returns the peers and the keyless nodes of the set the store
-// has under lease, as the owner recorded it when it wrote it; false when
-// it has none it is sure of.
+// has under lease, as the owner recorded it when it wrote it, with those
+// of any set written since whose write may have taken; false when it has
+// none under lease.
 func (fs *failsafeState) recordedSet(lease LeaseID) (map[string]failsafePeer, []string, bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if fs.recordedRev == 0 || fs.recordedLease != lease || fs.recordedUnsure {
+	if fs.recordedRev == 0 || fs.recordedLease != lease {
 		return nil, nil, false
 	}
-	return fs.recordedPeers, fs.recordedKeyless, true
+	if fs.unsurePeers == nil {
+		return fs.recordedPeers, fs.recordedKeyless, true
+	}
+	peers := maps.Clone(fs.recordedPeers)
+	if peers == nil {
+		peers = map[string]failsafePeer{}
+	}
+	for n, p := range fs.unsurePeers {
+		if _, ok := peers[n]; !ok {
+			peers[n] = p
+		}
+	}
+	keyless := slices.Concat(fs.recordedKeyless, fs.unsureKeyless)
+	slices.Sort(keyless)
+	return peers, slices.Compact(keyless), true
 }
 
 // readPeers reads the live nodes' keys and addresses, and returns the
@@ -329,7 +347,7 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 		return
 	}
 	m.fs.mu.Lock()
-	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0 && !m.fs.recordedUnsure
+	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0 && m.fs.unsurePeers == nil
 	adds := m.fs.recordedRev != 0 && slices.ContainsFunc(names, func(n string) bool {
 		return !slices.Contains(strings.Split(m.fs.recordedNames, ","), n)
 	})
@@ -360,17 +378,25 @@ func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]fail
 	}
 	if err != nil {
 		// It may have taken: the store may have this set, or the one
-		// recorded. Asking either could leave out a node the other
-		// names, which would not keep a promise it never made.
+		// recorded. Asking either alone could leave out a node the
+		// other names, which would take, never having promised: the
+		// rounds ask both (recordedSet) until a write is acknowledged.
 		m.fs.mu.Lock()
-		m.fs.recordedUnsure = true
+		if lease == m.fs.recordedLease {
+			if m.fs.unsurePeers == nil {
+				m.fs.unsurePeers = map[string]failsafePeer{}
+			}
+			maps.Copy(m.fs.unsurePeers, peers)
+			m.fs.unsureKeyless = append(m.fs.unsureKeyless, keyless...)
+		}
 		m.fs.mu.Unlock()
 		m.log.Warn("failsafe: write this node's failsafe set: no failsafe until it is written", "err", err)
 		return
 	}
 	m.fs.mu.Lock()
 	m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev, m.fs.recordedFrom = joined, lease, modRev, rev
-	m.fs.recordedPeers, m.fs.recordedKeyless, m.fs.recordedUnsure = peers, keyless, false
+	m.fs.recordedPeers, m.fs.recordedKeyless = peers, keyless
+	m.fs.unsurePeers, m.fs.unsureKeyless = nil, nil
 	m.fs.mu.Unlock()
 }
 

@@ -56,7 +56,7 @@ func (m *Member) failsafeAlone() {
 	lease := m.lease
 	m.mu.Unlock()
 	fs.mu.Lock()
-	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && fs.recordedNames == "" && !fs.recordedUnsure
+	recorded := fs.recordedRev != 0 && fs.recordedLease == lease && fs.recordedNames == "" && fs.unsurePeers == nil
 	on, leaseUntil := !fs.since.IsZero() && !fs.aloneUntil.IsZero(), fs.leaseUntil
 	fs.mu.Unlock()
 	if !recorded {
@@ -107,7 +107,7 @@ func (m *Member) aloneAfter(sentBoot time.Duration, lease LeaseID) time.Duration
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
 	fs := m.fs
-	if fs.since.IsZero() || fs.aloneUntil.IsZero() || fs.recordedRev == 0 || fs.recordedLease != lease || fs.recordedNames != "" || fs.recordedUnsure {
+	if fs.since.IsZero() || fs.aloneUntil.IsZero() || fs.recordedRev == 0 || fs.recordedLease != lease || fs.recordedNames != "" || fs.unsurePeers != nil {
 		return 0
 	}
 	fs.aloneUntil = m.clock.Now().Add(sentBoot + m.timing.FenceAfter() + m.timing.failsafeAlone() - m.cfg.Deadline.Now())

@@ -26,7 +26,8 @@ func (m *Member) register(ctx context.Context) error {
 	}
 	if set != nil {
 		m.fs.mu.Lock()
-		m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev, m.fs.recordedUnsure = strings.Join(set.Nodes, ","), lease, rev, false
+		m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev = strings.Join(set.Nodes, ","), lease, rev
+		m.fs.unsurePeers, m.fs.unsureKeyless = nil, nil
 		m.fs.mu.Unlock()
 	}
 	switch {
