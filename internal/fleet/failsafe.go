@@ -140,9 +140,12 @@ type failsafeState struct {
 	unsureKeyless []string
 	// recordedFrom is the revision the set's peers were read at.
 	recordedFrom int64
-	// reread asks for the peers and the sets to be read again (a
-	// promise that ended, after which a lapsed owner's set can go).
+	// reread asks for the peers to be read again (a change the watch
+	// told of, a promise that ended, a new lease).
 	reread chan struct{}
+	// setsDue says the next read of the peers reads the failsafe sets
+	// too (readPeers): a lapsed owner's set may be this node's to clear.
+	setsDue bool
 }
 
 type failsafePeer struct {
@@ -162,7 +165,7 @@ type failsafePeer struct {
 // peers. Called by Join before the member runs.
 func (m *Member) startFailsafe() {
 	fc := m.cfg.Failsafe
-	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, promisedTo: map[string]failsafePeer{}, reread: make(chan struct{}, 1)}
+	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, promisedTo: map[string]failsafePeer{}, reread: make(chan struct{}, 1), setsDue: true}
 	if kept, err := loadPromises(fc.Promises); err != nil {
 		m.log.Warn("failsafe: the promises of an earlier agent cannot be read: this one takes nothing for a promise's length", "err", err)
 		fs.holdUntil = m.start.Add(m.timing.failsafePromiseAssigned())
@@ -275,6 +278,15 @@ func (fs *failsafeState) recordedSet(lease LeaseID) (map[string]failsafePeer, []
 // readPeers reads the live nodes' keys and addresses, and returns the
 // revision read (0: none). While the store does not answer, the last read
 // stands: those are the nodes an owner asks.
+//
+// It reads the failsafe sets too, only when one may be this node's to
+// clear (setsDue): a peer's record went or changed lease since the last
+// read (an owner lapsed), a promise ended, or the last read of them found
+// a lapsed owner's set still there. Each owner's set names every other
+// node: read by every node at every read of its peers, a TTL apart, that
+// was most of what the failsafe cost a large fleet at rest. The takes do
+// not need it: each compares the guard it carries, and reads the sets
+// again when it fails.
 func (m *Member) readPeers(ctx context.Context) int64 {
 	nodes, rev, err := m.l.Nodes(ctx)
 	if err != nil {
@@ -283,17 +295,41 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	}
 	peers, keyless := m.peersOf(nodes, true)
 	m.fs.mu.Lock()
-	m.fs.peers, m.fs.keyless = peers, keyless
+	due := m.fs.setsDue || peerWent(m.fs.peers, peers)
+	m.fs.peers, m.fs.keyless, m.fs.setsDue = peers, keyless, false
 	m.fs.mu.Unlock()
 	m.recordSet(ctx, rev, peers, keyless)
-	// A lapsed owner's set that this node may clear (a node's record
-	// going is what the watch tells first).
+	if !due {
+		return rev
+	}
 	// The read gives the takes a fresher guard, or stops them carrying
 	// the kept one while a set holds them.
-	if _, _, err := m.sharedRead(ctx, math.MaxInt64); err != nil {
+	_, _, err = m.sharedRead(ctx, math.MaxInt64)
+	if err != nil {
 		m.log.Debug("failsafe: read the failsafe sets", "err", err)
 	}
+	if err != nil || m.lapsedSeen.Load() {
+		m.setsDue()
+	}
 	return rev
+}
+
+// peerWent says whether a node of was is not in now under the same lease:
+// its lease ended, and it may have left a set to clear.
+func peerWent(was, now map[string]failsafePeer) bool {
+	for n, p := range was {
+		if q, ok := now[n]; !ok || q.lease != p.lease {
+			return true
+		}
+	}
+	return false
+}
+
+// setsDue has the next read of the peers read the failsafe sets too.
+func (m *Member) setsDue() {
+	m.fs.mu.Lock()
+	m.fs.setsDue = true
+	m.fs.mu.Unlock()
 }
 
 // peersOf is what the failsafe needs of the nodes' records, other than
@@ -462,6 +498,14 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 		live[n.Node] = n
 	}
 	m.noteSightings(sets, live)
+	lapsed := false
+	for _, s := range sets {
+		if n, ok := live[s.Node]; s.Node != m.cfg.Node && (!ok || n.Lease != s.Lease) {
+			lapsed = true
+		}
+	}
+	// Read again at the next read of the peers while one is there.
+	m.lapsedSeen.Store(lapsed)
 	for _, s := range sets {
 		if s.Node == m.cfg.Node {
 			continue
@@ -523,6 +567,7 @@ func (m *Member) clearSet(ctx context.Context, s store.FailsafeSet) {
 	if wait := until.Sub(now); wait > 0 {
 		if m.fs != nil {
 			m.clock.AfterFunc(wait, func() {
+				m.setsDue()
 				select {
 				case m.fs.reread <- struct{}{}:
 				default:

@@ -469,3 +469,37 @@ func TestFakeFailsafeUnreadySaysWhy(t *testing.T) {
 	eventually(t, func() bool { return strings.Contains(a.Info().FailsafeUnready, "c run without --failsafe") },
 		"a's status does not say that c, without the failsafe, leaves it none")
 }
+
+// TestFakeSetsReadWhenAnOwnerWent has a and b, each with the failsafe, at
+// rest for five TTLs: a reads its peers every TTL (the fake store's watch
+// tells nothing), but not the failsafe sets, which only a lapsed owner's
+// can make its to clear. Then b's lease runs out: a's next read of its
+// peers, finding b gone, reads the sets. Before, every read of the peers
+// read every set too: at a thousand nodes, each set naming every other,
+// megabytes a node a TTL.
+func TestFakeSetsReadWhenAnOwnerWent(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	f.claim(a, netip.MustParseAddr("192.0.2.10"))
+	setReads := func() int {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		return f.s.setReads["a"]
+	}
+	namesB := func() bool { s, ok := f.setOf("a"); return ok && slices.Equal(s.Nodes, []string{"b"}) }
+	if !f.advanceUntil(fakeTiming.Renew/2, 2*fakeTiming.TTL, fakeTiming.Renew/2, namesB) {
+		t.Fatal("a's failsafe set naming b is not in the store")
+	}
+	f.advanceTo(f.now() + fakeTiming.TTL)
+	before := setReads()
+	f.advanceTo(f.now() + 5*fakeTiming.TTL)
+	if got := setReads(); got != before {
+		t.Fatalf("a read the failsafe sets %d times in five TTLs at rest, want none", got-before)
+	}
+	f.s.setCut("b", true)
+	f.advanceTo(f.now() + fakeTiming.TTL)
+	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+3*fakeTiming.TTL, fakeTiming.Renew/2, func() bool { return setReads() > before }) {
+		t.Fatal("a did not read the failsafe sets once b's lease ran out")
+	}
+}

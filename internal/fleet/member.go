@@ -224,6 +224,9 @@ type Member struct {
 	// aloneSeen is, by owner, when this node first found a lapsed
 	// owner alone's failsafe set (aloneHolds).
 	aloneSeen map[string]aloneSighting
+	// lapsedSeen says the last read of the failsafe sets found a lapsed
+	// owner's set (readPeers reads them again).
+	lapsedSeen atomic.Bool
 
 	stop     context.CancelFunc
 	wg       sync.WaitGroup

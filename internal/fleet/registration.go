@@ -54,6 +54,9 @@ func (m *Member) register(ctx context.Context) error {
 		// The peers read again, and the failsafe set written under
 		// the new lease, now: a set left under the lost one holds the
 		// takes of the nodes it leaves out (failsafeBlocks) until then.
+		// The sets too: owners that lapsed in the same outage may have
+		// left sets this node is to clear.
+		m.setsDue()
 		select {
 		case m.fs.reread <- struct{}{}:
 		default:
