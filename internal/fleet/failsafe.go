@@ -97,6 +97,9 @@ type failsafeState struct {
 	// failsafe, which cannot promise anything.
 	peers   map[string]failsafePeer
 	keyless []string
+	// nodesRead is how many records that read found, this node's
+	// included.
+	nodesRead int
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
 	// whatever an earlier agent of this node promised (start plus a
@@ -216,6 +219,7 @@ func (m *Member) runFailsafe(ctx context.Context) {
 				}
 			}
 		}()
+		counted := 0
 		for {
 			// A read that failed (the store waking, a leader being
 			// elected) is tried again after a renewal period: no
@@ -224,15 +228,44 @@ func (m *Member) runFailsafe(ctx context.Context) {
 			if !read {
 				every = m.timing.Renew
 			}
+			tick := false
 			select {
 			case <-ctx.Done():
 				return
 			case <-changed:
 			case <-m.clock.After(every):
+				tick = true
 			}
+			// The read a TTL apart is the watch's backstop: while
+			// as many records are there as the last read found, a
+			// count of them stands for it, up to peersReadEvery.
+			if tick && read && counted+1 < peersReadEvery && m.sameNodeCount(ctx) {
+				counted++
+				continue
+			}
+			counted = 0
 			read = m.readPeers(ctx) != 0
 		}
 	}()
+}
+
+// peersReadEvery is how many TTLs apart, at the most, a node reads its
+// peers' records when neither its watch of them nor a count of them says
+// anything changed: at a thousand nodes a read is hundreds of kilobytes,
+// by every node.
+const peersReadEvery = 10
+
+// sameNodeCount says whether the store counts as many nodes' records as
+// the last read of the peers found.
+func (m *Member) sameNodeCount(ctx context.Context) bool {
+	n, err := m.l.CountNodes(ctx)
+	if err != nil {
+		m.log.Debug("failsafe: count the fleet's nodes", "err", err)
+		return false
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	return n == m.fs.nodesRead
 }
 
 // keyOf is node's key as last read, or as the set recorded has it: an
@@ -296,7 +329,7 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	peers, keyless := m.peersOf(nodes, true)
 	m.fs.mu.Lock()
 	due := m.fs.setsDue || peerWent(m.fs.peers, peers)
-	m.fs.peers, m.fs.keyless, m.fs.setsDue = peers, keyless, false
+	m.fs.peers, m.fs.keyless, m.fs.setsDue, m.fs.nodesRead = peers, keyless, false, len(nodes)
 	m.fs.mu.Unlock()
 	m.recordSet(ctx, rev, peers, keyless)
 	if !due {

@@ -250,6 +250,9 @@ type HistoryLedger interface {
 type NodeLedger interface {
 	// Nodes reads the live nodes' records, and the revision read.
 	Nodes(ctx context.Context) ([]store.Node, int64, error)
+	// CountNodes counts the live nodes' records, reading none: whether
+	// a read of them could find other nodes than the last.
+	CountNodes(ctx context.Context) (int, error)
 	// WatchNodes watches the nodes' records from after rev, calling fn
 	// after each batch of changes, until the watch breaks or ctx is
 	// done; it returns the revision it got to.

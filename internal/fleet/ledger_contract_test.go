@@ -130,6 +130,24 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatalf("Reregister under the record's lease: %v, %v", ok, err)
 			}
 		}},
+		{"the nodes are counted as read", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			register(t, la, "a")
+			leaseB := register(t, lb, "b")
+			nodes, _, err := la.Nodes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, err := la.CountNodes(ctx); err != nil || n != len(nodes) || n != 2 {
+				t.Fatalf("CountNodes: %d, %v; want 2, as Nodes read %d", n, err, len(nodes))
+			}
+			if err := lb.Revoke(ctx, leaseB); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := la.CountNodes(ctx); err != nil || n != 1 {
+				t.Fatalf("CountNodes once b's lease went: %d, %v; want 1", n, err)
+			}
+		}},
 		{"acquire: free, own, another's, adopted", func(t *testing.T, s contractStore) {
 			la, lb := s.ledger("a"), s.ledger("b")
 			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")

@@ -61,6 +61,8 @@ type fakeStore struct {
 	renewCut map[string]bool
 	// setReads counts, per node, its reads of the failsafe sets.
 	setReads map[string]int
+	// nodeReads counts, per node, its reads of the nodes' records.
+	nodeReads map[string]int
 	// setAnswerLost counts, per node, its writes of its failsafe set
 	// still to take but answer with an error, as a store whose answer
 	// did not come back in time.
@@ -1006,7 +1008,21 @@ func (l *fakeLedger) WatchCordon(ctx context.Context, node string, rev int64, fn
 	})
 }
 
+func (l *fakeLedger) CountNodes(context.Context) (int, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return 0, err
+	}
+	defer l.s.mu.Unlock()
+	return len(l.s.nodes), nil
+}
+
 func (l *fakeLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
+	l.s.mu.Lock()
+	if l.s.nodeReads == nil {
+		l.s.nodeReads = map[string]int{}
+	}
+	l.s.nodeReads[l.node]++
+	l.s.mu.Unlock()
 	v, err := l.view()
 	return v.Nodes, v.Revision, err
 }

@@ -530,6 +530,10 @@ func (l *Ledger) Nodes(ctx context.Context) ([]Node, int64, error) {
 	return l.c.NodeRecords(ctx)
 }
 
+func (l *Ledger) CountNodes(ctx context.Context) (int, error) {
+	return l.c.NodeCount(ctx)
+}
+
 func (l *Ledger) MoveView(ctx context.Context, addrs []netip.Addr, to string) (View, error) {
 	return l.c.MoveViewOf(ctx, addrs, to)
 }

@@ -114,6 +114,18 @@ func (c *Client) NodeRecords(ctx context.Context) ([]Node, int64, error) {
 	return b.v.Nodes, resp.Header.Revision, nil
 }
 
+// NodeCount counts the nodes' records (WithCountOnly: etcd counts them in
+// its index, and sends none).
+func (c *Client) NodeCount(ctx context.Context) (int, error) {
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Get(rctx, c.Keys.Nodes(), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil {
+		return 0, c.Explain(err)
+	}
+	return int(resp.Count), nil
+}
+
 // maxTxnAddrs bounds the addresses whose records one transaction reads:
 // two reads each, beside the ranges of the nodes and of the cordons.
 const maxTxnAddrs = (MaxTxnOps - 2) / 2
