@@ -219,7 +219,7 @@ func (m *Member) runFailsafe(ctx context.Context) {
 				}
 			}
 		}()
-		counted := 0
+		counted, last := 0, m.clock.Now()
 		for {
 			// A read that failed (the store waking, a leader being
 			// elected) is tried again after a renewal period: no
@@ -233,6 +233,17 @@ func (m *Member) runFailsafe(ctx context.Context) {
 			case <-ctx.Done():
 				return
 			case <-changed:
+				// Changes that come together (a fleet joining, or
+				// joining again after an outage) are read together:
+				// at most one read a renewal period, each by every
+				// node, each writing the node's set anew.
+				if wait := m.timing.Renew - m.clock.Since(last); wait > 0 {
+					select {
+					case <-ctx.Done():
+						return
+					case <-m.clock.After(wait):
+					}
+				}
 			case <-m.clock.After(every):
 				tick = true
 			}
@@ -244,6 +255,7 @@ func (m *Member) runFailsafe(ctx context.Context) {
 				continue
 			}
 			counted = 0
+			last = m.clock.Now()
 			read = m.readPeers(ctx) != 0
 		}
 	}()
