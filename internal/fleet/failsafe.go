@@ -97,9 +97,11 @@ type failsafeState struct {
 	// failsafe, which cannot promise anything.
 	peers   map[string]failsafePeer
 	keyless []string
-	// nodesRead is how many records that read found, this node's
-	// included.
-	nodesRead int
+	// records are the names of the nodes' records as last read, and the
+	// watch's changes since, this node's included; peersRev the revision
+	// they are at.
+	records  map[string]bool
+	peersRev int64
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
 	// whatever an earlier agent of this node promised (start plus a
@@ -197,20 +199,23 @@ func (m *Member) runFailsafe(ctx context.Context) {
 	}()
 	go func() {
 		defer m.wg.Done()
-		// Read, then watch from the read's revision; a change read
-		// again at once, a broken watch after a renewal period. A
-		// read every TTL besides, whatever the watch says.
-		changed := m.fs.reread
+		// Read, then watch from the read's revision, each change
+		// applied as it comes; a broken watch watched again after a
+		// renewal period. A count of the records a TTL apart besides,
+		// and a read of them when it differs (sameNodeCount).
+		changed, applied := m.fs.reread, make(chan struct{}, 1)
 		rev := m.readPeers(ctx)
 		read := rev != 0
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
 			for ctx.Err() == nil {
-				rev = m.l.WatchNodes(ctx, rev, func() {
-					select {
-					case changed <- struct{}{}:
-					default:
+				rev = m.l.WatchNodes(ctx, rev, func(put []store.Node, gone []string, at int64) {
+					if m.applyPeers(put, gone, at) {
+						select {
+						case applied <- struct{}{}:
+						default:
+						}
 					}
 				})
 				select {
@@ -220,6 +225,21 @@ func (m *Member) runFailsafe(ctx context.Context) {
 			}
 		}()
 		counted, last := 0, m.clock.Now()
+		// settle waits until a renewal period has passed since the last
+		// read or write: changes that come together (a fleet joining,
+		// or joining again after an outage) are taken together, each
+		// node writing its set anew once for them.
+		settle := func() bool {
+			if wait := m.timing.Renew - m.clock.Since(last); wait > 0 {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-m.clock.After(wait):
+				}
+			}
+			last = m.clock.Now()
+			return true
+		}
 		for {
 			// A read that failed (the store waking, a leader being
 			// elected) is tried again after a renewal period: no
@@ -228,34 +248,31 @@ func (m *Member) runFailsafe(ctx context.Context) {
 			if !read {
 				every = m.timing.Renew
 			}
-			tick := false
 			select {
 			case <-ctx.Done():
 				return
+			case <-applied:
+				// The watch's changes are in the peers: only the set,
+				// and the sets if one may be this node's to clear.
+				if settle() {
+					m.afterPeers(ctx)
+				}
+				continue
 			case <-changed:
-				// Changes that come together (a fleet joining, or
-				// joining again after an outage) are read together:
-				// at most one read a renewal period, each by every
-				// node, each writing the node's set anew.
-				if wait := m.timing.Renew - m.clock.Since(last); wait > 0 {
-					select {
-					case <-ctx.Done():
-						return
-					case <-m.clock.After(wait):
-					}
+				if !settle() {
+					return
 				}
 			case <-m.clock.After(every):
-				tick = true
-			}
-			// The read a TTL apart is the watch's backstop: while
-			// as many records are there as the last read found, a
-			// count of them stands for it, up to peersReadEvery.
-			if tick && read && counted+1 < peersReadEvery && m.sameNodeCount(ctx) {
-				counted++
-				continue
+				// The read a TTL apart is the watch's backstop: while
+				// as many records are there as the last read found,
+				// a count of them stands for it, up to peersReadEvery.
+				if read && counted+1 < peersReadEvery && m.sameNodeCount(ctx) {
+					counted++
+					continue
+				}
+				last = m.clock.Now()
 			}
 			counted = 0
-			last = m.clock.Now()
 			read = m.readPeers(ctx) != 0
 		}
 	}()
@@ -277,7 +294,7 @@ func (m *Member) sameNodeCount(ctx context.Context) bool {
 	}
 	m.fs.mu.Lock()
 	defer m.fs.mu.Unlock()
-	return n == m.fs.nodesRead
+	return n == len(m.fs.records)
 }
 
 // keyOf is node's key as last read, or as the set recorded has it: an
@@ -339,24 +356,75 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		return 0
 	}
 	peers, keyless := m.peersOf(nodes, true)
+	records := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		records[n.Node] = true
+	}
 	m.fs.mu.Lock()
-	due := m.fs.setsDue || peerWent(m.fs.peers, peers)
-	m.fs.peers, m.fs.keyless, m.fs.setsDue, m.fs.nodesRead = peers, keyless, false, len(nodes)
+	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
+	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev = peers, keyless, records, rev
 	m.fs.mu.Unlock()
+	m.afterPeers(ctx)
+	return rev
+}
+
+// applyPeers applies the changes the watch of the nodes' records told of
+// at rev to the peers as last read, unless a read at rev or later has
+// them already; it says whether it did. Each change costs this node one
+// record, not a read of them all: at a thousand nodes joining, a read of
+// every record by every node at every join was the whole store's work.
+func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
+	add, addKeyless := m.peersOf(put, true)
+	fs := m.fs
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if rev <= fs.peersRev || fs.records == nil {
+		return false
+	}
+	peers, records := maps.Clone(fs.peers), maps.Clone(fs.records)
+	keyless := slices.Clone(fs.keyless)
+	drop := func(n string) {
+		delete(peers, n)
+		keyless = slices.DeleteFunc(keyless, func(k string) bool { return k == n })
+	}
+	for _, n := range gone {
+		drop(n)
+		delete(records, n)
+	}
+	for _, n := range put {
+		drop(n.Node)
+		records[n.Node] = true
+	}
+	maps.Copy(peers, add)
+	keyless = append(keyless, addKeyless...)
+	slices.Sort(keyless)
+	fs.setsDue = fs.setsDue || peerWent(fs.peers, peers)
+	fs.peers, fs.keyless, fs.records, fs.peersRev = peers, keyless, records, rev
+	return true
+}
+
+// afterPeers takes the peers as they now are: it writes this node's set
+// if they changed, and reads the failsafe sets if one may be this node's
+// to clear (setsDue).
+func (m *Member) afterPeers(ctx context.Context) {
+	fs := m.fs
+	fs.mu.Lock()
+	peers, keyless, rev, due := fs.peers, fs.keyless, fs.peersRev, fs.setsDue
+	fs.setsDue = false
+	fs.mu.Unlock()
 	m.recordSet(ctx, rev, peers, keyless)
 	if !due {
-		return rev
+		return
 	}
 	// The read gives the takes a fresher guard, or stops them carrying
 	// the kept one while a set holds them.
-	_, _, err = m.sharedRead(ctx, math.MaxInt64)
+	_, _, err := m.sharedRead(ctx, math.MaxInt64)
 	if err != nil {
 		m.log.Debug("failsafe: read the failsafe sets", "err", err)
 	}
 	if err != nil || m.lapsedSeen.Load() {
 		m.setsDue()
 	}
-	return rev
 }
 
 // peerWent says whether a node of was is not in now under the same lease:

@@ -14,6 +14,21 @@ import (
 	"github.com/vipctl/vip/test/etcdembed"
 )
 
+// embeddedStore starts an etcd embedded in the test and returns a client
+// of it, closed at the test's end, and a context that ends a minute on.
+func embeddedStore(t *testing.T) (context.Context, *store.Client) {
+	t.Helper()
+	url := etcdembed.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	c, err := store.Open(ctx, store.Config{URL: url})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return ctx, c
+}
+
 // TestFleetViewOfALeaseGoneMeanwhile: vip fleet reads the nodes and claims,
 // then each node's lease. An owner whose lease expired between the two
 // reads was listed held (its lease unread, so its health unknown): a CI
@@ -21,14 +36,7 @@ import (
 // then held again, then its standby's. The lease found gone now says the
 // node's last renewal is at least a TTL old: fenced, and so its address.
 func TestFleetViewOfALeaseGoneMeanwhile(t *testing.T) {
-	url := etcdembed.Start(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c, err := store.Open(ctx, store.Config{URL: url})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	ctx, c := embeddedStore(t)
 	l := fleet.NewEtcdLedger(c)
 	defer l.Close()
 	lease, _, _, err := l.Register(ctx, 3*time.Second, store.Node{Node: "a", LeaseTTL: store.Duration(3 * time.Second)}, nil, func(store.Node) bool { return false })

@@ -254,9 +254,11 @@ type NodeLedger interface {
 	// a read of them could find other nodes than the last.
 	CountNodes(ctx context.Context) (int, error)
 	// WatchNodes watches the nodes' records from after rev, calling fn
-	// after each batch of changes, until the watch breaks or ctx is
-	// done; it returns the revision it got to.
-	WatchNodes(ctx context.Context, rev int64, fn func()) int64
+	// with each batch of changes (the records written, the names of
+	// those deleted or that do not decode, and the revision got to),
+	// until the watch breaks or ctx is done; it returns the revision it
+	// got to.
+	WatchNodes(ctx context.Context, rev int64, fn func(put []store.Node, gone []string, rev int64)) int64
 	// Reach reads one small key of node's (its record, counted only),
 	// as linearizable as a take: whether the store answers this node now.
 	Reach(ctx context.Context, node string) error

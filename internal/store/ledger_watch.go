@@ -93,16 +93,38 @@ func (l *Ledger) WatchCordon(ctx context.Context, node string, rev int64, fn fun
 	return rev
 }
 
-func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func()) int64 {
+func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put []Node, gone []string, rev int64)) int64 {
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for wr := range wch {
 		if at, ok := broken(wr, rev); ok {
 			return at
 		}
-		if len(wr.Events) > 0 {
-			fn()
-		}
 		rev = wr.Header.Revision
+		if len(wr.Events) == 0 {
+			continue
+		}
+		var put []Node
+		var gone []string
+		for _, ev := range wr.Events {
+			key := string(ev.Kv.Key)
+			p, err := l.k.Parse(key)
+			if err != nil || p.Kind != KindNode {
+				continue
+			}
+			var n Node
+			if ev.Type == clientv3.EventTypePut {
+				n, err = Decode[Node](key, ev.Kv.Value)
+			}
+			if ev.Type == clientv3.EventTypeDelete || err != nil {
+				// A record that does not decode is no peer, as a read
+				// of them all skips it.
+				gone = append(gone, p.Node)
+				continue
+			}
+			n.Node, n.Lease, n.CreateRev = p.Node, ev.Kv.Lease, ev.Kv.CreateRevision
+			put = append(put, n)
+		}
+		fn(put, gone, rev)
 	}
 	return rev
 }
