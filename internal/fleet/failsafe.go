@@ -224,13 +224,26 @@ func (m *Member) runFailsafe(ctx context.Context) {
 				}
 			}
 		}()
-		counted, last := 0, m.clock.Now()
-		// settle waits until a renewal period has passed since the last
-		// read or write: changes that come together (a fleet joining,
-		// or joining again after an outage) are taken together, each
-		// node writing its set anew once for them.
+		counted, last, gap := 0, time.Time{}, time.Duration(0)
+		// settle spaces the reads and writes for changes to the peers:
+		// the first after a renewal period's quiet at once, then each
+		// twice as long after the last, from a sixteenth of a renewal
+		// period up to one. A fleet joining, or joining again after an
+		// outage, changes the records hundreds of times in seconds, and
+		// each change had every node write its set anew, naming every
+		// other; a change alone (a node joining a formed fleet, just
+		// before an outage) is in the set at once.
 		settle := func() bool {
-			if wait := m.timing.Renew - m.clock.Since(last); wait > 0 {
+			since := m.clock.Since(last)
+			switch {
+			case last.IsZero() || since >= m.timing.Renew:
+				gap = 0
+			case gap == 0:
+				gap = m.timing.Renew / 16
+			default:
+				gap = min(2*gap, m.timing.Renew)
+			}
+			if wait := gap - since; wait > 0 {
 				select {
 				case <-ctx.Done():
 					return false
@@ -270,7 +283,6 @@ func (m *Member) runFailsafe(ctx context.Context) {
 					counted++
 					continue
 				}
-				last = m.clock.Now()
 			}
 			counted = 0
 			read = m.readPeers(ctx) != 0
