@@ -1,0 +1,281 @@
+package fleet
+
+import (
+	"context"
+	"maps"
+	"math"
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vipctl/vip/internal/failsafe"
+	"github.com/vipctl/vip/internal/store"
+)
+
+// The failsafe's view of the other nodes (its peers): read, then kept
+// from the watch of their records, counted a TTL apart; and what follows
+// a change (the node's set written, the sets read when one may be its to
+// clear).
+
+// runFailsafe answers questions and reads the peers until ctx ends.
+func (m *Member) runFailsafe(ctx context.Context) {
+	m.wg.Add(2)
+	go func() {
+		defer m.wg.Done()
+		if err := m.fs.server.Serve(ctx); err != nil {
+			m.log.Error("failsafe: the channel stopped: this node answers no owner's questions", "err", err)
+		}
+	}()
+	go func() {
+		defer m.wg.Done()
+		// Read, then watch from the read's revision, each change
+		// applied as it comes; a broken watch watched again after a
+		// renewal period. A count of the records a TTL apart besides,
+		// and a read of them when it differs (sameNodeCount).
+		changed, applied := m.fs.reread, make(chan struct{}, 1)
+		rev := m.readPeers(ctx)
+		read := rev != 0
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			for ctx.Err() == nil {
+				rev = m.l.WatchNodes(ctx, rev, func(put []store.Node, gone []string, at int64) {
+					if m.applyPeers(put, gone, at) {
+						select {
+						case applied <- struct{}{}:
+						default:
+						}
+					}
+				})
+				select {
+				case <-ctx.Done():
+				case <-m.clock.After(m.timing.Renew):
+				}
+			}
+		}()
+		counted, last, gap := 0, time.Time{}, time.Duration(0)
+		// settle spaces the reads and writes for changes to the peers:
+		// the first after a renewal period's quiet at once, then each
+		// twice as long after the last, from a sixteenth of a renewal
+		// period up to one. A fleet joining, or joining again after an
+		// outage, changes the records hundreds of times in seconds, and
+		// each change had every node write its set anew, naming every
+		// other; a change alone (a node joining a formed fleet, just
+		// before an outage) is in the set at once.
+		settle := func() bool {
+			since := m.clock.Since(last)
+			switch {
+			case last.IsZero() || since >= m.timing.Renew:
+				gap = 0
+			case gap == 0:
+				gap = m.timing.Renew / 16
+			default:
+				gap = min(2*gap, m.timing.Renew)
+			}
+			if wait := gap - since; wait > 0 {
+				select {
+				case <-ctx.Done():
+					return false
+				case <-m.clock.After(wait):
+				}
+			}
+			last = m.clock.Now()
+			return true
+		}
+		for {
+			// A read that failed (the store waking, a leader being
+			// elected) is tried again after a renewal period: no
+			// change may come to say when.
+			every := m.timing.TTL
+			if !read {
+				every = m.timing.Renew
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-applied:
+				// The watch's changes are in the peers: only the set,
+				// and the sets if one may be this node's to clear.
+				if settle() {
+					m.afterPeers(ctx)
+				}
+				continue
+			case <-changed:
+				if !settle() {
+					return
+				}
+			case <-m.clock.After(every):
+				// The read a TTL apart is the watch's backstop: while
+				// as many records are there as the last read found,
+				// a count of them stands for it, up to peersReadEvery.
+				if read && counted+1 < peersReadEvery && m.sameNodeCount(ctx) {
+					counted++
+					continue
+				}
+			}
+			counted = 0
+			read = m.readPeers(ctx) != 0
+		}
+	}()
+}
+
+// peersReadEvery is how many TTLs apart, at the most, a node reads its
+// peers' records when neither its watch of them nor a count of them says
+// anything changed: at a thousand nodes a read is hundreds of kilobytes,
+// by every node.
+const peersReadEvery = 10
+
+// sameNodeCount says whether the store counts as many nodes' records as
+// the last read of the peers found.
+func (m *Member) sameNodeCount(ctx context.Context) bool {
+	n, err := m.l.CountNodes(ctx)
+	if err != nil {
+		m.log.Debug("failsafe: count the fleet's nodes", "err", err)
+		return false
+	}
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	return n == len(m.fs.records)
+}
+
+// readPeers reads the live nodes' keys and addresses, and returns the
+// revision read (0: none). While the store does not answer, the last read
+// stands: those are the nodes an owner asks.
+//
+// It reads the failsafe sets too, only when one may be this node's to
+// clear (setsDue): a peer's record went or changed lease since the last
+// read (an owner lapsed), a promise ended, or the last read of them found
+// a lapsed owner's set still there. Each owner's set names every other
+// node: read by every node at every read of its peers, a TTL apart, that
+// was most of what the failsafe cost a large fleet at rest. The takes do
+// not need it: each compares the guard it carries, and reads the sets
+// again when it fails.
+func (m *Member) readPeers(ctx context.Context) int64 {
+	nodes, rev, err := m.l.Nodes(ctx)
+	if err != nil {
+		m.log.Debug("failsafe: read the fleet's nodes", "err", err)
+		return 0
+	}
+	peers, keyless := m.peersOf(nodes, true)
+	records := make(map[string]bool, len(nodes))
+	for _, n := range nodes {
+		records[n.Node] = true
+	}
+	m.fs.mu.Lock()
+	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
+	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev = peers, keyless, records, rev
+	m.fs.mu.Unlock()
+	m.afterPeers(ctx)
+	return rev
+}
+
+// applyPeers applies the changes the watch of the nodes' records told of
+// at rev to the peers as last read, unless a read at rev or later has
+// them already; it says whether it did. Each change costs this node one
+// record, not a read of them all: at a thousand nodes joining, a read of
+// every record by every node at every join was the whole store's work.
+func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
+	add, addKeyless := m.peersOf(put, true)
+	fs := m.fs
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if rev <= fs.peersRev || fs.records == nil {
+		return false
+	}
+	peers, records := maps.Clone(fs.peers), maps.Clone(fs.records)
+	keyless := slices.Clone(fs.keyless)
+	drop := func(n string) {
+		delete(peers, n)
+		keyless = slices.DeleteFunc(keyless, func(k string) bool { return k == n })
+	}
+	for _, n := range gone {
+		drop(n)
+		delete(records, n)
+	}
+	for _, n := range put {
+		drop(n.Node)
+		records[n.Node] = true
+	}
+	maps.Copy(peers, add)
+	keyless = append(keyless, addKeyless...)
+	slices.Sort(keyless)
+	fs.setsDue = fs.setsDue || peerWent(fs.peers, peers)
+	fs.peers, fs.keyless, fs.records, fs.peersRev = peers, keyless, records, rev
+	return true
+}
+
+// afterPeers takes the peers as they now are: it writes this node's set
+// if they changed, and reads the failsafe sets if one may be this node's
+// to clear (setsDue).
+func (m *Member) afterPeers(ctx context.Context) {
+	fs := m.fs
+	fs.mu.Lock()
+	peers, keyless, rev, due := fs.peers, fs.keyless, fs.peersRev, fs.setsDue
+	fs.setsDue = false
+	fs.mu.Unlock()
+	m.recordSet(ctx, rev, peers, keyless)
+	if !due {
+		return
+	}
+	// The read gives the takes a fresher guard, or stops them carrying
+	// the kept one while a set holds them.
+	_, _, err := m.sharedRead(ctx, math.MaxInt64)
+	if err != nil {
+		m.log.Debug("failsafe: read the failsafe sets", "err", err)
+	}
+	if err != nil || m.lapsedSeen.Load() {
+		m.setsDue()
+	}
+}
+
+// peerWent says whether a node of was is not in now under the same lease:
+// its lease ended, and it may have left a set to clear.
+func peerWent(was, now map[string]failsafePeer) bool {
+	for n, p := range was {
+		if q, ok := now[n]; !ok || q.lease != p.lease {
+			return true
+		}
+	}
+	return false
+}
+
+// setsDue has the next read of the peers read the failsafe sets too.
+func (m *Member) setsDue() {
+	m.fs.mu.Lock()
+	m.fs.setsDue = true
+	m.fs.mu.Unlock()
+}
+
+// peersOf is what the failsafe needs of the nodes' records, other than
+// this node's: by name, each one's key, where it answers, and which agent
+// under which lease; and the nodes that run without the failsafe. Said
+// logs a record that cannot be asked.
+func (m *Member) peersOf(nodes []store.Node, say bool) (map[string]failsafePeer, []string) {
+	peers := map[string]failsafePeer{}
+	var keyless []string
+	for _, n := range nodes {
+		if n.Node == m.cfg.Node {
+			continue
+		}
+		if n.FailsafeKey == "" {
+			keyless = append(keyless, n.Node)
+			continue
+		}
+		key, err := failsafe.ParsePublicKey(n.FailsafeKey)
+		if err != nil {
+			if say {
+				m.log.Warn("failsafe: a node's record has a key that does not parse: its answers count for nothing", "peer", n.Node, "err", err)
+			}
+			continue
+		}
+		addr, err := netip.ParseAddrPort(n.Failsafe)
+		if err != nil {
+			if say {
+				m.log.Warn("failsafe: a node's record says no address to ask it at", "peer", n.Node, "failsafe", n.Failsafe)
+			}
+			continue
+		}
+		peers[n.Node] = failsafePeer{key: key, addr: addr, lease: n.Lease, pid: n.PID, boot: n.BootID, rev: n.CreateRev}
+	}
+	return peers, keyless
+}
