@@ -144,8 +144,9 @@ type failsafeState struct {
 	unsureKeyless []string
 	// recordedFrom is the revision the set's peers were read at.
 	recordedFrom int64
-	// reread asks for the peers to be read again (a change the watch
-	// told of, a promise that ended, a new lease).
+	// reread asks for the peers to be read again, every record (a
+	// promise that ended, a new lease, the store back); the watch's
+	// changes are applied one by one instead (applyPeers).
 	reread chan struct{}
 	// setsDue says the next read of the peers reads the failsafe sets
 	// too (readPeers): a lapsed owner's set may be this node's to clear.

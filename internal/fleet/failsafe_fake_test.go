@@ -270,10 +270,7 @@ func TestFakeFailsafeSetWriteUnsure(t *testing.T) {
 	if !f.advanceUntil(fakeTiming.Renew/2, 2*fakeTiming.TTL, fakeTiming.Renew/2, names("b")) {
 		t.Fatal("a's failsafe set naming b is not in the store")
 	}
-	// c's record, with a key and an address, but no agent answering there.
-	cfg := failsafeConfig(t)
-	rec := store.Node{Node: "c", FailsafeKey: failsafe.PublicKey(cfg.Key), Failsafe: cfg.Advertise.String()}
-	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, rec, nil, nil); err != nil {
+	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, keyedRecord(t, "c"), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	f.s.mu.Lock()
@@ -499,9 +496,7 @@ func TestFakePeersCountedAtRest(t *testing.T) {
 	f := pairAtRest(t)
 	nodeReads := func() int { return f.countOf(func(s *fakeStore) int { return s.nodeReads["a"] }) }
 	f.restsFor(t, 4, nodeReads, "the nodes' records")
-	cfg := failsafeConfig(t)
-	rec := store.Node{Node: "c", FailsafeKey: failsafe.PublicKey(cfg.Key), Failsafe: cfg.Advertise.String()}
-	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, rec, nil, nil); err != nil {
+	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, keyedRecord(t, "c"), nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	namesBC := func() bool { s, ok := f.setOf("a"); return ok && slices.Equal(s.Nodes, []string{"b", "c"}) }
@@ -547,4 +542,11 @@ func (f *fakeFleet) restsFor(t *testing.T, ttls int, count func() int, what stri
 	if got := count(); got != before {
 		t.Fatalf("a read %s %d times in %d TTLs at rest, want none", what, got-before, ttls)
 	}
+}
+
+// keyedRecord is a record of node that runs the failsafe, with a key and
+// an address to ask it at, and no agent answering there.
+func keyedRecord(t *testing.T, node string) store.Node {
+	cfg := failsafeConfig(t)
+	return store.Node{Node: node, FailsafeKey: failsafe.PublicKey(cfg.Key), Failsafe: cfg.Advertise.String()}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/vipctl/vip/announce"
-	"github.com/vipctl/vip/internal/failsafe"
 	"github.com/vipctl/vip/internal/fleet"
 	"github.com/vipctl/vip/internal/store"
 )
@@ -53,9 +52,7 @@ func TestPeersFromTheWatch(t *testing.T) {
 		return nil
 	}
 	join := func(node string) fleet.LeaseID {
-		cfg := failsafeConfig(t)
-		rec := store.Node{Node: node, FailsafeKey: failsafe.PublicKey(cfg.Key), Failsafe: cfg.Advertise.String()}
-		lease, _, _, err := l.Register(ctx, 30*time.Second, rec, nil, func(store.Node) bool { return false })
+		lease, _, _, err := l.Register(ctx, 30*time.Second, keyedRecord(t, node), nil, func(store.Node) bool { return false })
 		if err != nil {
 			t.Fatal(err)
 		}
