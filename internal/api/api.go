@@ -474,8 +474,11 @@ type FailsafeSetsResponse struct {
 // operator does (vip failsafe clear) when the owner and its set are gone
 // for good.
 type FailsafeSet struct {
-	Node   string   `json:"node"`
-	Lease  string   `json:"lease"`
+	Node  string `json:"node"`
+	Lease string `json:"lease"`
+	// Nodes are the live nodes the set names (the store keeps the
+	// revision its owner read them at: a node that left since is not
+	// listed, although the owner, cut off, would ask it too).
 	Nodes  []string `json:"nodes"`
 	Lapsed bool     `json:"lapsed"`
 	Holds  []string `json:"holds,omitempty"`

@@ -100,10 +100,7 @@ lives is refused: it goes when that agent stops.`,
 
 // failsafeSetOf is s as vip failsafe says it, against the live nodes.
 func failsafeSetOf(s store.FailsafeSet, nodes []store.Node) api.FailsafeSet {
-	out := api.FailsafeSet{Node: s.Node, Lease: strconv.FormatInt(s.Lease, 16), Nodes: slices.Clone(s.Nodes), Lapsed: s.Lapsed(nodes), AloneMS: s.AloneMS}
-	if out.Nodes == nil {
-		out.Nodes = []string{}
-	}
+	out := api.FailsafeSet{Node: s.Node, Lease: strconv.FormatInt(s.Lease, 16), Nodes: s.Named(nodes), Lapsed: s.Lapsed(nodes), AloneMS: s.AloneMS}
 	if out.Lapsed {
 		out.Holds = s.Outside(nodes)
 	}

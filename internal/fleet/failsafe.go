@@ -3,13 +3,9 @@ package fleet
 import (
 	"context"
 	"crypto/ed25519"
-	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/netip"
-	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -92,14 +88,15 @@ type failsafeState struct {
 
 	mu sync.Mutex
 	// peers are the live nodes as last read from the store, with their
-	// keys and where they answer; keyless those that run without the
-	// failsafe, which cannot promise anything.
+	// keys and where they answer; keyless those that cannot promise
+	// anything (run without the failsafe, or a record this agent cannot
+	// ask by).
 	peers   map[string]failsafePeer
 	keyless []string
-	// records are the names of the nodes' records as last read, and the
-	// watch's changes since, this node's included; peersRev the revision
-	// they are at.
-	records  map[string]bool
+	// records are the nodes' records as last read, and the watch's
+	// changes since, this node's included: by name, the revision each
+	// was created at; peersRev the revision they are at.
+	records  map[string]int64
 	peersRev int64
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
@@ -142,8 +139,15 @@ type failsafeState struct {
 	// has, each node it names promised (nil: none).
 	unsurePeers   map[string]failsafePeer
 	unsureKeyless []string
-	// recordedFrom is the revision the set's peers were read at.
+	// recordedAt is when it was written (setRefresh).
+	recordedAt time.Time
+	// recordedFrom is the revision the set's peers were read at: the
+	// set names every node whose record was created then or before.
+	// unsureFrom is the highest of the unsure sets' (0: none). A set is
+	// never written with a lower one while the key stands, so that a
+	// node it named stays named (store.Guard).
 	recordedFrom int64
+	unsureFrom   int64
 	// reread asks for the peers to be read again, every record (a
 	// promise that ended, a new lease, the store back); the watch's
 	// changes are applied one by one instead (applyPeers).
@@ -201,143 +205,6 @@ func (fs *failsafeState) keyOf(node string) (ed25519.PublicKey, bool) {
 	return p.key, ok && p.key != nil
 }
 
-// recordedSet returns the peers and the keyless nodes of the set the store
-// has under lease, as the owner recorded it when it wrote it, with those
-// of any set written since whose write may have taken; false when it has
-// none under lease.
-func (fs *failsafeState) recordedSet(lease LeaseID) (map[string]failsafePeer, []string, bool) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if fs.recordedRev == 0 || fs.recordedLease != lease {
-		return nil, nil, false
-	}
-	if fs.unsurePeers == nil {
-		return fs.recordedPeers, fs.recordedKeyless, true
-	}
-	peers := maps.Clone(fs.recordedPeers)
-	if peers == nil {
-		peers = map[string]failsafePeer{}
-	}
-	for n, p := range fs.unsurePeers {
-		if _, ok := peers[n]; !ok {
-			peers[n] = p
-		}
-	}
-	keyless := slices.Concat(fs.recordedKeyless, fs.unsureKeyless)
-	slices.Sort(keyless)
-	return peers, slices.Compact(keyless), true
-}
-
-// recordSet writes this owner's failsafe set to the store when the peers
-// read at rev, or the lease, are not the ones it has.
-func (m *Member) recordSet(ctx context.Context, rev int64, peers map[string]failsafePeer, keyless []string) {
-	names := slices.Concat(slices.Collect(maps.Keys(peers)), keyless)
-	slices.Sort(names)
-	joined := strings.Join(names, ",")
-	m.mu.Lock()
-	lease, gone := m.lease, m.lease == m.goneLease
-	m.mu.Unlock()
-	if gone {
-		// The store said the lease is gone: the member joins again
-		// under a new one, and the set is written under that. One
-		// under the dead lease would hold the takes of the nodes it
-		// leaves out, although no owner answers on it.
-		return
-	}
-	m.fs.mu.Lock()
-	same := joined == m.fs.recordedNames && lease == m.fs.recordedLease && m.fs.recordedRev != 0 && m.fs.unsurePeers == nil
-	adds := m.fs.recordedRev != 0 && slices.ContainsFunc(names, func(n string) bool {
-		return !slices.Contains(strings.Split(m.fs.recordedNames, ","), n)
-	})
-	onFailsafe := !m.fs.since.IsZero()
-	m.fs.mu.Unlock()
-	if same {
-		return
-	}
-	if onFailsafe && adds {
-		// Answering on the promises of the set the store has: a node
-		// added to it now never promised, and being in the set it
-		// could take once the lease is gone. Left out until the store
-		// is back (failsafeRenewed reads the peers again), it is held
-		// by the set like any node that joined during an outage.
-		m.log.Debug("failsafe: a node joined while this owner answers on failsafe: its set is written once the store is back", "nodes", joined)
-		return
-	}
-	set := store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev, Nodes: names}
-	if len(names) == 0 {
-		set.AloneMS = m.timing.aloneFor().Milliseconds()
-	}
-	modRev, err := m.l.PutFailsafeSet(ctx, set)
-	if errors.Is(err, ErrLeaseGone) {
-		// The renewal will say so and the member join again, under a
-		// lease it writes the set under (register asks for a read).
-		m.log.Debug("failsafe: this node's failsafe set not written: its lease is gone", "err", err)
-		return
-	}
-	if err != nil {
-		// It may have taken: the store may have this set, or the one
-		// recorded. Asking either alone could leave out a node the
-		// other names, which would take, never having promised: the
-		// rounds ask both (recordedSet) until a write is acknowledged.
-		m.fs.mu.Lock()
-		if lease == m.fs.recordedLease {
-			if m.fs.unsurePeers == nil {
-				m.fs.unsurePeers = map[string]failsafePeer{}
-			}
-			maps.Copy(m.fs.unsurePeers, peers)
-			m.fs.unsureKeyless = append(m.fs.unsureKeyless, keyless...)
-		}
-		m.fs.mu.Unlock()
-		m.log.Warn("failsafe: write this node's failsafe set: no failsafe until it is written", "err", err)
-		return
-	}
-	m.fs.mu.Lock()
-	m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev, m.fs.recordedFrom = joined, lease, modRev, rev
-	m.fs.recordedPeers, m.fs.recordedKeyless = peers, keyless
-	m.fs.unsurePeers, m.fs.unsureKeyless = nil, nil
-	m.fs.mu.Unlock()
-}
-
-// setToRegister is the failsafe set to write with a registration: when
-// the member joins again after its lease was lost, the set it last wrote,
-// now under the new lease. The nodes it names are those it asked before:
-// one gone since is asked and does not answer (the owner fences), one
-// joined since is left out and takes none of this node's addresses while
-// the set stands (failsafeBlocks), until the peers read again rewrite it.
-// None at the first join (the peers not yet read: a set naming nobody would
-// hold every other node's takes, should this agent die before rewriting
-// it).
-func (m *Member) setToRegister() *store.FailsafeSet {
-	if m.fs == nil {
-		return nil
-	}
-	m.fs.mu.Lock()
-	defer m.fs.mu.Unlock()
-	if m.fs.recordedRev == 0 || m.fs.recordedNames == "" {
-		return nil
-	}
-	return &store.FailsafeSet{Node: m.cfg.Node, Rev: m.fs.recordedFrom, Nodes: strings.Split(m.fs.recordedNames, ",")}
-}
-
-// dropSet deletes this node's failsafe set, at a stop for good: its lease
-// goes, and nothing of it answers on failsafe after.
-func (m *Member) dropSet() {
-	if m.fs == nil {
-		return
-	}
-	m.fs.mu.Lock()
-	modRev := m.fs.recordedRev
-	m.fs.mu.Unlock()
-	if modRev == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if _, err := m.l.ClearFailsafeSet(ctx, m.cfg.Node, modRev); err != nil {
-		m.log.Debug("failsafe: delete this node's failsafe set", "err", err)
-	}
-}
-
 // failsafeBlocks says why this node may not take an address through the
 // store now, if it may not: an owner whose lease is gone may still answer
 // on failsafe, on the promises of the set it wrote, and this node is not
@@ -368,11 +235,16 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 	}
 	// Read again at the next read of the peers while one is there.
 	m.lapsedSeen.Store(lapsed)
+	self := live[m.cfg.Node]
 	for _, s := range sets {
+		if s.Format < store.FailsafeFormat && !s.Unreadable {
+			// Its owner may drop a name when it rewrites it.
+			g.Strict = true
+		}
 		if s.Node == m.cfg.Node {
 			continue
 		}
-		if slices.Contains(s.Nodes, m.cfg.Node) {
+		if s.Names(self) {
 			// Asked by the owner: this node's promises, kept on
 			// disk across its agents, say when it may take.
 			if n, ok := live[s.Node]; !ok || n.Lease != s.Lease {
@@ -389,7 +261,13 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 			g.Live[s.Node] = n.CreateRev
 			continue
 		}
-		if len(s.Nodes) == 0 && !s.Unreadable {
+		if m.namedBefore(ctx, s, self) {
+			// Asked by the owner under an earlier record of this
+			// node's: its promises bind it all the same.
+			m.clearSet(ctx, s)
+			continue
+		}
+		if s.Alone() {
 			if why := m.aloneHolds(ctx, s); why != "" {
 				return why, Guard{}, nil
 			}
@@ -404,6 +282,29 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 		return fmt.Sprintf("the failsafe sets of %d live owners do not name this node yet (it joined lately): it takes nothing until they do, or at most %d do not", len(g.Live), store.MaxGuardOwners), Guard{}, nil
 	}
 	return "", g, nil
+}
+
+// namedBefore says whether s, a lapsed owner's set that does not name
+// self (this node's record, made since s's revision: its lease was lost,
+// and it joined again), named an earlier record of this node's: one it
+// had at s's revision, which the owner read then and so asks. The node
+// keeps its promises to the owner whichever of its agents made them, so
+// it may clear the set once they end, as any node of the set: else a set
+// whose nodes all joined again (a store that froze, and lost every lease,
+// as the owner died) would hold every take until an operator cleared it.
+// Not named when the store no longer keeps that revision (compacted): the
+// owner rewrites its set as its peers change, and the wait ends at an
+// operator's clear.
+func (m *Member) namedBefore(ctx context.Context, s store.FailsafeSet, self store.Node) bool {
+	if s.Unreadable || s.Format < store.FailsafeFormat || self.CreateRev <= s.Rev || s.Rev <= 0 {
+		return false
+	}
+	at, err := m.l.NodeAt(ctx, m.cfg.Node, s.Rev)
+	if err != nil {
+		m.log.Debug("failsafe: read this node's record at a lapsed owner's set's revision", "owner", s.Node, "rev", s.Rev, "err", err)
+		return false
+	}
+	return at
 }
 
 // clearSet deletes a lapsed owner's set, of which this node is one, if

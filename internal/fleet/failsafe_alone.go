@@ -152,7 +152,7 @@ func (m *Member) noteSightings(sets []store.FailsafeSet, live map[string]store.N
 	}
 	for _, s := range sets {
 		n, ok := live[s.Node]
-		if s.Node == m.cfg.Node || len(s.Nodes) > 0 || s.Unreadable || (ok && n.Lease == s.Lease) {
+		if s.Node == m.cfg.Node || !s.Alone() || (ok && n.Lease == s.Lease) {
 			continue
 		}
 		if seen, ok := m.aloneSeen[s.Node]; !ok || seen.modRev != s.ModRev {

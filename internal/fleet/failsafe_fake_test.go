@@ -124,8 +124,7 @@ func TestFakeFailsafeRefusedRoundFences(t *testing.T) {
 	eventually(t, func() bool {
 		f.s.mu.Lock()
 		defer f.s.mu.Unlock()
-		set, ok := f.s.failsafes["a"]
-		return ok && slices.Equal(set.v.Nodes, []string{"b"})
+		return slices.Equal(f.s.namedLocked("a"), []string{"b"})
 	}, "a's failsafe set naming b is not in the store")
 	f.s.setCut("a", true)
 	f.s.setCut("b", true)
@@ -196,7 +195,7 @@ func TestFakeFailsafeSetGrowsNotOnFailsafe(t *testing.T) {
 	setOfA := func() []string {
 		f.s.mu.Lock()
 		defer f.s.mu.Unlock()
-		return f.s.failsafes["a"].v.Nodes
+		return f.s.namedLocked("a")
 	}
 	eventually(t, func() bool { return slices.Equal(setOfA(), []string{"b"}) }, "a's failsafe set naming b is not in the store")
 	// c joins after a's read of its peers; a reads them again a TTL
@@ -265,7 +264,7 @@ func TestFakeFailsafeSetWriteUnsure(t *testing.T) {
 	f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
 	f.claim(a, netip.MustParseAddr("192.0.2.10"))
 	names := func(want ...string) func() bool {
-		return func() bool { s, ok := f.setOf("a"); return ok && slices.Equal(s.Nodes, want) }
+		return func() bool { return slices.Equal(f.named("a"), want) }
 	}
 	if !f.advanceUntil(fakeTiming.Renew/2, 2*fakeTiming.TTL, fakeTiming.Renew/2, names("b")) {
 		t.Fatal("a's failsafe set naming b is not in the store")
@@ -302,6 +301,27 @@ func (f *fakeFleet) setOf(node string) (store.FailsafeSet, bool) {
 	return kv.v, ok
 }
 
+// named names the live nodes node's failsafe set in the fake store names
+// (nil: it has none).
+func (f *fakeFleet) named(node string) []string {
+	f.s.mu.Lock()
+	defer f.s.mu.Unlock()
+	return f.s.namedLocked(node)
+}
+
+// namedLocked is named, with the store's lock held.
+func (s *fakeStore) namedLocked(node string) []string {
+	kv, ok := s.failsafes[node]
+	if !ok {
+		return nil
+	}
+	var nodes []store.Node
+	for name, n := range s.nodes {
+		nodes = append(nodes, store.Node{Node: name, CreateRev: n.create})
+	}
+	return kv.v.Named(nodes)
+}
+
 // TestFakeFailsafeAloneRidesAnOutage has a, the only node of its fleet,
 // hold an address when the store goes away. No other node could take the
 // address, and one that joins finds a's set, which names nobody, and
@@ -316,7 +336,7 @@ func TestFakeFailsafeAloneRidesAnOutage(t *testing.T) {
 	f.claim(a, addr)
 	eventually(t, func() bool {
 		s, ok := f.setOf("a")
-		return ok && len(s.Nodes) == 0 && s.AloneMS == (36*time.Second).Milliseconds()
+		return ok && s.Alone() && s.AloneMS == (36*time.Second).Milliseconds()
 	}, "a's failsafe set, naming nobody and saying it answers alone for 36 s past its lease, is not in the store")
 	f.s.setCut("a", true)
 	f.advanceTo(2 * fakeTTL)
@@ -354,7 +374,7 @@ func TestFakeNewcomerWaitsForAnOwnerAlone(t *testing.T) {
 	f := newFakeFleet(t)
 	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
 	f.claim(a, addr)
-	eventually(t, func() bool { s, ok := f.setOf("a"); return ok && len(s.Nodes) == 0 }, "a's failsafe set, naming nobody, is not in the store")
+	eventually(t, func() bool { s, ok := f.setOf("a"); return ok && s.Alone() }, "a's failsafe set, naming nobody, is not in the store")
 	c, cEng := f.join("c")
 	f.crash("a")
 	f.advanceTo(fakeTTL + fakeTiming.Renew)
@@ -430,7 +450,7 @@ func TestFakeFailsafeAloneThroughASlowStore(t *testing.T) {
 	f := newFakeFleet(t)
 	a, eng := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
 	f.claim(a, netip.MustParseAddr("192.0.2.10"))
-	eventually(t, func() bool { s, ok := f.setOf("a"); return ok && len(s.Nodes) == 0 }, "a's failsafe set, naming nobody, is not in the store")
+	eventually(t, func() bool { s, ok := f.setOf("a"); return ok && s.Alone() }, "a's failsafe set, naming nobody, is not in the store")
 	f.s.setRenewRTT(3 * time.Second)
 	f.advanceTo(4 * fakeTTL)
 	if _, _, fencedAt := a.Lease(); !fencedAt.IsZero() {
@@ -463,7 +483,9 @@ func TestFakeFailsafeUnreadySaysWhy(t *testing.T) {
 	// a reads its peers again a TTL on (the fake store's watch tells
 	// nothing).
 	f.advanceTo(fakeTiming.TTL)
-	eventually(t, func() bool { return strings.Contains(a.Info().FailsafeUnready, "c run without --failsafe") },
+	eventually(t, func() bool {
+		return strings.Contains(a.Info().FailsafeUnready, "c cannot promise (run without --failsafe")
+	},
 		"a's status does not say that c, without the failsafe, leaves it none")
 }
 
@@ -499,7 +521,7 @@ func TestFakePeersCountedAtRest(t *testing.T) {
 	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, keyedRecord(t, "c"), nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	namesBC := func() bool { s, ok := f.setOf("a"); return ok && slices.Equal(s.Nodes, []string{"b", "c"}) }
+	namesBC := func() bool { return slices.Equal(f.named("a"), []string{"b", "c"}) }
 	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+2*fakeTiming.TTL, fakeTiming.Renew/2, namesBC) {
 		t.Fatal("a did not read c's record a TTL after it joined")
 	}
@@ -518,7 +540,7 @@ func pairAtRest(t *testing.T) *fakeFleet {
 	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
 	f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
 	f.claim(a, netip.MustParseAddr("192.0.2.10"))
-	namesB := func() bool { s, ok := f.setOf("a"); return ok && slices.Equal(s.Nodes, []string{"b"}) }
+	namesB := func() bool { return slices.Equal(f.named("a"), []string{"b"}) }
 	if !f.advanceUntil(fakeTiming.Renew/2, 2*fakeTiming.TTL, fakeTiming.Renew/2, namesB) {
 		t.Fatal("a's failsafe set naming b is not in the store")
 	}
@@ -549,4 +571,81 @@ func (f *fakeFleet) restsFor(t *testing.T, ttls int, count func() int, what stri
 func keyedRecord(t *testing.T, node string) store.Node {
 	cfg := failsafeConfig(t)
 	return store.Node{Node: node, FailsafeKey: failsafe.PublicKey(cfg.Key), Failsafe: cfg.Advertise.String()}
+}
+
+// TestFakeSetNamesByRevision: an owner's set names its nodes by the
+// revision it read them at, not by name: a few bytes however large the
+// fleet, where a set of names, rewritten by every owner as each node
+// joined, was O(N) bytes written N times by N owners. A node whose record
+// is made again (its lease lost, it joined again) is named only once the
+// owner rewrites its set past that record, never before: a set that
+// named it by its name would have it named while the owner never read
+// the new record.
+func TestFakeSetNamesByRevision(t *testing.T) {
+	f := pairAtRest(t)
+	set, ok := f.setOf("a")
+	if !ok || set.Format != store.FailsafeFormat || set.Nodes != nil || set.Rev == 0 {
+		t.Fatalf("a's set: %+v; want format %d, a revision, and no names", set, store.FailsafeFormat)
+	}
+	f.s.mu.Lock()
+	bRev := f.s.nodes["b"].create
+	f.s.mu.Unlock()
+	if set.Rev < bRev {
+		t.Fatalf("a's set is at revision %d, before b's record (%d)", set.Rev, bRev)
+	}
+	// b's record made again, a's set not yet rewritten: b is not named.
+	f.s.mu.Lock()
+	lease := f.s.nodes["b"].lease
+	f.s.revokeLocked(lease)
+	f.s.mu.Unlock()
+	if got := f.named("a"); len(got) != 0 {
+		t.Fatalf("a's set names %v with b's record gone", got)
+	}
+	if _, _, _, err := f.s.ledger("b2").Register(context.Background(), time.Hour, keyedRecord(t, "b"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := f.named("a"); len(got) != 0 {
+		t.Fatalf("a's set names %v before a read b's new record", got)
+	}
+	// c joins: a's count a TTL apart differs, and it reads the records
+	// (the fake store's watch tells nothing).
+	if _, _, _, err := f.s.ledger("c").Register(context.Background(), time.Hour, keyedRecord(t, "c"), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	namesBC := func() bool { return slices.Equal(f.named("a"), []string{"b", "c"}) }
+	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+3*fakeTiming.TTL, fakeTiming.Renew/2, namesBC) {
+		t.Fatalf("a did not rewrite its set to name b's new record and c: it names %v", f.named("a"))
+	}
+}
+
+// TestFakeRejoinedNodeClearsALapsedSet: b, of a's set, loses its lease and
+// joins again (a new record, made after a's set's revision), and a's lease
+// goes. a's set does not name b's new record, but b had one at its
+// revision, which a read and would ask: b, whose promises bind it
+// whichever of its agents made them, clears a's set as any node of it
+// would, and takes again. Without that, a set whose nodes all joined again
+// (a store that froze and lost every lease as its owner died) held every
+// take until an operator cleared it.
+func TestFakeRejoinedNodeClearsALapsedSet(t *testing.T) {
+	f := pairAtRest(t)
+	b := f.running["b"]
+	f.s.setCut("a", true)
+	f.s.mu.Lock()
+	f.s.revokeLocked(f.s.nodes["b"].lease)
+	f.s.mu.Unlock()
+	set, _ := f.setOf("a")
+	rejoined := func() bool {
+		f.s.mu.Lock()
+		defer f.s.mu.Unlock()
+		kv, ok := f.s.nodes["b"]
+		return ok && kv.create > set.Rev
+	}
+	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+2*fakeTiming.TTL, fakeTiming.Renew/2, rejoined) {
+		t.Fatal("b did not join again")
+	}
+	cleared := func() bool { _, ok := f.setOf("a"); return !ok }
+	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+4*fakeTiming.TTL, fakeTiming.Renew/2, cleared) {
+		t.Fatalf("b, in a's set under its earlier record, did not clear it once a's lease went: %+v", set)
+	}
+	f.claim(b, netip.MustParseAddr("192.0.2.11"))
 }

@@ -157,9 +157,9 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		return 0
 	}
 	peers, keyless := m.peersOf(nodes, true)
-	records := make(map[string]bool, len(nodes))
+	records := make(map[string]int64, len(nodes))
 	for _, n := range nodes {
-		records[n.Node] = true
+		records[n.Node] = n.CreateRev
 	}
 	m.fs.mu.Lock()
 	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
@@ -194,7 +194,7 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 	}
 	for _, n := range put {
 		drop(n.Node)
-		records[n.Node] = true
+		records[n.Node] = n.CreateRev
 	}
 	maps.Copy(peers, add)
 	keyless = append(keyless, addKeyless...)
@@ -211,9 +211,15 @@ func (m *Member) afterPeers(ctx context.Context) {
 	fs := m.fs
 	fs.mu.Lock()
 	peers, keyless, rev, due := fs.peers, fs.keyless, fs.peersRev, fs.setsDue
+	newest := int64(0)
+	for n, r := range fs.records {
+		if n != m.cfg.Node {
+			newest = max(newest, r)
+		}
+	}
 	fs.setsDue = false
 	fs.mu.Unlock()
-	m.recordSet(ctx, rev, peers, keyless)
+	m.recordSet(ctx, rev, newest, peers, keyless)
 	if !due {
 		return
 	}
@@ -248,8 +254,11 @@ func (m *Member) setsDue() {
 
 // peersOf is what the failsafe needs of the nodes' records, other than
 // this node's: by name, each one's key, where it answers, and which agent
-// under which lease; and the nodes that run without the failsafe. Said
-// logs a record that cannot be asked.
+// under which lease; and the nodes that cannot promise: those that run
+// without the failsafe, and those whose record gives no key or address
+// this agent reads (or does not decode). An owner's set names them all by
+// their revision, so it asks them all, and one that cannot promise leaves
+// it no failsafe. Said logs a record that cannot be asked.
 func (m *Member) peersOf(nodes []store.Node, say bool) (map[string]failsafePeer, []string) {
 	peers := map[string]failsafePeer{}
 	var keyless []string
@@ -257,25 +266,28 @@ func (m *Member) peersOf(nodes []store.Node, say bool) (map[string]failsafePeer,
 		if n.Node == m.cfg.Node {
 			continue
 		}
-		if n.FailsafeKey == "" {
+		if n.FailsafeKey == "" || n.Unreadable {
 			keyless = append(keyless, n.Node)
 			continue
 		}
 		key, err := failsafe.ParsePublicKey(n.FailsafeKey)
 		if err != nil {
 			if say {
-				m.log.Warn("failsafe: a node's record has a key that does not parse: its answers count for nothing", "peer", n.Node, "err", err)
+				m.log.Warn("failsafe: a node's record has a key that does not parse: it cannot promise", "peer", n.Node, "err", err)
 			}
+			keyless = append(keyless, n.Node)
 			continue
 		}
 		addr, err := netip.ParseAddrPort(n.Failsafe)
 		if err != nil {
 			if say {
-				m.log.Warn("failsafe: a node's record says no address to ask it at", "peer", n.Node, "failsafe", n.Failsafe)
+				m.log.Warn("failsafe: a node's record says no address to ask it at: it cannot promise", "peer", n.Node, "failsafe", n.Failsafe)
 			}
+			keyless = append(keyless, n.Node)
 			continue
 		}
 		peers[n.Node] = failsafePeer{key: key, addr: addr, lease: n.Lease, pid: n.PID, boot: n.BootID, rev: n.CreateRev}
 	}
+	slices.Sort(keyless)
 	return peers, keyless
 }

@@ -64,7 +64,7 @@ func (m *Member) roundTargets() (targets []failsafe.Target, lease LeaseID, unrea
 	if len(keyless) > 0 {
 		// A node that cannot be asked could take any address once the
 		// lease expires: no failsafe.
-		return nil, 0, strings.Join(keyless, ", ") + " run without --failsafe and cannot promise"
+		return nil, 0, strings.Join(keyless, ", ") + " cannot promise (run without --failsafe, or a record that gives no key and address this agent reads)"
 	}
 	if len(peers) == 0 {
 		return nil, 0, ""

@@ -275,6 +275,9 @@ type NodeLedger interface {
 	// ClearFailsafeSet deletes node's failsafe set if it is still the
 	// one last modified at modRev, and says whether it did.
 	ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error)
+	// NodeAt says whether node had a record at revision rev, whichever
+	// (an error when the store no longer keeps that revision: compacted).
+	NodeAt(ctx context.Context, node string, rev int64) (bool, error)
 	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
 	// ReadLeases adds to v what the store says of each live node's lease

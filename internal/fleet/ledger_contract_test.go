@@ -440,13 +440,17 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 		{"failsafe sets: written under a live lease, read, cleared as read", func(t *testing.T, s contractStore) {
 			la := s.ledger("a")
 			lease := register(t, la, "a")
-			rev, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Nodes: []string{"b", "c"}})
+			rev, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Rev: 7})
 			if err != nil || rev <= 0 {
 				t.Fatalf("PutFailsafeSet: %d, %v", rev, err)
 			}
+			if _, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Rev: 9}); err != nil {
+				t.Fatalf("PutFailsafeSet again: %v", err)
+			}
 			sets, nodes, _, err := la.FailsafeSets(ctx, "a")
-			if err != nil || len(sets) != 1 || sets[0].Node != "a" || len(sets[0].Nodes) != 2 || sets[0].ModRev <= 0 {
-				t.Fatalf("FailsafeSets: %+v, %v", sets, err)
+			if err != nil || len(sets) != 1 || sets[0].Node != "a" || sets[0].Rev != 9 || sets[0].Format != store.FailsafeFormat ||
+				sets[0].ModRev <= rev || sets[0].CreateRev != rev {
+				t.Fatalf("FailsafeSets: %+v, %v; want a's set at revision 9, format %d, created at %d and written since", sets, err, store.FailsafeFormat, rev)
 			}
 			if len(nodes) != 1 || nodes[0].Node != "a" || fleet.LeaseID(nodes[0].Lease) != lease {
 				t.Fatalf("FailsafeSets' nodes: %+v; want a's record under its lease", nodes)
@@ -463,8 +467,37 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			if err := la.Revoke(ctx, lease); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Nodes: []string{"b"}}); !errors.Is(err, fleet.ErrLeaseGone) {
+			if _, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(lease), Rev: 10}); !errors.Is(err, fleet.ErrLeaseGone) {
 				t.Fatalf("PutFailsafeSet after the lease went: %v; want ErrLeaseGone", err)
+			}
+		}},
+		{"a take's guard: a set rewritten since passes, one created since fails, any write fails a strict one", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")
+			if _, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(leaseA), Rev: 1}); err != nil {
+				t.Fatal(err)
+			}
+			_, _, rev, err := lb.FailsafeSets(ctx, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := la.PutFailsafeSet(ctx, store.FailsafeSet{Node: "a", Lease: int64(leaseA), Rev: rev}); err != nil {
+				t.Fatal(err)
+			}
+			g := fleet.Guard{Rev: rev}
+			strict := g
+			strict.Strict = true
+			if _, err := lb.Acquire(fleet.WithGuard(ctx, strict), leaseB, claimOf(addrA, "b", ""), store.Actor{}); !errors.Is(err, fleet.ErrFailsafeChanged) {
+				t.Fatalf("a strict guard's take after a's set was rewritten: %v; want ErrFailsafeChanged", err)
+			}
+			if _, err := lb.Acquire(fleet.WithGuard(ctx, g), leaseB, claimOf(addrA, "b", ""), store.Actor{}); err != nil {
+				t.Fatalf("a take after a's set was rewritten: %v; want taken", err)
+			}
+			if _, err := lb.PutFailsafeSet(ctx, store.FailsafeSet{Node: "b", Lease: int64(leaseB), Rev: rev}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := lb.Acquire(fleet.WithGuard(ctx, g), leaseB, claimOf(addrB, "b", ""), store.Actor{}); !errors.Is(err, fleet.ErrFailsafeChanged) {
+				t.Fatalf("a take after b's set was created: %v; want ErrFailsafeChanged", err)
 			}
 		}},
 		{"watches: a claim's deletion, an inbox's puts, a cordon's writes", func(t *testing.T, s contractStore) {

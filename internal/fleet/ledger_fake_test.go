@@ -34,8 +34,12 @@ type fakeStore struct {
 	standbys  map[string]fakeKV[store.Standby] // by addr/node
 	moves     map[netip.Addr]fakeKV[store.Move]
 	inbox     map[string]fakeKV[netip.Addr] // by node/addr
-	// failsafes are the nodes' failsafe sets, their create the last
-	// write's revision.
+	// lives are, by node, the revisions its records gone lived through
+	// (NodeAt): from their creation to the revision they were deleted
+	// after.
+	lives map[string][][2]int64
+	// failsafes are the nodes' failsafe sets, with the key's creation
+	// and last write.
 	failsafes map[string]fakeKV[store.FailsafeSet]
 	// lingering are the Lingering records written, in order.
 	lingering []store.Lingering
@@ -124,7 +128,7 @@ type fakeKV[T any] struct {
 	v      T
 	lease  fleet.LeaseID
 	create int64
-	mod    int64 // the last write's revision (moves only)
+	mod    int64 // the last write's revision (moves and failsafe sets only)
 }
 
 // fakeEvent is a write a watch can see: a put in node's inbox, the
@@ -252,16 +256,31 @@ func (s *fakeStore) begin(node string) error {
 	return nil
 }
 
+// putFailsafeLocked writes node's failsafe set at rev, as etcd's ledger
+// encodes it (its format stamped), keeping the key's creation.
+func (s *fakeStore) putFailsafeLocked(rec store.FailsafeSet, rev int64) {
+	if v, err := store.Encode(rec); err == nil {
+		if d, err := store.Decode[store.FailsafeSet]("failsafe/"+rec.Node, v); err == nil {
+			rec = d
+		}
+	}
+	create := rev
+	if kv, ok := s.failsafes[rec.Node]; ok {
+		create = kv.create
+	}
+	s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: rec, create: create, mod: rev}
+}
+
 // guardFailsLocked says whether the guard ctx carries fails, as the etcd
-// ledger's compares would: a failsafe set written since it was read, or a
-// guarded owner's record gone or made again.
+// ledger's compares would: a failsafe set created (or, Strict, written)
+// since it was read, or a guarded owner's record gone or made again.
 func (s *fakeStore) guardFailsLocked(ctx context.Context) bool {
 	g, ok := fleet.GuardOf(ctx)
 	if !ok {
 		return false
 	}
 	for _, kv := range s.failsafes {
-		if kv.create > g.Rev {
+		if kv.create > g.Rev || (g.Strict && kv.mod > g.Rev) {
 			return true
 		}
 	}
@@ -294,6 +313,10 @@ func (s *fakeStore) revokeLocked(id fleet.LeaseID) {
 	delete(s.leases, id)
 	for k, kv := range s.nodes {
 		if kv.lease == id {
+			if s.lives == nil {
+				s.lives = map[string][][2]int64{}
+			}
+			s.lives[k] = append(s.lives[k], [2]int64{kv.create, s.rev})
 			delete(s.nodes, k)
 		}
 	}
@@ -450,11 +473,15 @@ func (l *fakeLedger) Register(_ context.Context, ttl time.Duration, rec store.No
 		prev = &other
 	}
 	rev := s.bumpLocked()
-	s.nodes[rec.Node] = fakeKV[store.Node]{v: rec, lease: lease, create: rev}
+	create := rev
+	if kv, ok := s.nodes[rec.Node]; ok {
+		create = kv.create // a put over the key, as etcd's
+	}
+	s.nodes[rec.Node] = fakeKV[store.Node]{v: rec, lease: lease, create: create}
 	if set != nil {
 		fs := *set
 		fs.Node, fs.Lease = rec.Node, int64(lease)
-		s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: fs, create: rev}
+		s.putFailsafeLocked(fs, rev)
 	}
 	return lease, prev, rev, nil
 }
@@ -822,7 +849,7 @@ func (l *fakeLedger) PutFailsafeSet(_ context.Context, rec store.FailsafeSet) (i
 		return 0, fmt.Errorf("%w: the failsafe set of lease %x not written", fleet.ErrLeaseGone, rec.Lease)
 	}
 	rev := l.s.bumpLocked()
-	l.s.failsafes[rec.Node] = fakeKV[store.FailsafeSet]{v: rec, create: rev}
+	l.s.putFailsafeLocked(rec, rev)
 	if l.s.setAnswerLost[l.node] > 0 {
 		l.s.setAnswerLost[l.node]--
 		return 0, errors.New("the store's answer was lost: context deadline exceeded")
@@ -842,7 +869,7 @@ func (l *fakeLedger) FailsafeSets(_ context.Context, self string) ([]store.Fails
 	var sets []store.FailsafeSet
 	for _, kv := range l.s.failsafes {
 		fs := kv.v
-		fs.ModRev = kv.create
+		fs.ModRev, fs.CreateRev = kv.mod, kv.create
 		sets = append(sets, fs)
 	}
 	if len(sets) == 0 {
@@ -861,13 +888,29 @@ func (l *fakeLedger) FailsafeSets(_ context.Context, self string) ([]store.Fails
 	return sets, nodes, l.s.rev, nil
 }
 
+func (l *fakeLedger) NodeAt(_ context.Context, node string, rev int64) (bool, error) {
+	if err := l.s.begin(l.node); err != nil {
+		return false, err
+	}
+	defer l.s.mu.Unlock()
+	if kv, ok := l.s.nodes[node]; ok && kv.create <= rev {
+		return true, nil
+	}
+	for _, life := range l.s.lives[node] {
+		if life[0] <= rev && rev <= life[1] {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 func (l *fakeLedger) ClearFailsafeSet(_ context.Context, node string, modRev int64) (bool, error) {
 	if err := l.s.begin(l.node); err != nil {
 		return false, err
 	}
 	defer l.s.mu.Unlock()
 	kv, ok := l.s.failsafes[node]
-	if !ok || kv.create != modRev {
+	if !ok || kv.mod != modRev {
 		return false, nil
 	}
 	delete(l.s.failsafes, node)
@@ -1052,7 +1095,7 @@ func (l *fakeLedger) view() (store.View, error) {
 	v := store.View{Revision: s.rev}
 	for name, kv := range s.nodes {
 		n := kv.v
-		n.Node, n.Lease = name, int64(kv.lease)
+		n.Node, n.Lease, n.CreateRev = name, int64(kv.lease), kv.create
 		v.Nodes = append(v.Nodes, n)
 	}
 	for a, kv := range s.claims {

@@ -40,13 +40,14 @@ func TestPeersFromTheWatch(t *testing.T) {
 	}
 	defer a.Close()
 	setOfA := func() []string {
-		sets, _, _, err := l.FailsafeSets(ctx, "x")
+		// The CLI's read, every record with the sets: not a's reads.
+		sets, nodes, _, err := c.FailsafeSets(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range sets {
 			if s.Node == "a" {
-				return s.Nodes
+				return s.Named(nodes)
 			}
 		}
 		return nil

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strings"
 	"syscall"
 	"time"
 
@@ -25,10 +24,7 @@ func (m *Member) register(ctx context.Context) error {
 		return err
 	}
 	if set != nil {
-		m.fs.mu.Lock()
-		m.fs.recordedNames, m.fs.recordedLease, m.fs.recordedRev = strings.Join(set.Nodes, ","), lease, rev
-		m.fs.unsurePeers, m.fs.unsureKeyless = nil, nil
-		m.fs.mu.Unlock()
+		m.takeRegistered(set, lease, rev)
 	}
 	switch {
 	case other == nil:

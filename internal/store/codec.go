@@ -12,6 +12,22 @@ import (
 // field an older vip may ignore does not.
 const Format = 1
 
+// FailsafeFormat is the format of the failsafe sets this vip writes: 2,
+// a set that names its nodes by revision (FailsafeSet). An older vip reads
+// one as a set that does not decode, which holds its takes while the
+// set's owner lives and after: every agent of a fleet must run a vip that
+// reads them.
+const FailsafeFormat = 2
+
+// formatOf is the format this vip writes, and the newest it reads, of
+// rec's kind.
+func formatOf(rec any) int {
+	if _, ok := rec.(FailsafeSet); ok {
+		return FailsafeFormat
+	}
+	return Format
+}
+
 // Versioned carries a record's format. It is embedded in every record, so
 // that its field sits beside the record's own in the JSON.
 type Versioned struct {
@@ -30,7 +46,7 @@ func Encode[T Record, P interface {
 	*T
 	versioned() *Versioned
 }](rec T) ([]byte, error) {
-	P(&rec).versioned().Format = Format
+	P(&rec).versioned().Format = formatOf(rec)
 	return json.Marshal(rec)
 }
 
@@ -52,8 +68,8 @@ func Decode[T Record, P interface {
 	if err := json.Unmarshal(value, &v); err != nil {
 		return v, fmt.Errorf("the value of %s is not a vip record: %v", key, err)
 	}
-	if f := P(&v).versioned().Format; f > Format {
-		return v, &FormatError{Key: key, Format: f}
+	if f := P(&v).versioned().Format; f > formatOf(v) {
+		return v, &FormatError{Key: key, Format: f, Reads: formatOf(v)}
 	}
 	return v, nil
 }
@@ -63,10 +79,12 @@ func Decode[T Record, P interface {
 type FormatError struct {
 	Key    string
 	Format int
+	// Reads is the newest format of its kind this vip reads.
+	Reads int
 }
 
 func (e *FormatError) Error() string {
-	return fmt.Sprintf("the value of %s was written by a newer vip (record format %d, this one reads up to %d): upgrade vip on this host", e.Key, e.Format, Format)
+	return fmt.Sprintf("the value of %s was written by a newer vip (record format %d, this one reads up to %d): upgrade vip on this host", e.Key, e.Format, e.Reads)
 }
 
 // Duration is a time.Duration as records write it, such as "6s": the

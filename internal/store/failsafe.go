@@ -18,13 +18,51 @@ func (s FailsafeSet) Lapsed(nodes []Node) bool {
 	return i < 0 || nodes[i].Lease != s.Lease
 }
 
+// Names says whether s names n, one of the live nodes' records (its
+// CreateRev read with it): n's record was created at s.Rev or before, so
+// the owner read it and asks it. A set of format 1 names its nodes by
+// name.
+func (s FailsafeSet) Names(n Node) bool {
+	if s.Unreadable {
+		return false
+	}
+	if s.Format < FailsafeFormat {
+		return slices.Contains(s.Nodes, n.Node)
+	}
+	return n.CreateRev > 0 && n.CreateRev <= s.Rev
+}
+
+// Alone says whether s names no other node than its owner's: the owner
+// answers alone through an outage, for AloneMS past its lease.
+func (s FailsafeSet) Alone() bool {
+	if s.Unreadable {
+		return false
+	}
+	if s.Format < FailsafeFormat {
+		return len(s.Nodes) == 0
+	}
+	return s.AloneMS > 0
+}
+
+// Named names the live nodes, of nodes, that s names, its owner aside.
+func (s FailsafeSet) Named(nodes []Node) []string {
+	out := []string{}
+	for _, n := range nodes {
+		if n.Node != s.Node && s.Names(n) {
+			out = append(out, n.Node)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Outside names the live nodes, of nodes, that s leaves out, its owner
 // aside: while s's owner is lapsed, they take nothing (a node of s clears
 // it once it reaches the store and its promises to the owner ended).
 func (s FailsafeSet) Outside(nodes []Node) []string {
 	var out []string
 	for _, n := range nodes {
-		if n.Node != s.Node && !slices.Contains(s.Nodes, n.Node) {
+		if n.Node != s.Node && !s.Names(n) {
 			out = append(out, n.Node)
 		}
 	}
@@ -55,7 +93,7 @@ func (c *Client) FailsafeSets(ctx context.Context) ([]FailsafeSet, []Node, int64
 		if err != nil {
 			s = FailsafeSet{Unreadable: true}
 		}
-		s.Node, s.ModRev = p.Node, kv.ModRevision
+		s.Node, s.ModRev, s.CreateRev = p.Node, kv.ModRevision, kv.CreateRevision
 		sets = append(sets, s)
 	}
 	b := newViewBuilder(c.Keys)
@@ -74,7 +112,7 @@ func (c *Client) FailsafeSets(ctx context.Context) ([]FailsafeSet, []Node, int64
 func (c *Client) ClearFailsafeSet(ctx context.Context, s FailsafeSet, who Actor) (bool, error) {
 	key, nodeKey := c.Keys.Failsafe(s.Node), c.Keys.Node(s.Node)
 	ch := Change{Kind: ChangeFailsafeClear, Node: s.Node, Actor: who,
-		Message: fmt.Sprintf("its failsafe set (%s) cleared: the nodes it left out take addresses again", orNone(s.Nodes))}
+		Message: fmt.Sprintf("its failsafe set (%s) cleared: the nodes it left out take addresses again", s.describe())}
 	hist, err := c.Keys.HistoryPut(ch)
 	if err != nil {
 		return false, err
@@ -96,9 +134,17 @@ func (c *Client) ClearFailsafeSet(ctx context.Context, s FailsafeSet, who Actor)
 	return resp.Succeeded, nil
 }
 
-func orNone(nodes []string) string {
-	if len(nodes) == 0 {
+// describe says whom s names, for the history.
+func (s FailsafeSet) describe() string {
+	switch {
+	case s.Unreadable:
+		return "unreadable"
+	case s.Format >= FailsafeFormat && s.Alone():
+		return "no node"
+	case s.Format >= FailsafeFormat:
+		return fmt.Sprintf("the nodes read at revision %d", s.Rev)
+	case len(s.Nodes) == 0:
 		return "no node"
 	}
-	return strings.Join(nodes, ", ")
+	return strings.Join(s.Nodes, ", ")
 }

@@ -17,9 +17,16 @@ import (
 // set leaves this node out, live at the read, may lose its lease before
 // the transaction, and answer on failsafe for the address taken. So the
 // take's transaction carries what the read found, as compares: no set
-// written since, and the record of each such owner still the one read (a
+// created since, and the record of each such owner still the one read (a
 // lease that expired deleted it). If either changed, the take fails with
 // ErrFailsafeChanged, and is tried again on a fresh read.
+//
+// A set rewritten since the read does not fail the take: an owner writes
+// a revision no lower than its set's last (FailsafeSet), so a set that
+// named this node still does, and one that did not is its owner's, whose
+// record the take compares. A set of format 1 (names, written by an older
+// vip) may drop a name when rewritten: while one is read, the take
+// compares that no set was written since (Strict).
 
 // Guard is what a take's transaction compares: the revision the failsafe
 // sets were read at, and by owner the creation revision of the record of
@@ -30,6 +37,9 @@ type Guard struct {
 	// Wait is whether the take waits for a set that holds it, when the
 	// member reads them again.
 	Wait bool
+	// Strict compares that no set was written since Rev, not only that
+	// none was created: a set of format 1 was read.
+	Strict bool
 }
 
 // MaxGuardOwners bounds the owners a take's transaction compares, beside
@@ -62,7 +72,11 @@ func (l *Ledger) guardCmps(ctx context.Context) []clientv3.Cmp {
 	if !ok {
 		return nil
 	}
-	cmps := []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(l.k.Failsafes()), "<", g.Rev+1).WithPrefix()}
+	since := clientv3.CreateRevision(l.k.Failsafes())
+	if g.Strict {
+		since = clientv3.ModRevision(l.k.Failsafes())
+	}
+	cmps := []clientv3.Cmp{clientv3.Compare(since, "<", g.Rev+1).WithPrefix()}
 	for _, n := range slices.Sorted(maps.Keys(g.Live)) {
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(l.k.Node(n)), "=", g.Live[n]))
 	}
@@ -93,7 +107,7 @@ func guardFailedIn(ctx context.Context, resps []*pb.ResponseOp) bool {
 		return false
 	}
 	for _, kv := range resps[0].GetResponseRange().Kvs {
-		if kv.ModRevision > g.Rev {
+		if kv.CreateRevision > g.Rev || (g.Strict && kv.ModRevision > g.Rev) {
 			return true
 		}
 	}

@@ -72,7 +72,7 @@ func (l *Ledger) FailsafeSets(ctx context.Context, self string) ([]FailsafeSet, 
 			// take waits for it to be cleared.
 			fs = FailsafeSet{Unreadable: true}
 		}
-		fs.Node, fs.ModRev = p.Node, kv.ModRevision
+		fs.Node, fs.ModRev, fs.CreateRev = p.Node, kv.ModRevision, kv.CreateRevision
 		sets = append(sets, fs)
 		if p.Node != self { // self's record is read once, above
 			gets = append(gets, clientv3.OpGet(l.k.Node(p.Node), at))
@@ -109,4 +109,14 @@ func (l *Ledger) ClearFailsafeSet(ctx context.Context, node string, modRev int64
 		return false, l.c.Explain(err)
 	}
 	return resp.Succeeded, nil
+}
+
+func (l *Ledger) NodeAt(ctx context.Context, node string, rev int64) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
+	defer cancel()
+	resp, err := l.c.Get(rctx, l.k.Node(node), clientv3.WithRev(rev), clientv3.WithCountOnly())
+	if err != nil {
+		return false, l.c.Explain(err)
+	}
+	return resp.Count > 0, nil
 }

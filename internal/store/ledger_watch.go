@@ -45,7 +45,7 @@ func (l *Ledger) WatchInbox(ctx context.Context, node string, rev int64, fn func
 			}
 		}
 		fn(addrs)
-		rev = wr.Header.Revision
+		rev = through(wr)
 	}
 	return rev
 }
@@ -69,7 +69,7 @@ func (l *Ledger) WatchGone(ctx context.Context, a netip.Addr, rev int64, fn func
 			}
 			fn(prev)
 		}
-		rev = wr.Header.Revision
+		rev = through(wr)
 	}
 	return rev
 }
@@ -88,7 +88,7 @@ func (l *Ledger) WatchCordon(ctx context.Context, node string, rev int64, fn fun
 				fn(&c)
 			}
 		}
-		rev = wr.Header.Revision
+		rev = through(wr)
 	}
 	return rev
 }
@@ -99,30 +99,43 @@ func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put []Node, 
 		if at, ok := broken(wr, rev); ok {
 			return at
 		}
-		rev = wr.Header.Revision
+		rev = through(wr)
 		if len(wr.Events) == 0 {
 			continue
 		}
-		var put []Node
-		var gone []string
+		// The last change of each record, in order: a response that
+		// catches a watch up may hold several of one record's.
+		last := map[string]*Node{}
+		var order []string
 		for _, ev := range wr.Events {
-			key := string(ev.Kv.Key)
-			p, err := l.k.Parse(key)
-			if err != nil || p.Kind != KindNode {
-				continue
-			}
 			var n Node
 			if ev.Type == clientv3.EventTypePut {
-				n, err = Decode[Node](key, ev.Kv.Value)
-			}
-			if ev.Type == clientv3.EventTypeDelete || err != nil {
-				// A record that does not decode is no peer, as a read
-				// of them all skips it.
-				gone = append(gone, p.Node)
+				var ok bool
+				if n, ok = l.nodeOf(ev.Kv); !ok {
+					continue
+				}
+			} else if p, err := l.k.Parse(string(ev.Kv.Key)); err != nil || p.Kind != KindNode {
 				continue
+			} else {
+				n.Node = p.Node
 			}
-			n.Node, n.Lease, n.CreateRev = p.Node, ev.Kv.Lease, ev.Kv.CreateRevision
-			put = append(put, n)
+			if _, seen := last[n.Node]; !seen {
+				order = append(order, n.Node)
+			}
+			if ev.Type == clientv3.EventTypeDelete {
+				last[n.Node] = nil
+			} else {
+				last[n.Node] = &n
+			}
+		}
+		var put []Node
+		var gone []string
+		for _, name := range order {
+			if n := last[name]; n != nil {
+				put = append(put, *n)
+			} else {
+				gone = append(gone, name)
+			}
 		}
 		fn(put, gone, rev)
 	}
@@ -255,4 +268,17 @@ func (l *Ledger) moveChanges(evs []*clientv3.Event) []MoveChange {
 		}
 	}
 	return out
+}
+
+// through is the revision through which wr and the responses before it
+// hold every event of their watch: the last event's, or, with none, the
+// header's. A response that catches a watch up holds at most 1,000
+// revisions of events and says the store's revision all the same, with
+// the rest to come (etcd's syncWatchers): resumed from its header, the
+// watch would skip them, and a view said to be at its header would not be.
+func through(wr clientv3.WatchResponse) int64 {
+	if n := len(wr.Events); n > 0 {
+		return wr.Events[n-1].Kv.ModRevision
+	}
+	return wr.Header.Revision
 }

@@ -64,26 +64,41 @@ type Node struct {
 	// CreateRev the revision the key was created at.
 	Lease     int64 `json:"lease,omitempty"`
 	CreateRev int64 `json:"-"`
+	// Unreadable is a record that did not decode (read, not stored),
+	// kept by the failsafe's reads as a node that cannot promise: an
+	// owner's set names it by its revision all the same.
+	Unreadable bool `json:"-"`
 }
 
 // FailsafeSet is who an owner with the failsafe asks while the store is
-// unreachable: the nodes it read at revision Rev, for its lease Lease. No
-// lease binds it: it outlives the owner's lease, so that a node that is
-// not in it knows, once that lease is gone, that the owner did not ask it
-// and may still answer on the others' promises. ModRev is the key's, read
-// (not stored).
+// unreachable, for its lease Lease: every node whose record it read at
+// revision Rev, which is every live node whose record was created at Rev
+// or before (Names). No lease binds it: it outlives the owner's lease, so
+// that a node that is not in it knows, once that lease is gone, that the
+// owner did not ask it and may still answer on the others' promises.
+//
+// It names its nodes by revision, not by name, from format 2 on
+// (FailsafeFormat): a set of names, rewritten by every owner at every
+// node that joined, was O(N) bytes written N times by N owners for a
+// fleet forming. An owner writes a Rev no lower than the last it wrote
+// while the key stands, so that a node the set names stays named: a take
+// compares that no set was created since it read them, and a set
+// rewritten since does not fail it (Guard). Nodes is format 1's list of
+// names, read from an older vip's set, never written.
 type FailsafeSet struct {
 	Versioned
 	Node  string   `json:"node"`
 	Lease int64    `json:"lease"`
 	Rev   int64    `json:"rev"`
-	Nodes []string `json:"nodes"`
+	Nodes []string `json:"nodes,omitempty"`
 	// AloneMS, in a set that names no other node, is how long after its
 	// lease ends, however it ends, the owner may still answer on
 	// failsafe alone, in milliseconds: a node that finds the lease gone
 	// takes nothing through the store for that long.
 	AloneMS int64 `json:"alone_ms,omitempty"`
-	ModRev  int64 `json:"-"`
+	// ModRev and CreateRev are the key's, read (not stored).
+	ModRev    int64 `json:"-"`
+	CreateRev int64 `json:"-"`
 	// Unreadable is a set that did not decode (read, not stored): it
 	// holds every other node's takes until it is cleared.
 	Unreadable bool `json:"-"`

@@ -267,12 +267,8 @@ func TestFleetFailsafeThreeAgents(t *testing.T) {
 	cli := etcdlab.Client(t, f.client, f.etcd.Endpoint())
 	keys := store.NewKeys(store.DefaultPrefix)
 	labtest.Eventually(t, 20*time.Second, func() (bool, string) {
-		resp, err := cli.Get(ctxFor(t, 5*time.Second), keys.Failsafe("a"))
-		if err != nil || resp.Count != 1 {
-			return false, fmt.Sprintf("a's failsafe set is not in the store (%v)", err)
-		}
-		v := string(resp.Kvs[0].Value)
-		return strings.Contains(v, `"b"`) && strings.Contains(v, `"c"`), "a's failsafe set does not name b and c: " + v
+		named, why := setNames(t, cli, keys, "a")
+		return slices.Equal(named, []string{"b", "c"}), fmt.Sprintf("a's failsafe set does not name b and c: %v %s", named, why)
 	})
 	capture := labtest.Capture(t, f.client, "eth0", "arp or icmp6")
 	probeSteady(t, f.client, v4, v6)
@@ -375,8 +371,8 @@ func TestFleetFailsafeClear(t *testing.T) {
 	keys := store.NewKeys(store.DefaultPrefix)
 	for node, other := range map[string]string{"a": "b", "b": "a"} {
 		labtest.Eventually(t, 20*time.Second, func() (bool, string) {
-			resp, err := cli.Get(ctxFor(t, 5*time.Second), keys.Failsafe(node))
-			return err == nil && resp.Count == 1 && strings.Contains(string(resp.Kvs[0].Value), `"`+other+`"`), node + "'s failsafe set does not name " + other
+			named, why := setNames(t, cli, keys, node)
+			return slices.Equal(named, []string{other}), fmt.Sprintf("%s's failsafe set does not name %s: %v %s", node, other, named, why)
 		})
 	}
 	f.agentA.Kill(t)
@@ -556,4 +552,32 @@ func TestFleetFailsafeDefaultFallsBack(t *testing.T) {
 	if code := asked.Wait(t, 20*time.Second); code == 0 || !strings.Contains(asked.Output(), "--failsafe-listen") {
 		t.Errorf("an agent given --failsafe whose port is taken: exit %d, want a failure naming --failsafe-listen:\n%s", code, asked.Output())
 	}
+}
+
+// setNames reads owner's failsafe set and the nodes' records at one
+// revision, and names the live nodes the set names (by revision: each
+// whose record was created at the set's revision or before), or says why
+// it cannot.
+func setNames(t *testing.T, cli *clientv3.Client, keys store.Keys, owner string) ([]string, string) {
+	t.Helper()
+	resp, err := cli.Txn(ctxFor(t, 5*time.Second)).Then(clientv3.OpGet(keys.Failsafe(owner)), clientv3.OpGet(keys.Nodes(), clientv3.WithPrefix())).Commit()
+	if err != nil {
+		return nil, err.Error()
+	}
+	sets := resp.Responses[0].GetResponseRange().Kvs
+	if len(sets) == 0 {
+		return nil, "(no set in the store)"
+	}
+	set, err := store.Decode[store.FailsafeSet](string(sets[0].Key), sets[0].Value)
+	if err != nil {
+		return nil, err.Error()
+	}
+	var nodes []store.Node
+	for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+		if p, err := keys.Parse(string(kv.Key)); err == nil && p.Kind == store.KindNode {
+			nodes = append(nodes, store.Node{Node: p.Node, Lease: kv.Lease, CreateRev: kv.CreateRevision})
+		}
+	}
+	set.Node = owner
+	return set.Named(nodes), string(sets[0].Value)
 }

@@ -1002,12 +1002,24 @@ func (n *nemesisLab) failsafeArmed(t *testing.T, owners map[netip.Addr]string) (
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	for _, o := range slices.Sorted(maps.Values(owners)) {
-		resp, err := n.cli.Txn(ctx).Then(clientv3.OpGet(keys.Failsafe(o)), clientv3.OpGet(keys.Node(o))).Commit()
+		resp, err := n.cli.Txn(ctx).Then(clientv3.OpGet(keys.Failsafe(o)), clientv3.OpGet(keys.Nodes(), clientv3.WithPrefix())).Commit()
 		if err != nil {
 			return false, fmt.Sprintf("read %s's failsafe set: %v", o, err)
 		}
-		sets, nodes := resp.Responses[0].GetResponseRange().Kvs, resp.Responses[1].GetResponseRange().Kvs
-		if len(sets) == 0 || len(nodes) == 0 {
+		sets := resp.Responses[0].GetResponseRange().Kvs
+		var records []store.Node
+		var lease int64
+		for _, kv := range resp.Responses[1].GetResponseRange().Kvs {
+			p, err := keys.Parse(string(kv.Key))
+			if err != nil || p.Kind != store.KindNode {
+				continue
+			}
+			records = append(records, store.Node{Node: p.Node, Lease: kv.Lease, CreateRev: kv.CreateRevision})
+			if p.Node == o {
+				lease = kv.Lease
+			}
+		}
+		if len(sets) == 0 || lease == 0 {
 			return false, fmt.Sprintf("%s has no failsafe set or no record in the store yet", o)
 		}
 		set, err := store.Decode[store.FailsafeSet](string(sets[0].Key), sets[0].Value)
@@ -1020,9 +1032,9 @@ func (n *nemesisLab) failsafeArmed(t *testing.T, owners map[netip.Addr]string) (
 				others = append(others, node)
 			}
 		}
-		got := slices.Sorted(slices.Values(set.Nodes))
-		if set.Lease != nodes[0].Lease || !slices.Equal(got, others) {
-			return false, fmt.Sprintf("%s's failsafe set names %v under lease %x, want %v under its lease %x", o, got, set.Lease, others, nodes[0].Lease)
+		got := set.Named(records)
+		if set.Lease != lease || !slices.Equal(got, others) {
+			return false, fmt.Sprintf("%s's failsafe set names %v under lease %x, want %v under its lease %x", o, got, set.Lease, others, lease)
 		}
 	}
 	return true, ""
