@@ -93,6 +93,9 @@ type failsafeState struct {
 	// ask by).
 	peers   map[string]failsafePeer
 	keyless []string
+	// shared says peers and keyless were handed out since they were
+	// last made (afterPeers, a round): applyPeers changes a copy.
+	shared bool
 	// records are the nodes' records as last read, and the watch's
 	// changes since, this node's included: by name, the revision each
 	// was created at; peersRev the revision they are at.

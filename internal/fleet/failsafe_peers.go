@@ -163,7 +163,7 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	}
 	m.fs.mu.Lock()
 	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
-	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev = peers, keyless, records, rev
+	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev, m.fs.shared = peers, keyless, records, rev, false
 	m.fs.mu.Unlock()
 	m.afterPeers(ctx)
 	return rev
@@ -182,25 +182,40 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 	if rev <= fs.peersRev || fs.records == nil {
 		return false
 	}
-	peers, records := maps.Clone(fs.peers), maps.Clone(fs.records)
-	keyless := slices.Clone(fs.keyless)
+	if fs.shared {
+		// Handed out (afterPeers, a round): changed in a copy. Each
+		// change copied them, O(N) by every node at every join: most
+		// of what 300 agents joining cost in one process.
+		fs.peers, fs.keyless, fs.shared = maps.Clone(fs.peers), slices.Clone(fs.keyless), false
+	}
+	// A peer went: its record is gone, or under another lease, or
+	// without a key now (peerWent).
+	went := false
 	drop := func(n string) {
-		delete(peers, n)
-		keyless = slices.DeleteFunc(keyless, func(k string) bool { return k == n })
+		delete(fs.peers, n)
+		fs.keyless = slices.DeleteFunc(fs.keyless, func(k string) bool { return k == n })
 	}
 	for _, n := range gone {
+		_, was := fs.peers[n]
+		went = went || was
 		drop(n)
-		delete(records, n)
+		delete(fs.records, n)
 	}
 	for _, n := range put {
+		if p, was := fs.peers[n.Node]; was {
+			q, is := add[n.Node]
+			went = went || !is || q.lease != p.lease
+		}
 		drop(n.Node)
-		records[n.Node] = n.CreateRev
+		fs.records[n.Node] = n.CreateRev
 	}
-	maps.Copy(peers, add)
-	keyless = append(keyless, addKeyless...)
-	slices.Sort(keyless)
-	fs.setsDue = fs.setsDue || peerWent(fs.peers, peers)
-	fs.peers, fs.keyless, fs.records, fs.peersRev = peers, keyless, records, rev
+	maps.Copy(fs.peers, add)
+	if len(addKeyless) > 0 {
+		fs.keyless = append(fs.keyless, addKeyless...)
+		slices.Sort(fs.keyless)
+	}
+	fs.setsDue = fs.setsDue || went
+	fs.peersRev = rev
 	return true
 }
 
@@ -211,6 +226,7 @@ func (m *Member) afterPeers(ctx context.Context) {
 	fs := m.fs
 	fs.mu.Lock()
 	peers, keyless, rev, due := fs.peers, fs.keyless, fs.peersRev, fs.setsDue
+	fs.shared = true
 	newest := int64(0)
 	for n, r := range fs.records {
 		if n != m.cfg.Node {

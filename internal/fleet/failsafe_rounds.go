@@ -58,7 +58,7 @@ func (m *Member) roundTargets() (targets []failsafe.Target, lease LeaseID, unrea
 	peers, keyless, recorded := fs.recordedSet(lease)
 	if !recorded {
 		fs.mu.Lock()
-		peers, keyless = fs.peers, slices.Clone(fs.keyless)
+		peers, keyless, fs.shared = fs.peers, slices.Clone(fs.keyless), true
 		fs.mu.Unlock()
 	}
 	if len(keyless) > 0 {

@@ -61,9 +61,6 @@ func (fs *failsafeState) askedLocked() (map[string]failsafePeer, []string) {
 // read at rev (newest the latest revision a record of them was created
 // at), or the lease, are not the ones it has.
 func (m *Member) recordSet(ctx context.Context, rev, newest int64, peers map[string]failsafePeer, keyless []string) {
-	names := slices.Concat(slices.Collect(maps.Keys(peers)), keyless)
-	slices.Sort(names)
-	joined := strings.Join(names, ",")
 	m.mu.Lock()
 	lease, gone := m.lease, m.lease == m.goneLease
 	m.mu.Unlock()
@@ -76,12 +73,16 @@ func (m *Member) recordSet(ctx context.Context, rev, newest int64, peers map[str
 	}
 	m.fs.mu.Lock()
 	// A set names every node whose record was created at its revision
-	// or before: one joined (or joined again) since is not named.
-	same := joined == m.fs.recordedNames && newest <= m.fs.recordedFrom && lease == m.fs.recordedLease && m.fs.recordedRev != 0 && m.fs.unsurePeers == nil &&
+	// or before: one joined (or joined again) since is not named (newer).
+	// With none, every node read now was read then, for the set: as many
+	// is the same nodes. O(1), as it runs at every change of the peers
+	// (a comparison of the names was O(N) at every one, by every node:
+	// O(N^3) for a fleet joining).
+	newer := newest > m.fs.recordedFrom
+	same := !newer && len(peers)+len(keyless) == len(m.fs.recordedPeers)+len(m.fs.recordedKeyless) &&
+		lease == m.fs.recordedLease && m.fs.recordedRev != 0 && m.fs.unsurePeers == nil &&
 		m.clock.Since(m.fs.recordedAt) < setRefresh
-	adds := m.fs.recordedRev != 0 && (newest > m.fs.recordedFrom || slices.ContainsFunc(names, func(n string) bool {
-		return !slices.Contains(strings.Split(m.fs.recordedNames, ","), n)
-	}))
+	adds := m.fs.recordedRev != 0 && newer
 	onFailsafe := !m.fs.since.IsZero()
 	floor := max(m.fs.recordedFrom, m.fs.unsureFrom)
 	m.fs.mu.Unlock()
@@ -94,7 +95,7 @@ func (m *Member) recordSet(ctx context.Context, rev, newest int64, peers map[str
 		// could take once the lease is gone. Left out until the store
 		// is back (failsafeRenewed reads the peers again), it is held
 		// by the set like any node that joined during an outage.
-		m.log.Debug("failsafe: a node joined while this owner answers on failsafe: its set is written once the store is back", "nodes", joined)
+		m.log.Debug("failsafe: a node joined while this owner answers on failsafe: its set is written once the store is back")
 		return
 	}
 	if rev < floor {
@@ -104,6 +105,9 @@ func (m *Member) recordSet(ctx context.Context, rev, newest int64, peers map[str
 		m.log.Debug("failsafe: peers read at a revision older than this node's set: not written", "rev", rev, "set", floor)
 		return
 	}
+	names := slices.Concat(slices.Collect(maps.Keys(peers)), keyless)
+	slices.Sort(names)
+	joined := strings.Join(names, ",")
 	set := store.FailsafeSet{Node: m.cfg.Node, Lease: int64(lease), Rev: rev}
 	if len(names) == 0 {
 		set.AloneMS = m.timing.aloneFor().Milliseconds()

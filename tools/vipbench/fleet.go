@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -51,6 +53,10 @@ type fleetConfig struct {
 	// Failsafe runs each agent with the failsafe, as vip agent does by
 	// default: a key, a UDP socket to answer on, and its set written.
 	Failsafe bool
+	// Profile, if set, is where the agents' CPU profile from the join
+	// to the end of the rest (cpu.pprof) and their heap after it
+	// (heap.pprof) go.
+	Profile string
 }
 
 func (b *bench) fleetConfig() fleetConfig {
@@ -67,7 +73,7 @@ func (b *bench) fleetConfig() fleetConfig {
 	if b.o.fleetTTL > 0 {
 		c.TTL = b.o.fleetTTL
 	}
-	c.Failsafe = b.o.fleetFailsafe
+	c.Failsafe, c.Profile = b.o.fleetFailsafe, b.o.fleetProfile
 	return c
 }
 
@@ -228,6 +234,8 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 
 	res := &fleetResult{Cfg: cfg}
 	res.Heap[0], res.RSS[0], res.Goroutines[0] = memNow()
+	stopProfile := profileFleet(cfg.Profile, logf)
+	defer stopProfile()
 	agents, err := joinFleet(ctx, cfg, url, dial, res, logf)
 	defer func() {
 		// etcd goes first: each lease revoked with it running deletes its
@@ -248,6 +256,7 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 		return res, err
 	}
 	res.Heap[1], res.RSS[1], res.Goroutines[1] = memNow()
+	stopProfile()
 	logf("  memory: heap %s, RSS %s (before the agents: %s, %s), %d goroutines",
 		fmtMB(res.Heap[1]/1024), fmtMB(res.RSS[1]), fmtMB(res.Heap[0]/1024), fmtMB(res.RSS[0]), res.Goroutines[1])
 
@@ -265,6 +274,44 @@ func runFleet(ctx context.Context, cfg fleetConfig, logf func(string, ...any)) (
 		return res, err
 	}
 	return res, boundHistory(ctx, mover, m, agents, res.History, logf)
+}
+
+// profileFleet starts the agents' CPU profile into dir/cpu.pprof, if dir
+// is set, and returns what ends it and writes their heap to
+// dir/heap.pprof (once; nothing without a dir).
+func profileFleet(dir string, logf func(string, ...any)) func() {
+	if dir == "" {
+		return func() {}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		logf("  profile: %v", err)
+		return func() {}
+	}
+	cpu, err := os.Create(filepath.Join(dir, "cpu.pprof"))
+	if err == nil {
+		err = pprof.StartCPUProfile(cpu)
+	}
+	if err != nil {
+		logf("  profile: %v", err)
+		return func() {}
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			cpu.Close()
+			heap, err := os.Create(filepath.Join(dir, "heap.pprof"))
+			if err == nil {
+				err = pprof.WriteHeapProfile(heap)
+				heap.Close()
+			}
+			if err != nil {
+				logf("  profile: %v", err)
+				return
+			}
+			logf("  profiles of the agents in %s", dir)
+		})
+	}
 }
 
 // memNow returns the live heap after a collection, the resident set after

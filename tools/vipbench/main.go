@@ -73,6 +73,7 @@ type options struct {
 	// default.
 	fleetTTL      time.Duration
 	fleetFailsafe bool
+	fleetProfile  string
 	etcd          string
 }
 
@@ -92,6 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.fleetAgents, "fleet-agents", 0, "agents in the fleet step, each holding 100 claims (default: 1,000, 100 with -short)")
 	fs.IntVar(&o.fleetMoves, "fleet-moves", 0, "moves in the fleet step, one after another (default: 200, 100 with -short)")
 	fs.BoolVar(&o.fleetFailsafe, "fleet-failsafe", false, "run the fleet step's agents with the failsafe, as vip agent runs by default")
+	fs.StringVar(&o.fleetProfile, "fleet-profile", "", "write the fleet step's agents' CPU profile (join to rest) and heap profile to this directory")
 	fs.DurationVar(&o.fleetTTL, "fleet-ttl", 0, "the fleet step's lease TTL (default: the agent's, fleet.DefaultTTL); the section and the headline say when it is not the default")
 	agentFlags := fs.String("agent-flags", "", "extra flags for the measured agent, separated by spaces, e.g. \"--cpuprofile /tmp/agent.prof\"")
 	fs.Usage = func() {
