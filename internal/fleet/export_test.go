@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/jonboulle/clockwork"
@@ -48,3 +49,20 @@ func (m *Member) FailsafeSetWritten() bool {
 
 // MaxGuardOwners is the most owners a take's transaction compares.
 const MaxGuardOwners = store.MaxGuardOwners
+
+// ApplyPeers applies changes as the watch of the nodes' records hands them
+// over (rev 0: changes lost).
+func (m *Member) ApplyPeers(put []store.Node, gone []string, rev int64) bool {
+	return m.applyPeers(put, gone, rev)
+}
+
+// ReadPeers reads every node's record, as the failsafe's backstop does.
+func (m *Member) ReadPeers(ctx context.Context) int64 { return m.readPeers(ctx) }
+
+// PeersView returns the failsafe's view of the nodes: the names of their
+// records, the revision it is at, and whether the watch lost changes since.
+func (m *Member) PeersView() (map[string]int64, int64, bool) {
+	m.fs.mu.Lock()
+	defer m.fs.mu.Unlock()
+	return maps.Clone(m.fs.records), m.fs.peersRev, m.fs.stale
+}

@@ -93,6 +93,9 @@ type failsafeState struct {
 	// ask by).
 	peers   map[string]failsafePeer
 	keyless []string
+	// stale says the watch lost changes (compacted past them): the
+	// peers are no view of the store until the next read of them all.
+	stale bool
 	// shared says peers and keyless were handed out since they were
 	// last made (afterPeers, a round): applyPeers changes a copy.
 	shared bool

@@ -649,3 +649,42 @@ func TestFakeRejoinedNodeClearsALapsedSet(t *testing.T) {
 	}
 	f.claim(b, netip.MustParseAddr("192.0.2.11"))
 }
+
+// TestFakePeersViewNeverGoesBack: a read of every record that the watch
+// overtook while it was under way (a node joined after the read's
+// revision, and the watch told of it) leaves the newer view as it is:
+// installed, it dropped the node, and the next set, at a later revision,
+// named it unasked. A watch compacted past changes it had not told stops
+// the view (nothing from the watch, no set written) until a read of every
+// record.
+func TestFakePeersViewNeverGoesBack(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	read := func() bool { _, rev, _ := a.PeersView(); return rev > 0 }
+	if !f.advanceUntil(0, 2*fakeTiming.TTL, fakeTiming.Renew/2, read) {
+		t.Fatal("a did not read its peers")
+	}
+	_, rev, _ := a.PeersView()
+	x := keyedRecord(t, "x")
+	x.CreateRev = rev + 5
+	if !a.ApplyPeers([]store.Node{x}, nil, rev+5) {
+		t.Fatal("a did not apply the watch's change")
+	}
+	a.ReadPeers(context.Background()) // the store is at an older revision
+	if recs, got, _ := a.PeersView(); recs["x"] != rev+5 || got != rev+5 {
+		t.Fatalf("after a read older than the watch: %v at %d; want x, at %d", recs, got, rev+5)
+	}
+	a.ApplyPeers(nil, nil, 0)
+	y := keyedRecord(t, "y")
+	y.CreateRev = rev + 7
+	if a.ApplyPeers([]store.Node{y}, nil, rev+7) {
+		t.Fatal("a applied a change after its watch lost some")
+	}
+	if _, _, stale := a.PeersView(); !stale {
+		t.Fatal("a's view is not stale after its watch lost changes")
+	}
+	a.ReadPeers(context.Background())
+	if recs, _, stale := a.PeersView(); stale || recs["x"] != 0 || recs["y"] != 0 || recs["a"] == 0 {
+		t.Fatalf("after the read that follows the loss: %v, stale %v; want the store's records, a alone", recs, stale)
+	}
+}

@@ -162,8 +162,17 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		records[n.Node] = n.CreateRev
 	}
 	m.fs.mu.Lock()
+	if rev < m.fs.peersRev && !m.fs.stale {
+		// The watch applied later changes while this read was under
+		// way: the view it has is newer, and the watch will not tell
+		// those changes again. Installed, this read would drop a node
+		// the watch had added, and the set written next, at a later
+		// revision, would name it unasked.
+		m.fs.mu.Unlock()
+		return rev
+	}
 	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
-	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev, m.fs.shared = peers, keyless, records, rev, false
+	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev, m.fs.shared, m.fs.stale = peers, keyless, records, rev, false, false
 	m.fs.mu.Unlock()
 	m.afterPeers(ctx)
 	return rev
@@ -179,7 +188,18 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 	fs := m.fs
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	if rev <= fs.peersRev || fs.records == nil {
+	if rev == 0 && fs.records != nil && !fs.stale {
+		// The watch lost changes (compacted past them): the view is
+		// no longer the store's at any revision. Nothing from the
+		// watch, nor a set written, until a read of every record.
+		fs.stale = true
+		m.log.Info("failsafe: the watch of the nodes lost changes (compacted): reading them all again")
+		select {
+		case fs.reread <- struct{}{}:
+		default:
+		}
+	}
+	if rev <= fs.peersRev || fs.records == nil || fs.stale {
 		return false
 	}
 	if fs.shared {
@@ -225,6 +245,10 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 func (m *Member) afterPeers(ctx context.Context) {
 	fs := m.fs
 	fs.mu.Lock()
+	if fs.stale {
+		fs.mu.Unlock()
+		return
+	}
 	peers, keyless, rev, due := fs.peers, fs.keyless, fs.peersRev, fs.setsDue
 	fs.shared = true
 	newest := int64(0)

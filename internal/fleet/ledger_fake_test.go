@@ -313,11 +313,14 @@ func (s *fakeStore) revokeLocked(id fleet.LeaseID) {
 	delete(s.leases, id)
 	for k, kv := range s.nodes {
 		if kv.lease == id {
+			// Deleted at a revision of its own, as etcd's expiry or
+			// revocation: the record lived through the one before.
 			if s.lives == nil {
 				s.lives = map[string][][2]int64{}
 			}
 			s.lives[k] = append(s.lives[k], [2]int64{kv.create, s.rev})
 			delete(s.nodes, k)
+			s.bumpLocked()
 		}
 	}
 	for a, kv := range s.claims {

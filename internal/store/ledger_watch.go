@@ -97,6 +97,10 @@ func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put []Node, 
 	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for wr := range wch {
 		if at, ok := broken(wr, rev); ok {
+			if wr.CompactRevision > rev {
+				// The changes up to the compaction are lost.
+				fn(nil, nil, 0)
+			}
 			return at
 		}
 		rev = through(wr)

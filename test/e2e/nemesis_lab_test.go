@@ -1177,11 +1177,14 @@ func (r *storeRecorder) record(key, value []byte, rev int64, seen time.Time) {
 	}
 	c := nemesis.Claim{Seen: seen, Rev: rev, Addr: addr}
 	if value != nil {
-		var v struct{ Node string }
+		var v struct {
+			Node  string
+			Since time.Time
+		}
 		if json.Unmarshal(value, &v) != nil {
 			return
 		}
-		c.Node = v.Node
+		c.Node, c.Written = v.Node, v.Since
 	}
 	r.mu.Lock()
 	r.claims = append(r.claims, c)

@@ -281,6 +281,13 @@ func TestCheckFailsafeLinger(t *testing.T) {
 	ticks := []Tick{{Sent: at(-100), Done: at(-95), Rev: 1}, {Sent: at(1990), Done: at(1995), Rev: 3}, {Sent: at(2010), Done: at(2015), Rev: 5}}
 	taken := append(slices.Clone(gone), Claim{Seen: at(2400), Rev: 7, Addr: v4, Node: "b"})
 	takenTicks := append(slices.Clone(ticks), Tick{Sent: at(2390), Done: at(2395), Rev: 6}, Tick{Sent: at(2410), Done: at(2415), Rev: 8})
+	// b's record written at 2.59 s, seen at 2.6 s, with no tick since
+	// the one sent at 2.01 s (the ticks sparse, as right after a thaw):
+	// its commit is no earlier than its record's own time.
+	late := append(slices.Clone(gone), Claim{Seen: at(2600), Rev: 7, Addr: v4, Node: "b", Written: at(2590)})
+	lateTicks := append(slices.Clone(ticks), Tick{Sent: at(2610), Done: at(2615), Rev: 8})
+	unwritten := slices.Clone(late)
+	unwritten[len(unwritten)-1].Written = time.Time{}
 	for _, tc := range []struct {
 		name   string
 		frames []Frame
@@ -293,6 +300,8 @@ func TestCheckFailsafeLinger(t *testing.T) {
 		{"the same without a linger", probes(0, 0, 150, macA), gone, ticks, 0, 50},
 		{"a answers 2 s past it, linger 1.5 s", probes(0, 0, 200, macA), gone, ticks, 1500 * time.Millisecond, 25},
 		{"b took the key at 2.4 s: a passes to 2.39 s only", probes(0, 0, 130, macA), taken, takenTicks, 1500 * time.Millisecond, 10},
+		{"b's record written at 2.59 s: a passes to 2.58 s", probes(0, 0, 130, macA), late, lateTicks, 1500 * time.Millisecond, 0},
+		{"the same with no time in b's record: from the tick at 2.01 s", probes(0, 0, 130, macA), unwritten, lateTicks, 1500 * time.Millisecond, 29},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rep := Check(History{Addrs: []netip.Addr{v4}, Nodes: nodes, Frames: tc.frames, Claims: tc.claims, Ticks: tc.ticks, Start: at(0), End: at(4000)},

@@ -56,12 +56,16 @@ type Frame struct {
 // Claim is one change of an address's claim key in the store: Node took
 // it at revision Rev, or the key was deleted (Node empty). Seen is the
 // wall time the recorder's watch delivered it, no earlier than the commit.
-// The checker brackets the commit more closely with the ticks' revisions.
+// The checker brackets the commit more closely with the ticks' revisions,
+// and with Written: the time the record itself says it was made at (its
+// Since), which its writer reads before it sends the transaction, on the
+// lab's one clock (zero: unknown, or a deletion).
 type Claim struct {
-	Seen time.Time
-	Rev  int64
-	Addr netip.Addr
-	Node string
+	Seen    time.Time
+	Rev     int64
+	Addr    netip.Addr
+	Node    string
+	Written time.Time
 }
 
 // Injection is one fault the nemesis injected, from its start to the moment
