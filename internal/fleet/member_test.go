@@ -44,8 +44,10 @@ type fakeFleet struct {
 	clock *clockwork.FakeClock
 	epoch time.Time
 	s     *fakeStore
-	// running are the members whose renewals the clock waits for.
-	running map[string]*fleet.Member
+	// running are the members whose renewals the clock waits for, and
+	// deadlines their answer deadlines.
+	running   map[string]*fleet.Member
+	deadlines map[string]*announce.Deadline
 	// bootAhead is how far the Deadline's clock has run past the fake
 	// one: a process stopped (suspended, frozen) while CLOCK_BOOTTIME
 	// counted on and its timers did not.
@@ -55,7 +57,7 @@ type fakeFleet struct {
 func newFakeFleet(t *testing.T) *fakeFleet {
 	epoch := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := clockwork.NewFakeClockAt(epoch)
-	return &fakeFleet{t: t, clock: clock, epoch: epoch, s: newFakeStore(clock), running: map[string]*fleet.Member{}}
+	return &fakeFleet{t: t, clock: clock, epoch: epoch, s: newFakeStore(clock), running: map[string]*fleet.Member{}, deadlines: map[string]*announce.Deadline{}}
 }
 
 // now is the fake time since the start.
@@ -99,7 +101,7 @@ func (f *fakeFleet) joinConfig(name string, set func(*fleet.Config)) (*fleet.Mem
 		f.t.Fatalf("join as %s: %v", name, err)
 	}
 	f.t.Cleanup(m.Close)
-	f.running[name] = m
+	f.running[name], f.deadlines[name] = m, cfg.Deadline
 	// The first renewal is tried once the fence's timer and the ticker
 	// are armed.
 	f.waitRenewals(name, 1)
@@ -185,7 +187,18 @@ func (f *fakeFleet) waitRenewals(name string, n int) {
 			return true, ""
 		}
 		_, renewed, _ := m.Lease()
-		return renewed.Equal(f.clock.Now()), name + " did not record its renewal"
+		if !renewed.Equal(f.clock.Now()) {
+			return false, name + " did not record its renewal"
+		}
+		// The member moves the deadline just after it records the
+		// renewal: moved later, once the clock has, it would look set
+		// then (TestFakeDeadline failed so under CI's load).
+		if d := f.deadlines[name]; d != nil {
+			if at, _ := d.At(); at < f.boot()+fakeTiming.FenceAfter() {
+				return false, name + " did not move its deadline for its renewal"
+			}
+		}
+		return true, ""
 	})
 }
 
