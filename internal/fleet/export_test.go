@@ -56,6 +56,10 @@ func (m *Member) ApplyPeers(put []store.Node, gone []string, rev int64) bool {
 	return m.applyPeers(put, gone, rev)
 }
 
+// LivedAt says whether this node's failsafe view had one of its own
+// records standing at rev.
+func (m *Member) LivedAt(rev int64) bool { return m.fs.livedAt(rev) }
+
 // ReadPeers reads every node's record, as the failsafe's backstop does.
 func (m *Member) ReadPeers(ctx context.Context) int64 { return m.readPeers(ctx) }
 

@@ -104,6 +104,11 @@ type failsafeState struct {
 	// was created at; peersRev the revision they are at.
 	records  map[string]int64
 	peersRev int64
+	// lives are this node's own records as the view showed them: each
+	// one's creation revision and the latest revision the view had it
+	// at, the newest last (noteLife). A record stood at every revision
+	// between the two: a lapsed owner's set at one of them named it.
+	lives [][2]int64
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
 	// whatever an earlier agent of this node promised (start plus a
@@ -298,12 +303,19 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 // it may clear the set once they end, as any node of the set: else a set
 // whose nodes all joined again (a store that froze, and lost every lease,
 // as the owner died) would hold every take until an operator cleared it.
-// Not named when the store no longer keeps that revision (compacted): the
-// owner rewrites its set as its peers change, and the wait ends at an
-// operator's clear.
+// This agent's own view of its peers says so without a read for the
+// records it saw (livedAt): a store that froze and lost every lease is
+// the common case, and etcd may have compacted the set's revision away
+// by the time it is back. Else it reads this node's record at that
+// revision; not named when the store no longer keeps it (compacted), as
+// for an earlier agent's record: the owner rewrites its set every few
+// minutes, and the wait ends at an operator's clear.
 func (m *Member) namedBefore(ctx context.Context, s store.FailsafeSet, self store.Node) bool {
 	if s.Unreadable || s.Format < store.FailsafeFormat || self.CreateRev <= s.Rev || s.Rev <= 0 {
 		return false
+	}
+	if m.fs != nil && m.fs.livedAt(s.Rev) {
+		return true
 	}
 	at, err := m.l.NodeAt(ctx, m.cfg.Node, s.Rev)
 	if err != nil {

@@ -626,14 +626,33 @@ func TestFakeSetNamesByRevision(t *testing.T) {
 // would, and takes again. Without that, a set whose nodes all joined again
 // (a store that froze and lost every lease as its owner died) held every
 // take until an operator cleared it.
-func TestFakeRejoinedNodeClearsALapsedSet(t *testing.T) {
+func TestFakeRejoinedNodeClearsALapsedSet(t *testing.T) { rejoinedClears(t, false) }
+
+// TestFakeRejoinedNodeClearsACompactedSet: as above, with the store
+// compacted past the set's revision by the time b joins again, so that a
+// read of b's record then fails. b's own view of its peers had its earlier
+// record at a revision as late as the set's: it was named, and clears the
+// set. Before, it could not tell, and the set held every take until an
+// operator cleared it.
+func TestFakeRejoinedNodeClearsACompactedSet(t *testing.T) { rejoinedClears(t, true) }
+
+// rejoinedClears: b, named by a's set, loses its lease as a is cut off,
+// joins again, and clears a's set once a's lease is gone; with compact,
+// the store compacted past the set's revision before b joins again.
+func rejoinedClears(t *testing.T, compact bool) {
 	f := pairAtRest(t)
 	b := f.running["b"]
+	set, _ := f.setOf("a")
+	if compact && b.ReadPeers(context.Background()) < set.Rev {
+		t.Fatalf("b read its peers at a revision older than a's set's, %d", set.Rev)
+	}
 	f.s.setCut("a", true)
 	f.s.mu.Lock()
 	f.s.revokeLocked(f.s.nodes["b"].lease)
+	if compact {
+		f.s.compacted = f.s.rev + 1
+	}
 	f.s.mu.Unlock()
-	set, _ := f.setOf("a")
 	rejoined := func() bool {
 		f.s.mu.Lock()
 		defer f.s.mu.Unlock()
@@ -643,11 +662,44 @@ func TestFakeRejoinedNodeClearsALapsedSet(t *testing.T) {
 	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+2*fakeTiming.TTL, fakeTiming.Renew/2, rejoined) {
 		t.Fatal("b did not join again")
 	}
+	if _, err := f.s.ledger("b").NodeAt(context.Background(), "b", set.Rev); compact && err == nil {
+		t.Fatal("the fake store answered a read at a compacted revision")
+	}
 	cleared := func() bool { _, ok := f.setOf("a"); return !ok }
 	if !f.advanceUntil(f.now()+fakeTiming.Renew/2, f.now()+4*fakeTiming.TTL, fakeTiming.Renew/2, cleared) {
-		t.Fatalf("b, in a's set under its earlier record, did not clear it once a's lease went: %+v", set)
+		t.Fatalf("b, in a's set under its earlier record, did not clear it once a's lease went (compacted: %v): %+v", compact, set)
 	}
 	f.claim(b, netip.MustParseAddr("192.0.2.11"))
+}
+
+// TestFakeOwnLivesFromTheWatch: the watch hands over one revision's
+// changes a call, so a record of this node's deleted at r stood at r-1,
+// and one made again at r' stands from r'.
+func TestFakeOwnLivesFromTheWatch(t *testing.T) {
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	read := func() bool { _, rev, _ := a.PeersView(); return rev > 0 }
+	if !f.advanceUntil(0, 2*fakeTiming.TTL, fakeTiming.Renew/2, read) {
+		t.Fatal("a did not read its peers")
+	}
+	recs, rev, _ := a.PeersView()
+	created := recs["a"]
+	if !a.LivedAt(created) || !a.LivedAt(rev) || a.LivedAt(created-1) || a.LivedAt(rev+1) {
+		t.Fatalf("a's record, created at %d and read at %d: lives wrong", created, rev)
+	}
+	if !a.ApplyPeers(nil, []string{"a"}, rev+10) {
+		t.Fatal("a did not apply its record's deletion")
+	}
+	again := keyedRecord(t, "a")
+	again.CreateRev = rev + 12
+	if !a.ApplyPeers([]store.Node{again}, nil, rev+12) {
+		t.Fatal("a did not apply its record made again")
+	}
+	for r, want := range map[int64]bool{rev + 9: true, rev + 10: false, rev + 11: false, rev + 12: true} {
+		if got := a.LivedAt(r); got != want {
+			t.Errorf("LivedAt(%d) = %v, want %v (deleted at %d, made again at %d)", r, got, want, rev+10, rev+12)
+		}
+	}
 }
 
 // TestFakePeersViewNeverGoesBack: a read of every record that the watch

@@ -173,6 +173,7 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	}
 	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
 	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev, m.fs.shared, m.fs.stale = peers, keyless, records, rev, false, false
+	m.fs.noteLife(records[m.cfg.Node], rev)
 	m.fs.mu.Unlock()
 	m.afterPeers(ctx)
 	return rev
@@ -208,6 +209,12 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 		// of what 300 agents joining cost in one process.
 		fs.peers, fs.keyless, fs.shared = maps.Clone(fs.peers), slices.Clone(fs.keyless), false
 	}
+	// This node's record as the view had it stood until this revision,
+	// the watch's changes coming one revision a call: one gone or made
+	// again now stood at the one before.
+	if was := fs.records[m.cfg.Node]; was != 0 {
+		fs.noteLife(was, rev-1)
+	}
 	// A peer went: its record is gone, or under another lease, or
 	// without a key now (peerWent).
 	went := false
@@ -236,7 +243,41 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 	}
 	fs.setsDue = fs.setsDue || went
 	fs.peersRev = rev
+	fs.noteLife(fs.records[m.cfg.Node], rev)
 	return true
+}
+
+// maxLives bounds the lives kept: a node joins again only when its lease
+// was lost.
+const maxLives = 8
+
+// noteLife records that the view, exact at rev, has this node's record
+// created at create (0: none). Under mu.
+func (fs *failsafeState) noteLife(create, rev int64) {
+	if create <= 0 || create > rev {
+		return
+	}
+	if n := len(fs.lives); n > 0 && fs.lives[n-1][0] == create {
+		fs.lives[n-1][1] = max(fs.lives[n-1][1], rev)
+		return
+	}
+	if len(fs.lives) == maxLives {
+		fs.lives = slices.Delete(fs.lives, 0, 1)
+	}
+	fs.lives = append(fs.lives, [2]int64{create, rev})
+}
+
+// livedAt says whether one of this node's records stood at rev, as the
+// view showed it.
+func (fs *failsafeState) livedAt(rev int64) bool {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	for _, l := range fs.lives {
+		if l[0] <= rev && rev <= l[1] {
+			return true
+		}
+	}
+	return false
 }
 
 // afterPeers takes the peers as they now are: it writes this node's set

@@ -254,11 +254,10 @@ type NodeLedger interface {
 	// a read of them could find other nodes than the last.
 	CountNodes(ctx context.Context) (int, error)
 	// WatchNodes watches the nodes' records from after rev, calling fn
-	// with each batch of changes (each record's last: those written,
-	// one that does not decode Unreadable, and the names of those
-	// deleted; and the revision through which every change was told),
-	// until the watch breaks or ctx is done; it returns the revision it
-	// got to. A watch compacted past changes it had not told calls fn
+	// with the changes of each revision in order (those written, one
+	// that does not decode Unreadable, and the names of those deleted;
+	// and that revision), until the watch breaks or ctx is done; it
+	// returns the revision it got to. A watch compacted past changes it had not told calls fn
 	// with revision 0 first: they are lost.
 	WatchNodes(ctx context.Context, rev int64, fn func(put []store.Node, gone []string, rev int64)) int64
 	// Reach reads one small key of node's (its record, counted only),

@@ -38,6 +38,9 @@ type fakeStore struct {
 	// (NodeAt): from their creation to the revision they were deleted
 	// after.
 	lives map[string][][2]int64
+	// compacted is the oldest revision a read at a past revision
+	// (NodeAt) may ask for, as etcd's compaction leaves it.
+	compacted int64
 	// failsafes are the nodes' failsafe sets, with the key's creation
 	// and last write.
 	failsafes map[string]fakeKV[store.FailsafeSet]
@@ -896,6 +899,9 @@ func (l *fakeLedger) NodeAt(_ context.Context, node string, rev int64) (bool, er
 		return false, err
 	}
 	defer l.s.mu.Unlock()
+	if rev < l.s.compacted {
+		return false, errors.New("etcdserver: mvcc: required revision has been compacted")
+	}
 	if kv, ok := l.s.nodes[node]; ok && kv.create <= rev {
 		return true, nil
 	}

@@ -104,46 +104,64 @@ func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put []Node, 
 			return at
 		}
 		rev = through(wr)
-		if len(wr.Events) == 0 {
-			continue
-		}
-		// The last change of each record, in order: a response that
-		// catches a watch up may hold several of one record's.
-		last := map[string]*Node{}
-		var order []string
-		for _, ev := range wr.Events {
-			var n Node
-			if ev.Type == clientv3.EventTypePut {
-				var ok bool
-				if n, ok = l.nodeOf(ev.Kv); !ok {
-					continue
-				}
-			} else if p, err := l.k.Parse(string(ev.Kv.Key)); err != nil || p.Kind != KindNode {
-				continue
-			} else {
-				n.Node = p.Node
+		// One call a revision, in order: the view it keeps is then the
+		// store's at each revision it told, so a record deleted at r
+		// stood at r-1 (an owner's failsafe set at a revision names the
+		// records that stood then). A response that catches a watch up
+		// holds many.
+		for evs := wr.Events; len(evs) > 0; {
+			at := evs[0].Kv.ModRevision
+			n := 1
+			for n < len(evs) && evs[n].Kv.ModRevision == at {
+				n++
 			}
-			if _, seen := last[n.Node]; !seen {
-				order = append(order, n.Node)
-			}
-			if ev.Type == clientv3.EventTypeDelete {
-				last[n.Node] = nil
-			} else {
-				last[n.Node] = &n
+			put, gone := l.nodeChanges(evs[:n])
+			evs = evs[n:]
+			if len(put)+len(gone) > 0 {
+				fn(put, gone, at)
 			}
 		}
-		var put []Node
-		var gone []string
-		for _, name := range order {
-			if n := last[name]; n != nil {
-				put = append(put, *n)
-			} else {
-				gone = append(gone, name)
-			}
-		}
-		fn(put, gone, rev)
 	}
 	return rev
+}
+
+// nodeChanges returns the records the events of one revision wrote (one
+// that does not decode Unreadable) and the names of those they deleted,
+// the last change of each in order.
+func (l *Ledger) nodeChanges(evs []*clientv3.Event) ([]Node, []string) {
+	last := map[string]*Node{}
+	var order []string
+	for _, ev := range evs {
+		var n Node
+		if ev.Type == clientv3.EventTypePut {
+			var ok bool
+			if n, ok = l.nodeOf(ev.Kv); !ok {
+				continue
+			}
+		} else if p, err := l.k.Parse(string(ev.Kv.Key)); err != nil || p.Kind != KindNode {
+			continue
+		} else {
+			n.Node = p.Node
+		}
+		if _, seen := last[n.Node]; !seen {
+			order = append(order, n.Node)
+		}
+		if ev.Type == clientv3.EventTypeDelete {
+			last[n.Node] = nil
+		} else {
+			last[n.Node] = &n
+		}
+	}
+	var put []Node
+	var gone []string
+	for _, name := range order {
+		if n := last[name]; n != nil {
+			put = append(put, *n)
+		} else {
+			gone = append(gone, name)
+		}
+	}
+	return put, gone
 }
 
 // WatchMoves watches the move records and the claims' deletions, on two

@@ -15,8 +15,8 @@ import (
 // nodes, Unreadable, with its name and revision: an owner's failsafe set
 // names every record by revision, so the owner must count it as a node
 // that cannot promise, not skip it (it would be named and never asked).
-// The watch hands over the last change of each record of a response in
-// order: a record written then deleted is gone.
+// The watch hands over the changes of each revision in order, one call
+// each, even where one response holds several.
 func TestLedgerNodesKeepsUnreadable(t *testing.T) {
 	c, ctx := embeddedClient(t)
 	l := NewLedger(c, slog.New(slog.DiscardHandler))
@@ -40,15 +40,22 @@ func TestLedgerNodesKeepsUnreadable(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var put []Node
-	var gone []string
-	l.WatchNodes(wctx, rev, func(p []Node, g []string, _ int64) {
-		put, gone = append(put, p...), append(gone, g...)
-		if slices.Contains(gone, "z") {
+	type change struct {
+		put  []Node
+		gone []string
+		rev  int64
+	}
+	var got []change
+	l.WatchNodes(wctx, rev, func(p []Node, g []string, at int64) {
+		got = append(got, change{p, g, at})
+		if slices.Contains(g, "z") {
 			cancel()
 		}
 	})
-	if len(put) != 1 || put[0].Node != "y" || !put[0].Unreadable || !slices.Equal(gone, []string{"z"}) {
-		t.Fatalf("WatchNodes: put %+v, gone %v; want y put, unreadable, and z gone", put, gone)
+	// One call a revision: y and z written together, then z deleted.
+	if len(got) != 2 || len(got[0].put) != 2 || got[0].put[0].Node != "y" || !got[0].put[0].Unreadable ||
+		got[0].put[1].Node != "z" || len(got[0].gone) != 0 ||
+		len(got[1].put) != 0 || !slices.Equal(got[1].gone, []string{"z"}) || got[1].rev != got[0].rev+1 {
+		t.Fatalf("WatchNodes: %+v; want y (unreadable) and z written at one revision, z gone at the next", got)
 	}
 }
