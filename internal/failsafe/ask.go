@@ -36,16 +36,18 @@ type Reply struct {
 type Asker struct {
 	self  string
 	key   ed25519.PrivateKey
-	keyOf func(node string) (ed25519.PublicKey, bool)
+	keyOf func(node string) (PeerKey, bool)
 	seq   atomic.Uint64
 	// listen opens the round's socket (tests: a fake).
 	listen func() (net.PacketConn, error)
 }
 
-// NewAsker returns an Asker for node self, which signs with key and
-// verifies answers with keyOf. Its questions' numbers start from the wall
-// clock, so that they still grow across a restart under the same lease.
-func NewAsker(self string, key ed25519.PrivateKey, keyOf func(node string) (ed25519.PublicKey, bool)) *Asker {
+// NewAsker returns an Asker for node self, which asks each node with the
+// key they share, or signed with key when they share none (keyOf), and
+// verifies answers the same way. Its questions' numbers start from the
+// wall clock, so that they still grow across a restart under the same
+// lease.
+func NewAsker(self string, key ed25519.PrivateKey, keyOf func(node string) (PeerKey, bool)) *Asker {
 	a := &Asker{self: self, key: key, keyOf: keyOf, listen: func() (net.PacketConn, error) {
 		return net.ListenPacket("udp", ":0")
 	}}
@@ -81,7 +83,8 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 		nonce := hex.EncodeToString(nb[:])
 		q := Message{Kind: KindAsk, From: a.self, To: t.Node, Nonce: nonce, Lease: lease, Seq: a.seq.Add(1),
 			Sent: time.Now().UTC(), PromiseMS: promise.Milliseconds()}
-		b, err := Seal(a.key, q)
+		to, _ := a.keyOf(t.Node)
+		b, err := SealFor(a.key, to, q)
 		if err == nil {
 			_, err = conn.WriteTo(b, net.UDPAddrFromAddrPort(t.Addr))
 		}

@@ -11,10 +11,15 @@
 // not answer in time, or answers that it reaches the store, and the owner
 // answers no longer than its lease allows.
 //
-// Both ways are signed with Ed25519: each agent keeps a key pair on disk
-// (LoadKey) and registers the public half in its node record, so no secret
-// is handed out by hand and someone who can only read the store cannot
-// forge an answer. A question carries a random nonce that its answer must
+// Both ways are authenticated: each agent keeps an Ed25519 key pair on disk
+// (LoadKey), derives an X25519 key pair from it (Keyring), and registers
+// both public halves in its node record. Two nodes agree a key from their
+// X25519 halves, once, and every message between them carries its MAC
+// (version 2 of the datagram); with a node whose record has no X25519 key
+// (an older vip) messages are signed with Ed25519 instead (version 1), and
+// a node answers in the version it was asked in. No secret is handed out by
+// hand, and someone who can only read the store cannot forge a message,
+// nor can a node forge one between two others. A question carries a random nonce that its answer must
 // echo (an old answer replayed is no answer), and a sequence number that
 // only grows for a given owner's lease (an old question replayed gets none).
 // A datagram that does not parse, is not for this node, comes from a node

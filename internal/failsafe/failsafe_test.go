@@ -1,10 +1,12 @@
 package failsafe
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -115,7 +117,7 @@ func (c *memConn) SetReadDeadline(t time.Time) error {
 }
 func (c *memConn) SetWriteDeadline(time.Time) error { return nil }
 
-func newKey(t *testing.T) ed25519.PrivateKey {
+func newKey(t testing.TB) ed25519.PrivateKey {
 	t.Helper()
 	_, k, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
@@ -125,10 +127,11 @@ func newKey(t *testing.T) ed25519.PrivateKey {
 }
 
 // rig is an owner a and a node b on a memNet: b's server decides with
-// decide, a asks through it.
+// decide, a asks through it. With mac, the two share a key (version 2);
+// without, they sign (version 1).
 type rig struct {
 	net    *memNet
-	keys   map[string]ed25519.PublicKey
+	keys   map[string]PeerKey
 	aKey   ed25519.PrivateKey
 	bKey   ed25519.PrivateKey
 	asker  *Asker
@@ -137,11 +140,23 @@ type rig struct {
 	asked  chan Message
 }
 
-func newRig(t *testing.T, decide Decide) *rig {
+func newRig(t *testing.T, decide Decide) *rig { return newRigOf(t, decide, false) }
+
+func newRigOf(t *testing.T, decide Decide, mac bool) *rig {
 	t.Helper()
 	r := &rig{net: newMemNet(), aKey: newKey(t), bKey: newKey(t), asked: make(chan Message, 16)}
-	r.keys = map[string]ed25519.PublicKey{"a": r.aKey.Public().(ed25519.PublicKey), "b": r.bKey.Public().(ed25519.PublicKey)}
-	keyOf := func(n string) (ed25519.PublicKey, bool) { k, ok := r.keys[n]; return k, ok }
+	r.keys = map[string]PeerKey{"a": {Sign: r.aKey.Public().(ed25519.PublicKey)}, "b": {Sign: r.bKey.Public().(ed25519.PublicKey)}}
+	if mac {
+		// The pair's key, the same from either side: a node's keyOf
+		// of the other gives it.
+		shared := sharedKey(t, "a", r.aKey, "b", r.bKey)
+		for _, n := range []string{"a", "b"} {
+			k := r.keys[n]
+			k.MAC = shared
+			r.keys[n] = k
+		}
+	}
+	keyOf := func(n string) (PeerKey, bool) { k, ok := r.keys[n]; return k, ok }
 	r.bAddr = netip.MustParseAddrPort("192.0.2.2:7370")
 	r.server = NewServer(ServerConfig{Conn: r.net.listen(r.bAddr), Node: "b", Key: r.bKey, KeyOf: keyOf,
 		Decide: func(q Message) (Verdict, time.Duration, string) {
@@ -159,6 +174,32 @@ func newRig(t *testing.T, decide Decide) *rig {
 	return r
 }
 
+// sharedKey is the key a's keyring agrees with b's public half, checked
+// to be the one b's agrees with a's.
+func sharedKey(t testing.TB, a string, aKey ed25519.PrivateKey, b string, bKey ed25519.PrivateKey) []byte {
+	t.Helper()
+	ra, err := NewKeyring(a, aKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rb, err := NewKeyring(b, bKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ab, err := ra.Shared(b, rb.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ba, err := rb.Shared(a, ra.Public())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(ab, ba) {
+		t.Fatalf("%s and %s agreed different keys", a, b)
+	}
+	return ab
+}
+
 func accept(d time.Duration) Decide {
 	return func(Message) (Verdict, time.Duration, string) { return Accepted, d, "" }
 }
@@ -174,20 +215,35 @@ func TestAskAndAnswer(t *testing.T) {
 		{"accepted, less than asked", accept(time.Second), Accepted, time.Second},
 		{"reaches the store", func(Message) (Verdict, time.Duration, string) { return ReachesStore, time.Hour, "renewed 100ms ago" }, ReachesStore, 0},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r := newRig(t, tc.decide)
-			got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, 3*time.Second, 2*time.Second)
-			if len(got) != 1 || got[0].Err != nil {
-				t.Fatalf("replies %+v, want one answer", got)
-			}
-			if got[0].Verdict != tc.want || got[0].Promise != tc.wantPromise {
-				t.Errorf("got %s for %v, want %s for %v", got[0].Verdict, got[0].Promise, tc.want, tc.wantPromise)
-			}
-			q := <-r.asked
-			if q.From != "a" || q.To != "b" || q.Lease != 7 || q.Promise() != 3*time.Second {
-				t.Errorf("b was asked %+v", q)
-			}
-		})
+		for _, mac := range []bool{false, true} {
+			version := map[bool]int{false: VersionSigned, true: VersionMAC}[mac]
+			t.Run(fmt.Sprintf("%s, version %d", tc.name, version), func(t *testing.T) {
+				r := newRigOf(t, tc.decide, mac)
+				var mu sync.Mutex
+				var versions []byte
+				r.net.tap = func(_, _ netip.AddrPort, b []byte) {
+					mu.Lock()
+					versions = append(versions, b[len(magic)])
+					mu.Unlock()
+				}
+				got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, 3*time.Second, 2*time.Second)
+				if len(got) != 1 || got[0].Err != nil {
+					t.Fatalf("replies %+v, want one answer", got)
+				}
+				if got[0].Verdict != tc.want || got[0].Promise != tc.wantPromise {
+					t.Errorf("got %s for %v, want %s for %v", got[0].Verdict, got[0].Promise, tc.want, tc.wantPromise)
+				}
+				q := <-r.asked
+				if q.From != "a" || q.To != "b" || q.Lease != 7 || q.Promise() != 3*time.Second || q.Version != version {
+					t.Errorf("b was asked %+v, want version %d", q, version)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if string(versions) != string([]byte{byte(version), byte(version)}) {
+					t.Errorf("datagrams of versions %v, want a question and its answer of %d", versions, version)
+				}
+			})
+		}
 	}
 }
 
@@ -217,6 +273,110 @@ func TestForgedAnswerIsNoAnswer(t *testing.T) {
 	got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, 300*time.Millisecond)
 	if !errors.Is(got[0].Err, ErrNoAnswer) {
 		t.Errorf("a forged answer gave %+v, want no answer", got[0])
+	}
+}
+
+// TestForgedMACIsNoAnswer: the same with shared keys. An impostor who read
+// the store (both nodes' public halves) agrees a key with a from its own
+// X25519 key, not a's and b's: a's check of its answer fails. Nor does a
+// third node of the fleet, which shares a key with a, pass as b.
+func TestForgedMACIsNoAnswer(t *testing.T) {
+	for name, key := range map[string]func(r *rig) []byte{
+		"an impostor's key": func(r *rig) []byte { return sharedKey(t, "a", r.aKey, "b", newKey(t)) },
+		"c's key with a":    func(r *rig) []byte { return sharedKey(t, "a", r.aKey, "c", newKey(t)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := newRigOf(t, accept(time.Second), true)
+			forged := key(r)
+			r.server.keyOf = func(n string) (PeerKey, bool) {
+				k, ok := r.keys[n]
+				if n == "a" {
+					k.MAC = forged
+				}
+				return k, ok
+			}
+			got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, 300*time.Millisecond)
+			if !errors.Is(got[0].Err, ErrNoAnswer) {
+				t.Errorf("an answer under %s gave %+v, want no answer", name, got[0])
+			}
+		})
+	}
+}
+
+// TestAnsweredInTheVersionAsked: a node that shares a key with the owner
+// still answers a signed question signed (an older vip asked it), and an
+// owner that shares none with a node asks it signed.
+func TestAnsweredInTheVersionAsked(t *testing.T) {
+	r := newRigOf(t, accept(time.Second), true)
+	q := Message{Kind: KindAsk, From: "a", To: "b", Nonce: "n", Lease: 7, Seq: 1, Sent: time.Now(), PromiseMS: 1000}
+	b, err := Seal(r.aKey, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reply, err := r.server.Handle(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply[len(magic)] != VersionSigned {
+		t.Errorf("a signed question answered in version %d", reply[len(magic)])
+	}
+	if _, err := Open(reply, func(string) (PeerKey, bool) { return PeerKey{Sign: r.bKey.Public().(ed25519.PublicKey)}, true }); err != nil {
+		t.Errorf("the answer does not verify against b's public key: %v", err)
+	}
+	k := r.keys["b"]
+	k.MAC = nil
+	r.keys["b"] = k
+	var versions []byte
+	var mu sync.Mutex
+	r.net.tap = func(_, _ netip.AddrPort, b []byte) {
+		mu.Lock()
+		versions = append(versions, b[len(magic)])
+		mu.Unlock()
+	}
+	if got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, time.Second); got[0].Err != nil {
+		t.Fatalf("asked signed: %+v", got[0])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(versions) != 2 || versions[0] != VersionSigned || versions[1] != VersionSigned {
+		t.Errorf("datagrams of versions %v, want both signed", versions)
+	}
+}
+
+// TestKeyringAgrees: a keyring derives the same X25519 key from the same
+// failsafe key, agrees with each node a key that node agrees back, one
+// for each pair, and refuses keys that are not X25519 public halves.
+func TestKeyringAgrees(t *testing.T) {
+	ka, kb, kc := newKey(t), newKey(t), newKey(t)
+	ra, _ := NewKeyring("a", ka)
+	again, _ := NewKeyring("a", ka)
+	if ra.Public() != again.Public() {
+		t.Error("the same failsafe key derived two X25519 keys")
+	}
+	ab, ac := sharedKey(t, "a", ka, "b", kb), sharedKey(t, "a", ka, "c", kc)
+	if bytes.Equal(ab, ac) || len(ab) != 32 {
+		t.Errorf("keys shared with b and c: %x, %x; want two of 32 bytes", ab, ac)
+	}
+	// The names are bound in: the same keys under other names agree
+	// another key.
+	if renamed := sharedKey(t, "a", ka, "x", kb); bytes.Equal(renamed, ab) {
+		t.Error("the key shared does not depend on the names")
+	}
+	rb, _ := NewKeyring("b", kb)
+	if k, err := ra.Shared("b", rb.Public()); err != nil || !bytes.Equal(k, ab) {
+		t.Errorf("agreed again: %x, %v; want %x", k, err, ab)
+	}
+	for name, pub := range map[string]string{
+		"not base64":      "!!",
+		"short":           "c2hvcnQ=",
+		"a low-order one": "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=",
+	} {
+		if _, err := ra.Shared("z", pub); err == nil {
+			t.Errorf("%s: agreed a key", name)
+		}
+	}
+	if _, err := ra.Shared("a", ra.Public()); err == nil {
+		t.Error("agreed a key with itself")
 	}
 }
 
@@ -314,22 +474,30 @@ func TestBadInputChangesNothing(t *testing.T) {
 	flipped := append([]byte(nil), valid...)
 	flipped[len(flipped)-70] ^= 1 // inside the payload
 	with := func(f func(*Message)) []byte { m := good; f(&m); return seal(r.aKey, m) }
-	for name, b := range map[string][]byte{
-		"empty":               nil,
-		"short":               []byte("VIPF"),
-		"no magic":            append([]byte("XXXX"), valid[4:]...),
-		"another version":     append(append([]byte("VIPF"), 9), valid[5:]...),
-		"truncated":           valid[:len(valid)-1],
-		"a byte flipped":      flipped,
-		"signed by another":   seal(newKey(t), good),
-		"from a node unknown": with(func(m *Message) { m.From = "z" }),
-		"for another node":    with(func(m *Message) { m.To = "c" }),
-		"an answer":           with(func(m *Message) { m.Kind = KindAnswer }),
-		"no nonce":            with(func(m *Message) { m.Nonce = "" }),
-		"no promise":          with(func(m *Message) { m.PromiseMS = 0 }),
-		"a kind unknown":      with(func(m *Message) { m.Kind = "hello" }),
-		"not JSON":            append(append([]byte("VIPF\x01\x00\x03"), "{{{"...), make([]byte, 64)...),
-	} {
+	dropsAll(t, r, valid, map[string][]byte{
+		"empty":                nil,
+		"short":                []byte("VIPF"),
+		"no magic":             append([]byte("XXXX"), valid[4:]...),
+		"another version":      append(append([]byte("VIPF"), 9), valid[5:]...),
+		"truncated":            valid[:len(valid)-1],
+		"a byte flipped":       flipped,
+		"signed by another":    seal(newKey(t), good),
+		"from a node unknown":  with(func(m *Message) { m.From = "z" }),
+		"for another node":     with(func(m *Message) { m.To = "c" }),
+		"an answer":            with(func(m *Message) { m.Kind = KindAnswer }),
+		"no nonce":             with(func(m *Message) { m.Nonce = "" }),
+		"no promise":           with(func(m *Message) { m.PromiseMS = 0 }),
+		"a kind unknown":       with(func(m *Message) { m.Kind = "hello" }),
+		"not JSON":             append(append([]byte("VIPF\x01\x00\x03"), "{{{"...), make([]byte, 64)...),
+		"a MAC, no key shared": macWith(t, []byte("0123456789abcdef0123456789abcdef"), good),
+	})
+}
+
+// dropsAll checks that b's server answers none of bad, which reach no
+// Decide, and then still answers valid.
+func dropsAll(t *testing.T, r *rig, valid []byte, bad map[string][]byte) {
+	t.Helper()
+	for name, b := range bad {
 		if reply, err := r.server.Handle(b); err == nil {
 			t.Errorf("%s: answered %q, want dropped", name, reply)
 		}
@@ -342,14 +510,107 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
+func macWith(t testing.TB, mac []byte, m Message) []byte {
+	t.Helper()
+	b, err := SealMAC(mac, m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestBadMACChangesNothing: version-2 datagrams that do not verify with
+// the key the two share get no answer, and never reach Decide.
+func TestBadMACChangesNothing(t *testing.T) {
+	r := newRigOf(t, accept(time.Second), true)
+	good := Message{Kind: KindAsk, From: "a", To: "b", Nonce: "n", Lease: 7, Seq: 1, Sent: time.Now(), PromiseMS: 1000}
+	valid := macWith(t, r.keys["b"].MAC, good)
+	flipped := append([]byte(nil), valid...)
+	flipped[len(flipped)-40] ^= 1 // inside the payload
+	header := append([]byte(nil), valid...)
+	header[len(magic)+2]++ // the length: the datagram no longer adds up
+	tagged := append([]byte(nil), valid...)
+	tagged[len(tagged)-1] ^= 1
+	dropsAll(t, r, valid, map[string][]byte{
+		"another key":      macWith(t, sharedKey(t, "a", r.aKey, "b", newKey(t)), good),
+		"a byte flipped":   flipped,
+		"the length":       header,
+		"the tag":          tagged,
+		"truncated":        valid[:len(valid)-1],
+		"a tag of zeros":   append(append([]byte(nil), valid[:len(valid)-macSize]...), make([]byte, macSize)...),
+		"called version 1": append([]byte("VIPF\x01"), valid[5:]...),
+	})
+}
+
+// BenchmarkRound is one question and its answer, both ways through Seal,
+// Open and Handle: what each node of a fleet on failsafe spends per owner
+// that asks it, and per node it asks, every renewal period.
+func BenchmarkRound(b *testing.B) {
+	aKey, bKey := newKey(b), newKey(b)
+	for _, mac := range []bool{false, true} {
+		keys := map[string]PeerKey{"a": {Sign: aKey.Public().(ed25519.PublicKey)}, "b": {Sign: bKey.Public().(ed25519.PublicKey)}}
+		name := "signed"
+		if mac {
+			name = "mac"
+			shared := sharedKey(b, "a", aKey, "b", bKey)
+			for n, k := range keys {
+				k.MAC = shared
+				keys[n] = k
+			}
+		}
+		keyOf := func(n string) (PeerKey, bool) { k, ok := keys[n]; return k, ok }
+		b.Run(name, func(b *testing.B) {
+			srv := NewServer(ServerConfig{Node: "b", Key: bKey, KeyOf: keyOf, Decide: accept(time.Second)})
+			q := Message{Kind: KindAsk, From: "a", To: "b", Nonce: "0123456789abcdef0123456789abcdef", Lease: 7, Sent: time.Now(), PromiseMS: 1000}
+			for b.Loop() {
+				q.Seq++
+				dg, err := SealFor(aKey, keys["b"], q)
+				if err != nil {
+					b.Fatal(err)
+				}
+				reply, err := srv.Handle(dg)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := Open(reply, keyOf); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkKeyringShared is a key agreed with a node: what each node of a
+// fleet spends once for every other node, as it reads its record.
+func BenchmarkKeyringShared(b *testing.B) {
+	ra, err := NewKeyring("a", newKey(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rb, err := NewKeyring("b", newKey(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		ra.Forget(func(string) bool { return false })
+		if _, err := ra.Shared("b", rb.Public()); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func FuzzOpen(f *testing.F) {
 	_, k, _ := ed25519.GenerateKey(rand.Reader)
 	b, _ := Seal(k, Message{Kind: KindAsk, From: "a", To: "b", Nonce: "n", PromiseMS: 1})
 	f.Add(b)
+	mac := []byte("0123456789abcdef0123456789abcdef")
+	b2, _ := SealMAC(mac, Message{Kind: KindAnswer, From: "b", To: "a", Nonce: "n", Verdict: Accepted, PromiseMS: 1})
+	f.Add(b2)
 	f.Add([]byte("VIPF\x01\x00\x00"))
+	f.Add([]byte("VIPF\x02\x00\x00"))
 	pub := k.Public().(ed25519.PublicKey)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m, err := Open(b, func(string) (ed25519.PublicKey, bool) { return pub, true })
+		m, err := Open(b, func(string) (PeerKey, bool) { return PeerKey{Sign: pub, MAC: mac}, true })
 		if err == nil && m.Kind != KindAsk && m.Kind != KindAnswer {
 			t.Errorf("opened a message of kind %q", m.Kind)
 		}

@@ -24,7 +24,7 @@ type Server struct {
 	conn   net.PacketConn
 	self   string
 	key    ed25519.PrivateKey
-	keyOf  func(node string) (ed25519.PublicKey, bool)
+	keyOf  func(node string) (PeerKey, bool)
 	decide Decide
 	now    func() time.Time
 	// fresh is how far a question under a lease not seen before may be
@@ -50,8 +50,9 @@ type ServerConfig struct {
 	// Node is this node's name; Key its private key.
 	Node string
 	Key  ed25519.PrivateKey
-	// KeyOf returns a node's public key, as its record has it.
-	KeyOf  func(node string) (ed25519.PublicKey, bool)
+	// KeyOf returns what this node knows of another's keys, as its
+	// record has them.
+	KeyOf  func(node string) (PeerKey, bool)
 	Decide Decide
 	// Fresh bounds the age of a question under a lease not seen before
 	// (default one minute); Now is the wall clock (default time.Now).
@@ -106,8 +107,9 @@ func (s *Server) Serve(ctx context.Context) error {
 	}
 }
 
-// Handle takes one datagram and returns the signed answer to send back, or
-// why none is sent: nothing that does not verify reaches Decide.
+// Handle takes one datagram and returns the answer to send back, sealed as
+// the question was, or why none is sent: nothing that does not verify
+// reaches Decide.
 func (s *Server) Handle(b []byte) ([]byte, error) {
 	q, err := Open(b, s.keyOf)
 	if err != nil {
@@ -130,6 +132,14 @@ func (s *Server) Handle(b []byte) ([]byte, error) {
 	a := Message{Kind: KindAnswer, From: s.self, To: q.From, Nonce: q.Nonce, Verdict: v, Why: why}
 	if v == Accepted {
 		a.PromiseMS = promise.Milliseconds()
+	}
+	if q.Version == VersionMAC {
+		// Answered as asked: with the key the two share.
+		k, _ := s.keyOf(q.From)
+		if k.MAC == nil {
+			return nil, fmt.Errorf("%w: no key shared with %q any more", ErrUnknown, q.From)
+		}
+		return SealMAC(k.MAC, a)
 	}
 	return Seal(s.key, a)
 }

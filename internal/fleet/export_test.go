@@ -56,6 +56,9 @@ func (m *Member) ApplyPeers(put []store.Node, gone []string, rev int64) bool {
 	return m.applyPeers(put, gone, rev)
 }
 
+// KeyOf is what this node's failsafe knows of node's keys.
+func (m *Member) KeyOf(node string) (failsafe.PeerKey, bool) { return m.fs.keyOf(node) }
+
 // LivedAt says whether this node's failsafe view had one of its own
 // records standing at rev.
 func (m *Member) LivedAt(rev int64) bool { return m.fs.livedAt(rev) }

@@ -75,7 +75,9 @@ func (t Timing) unreachedAfter() time.Duration  { return 2 * t.Renew }
 // failsafeState is the member's failsafe: the peers as last read, the
 // promises made, and, as an owner, the rounds asked.
 type failsafeState struct {
-	cfg    FailsafeConfig
+	cfg FailsafeConfig
+	// ring agrees the keys shared with the peers (nil: none, they sign).
+	ring   *failsafe.Keyring
 	asker  *failsafe.Asker
 	server *failsafe.Server
 	asking atomic.Bool
@@ -169,7 +171,11 @@ type failsafeState struct {
 }
 
 type failsafePeer struct {
-	key  ed25519.PublicKey
+	key ed25519.PublicKey
+	// mac is the key this node shares with it (failsafe.Keyring): nil
+	// when its record has no X25519 key (an older vip), and the two
+	// sign.
+	mac  []byte
 	addr netip.AddrPort
 	// lease, pid, boot and rev are the record's: which agent, under which
 	// lease, and the revision the record was created at
@@ -197,23 +203,29 @@ func (m *Member) startFailsafe() {
 			}
 		}
 	}
+	ring, err := failsafe.NewKeyring(m.cfg.Node, fc.Key)
+	if err != nil {
+		// Never with a key LoadKey made: the nodes then sign.
+		m.log.Warn("failsafe: no key to share with other nodes: its questions and answers are signed, which costs more", "err", err)
+	}
+	fs.ring = ring
 	fs.asker = failsafe.NewAsker(m.cfg.Node, fc.Key, fs.keyOf)
 	fs.server = failsafe.NewServer(failsafe.ServerConfig{Conn: fc.Conn, Node: m.cfg.Node, Key: fc.Key, KeyOf: fs.keyOf,
 		Decide: m.failsafeDecide, Log: m.log})
 	m.fs = fs
 }
 
-// keyOf is node's key as last read, or as the set recorded has it: an
+// keyOf is node's keys as last read, or as the set recorded has them: an
 // owner on failsafe asks the nodes of its set, whose records it may no
 // longer read.
-func (fs *failsafeState) keyOf(node string) (ed25519.PublicKey, bool) {
+func (fs *failsafeState) keyOf(node string) (failsafe.PeerKey, bool) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	p, ok := fs.peers[node]
 	if !ok {
 		p, ok = fs.recordedPeers[node]
 	}
-	return p.key, ok && p.key != nil
+	return failsafe.PeerKey{Sign: p.key, MAC: p.mac}, ok && p.key != nil
 }
 
 // failsafeBlocks says why this node may not take an address through the
@@ -369,6 +381,9 @@ func (m *Member) failsafeRecord(rec *store.Node) {
 	}
 	rec.FailsafeKey = failsafe.PublicKey(m.cfg.Failsafe.Key)
 	rec.Failsafe = m.cfg.Failsafe.Advertise.String()
+	if m.fs != nil && m.fs.ring != nil {
+		rec.FailsafeDH = m.fs.ring.Public()
+	}
 }
 
 // failsafeDecide is this node's answer to an owner's question: that it

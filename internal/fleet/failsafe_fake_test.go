@@ -1,9 +1,11 @@
 package fleet_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/netip"
 	"os"
@@ -143,6 +145,49 @@ func TestFakeFailsafeRefusedRoundFences(t *testing.T) {
 	}
 	if !eng.seesEvent(event.Fence, "the failsafe ended: b reaches-store") {
 		t.Errorf("a's fence does not say the failsafe ended on b's answer: %q", eng.eventsOf(event.Fence))
+	}
+}
+
+// TestFakeFailsafeSharedKeys: two nodes with the failsafe agree a key from
+// the X25519 halves in their records, and a round between them goes with
+// it; with a node whose record has none (an older vip), the owner asks
+// signed, and the node, which knows the owner's, answers signed as asked.
+func TestFakeFailsafeSharedKeys(t *testing.T) {
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprintf("older b %v", older), func(t *testing.T) {
+			f := newFakeFleet(t)
+			a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+			b, _ := f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+			f.claim(a, netip.MustParseAddr("192.0.2.10"))
+			if older {
+				f.s.mu.Lock()
+				kv := f.s.nodes["b"]
+				kv.v.FailsafeDH = ""
+				f.s.nodes["b"] = kv
+				f.s.mu.Unlock()
+			}
+			namesB := func() bool { return slices.Equal(f.named("a"), []string{"b"}) }
+			if !f.advanceUntil(fakeTiming.Renew/2, 2*fakeTiming.TTL, fakeTiming.Renew/2, namesB) {
+				t.Fatal("a's failsafe set naming b is not in the store")
+			}
+			a.ReadPeers(context.Background())
+			b.ReadPeers(context.Background())
+			ab, _ := a.KeyOf("b")
+			ba, _ := b.KeyOf("a")
+			if older {
+				if ab.MAC != nil || ab.Sign == nil || ba.MAC == nil {
+					t.Fatalf("a shares %x with b, whose record has no X25519 key (b shares %x with a); want none, and b's public key", ab.MAC, ba.MAC)
+				}
+			} else if ab.MAC == nil || !bytes.Equal(ab.MAC, ba.MAC) {
+				t.Fatalf("a and b share %x and %x, want one key", ab.MAC, ba.MAC)
+			}
+			f.s.setCut("a", true)
+			f.s.setCut("b", true)
+			if !f.advanceUntil(f.now()+fakeTiming.Renew, f.now()+fakeTiming.TTL+3*fakeTiming.Renew, fakeTiming.Renew/2,
+				func() bool { return a.Info().Failsafe != nil }) {
+				t.Fatal("a did not answer on failsafe with b's promise")
+			}
+		})
 	}
 }
 

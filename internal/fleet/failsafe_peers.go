@@ -157,6 +157,11 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		return 0
 	}
 	peers, keyless := m.peersOf(nodes, true)
+	if m.fs.ring != nil {
+		// The keys shared with nodes gone: agreed again should they
+		// come back.
+		m.fs.ring.Forget(func(n string) bool { _, ok := peers[n]; return ok })
+	}
 	records := make(map[string]int64, len(nodes))
 	for _, n := range nodes {
 		records[n.Node] = n.CreateRev
@@ -367,7 +372,14 @@ func (m *Member) peersOf(nodes []store.Node, say bool) (map[string]failsafePeer,
 			keyless = append(keyless, n.Node)
 			continue
 		}
-		peers[n.Node] = failsafePeer{key: key, addr: addr, lease: n.Lease, pid: n.PID, boot: n.BootID, rev: n.CreateRev}
+		p := failsafePeer{key: key, addr: addr, lease: n.Lease, pid: n.PID, boot: n.BootID, rev: n.CreateRev}
+		if n.FailsafeDH != "" && m.fs != nil && m.fs.ring != nil {
+			// Agreed once for the node's key, and kept.
+			if p.mac, err = m.fs.ring.Shared(n.Node, n.FailsafeDH); err != nil && say {
+				m.log.Warn("failsafe: a node's record has an X25519 key that does not agree one: this node and it sign, which costs more", "peer", n.Node, "err", err)
+			}
+		}
+		peers[n.Node] = p
 	}
 	slices.Sort(keyless)
 	return peers, keyless

@@ -60,6 +60,11 @@ type Node struct {
 	// (ADDR:PORT, UDP): empty when its failsafe is off.
 	FailsafeKey string `json:"failsafe_key,omitempty"`
 	Failsafe    string `json:"failsafe,omitempty"`
+	// FailsafeDH is the public half of the X25519 key the failsafe key
+	// derives (base64; failsafe.Keyring): two nodes that both have one
+	// agree a key and authenticate their questions and answers with it,
+	// not with signatures. Empty from an older vip.
+	FailsafeDH string `json:"failsafe_dh,omitempty"`
 	// Lease is the agent's lease, read from the key (not stored in it);
 	// CreateRev the revision the key was created at.
 	Lease     int64 `json:"lease,omitempty"`

@@ -127,11 +127,36 @@ in the move's record).
   52a8c2a and at 0d3dd8f: 100 agents joined in 833 → 587 ms, one claim of 100 while the fleet
   filled p99 396.56 → 179.74 ms, at rest etcd 10.2 → 8.3% of a core and the agents 14.2 → 11.3%;
   300 agents joined in 19.9 → 3.6 s, and 9 of 300 agents' claims failed → none (p99 216.92 ms).
-  Not yet: the 300-agent step still fails at rest. The agents, starved in one process on two
-  cores, go on failsafe, each asking all 299 others, every question and answer signed (Ed25519:
-  half the CPU in the profile), and some fence. On hosts of their own, a round costs each peer
-  one verification and one signature; a whole fleet of N on failsafe at once, N of each per
-  renewal period on every node.
+  The 300-agent step then still failed at rest: the agents, starved in one process on two
+  cores, went on failsafe, each asking all 299 others, every question and answer signed
+  (Ed25519: half the CPU in the profile), and some fenced.
+- **The failsafe's questions and answers with a key per pair** (version 2 of the datagram,
+  2026-12-08). Each node derives an X25519 key from its failsafe key and puts the public half
+  in its record; two nodes agree a key once and authenticate each question and answer with
+  HMAC-SHA256 instead of Ed25519 (signed still with a node whose record has none: an older vip).
+  ` + "`BenchmarkRound`" + ` (` + "`internal/failsafe`" + `: one question and its answer through both nodes, three
+  runs): 182–209 µs signed, 12.9–13.8 µs with the shared key, 14× less. A fleet of a thousand
+  on failsafe at once spent more than half a core on every node on them; now about 4%. The
+  price is a key agreement, 45–52 µs (` + "`BenchmarkKeyringShared`" + `), once for each other node as its
+  record is read: 50 ms for a node of a fleet of a thousand, but N² of them in the fleet step's
+  one process. One run each of ` + "`-short -fleet-failsafe`" + ` at 07fe9eb and after: 100 agents joined
+  in 746 → 1,303 ms; the rest the same within the noise (one claim of 100 while the fleet
+  filled p99 177.03 → 162.56 ms, etcd at rest 9.6 → 10.3% of a core, the agents 13.3 → 13.8%,
+  100 moves p99 26.60 → 27.04 ms). The 300-agent step with the failsafe still fails, one run
+  each: before, a client for the moves could not reach the store after the rest; after, agents
+  lost their leases at rest, joined again, and a move found its target gone. Its 300 agents
+  starve in one process on two cores either way.
+- **` + "`vip claim`" + ` to the wire: where its 9–12 ms go** (perf, 150 claims and releases against a
+  running agent in a namespace, 2026-12-08). The client's package initialisation is 40% of its
+  samples (etcd's API, protobuf's descriptors and gRPC about 20%; Prometheus' client and procfs
+  6%; bubbletea and the clipboard 2.5%); the runtime's start, its threads and page faults about
+  35% (985 page faults, against 188 for a Go hello world); ` + "`main`" + ` 7.5% (cobra's tree of
+  commands 4%, the request 2.5%). The agent's side is about a millisecond: three netlink reads,
+  the state file written before the first frame and synced after it. ` + "`vip --version`" + ` alone takes
+  5.5–7 ms, a hello world 1.5 ms. One binary links the etcd client, Prometheus and the TUI into
+  every command, and Go initialises every linked package before ` + "`main`" + `: the target (5 ms, 2×
+  ` + "`arping -U`" + `) needs a client that does not link them (2.5 ms from exec to ` + "`main`" + `, measured
+  earlier without cgo), which is a packaging decision this project has not made.
 
 ### The in-kernel responder (issue 15)
 
