@@ -482,6 +482,11 @@ type FailsafeSet struct {
 	Nodes  []string `json:"nodes"`
 	Lapsed bool     `json:"lapsed"`
 	Holds  []string `json:"holds,omitempty"`
+	// NamedBefore, in a lapsed set, are the live nodes it named under an
+	// earlier record of theirs (they joined again since): they keep the
+	// promises they made the owner, and clear the set as its other
+	// nodes do.
+	NamedBefore []string `json:"named_before,omitempty"`
 	// AloneMS, in a set that names no other node, is how long after its
 	// lease ends the owner may still answer on failsafe alone.
 	AloneMS int64 `json:"alone_ms,omitempty"`

@@ -107,6 +107,25 @@ func failsafeSetOf(s store.FailsafeSet, nodes []store.Node) api.FailsafeSet {
 	return out
 }
 
+// namedBefore moves, of the nodes a lapsed set holds, those it named under
+// an earlier record (had, at the set's revision, says whether one stood
+// then) to NamedBefore: as the agents read it (fleet's namedBefore). One
+// that cannot be told (etcd compacted the revision away) stays held.
+func namedBefore(s store.FailsafeSet, out *api.FailsafeSet, had func(node string, rev int64) (bool, error)) {
+	if !out.Lapsed || s.Unreadable || s.Format < store.FailsafeFormat || s.Rev <= 0 {
+		return
+	}
+	var holds []string
+	for _, n := range out.Holds {
+		if ok, err := had(n, s.Rev); err == nil && ok {
+			out.NamedBefore = append(out.NamedBefore, n)
+		} else {
+			holds = append(holds, n)
+		}
+	}
+	out.Holds = holds
+}
+
 func runFailsafe(ctx context.Context, d *deps, o *failsafeOptions) error {
 	c, err := o.Store.open(ctx, "failsafe")
 	if err != nil {
@@ -119,7 +138,9 @@ func runFailsafe(ctx context.Context, d *deps, o *failsafeOptions) error {
 	}
 	resp := api.FailsafeSetsResponse{Sets: []api.FailsafeSet{}}
 	for _, s := range sets {
-		resp.Sets = append(resp.Sets, failsafeSetOf(s, nodes))
+		out := failsafeSetOf(s, nodes)
+		namedBefore(s, &out, func(node string, rev int64) (bool, error) { return c.NodeAt(ctx, node, rev) })
+		resp.Sets = append(resp.Sets, out)
 	}
 	if o.JSON {
 		return writeJSON(d, resp)
@@ -131,7 +152,7 @@ func runFailsafe(ctx context.Context, d *deps, o *failsafeOptions) error {
 	tw := tabwriter.NewWriter(d.io.Out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "OWNER\tLEASE\tASKS\tSTATE")
 	for _, s := range resp.Sets {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Node, s.Lease, orNone(s.Nodes), describeSet(s))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", s.Node, s.Lease, orNone(slices.Concat(s.Nodes, s.NamedBefore)), describeSet(s))
 	}
 	return tw.Flush()
 }
@@ -144,6 +165,9 @@ func describeSet(s api.FailsafeSet) string {
 	case len(s.Nodes) == 0 && s.AloneMS > 0:
 		return fmt.Sprintf("owner's lease gone, and it had no other node to ask: it may answer alone on failsafe for up to %s after; nodes take nothing that long after they find the lease gone",
 			time.Duration(s.AloneMS)*time.Millisecond)
+	case len(s.Holds) == 0 && len(s.NamedBefore) > 0:
+		return fmt.Sprintf("owner's lease gone: holds no live node (a node of its set clears it once it reaches the store; %s joined again since, named under an earlier record)",
+			strings.Join(s.NamedBefore, ", "))
 	case len(s.Holds) == 0:
 		return "owner's lease gone: holds no live node (a node of its set clears it once it reaches the store)"
 	default:

@@ -148,6 +148,35 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 				t.Fatalf("CountNodes once b's lease went: %d, %v; want 1", n, err)
 			}
 		}},
+		{"a node's record at a past revision", func(t *testing.T, s contractStore) {
+			la, lb := s.ledger("a"), s.ledger("b")
+			leaseA := register(t, la, "a")
+			register(t, lb, "b")
+			_, first, err := la.Nodes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := la.Revoke(ctx, leaseA); err != nil {
+				t.Fatal(err)
+			}
+			_, gone, err := la.Nodes(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			register(t, la, "a")
+			for _, c := range []struct {
+				node string
+				rev  int64
+				want bool
+			}{{"a", first, true}, {"a", gone, false}, {"b", gone, true}, {"c", first, false}} {
+				if got, err := la.NodeAt(ctx, c.node, c.rev); err != nil || got != c.want {
+					t.Errorf("NodeAt(%s, %d) = %v, %v; want %v (a registered at or before %d, revoked by %d, registered again)", c.node, c.rev, got, err, c.want, first, gone)
+				}
+			}
+			if got, err := la.NodeAt(ctx, "a", gone+1000); err == nil && got {
+				t.Errorf("NodeAt a revision the store has not reached: %v", got)
+			}
+		}},
 		{"acquire: free, own, another's, adopted", func(t *testing.T, s contractStore) {
 			la, lb := s.ledger("a"), s.ledger("b")
 			leaseA, leaseB := register(t, la, "a"), register(t, lb, "b")

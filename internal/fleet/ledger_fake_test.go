@@ -902,6 +902,9 @@ func (l *fakeLedger) NodeAt(_ context.Context, node string, rev int64) (bool, er
 	if rev < l.s.compacted {
 		return false, errors.New("etcdserver: mvcc: required revision has been compacted")
 	}
+	if rev > l.s.rev {
+		return false, errors.New("etcdserver: mvcc: required revision is a future revision")
+	}
 	if kv, ok := l.s.nodes[node]; ok && kv.create <= rev {
 		return true, nil
 	}

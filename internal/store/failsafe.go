@@ -70,6 +70,19 @@ func (s FailsafeSet) Outside(nodes []Node) []string {
 	return out
 }
 
+// NodeAt says whether node had a record at revision rev, whichever of its
+// agents wrote it: a node that joined again since a lapsed owner's set was
+// written was named by it if so. An error when etcd compacted rev away.
+func (c *Client) NodeAt(ctx context.Context, node string, rev int64) (bool, error) {
+	rctx, cancel := c.ctx(ctx)
+	defer cancel()
+	resp, err := c.Get(rctx, c.Keys.Node(node), clientv3.WithRev(rev), clientv3.WithCountOnly())
+	if err != nil {
+		return false, c.Explain(err)
+	}
+	return resp.Count > 0, nil
+}
+
 // FailsafeSets reads every owner's failsafe set and the live nodes'
 // records, at one revision, which it returns. A set that does not decode
 // is Unreadable, as the agents read it.

@@ -112,11 +112,5 @@ func (l *Ledger) ClearFailsafeSet(ctx context.Context, node string, modRev int64
 }
 
 func (l *Ledger) NodeAt(ctx context.Context, node string, rev int64) (bool, error) {
-	rctx, cancel := context.WithTimeout(ctx, DefaultTimeout)
-	defer cancel()
-	resp, err := l.c.Get(rctx, l.k.Node(node), clientv3.WithRev(rev), clientv3.WithCountOnly())
-	if err != nil {
-		return false, l.c.Explain(err)
-	}
-	return resp.Count > 0, nil
+	return l.c.NodeAt(ctx, node, rev)
 }
