@@ -62,6 +62,12 @@ var ErrNoAnswer = errors.New("no answer in time")
 // and waits for their answers until timeout or ctx ends. Each target gets
 // a Reply, in the order given; an answer that does not verify, or does not
 // echo its question's nonce, is no answer.
+//
+// A node asked with the key the two share that has not answered by half
+// the timeout is asked again, signed: its view of this node may lack the
+// X25519 half that the key needs (a record read before this node's agent
+// was upgraded, a view frozen by the outage), and it drops a question it
+// cannot verify. It answers the way it is asked; the first answer counts.
 func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise, timeout time.Duration) []Reply {
 	replies := make([]Reply, len(targets))
 	for i, t := range targets {
@@ -76,23 +82,38 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 	}
 	defer conn.Close()
 	pending := map[string]int{} // nonce: index
-	start := time.Now()
-	for i, t := range targets {
+	waiting := 0                // targets asked and not answered
+	var shared []int            // asked with the key they share
+	ask := func(i int, signed bool) error {
+		t := targets[i]
 		var nb [16]byte
 		rand.Read(nb[:])
 		nonce := hex.EncodeToString(nb[:])
 		q := Message{Kind: KindAsk, From: a.self, To: t.Node, Nonce: nonce, Lease: lease, Seq: a.seq.Add(1),
 			Sent: time.Now().UTC(), PromiseMS: promise.Milliseconds()}
 		to, _ := a.keyOf(t.Node)
+		if signed {
+			to.MAC = nil
+		}
 		b, err := SealFor(a.key, to, q)
 		if err == nil {
 			_, err = conn.WriteTo(b, net.UDPAddrFromAddrPort(t.Addr))
 		}
-		if err != nil {
+		if err == nil {
+			pending[nonce] = i
+		}
+		return err
+	}
+	start := time.Now()
+	for i, t := range targets {
+		if err := ask(i, false); err != nil {
 			replies[i].Err = fmt.Errorf("ask %s at %s: %w", t.Node, t.Addr, err)
 			continue
 		}
-		pending[nonce] = i
+		waiting++
+		if to, _ := a.keyOf(t.Node); to.MAC != nil {
+			shared = append(shared, i)
+		}
 	}
 	deadline := start.Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -100,12 +121,33 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 	}
 	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
 	defer stop()
-	conn.SetReadDeadline(deadline)
+	retry := start.Add(timeout / 2)
+	if len(shared) == 0 || !retry.Before(deadline) {
+		retry = time.Time{}
+	}
+	if retry.IsZero() {
+		conn.SetReadDeadline(deadline)
+	} else {
+		conn.SetReadDeadline(retry)
+	}
 	buf := make([]byte, MaxDatagram+1)
-	for len(pending) > 0 {
+	for waiting > 0 {
 		n, _, err := conn.ReadFrom(buf)
 		if err != nil {
-			break
+			if retry.IsZero() || ctx.Err() != nil || time.Now().Before(retry) {
+				break
+			}
+			retry = time.Time{}
+			conn.SetReadDeadline(deadline)
+			if ctx.Err() != nil {
+				break // the deadline set since ctx ended (stop's) is overwritten
+			}
+			for _, i := range shared {
+				if errors.Is(replies[i].Err, ErrNoAnswer) {
+					ask(i, true)
+				}
+			}
+			continue
 		}
 		m, err := Open(buf[:n], a.keyOf)
 		if err != nil || m.Kind != KindAnswer || m.To != a.self {
@@ -116,6 +158,10 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 			continue // not this round's, or not from the node asked
 		}
 		delete(pending, m.Nonce)
+		if !errors.Is(replies[i].Err, ErrNoAnswer) {
+			continue // answered already, to its other question
+		}
+		waiting--
 		replies[i] = Reply{Node: m.From, Verdict: m.Verdict, Why: m.Why, RTT: time.Since(start)}
 		if m.Verdict == Accepted {
 			replies[i].Promise = min(m.Promise(), promise)

@@ -19,7 +19,10 @@
 // (an older vip) messages are signed with Ed25519 instead (version 1), and
 // a node answers in the version it was asked in. No secret is handed out by
 // hand, and someone who can only read the store cannot forge a message,
-// nor can a node forge one between two others. A question carries a random nonce that its answer must
+// nor can a node forge one between two others. (Someone who holds a node's
+// key file can agree its key with every other node, and so forge any
+// node's message to it: with signatures, only that node's. A key file
+// taken breaks the guarantee either way.) A question carries a random nonce that its answer must
 // echo (an old answer replayed is no answer), and a sequence number that
 // only grows for a given owner's lease (an old question replayed gets none).
 // A datagram that does not parse, is not for this node, comes from a node

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -174,6 +176,43 @@ func newRigOf(t *testing.T, decide Decide, mac bool) *rig {
 	return r
 }
 
+// tapVersions returns what gives the versions of the datagrams sent on
+// r's network since, in order.
+func (r *rig) tapVersions() func() []byte {
+	var mu sync.Mutex
+	var versions []byte
+	r.net.tap = func(_, _ netip.AddrPort, b []byte) {
+		mu.Lock()
+		versions = append(versions, b[len(magic)])
+		mu.Unlock()
+	}
+	return func() []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(versions)
+	}
+}
+
+// impostor takes b's place: b's server stops, and whatever listens at b's
+// address now answers each datagram with answer's (nil: none).
+func (r *rig) impostor(t *testing.T, answer func(dg []byte) []byte) {
+	r.server.conn.Close()
+	conn := r.net.listen(r.bAddr)
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, MaxDatagram)
+		for {
+			n, from, err := conn.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if a := answer(buf[:n]); a != nil {
+				conn.WriteTo(a, from)
+			}
+		}
+	}()
+}
+
 // sharedKey is the key a's keyring agrees with b's public half, checked
 // to be the one b's agrees with a's.
 func sharedKey(t testing.TB, a string, aKey ed25519.PrivateKey, b string, bKey ed25519.PrivateKey) []byte {
@@ -219,13 +258,7 @@ func TestAskAndAnswer(t *testing.T) {
 			version := map[bool]int{false: VersionSigned, true: VersionMAC}[mac]
 			t.Run(fmt.Sprintf("%s, version %d", tc.name, version), func(t *testing.T) {
 				r := newRigOf(t, tc.decide, mac)
-				var mu sync.Mutex
-				var versions []byte
-				r.net.tap = func(_, _ netip.AddrPort, b []byte) {
-					mu.Lock()
-					versions = append(versions, b[len(magic)])
-					mu.Unlock()
-				}
+				versions := r.tapVersions()
 				got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, 3*time.Second, 2*time.Second)
 				if len(got) != 1 || got[0].Err != nil {
 					t.Fatalf("replies %+v, want one answer", got)
@@ -237,10 +270,8 @@ func TestAskAndAnswer(t *testing.T) {
 				if q.From != "a" || q.To != "b" || q.Lease != 7 || q.Promise() != 3*time.Second || q.Version != version {
 					t.Errorf("b was asked %+v, want version %d", q, version)
 				}
-				mu.Lock()
-				defer mu.Unlock()
-				if string(versions) != string([]byte{byte(version), byte(version)}) {
-					t.Errorf("datagrams of versions %v, want a question and its answer of %d", versions, version)
+				if got := versions(); string(got) != string([]byte{byte(version), byte(version)}) {
+					t.Errorf("datagrams of versions %v, want a question and its answer of %d", got, version)
 				}
 			})
 		}
@@ -276,27 +307,37 @@ func TestForgedAnswerIsNoAnswer(t *testing.T) {
 	}
 }
 
-// TestForgedMACIsNoAnswer: the same with shared keys. An impostor who read
-// the store (both nodes' public halves) agrees a key with a from its own
-// X25519 key, not a's and b's: a's check of its answer fails. Nor does a
-// third node of the fleet, which shares a key with a, pass as b.
+// TestForgedMACIsNoAnswer: with shared keys, someone at b's address who
+// answers each question, echoing its nonce, with a MAC under any key but
+// the one a and b share gets no answer counted: an impostor who read the
+// store (both public halves) and agrees a key from its own X25519 key, or
+// a third node c, which shares a key with a. Answered under the pair's
+// key, the same answers count: the check is what refuses the others.
 func TestForgedMACIsNoAnswer(t *testing.T) {
-	for name, key := range map[string]func(r *rig) []byte{
-		"an impostor's key": func(r *rig) []byte { return sharedKey(t, "a", r.aKey, "b", newKey(t)) },
-		"c's key with a":    func(r *rig) []byte { return sharedKey(t, "a", r.aKey, "c", newKey(t)) },
+	for name, c := range map[string]struct {
+		key  func(r *rig) []byte
+		want error
+	}{
+		"an impostor's key": {func(r *rig) []byte { return sharedKey(t, "a", r.aKey, "b", newKey(t)) }, ErrNoAnswer},
+		"c's key with a":    {func(r *rig) []byte { return sharedKey(t, "a", r.aKey, "c", newKey(t)) }, ErrNoAnswer},
+		"the pair's key":    {func(r *rig) []byte { return r.keys["b"].MAC }, nil},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := newRigOf(t, accept(time.Second), true)
-			forged := key(r)
-			r.server.keyOf = func(n string) (PeerKey, bool) {
-				k, ok := r.keys[n]
-				if n == "a" {
-					k.MAC = forged
+			key := c.key(r)
+			r.impostor(t, func(dg []byte) []byte {
+				var q Message
+				if len(dg) < headerLen+macSize || json.Unmarshal(dg[headerLen:len(dg)-macSize], &q) != nil {
+					return nil
 				}
-				return k, ok
-			}
+				a, _ := SealMAC(key, Message{Kind: KindAnswer, From: "b", To: "a", Nonce: q.Nonce, Verdict: Accepted, PromiseMS: 1000})
+				return a
+			})
 			got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, 300*time.Millisecond)
-			if !errors.Is(got[0].Err, ErrNoAnswer) {
+			if c.want == nil && (got[0].Err != nil || got[0].Verdict != Accepted) {
+				t.Errorf("an answer under the pair's key gave %+v, want it accepted", got[0])
+			}
+			if c.want != nil && !errors.Is(got[0].Err, c.want) {
 				t.Errorf("an answer under %s gave %+v, want no answer", name, got[0])
 			}
 		})
@@ -326,20 +367,44 @@ func TestAnsweredInTheVersionAsked(t *testing.T) {
 	k := r.keys["b"]
 	k.MAC = nil
 	r.keys["b"] = k
-	var versions []byte
-	var mu sync.Mutex
-	r.net.tap = func(_, _ netip.AddrPort, b []byte) {
-		mu.Lock()
-		versions = append(versions, b[len(magic)])
-		mu.Unlock()
-	}
+	versions := r.tapVersions()
 	if got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, time.Second); got[0].Err != nil {
 		t.Fatalf("asked signed: %+v", got[0])
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(versions) != 2 || versions[0] != VersionSigned || versions[1] != VersionSigned {
-		t.Errorf("datagrams of versions %v, want both signed", versions)
+	if got := versions(); string(got) != string([]byte{VersionSigned, VersionSigned}) {
+		t.Errorf("datagrams of versions %v, want both signed", got)
+	}
+}
+
+// TestAskedAgainSigned: b's view of a lacks the X25519 half a's key with
+// it needs (b read a's record before a's agent was upgraded), so b drops
+// a's question under their key; at half the round's timeout a asks again,
+// signed, and b's answer to that counts.
+func TestAskedAgainSigned(t *testing.T) {
+	r := newRigOf(t, accept(time.Second), true)
+	k := r.keys["a"]
+	k.MAC = nil
+	keyOfB := func(n string) (PeerKey, bool) {
+		if n == "a" {
+			return k, true
+		}
+		kb, ok := r.keys[n]
+		return kb, ok
+	}
+	r.server.keyOf = keyOfB
+	versions := r.tapVersions()
+	got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, 400*time.Millisecond)
+	if got[0].Err != nil || got[0].Verdict != Accepted {
+		t.Fatalf("asked again signed: %+v, want accepted", got[0])
+	}
+	if got[0].RTT < 200*time.Millisecond {
+		t.Errorf("answered after %v, before the question asked again at half the timeout", got[0].RTT)
+	}
+	if got := versions(); string(got) != string([]byte{VersionMAC, VersionSigned, VersionSigned}) {
+		t.Errorf("datagrams of versions %v, want a question under the key, one signed, and its signed answer", got)
+	}
+	if r.server.Dropped() != 1 {
+		t.Errorf("b dropped %d datagrams, want the one question it could not verify", r.server.Dropped())
 	}
 }
 
@@ -402,19 +467,7 @@ func TestReplayedAnswerIsNoAnswer(t *testing.T) {
 	mu.Unlock()
 	// b goes away; an attacker at b's address replays the old answer to
 	// every question.
-	r.server.conn.Close()
-	attacker := r.net.listen(r.bAddr)
-	defer attacker.Close()
-	go func() {
-		buf := make([]byte, MaxDatagram)
-		for {
-			_, from, err := attacker.ReadFrom(buf)
-			if err != nil {
-				return
-			}
-			attacker.WriteTo(old, from)
-		}
-	}()
+	r.impostor(t, func([]byte) []byte { return old })
 	got := r.asker.Ask(context.Background(), []Target{{"b", r.bAddr}}, 7, time.Second, 300*time.Millisecond)
 	if !errors.Is(got[0].Err, ErrNoAnswer) {
 		t.Errorf("a replayed answer gave %+v, want no answer", got[0])

@@ -44,6 +44,9 @@ const (
 
 // NewKeyring returns node self's keyring, its X25519 key derived from key.
 func NewKeyring(self string, key ed25519.PrivateKey) (*Keyring, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, fmt.Errorf("a failsafe key of %d bytes, want %d", len(key), ed25519.PrivateKeySize)
+	}
 	seed, err := hkdf.Key(sha256.New, key.Seed(), nil, dhInfo, 32)
 	if err != nil {
 		return nil, fmt.Errorf("derive the failsafe's X25519 key: %w", err)

@@ -111,7 +111,7 @@ func (s *Server) Serve(ctx context.Context) error {
 // the question was, or why none is sent: nothing that does not verify
 // reaches Decide.
 func (s *Server) Handle(b []byte) ([]byte, error) {
-	q, err := Open(b, s.keyOf)
+	q, k, err := open(b, s.keyOf)
 	if err != nil {
 		return nil, err
 	}
@@ -134,11 +134,7 @@ func (s *Server) Handle(b []byte) ([]byte, error) {
 		a.PromiseMS = promise.Milliseconds()
 	}
 	if q.Version == VersionMAC {
-		// Answered as asked: with the key the two share.
-		k, _ := s.keyOf(q.From)
-		if k.MAC == nil {
-			return nil, fmt.Errorf("%w: no key shared with %q any more", ErrUnknown, q.From)
-		}
+		// Answered as asked: with the key the question verified with.
 		return SealMAC(k.MAC, a)
 	}
 	return Seal(s.key, a)

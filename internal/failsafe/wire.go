@@ -160,8 +160,14 @@ var (
 // MAC with the key the two share (version 2). Nothing of b is trusted
 // before that.
 func Open(b []byte, keyOf func(node string) (PeerKey, bool)) (Message, error) {
+	m, _, err := open(b, keyOf)
+	return m, err
+}
+
+// open is Open, and returns the sender's keys it verified with.
+func open(b []byte, keyOf func(node string) (PeerKey, bool)) (Message, PeerKey, error) {
 	if len(b) < headerLen || !bytes.HasPrefix(b, []byte(magic)) {
-		return Message{}, fmt.Errorf("%w: %d bytes without the header", ErrMalformed, len(b))
+		return Message{}, PeerKey{}, fmt.Errorf("%w: %d bytes without the header", ErrMalformed, len(b))
 	}
 	version := int(b[len(magic)])
 	trailer := 0
@@ -171,33 +177,33 @@ func Open(b []byte, keyOf func(node string) (PeerKey, bool)) (Message, error) {
 	case VersionMAC:
 		trailer = macSize
 	default:
-		return Message{}, fmt.Errorf("%w: version %d, want %d or %d", ErrMalformed, version, VersionSigned, VersionMAC)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: version %d, want %d or %d", ErrMalformed, version, VersionSigned, VersionMAC)
 	}
 	n := int(binary.BigEndian.Uint16(b[len(magic)+1:]))
 	if len(b) != headerLen+n+trailer {
-		return Message{}, fmt.Errorf("%w: payload of %d bytes in a datagram of %d", ErrMalformed, n, len(b))
+		return Message{}, PeerKey{}, fmt.Errorf("%w: payload of %d bytes in a datagram of %d", ErrMalformed, n, len(b))
 	}
 	payload, sum := b[headerLen:headerLen+n], b[headerLen+n:]
 	var m Message
 	if err := json.Unmarshal(payload, &m); err != nil {
-		return Message{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if m.Kind != KindAsk && m.Kind != KindAnswer {
-		return Message{}, fmt.Errorf("%w: kind %q", ErrMalformed, m.Kind)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: kind %q", ErrMalformed, m.Kind)
 	}
 	m.Version = version
 	k, ok := keyOf(m.From)
 	switch {
 	case !ok:
-		return Message{}, fmt.Errorf("%w: %q", ErrUnknown, m.From)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: %q", ErrUnknown, m.From)
 	case version == VersionSigned && k.Sign == nil:
-		return Message{}, fmt.Errorf("%w: no public key of %q", ErrUnknown, m.From)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: no public key of %q", ErrUnknown, m.From)
 	case version == VersionSigned && !ed25519.Verify(k.Sign, signed(payload), sum):
-		return Message{}, fmt.Errorf("%w: claims to be from %q", ErrForged, m.From)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: claims to be from %q", ErrForged, m.From)
 	case version == VersionMAC && k.MAC == nil:
-		return Message{}, fmt.Errorf("%w: no key shared with %q", ErrUnknown, m.From)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: no key shared with %q", ErrUnknown, m.From)
 	case version == VersionMAC && !hmac.Equal(tag(k.MAC, b[:headerLen+n]), sum):
-		return Message{}, fmt.Errorf("%w: claims to be from %q", ErrForged, m.From)
+		return Message{}, PeerKey{}, fmt.Errorf("%w: claims to be from %q", ErrForged, m.From)
 	}
-	return m, nil
+	return m, k, nil
 }

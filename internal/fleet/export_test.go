@@ -52,9 +52,13 @@ const MaxGuardOwners = store.MaxGuardOwners
 
 // ApplyPeers applies changes as the watch of the nodes' records hands them
 // over (rev 0: changes lost).
-func (m *Member) ApplyPeers(put []store.Node, gone []string, rev int64) bool {
+func (m *Member) ApplyPeers(put, gone []store.Node, rev int64) bool {
 	return m.applyPeers(put, gone, rev)
 }
+
+// WatchFrom is the revision the watch of the nodes goes on from, after
+// one that got to rev; false while it waits for a read.
+func (m *Member) WatchFrom(rev int64) (int64, bool) { return m.fs.watchFrom(rev) }
 
 // KeyOf is what this node's failsafe knows of node's keys.
 func (m *Member) KeyOf(node string) (failsafe.PeerKey, bool) { return m.fs.keyOf(node) }

@@ -106,11 +106,15 @@ type failsafeState struct {
 	// was created at; peersRev the revision they are at.
 	records  map[string]int64
 	peersRev int64
-	// lives are this node's own records as the view showed them: each
-	// one's creation revision and the latest revision the view had it
-	// at, the newest last (noteLife). A record stood at every revision
-	// between the two: a lapsed owner's set at one of them named it.
+	// lives are this node's own records as the store showed them to
+	// its reads and watch: each one's creation revision and the latest
+	// revision it was seen standing at, in the order of their creation
+	// (noteLife). A record stood at every revision between the two: a
+	// lapsed owner's set at one of them named it.
 	lives [][2]int64
+	// installed says a read of every record was installed: a watch
+	// that lost changes goes on from it.
+	installed chan struct{}
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
 	// whatever an earlier agent of this node promised (start plus a
@@ -191,7 +195,7 @@ type failsafePeer struct {
 // peers. Called by Join before the member runs.
 func (m *Member) startFailsafe() {
 	fc := m.cfg.Failsafe
-	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, promisedTo: map[string]failsafePeer{}, reread: make(chan struct{}, 1), setsDue: true}
+	fs := &failsafeState{cfg: *fc, peers: map[string]failsafePeer{}, promised: map[string]time.Time{}, promisedTo: map[string]failsafePeer{}, reread: make(chan struct{}, 1), installed: make(chan struct{}, 1), setsDue: true}
 	if kept, err := loadPromises(fc.Promises); err != nil {
 		m.log.Warn("failsafe: the promises of an earlier agent cannot be read: this one takes nothing for a promise's length", "err", err)
 		fs.holdUntil = m.start.Add(m.timing.failsafePromiseAssigned())
@@ -315,10 +319,11 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 // it may clear the set once they end, as any node of the set: else a set
 // whose nodes all joined again (a store that froze, and lost every lease,
 // as the owner died) would hold every take until an operator cleared it.
-// This agent's own view of its peers says so without a read for the
-// records it saw (livedAt): a store that froze and lost every lease is
-// the common case, and etcd may have compacted the set's revision away
-// by the time it is back. Else it reads this node's record at that
+// What the store told this agent of its own records (its reads, and the
+// watch's writes and deletions of them) says so without a read (livedAt):
+// a store that froze and lost every lease is the common case, and etcd may
+// have compacted the set's revision away by the time it is back. Else it
+// reads this node's record at that
 // revision; not named when the store no longer keeps it (compacted), as
 // for an earlier agent's record: the owner rewrites its set every few
 // minutes, and the wait ends at an operator's clear.

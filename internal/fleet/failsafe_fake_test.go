@@ -6,12 +6,14 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -157,7 +159,10 @@ func TestFakeFailsafeSharedKeys(t *testing.T) {
 		t.Run(fmt.Sprintf("older b %v", older), func(t *testing.T) {
 			f := newFakeFleet(t)
 			a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
-			b, _ := f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+			bConf := failsafeConfig(t)
+			answers := &versionConn{PacketConn: bConf.Conn, versions: map[byte]int{}}
+			bConf.Conn = answers
+			b, _ := f.joinConfig("b", func(c *fleet.Config) { c.Failsafe = bConf })
 			f.claim(a, netip.MustParseAddr("192.0.2.10"))
 			if older {
 				f.s.mu.Lock()
@@ -187,8 +192,38 @@ func TestFakeFailsafeSharedKeys(t *testing.T) {
 				func() bool { return a.Info().Failsafe != nil }) {
 				t.Fatal("a did not answer on failsafe with b's promise")
 			}
+			want := byte(failsafe.VersionMAC)
+			if older {
+				want = failsafe.VersionSigned
+			}
+			if got := answers.sent(); len(got) != 1 || got[want] == 0 {
+				t.Errorf("b answered in versions %v, want %d only", got, want)
+			}
 		})
 	}
+}
+
+// versionConn counts the failsafe datagrams written through it, by
+// version.
+type versionConn struct {
+	net.PacketConn
+	mu       sync.Mutex
+	versions map[byte]int
+}
+
+func (c *versionConn) WriteTo(b []byte, addr net.Addr) (int, error) {
+	if len(b) > 4 {
+		c.mu.Lock()
+		c.versions[b[4]]++
+		c.mu.Unlock()
+	}
+	return c.PacketConn.WriteTo(b, addr)
+}
+
+func (c *versionConn) sent() map[byte]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return maps.Clone(c.versions)
 }
 
 // TestFakeTakeGuardedAgainstALapsingOwner has c, which joined after a
@@ -717,9 +752,14 @@ func rejoinedClears(t *testing.T, compact bool) {
 	f.claim(b, netip.MustParseAddr("192.0.2.11"))
 }
 
-// TestFakeOwnLivesFromTheWatch: the watch hands over one revision's
-// changes a call, so a record of this node's deleted at r stood at r-1,
-// and one made again at r' stands from r'.
+// TestFakeOwnLivesFromTheWatch: what the store says of this node's own
+// records is what its lives hold. The watch hands over one revision's
+// changes a call: a record deleted at r stood at r-1 (the deletion names
+// the record's creation), one made again at r' stands from r'. A read says
+// its record stood at the read's revision. Nothing is inferred from the
+// view: after the watch lost changes and a read older than the view was
+// installed, a later change of another node extends no life over the
+// revisions where the record was gone.
 func TestFakeOwnLivesFromTheWatch(t *testing.T) {
 	f := newFakeFleet(t)
 	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
@@ -732,7 +772,13 @@ func TestFakeOwnLivesFromTheWatch(t *testing.T) {
 	if !a.LivedAt(created) || !a.LivedAt(rev) || a.LivedAt(created-1) || a.LivedAt(rev+1) {
 		t.Fatalf("a's record, created at %d and read at %d: lives wrong", created, rev)
 	}
-	if !a.ApplyPeers(nil, []string{"a"}, rev+10) {
+	// A deletion whose record's creation the store no longer said
+	// proves nothing.
+	a.ApplyPeers(nil, []store.Node{{Node: "a"}}, rev+3)
+	if a.LivedAt(rev + 2) {
+		t.Fatal("a deletion that named no creation made a life")
+	}
+	if !a.ApplyPeers(nil, []store.Node{{Node: "a", CreateRev: created}}, rev+10) {
 		t.Fatal("a did not apply its record's deletion")
 	}
 	again := keyedRecord(t, "a")
@@ -744,6 +790,23 @@ func TestFakeOwnLivesFromTheWatch(t *testing.T) {
 		if got := a.LivedAt(r); got != want {
 			t.Errorf("LivedAt(%d) = %v, want %v (deleted at %d, made again at %d)", r, got, want, rev+10, rev+12)
 		}
+	}
+	// The watch loses changes; a read older than the view is installed
+	// (the store's revision is still rev); the watch, resumed, tells of
+	// another node at rev+20. a's record made again at rev+12 has been
+	// seen at rev+12 only: nothing says it stood at rev+15.
+	a.ApplyPeers(nil, nil, 0)
+	if r := a.ReadPeers(context.Background()); r >= rev+10 {
+		t.Fatalf("the fake store read at %d, want one older than the view's", r)
+	}
+	x := keyedRecord(t, "x")
+	x.CreateRev = rev + 20
+	a.ApplyPeers([]store.Node{x}, nil, rev+20)
+	if a.LivedAt(rev+15) || a.LivedAt(rev+11) {
+		t.Error("a life was made of the view, past what the store said")
+	}
+	if !a.LivedAt(created) || !a.LivedAt(rev+9) {
+		t.Error("the lives the store said were lost")
 	}
 }
 
@@ -780,8 +843,18 @@ func TestFakePeersViewNeverGoesBack(t *testing.T) {
 	if _, _, stale := a.PeersView(); !stale {
 		t.Fatal("a's view is not stale after its watch lost changes")
 	}
-	a.ReadPeers(context.Background())
-	if recs, _, stale := a.PeersView(); stale || recs["x"] != 0 || recs["y"] != 0 || recs["a"] == 0 {
+	if from, ok := a.WatchFrom(rev + 9); ok {
+		t.Fatalf("the watch would go on from %d over a stale view, want it to wait for a read", from)
+	}
+	readAt := a.ReadPeers(context.Background())
+	recs, got, stale := a.PeersView()
+	if readAt == 0 || stale || recs["x"] != 0 || recs["y"] != 0 || recs["a"] == 0 {
 		t.Fatalf("after the read that follows the loss: %v, stale %v; want the store's records, a alone", recs, stale)
+	}
+	// The watch goes on from the read installed, older than where the
+	// last watch got to: from anywhere later, the changes between would
+	// be lost to the view.
+	if from, ok := a.WatchFrom(0); !ok || from != got {
+		t.Fatalf("the watch goes on from %d (%v), want the read's revision %d", from, ok, got)
 	}
 }

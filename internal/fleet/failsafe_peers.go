@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"math"
@@ -39,7 +40,23 @@ func (m *Member) runFailsafe(ctx context.Context) {
 		go func() {
 			defer m.wg.Done()
 			for ctx.Err() == nil {
-				rev = m.l.WatchNodes(ctx, rev, func(put []store.Node, gone []string, at int64) {
+				// The watch goes on from the view: from the revision
+				// of the read installed, or of the last change
+				// applied. With no view (the first read failed), or
+				// a stale one (the watch lost changes), it waits for
+				// a read: watched from anywhere else, the changes
+				// between that read and where the watch starts would
+				// be missed, and the view, then the set written at
+				// its revision, would lack a node the set names.
+				from, ok := m.fs.watchFrom(rev)
+				if !ok {
+					select {
+					case <-ctx.Done():
+					case <-m.fs.installed:
+					}
+					continue
+				}
+				rev = m.l.WatchNodes(ctx, from, func(put, gone []store.Node, at int64) {
 					if m.applyPeers(put, gone, at) {
 						select {
 						case applied <- struct{}{}:
@@ -157,16 +174,13 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 		return 0
 	}
 	peers, keyless := m.peersOf(nodes, true)
-	if m.fs.ring != nil {
-		// The keys shared with nodes gone: agreed again should they
-		// come back.
-		m.fs.ring.Forget(func(n string) bool { _, ok := peers[n]; return ok })
-	}
 	records := make(map[string]int64, len(nodes))
 	for _, n := range nodes {
 		records[n.Node] = n.CreateRev
 	}
 	m.fs.mu.Lock()
+	// What the store said of this node's own record, installed or not.
+	m.fs.noteLife(records[m.cfg.Node], rev)
 	if rev < m.fs.peersRev && !m.fs.stale {
 		// The watch applied later changes while this read was under
 		// way: the view it has is newer, and the watch will not tell
@@ -178,10 +192,30 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	}
 	m.fs.setsDue = m.fs.setsDue || peerWent(m.fs.peers, peers)
 	m.fs.peers, m.fs.keyless, m.fs.records, m.fs.peersRev, m.fs.shared, m.fs.stale = peers, keyless, records, rev, false, false
-	m.fs.noteLife(records[m.cfg.Node], rev)
 	m.fs.mu.Unlock()
+	select {
+	case m.fs.installed <- struct{}{}:
+	default:
+	}
+	if m.fs.ring != nil {
+		// The keys shared with nodes gone: agreed again should they
+		// come back.
+		m.fs.ring.Forget(func(n string) bool { _, ok := peers[n]; return ok })
+	}
 	m.afterPeers(ctx)
 	return rev
+}
+
+// watchFrom is the revision the watch of the nodes goes on from: the
+// view's, or where the last watch got to if later (changes that were not
+// the nodes'); false when there is no view to go on from, or it is stale.
+func (fs *failsafeState) watchFrom(rev int64) (int64, bool) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.records == nil || fs.stale {
+		return 0, false
+	}
+	return max(rev, fs.peersRev), true
 }
 
 // applyPeers applies the changes the watch of the nodes' records told of
@@ -189,11 +223,27 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 // them already; it says whether it did. Each change costs this node one
 // record, not a read of them all: at a thousand nodes joining, a read of
 // every record by every node at every join was the whole store's work.
-func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
+func (m *Member) applyPeers(put, gone []store.Node, rev int64) bool {
 	add, addKeyless := m.peersOf(put, true)
 	fs := m.fs
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
+	if rev > 0 {
+		// What the store said of this node's own records, whatever the
+		// view: the watch tells one revision a call, so a record
+		// written now stands at rev, and one deleted now stood at the
+		// revision before.
+		for _, n := range put {
+			if n.Node == m.cfg.Node {
+				fs.noteLife(n.CreateRev, rev)
+			}
+		}
+		for _, n := range gone {
+			if n.Node == m.cfg.Node {
+				fs.noteLife(n.CreateRev, rev-1)
+			}
+		}
+	}
 	if rev == 0 && fs.records != nil && !fs.stale {
 		// The watch lost changes (compacted past them): the view is
 		// no longer the store's at any revision. Nothing from the
@@ -214,12 +264,6 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 		// of what 300 agents joining cost in one process.
 		fs.peers, fs.keyless, fs.shared = maps.Clone(fs.peers), slices.Clone(fs.keyless), false
 	}
-	// This node's record as the view had it stood until this revision,
-	// the watch's changes coming one revision a call: one gone or made
-	// again now stood at the one before.
-	if was := fs.records[m.cfg.Node]; was != 0 {
-		fs.noteLife(was, rev-1)
-	}
 	// A peer went: its record is gone, or under another lease, or
 	// without a key now (peerWent).
 	went := false
@@ -228,10 +272,10 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 		fs.keyless = slices.DeleteFunc(fs.keyless, func(k string) bool { return k == n })
 	}
 	for _, n := range gone {
-		_, was := fs.peers[n]
+		_, was := fs.peers[n.Node]
 		went = went || was
-		drop(n)
-		delete(fs.records, n)
+		drop(n.Node)
+		delete(fs.records, n.Node)
 	}
 	for _, n := range put {
 		if p, was := fs.peers[n.Node]; was {
@@ -248,7 +292,6 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 	}
 	fs.setsDue = fs.setsDue || went
 	fs.peersRev = rev
-	fs.noteLife(fs.records[m.cfg.Node], rev)
 	return true
 }
 
@@ -256,24 +299,27 @@ func (m *Member) applyPeers(put []store.Node, gone []string, rev int64) bool {
 // was lost.
 const maxLives = 8
 
-// noteLife records that the view, exact at rev, has this node's record
-// created at create (0: none). Under mu.
+// noteLife records that the store said this node's record created at
+// create (0: not known) stood at rev: a key stands from its creation
+// until it is deleted, and one made again is created anew, so it stood
+// at every revision between. Under mu.
 func (fs *failsafeState) noteLife(create, rev int64) {
 	if create <= 0 || create > rev {
 		return
 	}
-	if n := len(fs.lives); n > 0 && fs.lives[n-1][0] == create {
-		fs.lives[n-1][1] = max(fs.lives[n-1][1], rev)
+	i, found := slices.BinarySearchFunc(fs.lives, create, func(l [2]int64, c int64) int { return cmp.Compare(l[0], c) })
+	if found {
+		fs.lives[i][1] = max(fs.lives[i][1], rev)
 		return
 	}
-	if len(fs.lives) == maxLives {
+	fs.lives = slices.Insert(fs.lives, i, [2]int64{create, rev})
+	if len(fs.lives) > maxLives {
 		fs.lives = slices.Delete(fs.lives, 0, 1)
 	}
-	fs.lives = append(fs.lives, [2]int64{create, rev})
 }
 
 // livedAt says whether one of this node's records stood at rev, as the
-// view showed it.
+// store said (noteLife).
 func (fs *failsafeState) livedAt(rev int64) bool {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()

@@ -255,11 +255,12 @@ type NodeLedger interface {
 	CountNodes(ctx context.Context) (int, error)
 	// WatchNodes watches the nodes' records from after rev, calling fn
 	// with the changes of each revision in order (those written, one
-	// that does not decode Unreadable, and the names of those deleted;
+	// that does not decode Unreadable; those deleted, by name, with the
+	// revision each was created at, 0 when the store no longer says;
 	// and that revision), until the watch breaks or ctx is done; it
-	// returns the revision it got to. A watch compacted past changes it had not told calls fn
-	// with revision 0 first: they are lost.
-	WatchNodes(ctx context.Context, rev int64, fn func(put []store.Node, gone []string, rev int64)) int64
+	// returns the revision it got to. A watch compacted past changes it
+	// had not told calls fn with revision 0 first: they are lost.
+	WatchNodes(ctx context.Context, rev int64, fn func(put, gone []store.Node, rev int64)) int64
 	// Reach reads one small key of node's (its record, counted only),
 	// as linearizable as a take: whether the store answers this node now.
 	Reach(ctx context.Context, node string) error

@@ -1084,7 +1084,7 @@ func (l *fakeLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
 
 // WatchNodes tells of no change: the fake keeps no events of the nodes'
 // records, and the member reads them again every TTL.
-func (l *fakeLedger) WatchNodes(ctx context.Context, rev int64, _ func([]store.Node, []string, int64)) int64 {
+func (l *fakeLedger) WatchNodes(ctx context.Context, rev int64, _ func(put, gone []store.Node, rev int64)) int64 {
 	<-ctx.Done()
 	return rev
 }

@@ -93,8 +93,10 @@ func (l *Ledger) WatchCordon(ctx context.Context, node string, rev int64, fn fun
 	return rev
 }
 
-func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put []Node, gone []string, rev int64)) int64 {
-	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
+func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put, gone []Node, rev int64)) int64 {
+	// With the records deleted: their creation revision says which of a
+	// node's records went (an owner's failsafe set names records).
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
 	for wr := range wch {
 		if at, ok := broken(wr, rev); ok {
 			if wr.CompactRevision > rev {
@@ -126,40 +128,26 @@ func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put []Node, 
 }
 
 // nodeChanges returns the records the events of one revision wrote (one
-// that does not decode Unreadable) and the names of those they deleted,
-// the last change of each in order.
-func (l *Ledger) nodeChanges(evs []*clientv3.Event) ([]Node, []string) {
-	last := map[string]*Node{}
-	var order []string
+// that does not decode Unreadable) and those they deleted (the name, and
+// the revision the record was created at when etcd still had it: 0 if
+// not), in order. One revision changes a key once.
+func (l *Ledger) nodeChanges(evs []*clientv3.Event) (put, gone []Node) {
 	for _, ev := range evs {
-		var n Node
 		if ev.Type == clientv3.EventTypePut {
-			var ok bool
-			if n, ok = l.nodeOf(ev.Kv); !ok {
-				continue
+			if n, ok := l.nodeOf(ev.Kv); ok {
+				put = append(put, n)
 			}
-		} else if p, err := l.k.Parse(string(ev.Kv.Key)); err != nil || p.Kind != KindNode {
 			continue
-		} else {
-			n.Node = p.Node
 		}
-		if _, seen := last[n.Node]; !seen {
-			order = append(order, n.Node)
+		p, err := l.k.Parse(string(ev.Kv.Key))
+		if err != nil || p.Kind != KindNode {
+			continue
 		}
-		if ev.Type == clientv3.EventTypeDelete {
-			last[n.Node] = nil
-		} else {
-			last[n.Node] = &n
+		n := Node{Node: p.Node}
+		if ev.PrevKv != nil {
+			n.CreateRev = ev.PrevKv.CreateRevision
 		}
-	}
-	var put []Node
-	var gone []string
-	for _, name := range order {
-		if n := last[name]; n != nil {
-			put = append(put, *n)
-		} else {
-			gone = append(gone, name)
-		}
+		gone = append(gone, n)
 	}
 	return put, gone
 }
