@@ -139,7 +139,10 @@ func runFailsafe(ctx context.Context, d *deps, o *failsafeOptions) error {
 	resp := api.FailsafeSetsResponse{Sets: []api.FailsafeSet{}}
 	for _, s := range sets {
 		out := failsafeSetOf(s, nodes)
-		namedBefore(s, &out, func(node string, rev int64) (bool, error) { return c.NodeAt(ctx, node, rev) })
+		namedBefore(s, &out, func(node string, rev int64) (bool, error) {
+			created, err := c.NodeAt(ctx, node, rev)
+			return created > 0, err
+		})
 		resp.Sets = append(resp.Sets, out)
 	}
 	if o.JSON {

@@ -64,10 +64,11 @@ var ErrNoAnswer = errors.New("no answer in time")
 // echo its question's nonce, is no answer.
 //
 // A node asked with the key the two share that has not answered by half
-// the timeout is asked again, signed: its view of this node may lack the
-// X25519 half that the key needs (a record read before this node's agent
-// was upgraded, a view frozen by the outage), and it drops a question it
-// cannot verify. It answers the way it is asked; the first answer counts.
+// the timeout (when ctx leaves the round that long) is asked again,
+// signed: its view of this node may lack the X25519 half that the key
+// needs (a record read before this node's agent was upgraded, a view
+// frozen by the outage), and it drops a question it cannot verify. It
+// answers the way it is asked; the first answer counts.
 func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise, timeout time.Duration) []Reply {
 	replies := make([]Reply, len(targets))
 	for i, t := range targets {
@@ -84,7 +85,9 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 	pending := map[string]int{} // nonce: index
 	waiting := 0                // targets asked and not answered
 	var shared []int            // asked with the key they share
-	ask := func(i int, signed bool) error {
+	// ask sends target i a question, signed or under their key if they
+	// share one; it says whether it did the latter.
+	ask := func(i int, signed bool) (bool, error) {
 		t := targets[i]
 		var nb [16]byte
 		rand.Read(nb[:])
@@ -102,16 +105,17 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 		if err == nil {
 			pending[nonce] = i
 		}
-		return err
+		return to.MAC != nil, err
 	}
 	start := time.Now()
 	for i, t := range targets {
-		if err := ask(i, false); err != nil {
+		mac, err := ask(i, false)
+		if err != nil {
 			replies[i].Err = fmt.Errorf("ask %s at %s: %w", t.Node, t.Addr, err)
 			continue
 		}
 		waiting++
-		if to, _ := a.keyOf(t.Node); to.MAC != nil {
+		if mac {
 			shared = append(shared, i)
 		}
 	}
@@ -119,8 +123,6 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
 		deadline = d
 	}
-	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
-	defer stop()
 	retry := start.Add(timeout / 2)
 	if len(shared) == 0 || !retry.Before(deadline) {
 		retry = time.Time{}
@@ -130,6 +132,10 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 	} else {
 		conn.SetReadDeadline(retry)
 	}
+	// After the deadline is set: a ctx done already sets it to now at
+	// once, and nothing overwrites it.
+	stop := context.AfterFunc(ctx, func() { conn.SetReadDeadline(time.Now()) })
+	defer stop()
 	buf := make([]byte, MaxDatagram+1)
 	for waiting > 0 {
 		n, _, err := conn.ReadFrom(buf)
@@ -140,7 +146,7 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 			retry = time.Time{}
 			conn.SetReadDeadline(deadline)
 			if ctx.Err() != nil {
-				break // the deadline set since ctx ended (stop's) is overwritten
+				break // ctx ended: the deadline it set was just overwritten
 			}
 			for _, i := range shared {
 				if errors.Is(replies[i].Err, ErrNoAnswer) {

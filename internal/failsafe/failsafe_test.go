@@ -37,7 +37,7 @@ func (n *memNet) listen(addr netip.AddrPort) *memConn {
 		n.next++
 		addr = netip.AddrPortFrom(addr.Addr(), n.next)
 	}
-	c := &memConn{net: n, addr: addr, in: make(chan datagram, 64), done: make(chan struct{})}
+	c := &memConn{net: n, addr: addr, in: make(chan datagram, 64), done: make(chan struct{}), moved: make(chan struct{})}
 	n.conns[addr] = c
 	return c
 }
@@ -71,25 +71,34 @@ type memConn struct {
 	once     sync.Once
 	mu       sync.Mutex
 	deadline time.Time
+	// moved is closed when the deadline moves: a read waiting wakes, as
+	// on a socket.
+	moved chan struct{}
 }
 
 func (c *memConn) ReadFrom(b []byte) (int, net.Addr, error) {
-	c.mu.Lock()
-	d := c.deadline
-	c.mu.Unlock()
-	var timeout <-chan time.Time
-	if !d.IsZero() {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		timeout = t.C
-	}
-	select {
-	case dg := <-c.in:
-		return copy(b, dg.b), net.UDPAddrFromAddrPort(dg.from), nil
-	case <-c.done:
-		return 0, nil, net.ErrClosed
-	case <-timeout:
-		return 0, nil, os.ErrDeadlineExceeded
+	for {
+		c.mu.Lock()
+		d, moved := c.deadline, c.moved
+		c.mu.Unlock()
+		var timeout <-chan time.Time
+		var timer *time.Timer
+		if !d.IsZero() {
+			timer = time.NewTimer(time.Until(d))
+			timeout = timer.C
+		}
+		select {
+		case dg := <-c.in:
+			return copy(b, dg.b), net.UDPAddrFromAddrPort(dg.from), nil
+		case <-c.done:
+			return 0, nil, net.ErrClosed
+		case <-timeout:
+			return 0, nil, os.ErrDeadlineExceeded
+		case <-moved:
+			if timer != nil {
+				timer.Stop()
+			}
+		}
 	}
 }
 
@@ -114,6 +123,8 @@ func (c *memConn) SetDeadline(t time.Time) error {
 func (c *memConn) SetReadDeadline(t time.Time) error {
 	c.mu.Lock()
 	c.deadline = t
+	close(c.moved)
+	c.moved = make(chan struct{})
 	c.mu.Unlock()
 	return nil
 }
@@ -405,6 +416,33 @@ func TestAskedAgainSigned(t *testing.T) {
 	}
 	if r.server.Dropped() != 1 {
 		t.Errorf("b dropped %d datagrams, want the one question it could not verify", r.server.Dropped())
+	}
+}
+
+// TestAskEndsWithItsContext: a round whose context ends, before it
+// starts or while it waits, ends then, not at its timeout nor at the
+// point it would ask again signed.
+func TestAskEndsWithItsContext(t *testing.T) {
+	for _, early := range []bool{true, false} {
+		t.Run(fmt.Sprintf("ended before it starts %v", early), func(t *testing.T) {
+			r := newRigOf(t, accept(time.Second), true)
+			r.impostor(t, func([]byte) []byte { return nil }) // b is silent
+			ctx, cancel := context.WithCancel(context.Background())
+			if early {
+				cancel()
+			} else {
+				time.AfterFunc(50*time.Millisecond, cancel)
+			}
+			defer cancel()
+			start := time.Now()
+			got := r.asker.Ask(ctx, []Target{{"b", r.bAddr}}, 7, time.Second, 10*time.Second)
+			if took := time.Since(start); took > 3*time.Second {
+				t.Errorf("the round took %v after its context ended, want it over then", took)
+			}
+			if !errors.Is(got[0].Err, ErrNoAnswer) {
+				t.Errorf("got %+v, want no answer", got[0])
+			}
+		})
 	}
 }
 

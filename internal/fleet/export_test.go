@@ -56,6 +56,10 @@ func (m *Member) ApplyPeers(put, gone []store.Node, rev int64) bool {
 	return m.applyPeers(put, gone, rev)
 }
 
+// OwnGone fills in the creation revision of this node's own record among
+// those the watch told deleted at rev.
+func (m *Member) OwnGone(gone []store.Node, rev int64) { m.ownGone(context.Background(), gone, rev) }
+
 // WatchFrom is the revision the watch of the nodes goes on from, after
 // one that got to rev; false while it waits for a read.
 func (m *Member) WatchFrom(rev int64) (int64, bool) { return m.fs.watchFrom(rev) }

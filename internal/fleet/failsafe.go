@@ -113,8 +113,10 @@ type failsafeState struct {
 	// lapsed owner's set at one of them named it.
 	lives [][2]int64
 	// installed says a read of every record was installed: a watch
-	// that lost changes goes on from it.
+	// that lost changes goes on from it. losses counts the watch's
+	// losses: a read begun before the last is not installed over them.
 	installed chan struct{}
+	losses    int
 	// promised is, by owner, until when this node promised to take none
 	// of its addresses (the member's clock); holdUntil the same for
 	// whatever an earlier agent of this node promised (start plus a
@@ -339,7 +341,7 @@ func (m *Member) namedBefore(ctx context.Context, s store.FailsafeSet, self stor
 		m.log.Debug("failsafe: read this node's record at a lapsed owner's set's revision", "owner", s.Node, "rev", s.Rev, "err", err)
 		return false
 	}
-	return at
+	return at > 0
 }
 
 // clearSet deletes a lapsed owner's set, of which this node is one, if

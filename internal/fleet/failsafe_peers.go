@@ -56,7 +56,10 @@ func (m *Member) runFailsafe(ctx context.Context) {
 					}
 					continue
 				}
+				lost := false
 				rev = m.l.WatchNodes(ctx, from, func(put, gone []store.Node, at int64) {
+					lost = lost || at == 0
+					m.ownGone(ctx, gone, at)
 					if m.applyPeers(put, gone, at) {
 						select {
 						case applied <- struct{}{}:
@@ -64,6 +67,11 @@ func (m *Member) runFailsafe(ctx context.Context) {
 						}
 					}
 				})
+				if lost {
+					// Where it got to is past the changes lost: the
+					// next watch goes on from the read that follows.
+					rev = 0
+				}
 				select {
 				case <-ctx.Done():
 				case <-m.clock.After(m.timing.Renew):
@@ -168,6 +176,9 @@ func (m *Member) sameNodeCount(ctx context.Context) bool {
 // not need it: each compares the guard it carries, and reads the sets
 // again when it fails.
 func (m *Member) readPeers(ctx context.Context) int64 {
+	m.fs.mu.Lock()
+	losses := m.fs.losses
+	m.fs.mu.Unlock()
 	nodes, rev, err := m.l.Nodes(ctx)
 	if err != nil {
 		m.log.Debug("failsafe: read the fleet's nodes", "err", err)
@@ -181,6 +192,16 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	m.fs.mu.Lock()
 	// What the store said of this node's own record, installed or not.
 	m.fs.noteLife(records[m.cfg.Node], rev)
+	if m.fs.stale && losses != m.fs.losses {
+		// Begun before the watch lost changes: it may be older than
+		// them, and the watch would go on from it past them.
+		m.fs.mu.Unlock()
+		select {
+		case m.fs.reread <- struct{}{}:
+		default:
+		}
+		return 0
+	}
 	if rev < m.fs.peersRev && !m.fs.stale {
 		// The watch applied later changes while this read was under
 		// way: the view it has is newer, and the watch will not tell
@@ -204,6 +225,25 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	}
 	m.afterPeers(ctx)
 	return rev
+}
+
+// ownGone gives the creation revision of this node's own record, if gone
+// at rev names it (the watch names a record deleted only): the record
+// that stood at the revision before, read from the store, which has just
+// told of the deletion and so still keeps it. One read at each of this
+// node's records deleted, which happens when its lease was lost.
+func (m *Member) ownGone(ctx context.Context, gone []store.Node, rev int64) {
+	for i, n := range gone {
+		if n.Node != m.cfg.Node || n.CreateRev != 0 || rev <= 1 {
+			continue
+		}
+		created, err := m.l.NodeAt(ctx, n.Node, rev-1)
+		if err != nil {
+			m.log.Debug("failsafe: read this node's record deleted, before its deletion", "rev", rev, "err", err)
+			continue
+		}
+		gone[i].CreateRev = created
+	}
 }
 
 // watchFrom is the revision the watch of the nodes goes on from: the
@@ -243,6 +283,9 @@ func (m *Member) applyPeers(put, gone []store.Node, rev int64) bool {
 				fs.noteLife(n.CreateRev, rev-1)
 			}
 		}
+	}
+	if rev == 0 {
+		fs.losses++
 	}
 	if rev == 0 && fs.records != nil && !fs.stale {
 		// The watch lost changes (compacted past them): the view is

@@ -255,9 +255,9 @@ type NodeLedger interface {
 	CountNodes(ctx context.Context) (int, error)
 	// WatchNodes watches the nodes' records from after rev, calling fn
 	// with the changes of each revision in order (those written, one
-	// that does not decode Unreadable; those deleted, by name, with the
-	// revision each was created at, 0 when the store no longer says;
-	// and that revision), until the watch breaks or ctx is done; it
+	// that does not decode Unreadable; those deleted, by name, their
+	// CreateRev 0; and that revision), until the watch breaks or ctx is
+	// done; it
 	// returns the revision it got to. A watch compacted past changes it
 	// had not told calls fn with revision 0 first: they are lost.
 	WatchNodes(ctx context.Context, rev int64, fn func(put, gone []store.Node, rev int64)) int64
@@ -277,9 +277,11 @@ type NodeLedger interface {
 	// ClearFailsafeSet deletes node's failsafe set if it is still the
 	// one last modified at modRev, and says whether it did.
 	ClearFailsafeSet(ctx context.Context, node string, modRev int64) (bool, error)
-	// NodeAt says whether node had a record at revision rev, whichever
-	// (an error when the store no longer keeps that revision: compacted).
-	NodeAt(ctx context.Context, node string, rev int64) (bool, error)
+	// NodeAt returns the revision that node's record standing at
+	// revision rev was created at, whichever of its agents wrote it (0:
+	// none stood then); an error when the store no longer keeps rev
+	// (compacted), or has not reached it.
+	NodeAt(ctx context.Context, node string, rev int64) (int64, error)
 	// Fleet reads the whole fleet.
 	Fleet(ctx context.Context) (store.View, error)
 	// ReadLeases adds to v what the store says of each live node's lease

@@ -152,9 +152,13 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			la, lb := s.ledger("a"), s.ledger("b")
 			leaseA := register(t, la, "a")
 			register(t, lb, "b")
-			_, first, err := la.Nodes(ctx)
+			nodes, first, err := la.Nodes(ctx)
 			if err != nil {
 				t.Fatal(err)
+			}
+			created := map[string]int64{}
+			for _, n := range nodes {
+				created[n.Node] = n.CreateRev
 			}
 			if err := la.Revoke(ctx, leaseA); err != nil {
 				t.Fatal(err)
@@ -167,14 +171,17 @@ func runLedgerContract(t *testing.T, open func(t *testing.T) contractStore) {
 			for _, c := range []struct {
 				node string
 				rev  int64
-				want bool
-			}{{"a", first, true}, {"a", gone, false}, {"b", gone, true}, {"c", first, false}} {
-				if got, err := la.NodeAt(ctx, c.node, c.rev); err != nil || got != c.want {
-					t.Errorf("NodeAt(%s, %d) = %v, %v; want %v (a registered at or before %d, revoked by %d, registered again)", c.node, c.rev, got, err, c.want, first, gone)
+				want int64
+			}{{"a", first, created["a"]}, {"a", gone, 0}, {"b", gone, created["b"]}, {"c", first, 0}} {
+				if got, err := la.NodeAt(ctx, c.node, c.rev); err != nil || got != c.want || (c.want == 0) != (got == 0) {
+					t.Errorf("NodeAt(%s, %d) = %d, %v; want %d (a registered at %d, revoked by %d, registered again)", c.node, c.rev, got, err, c.want, created["a"], gone)
 				}
 			}
-			if got, err := la.NodeAt(ctx, "a", gone+1000); err == nil && got {
-				t.Errorf("NodeAt a revision the store has not reached: %v", got)
+			if created["a"] == 0 || created["b"] == 0 {
+				t.Fatalf("the records' creation revisions were not read: %v", created)
+			}
+			if got, err := la.NodeAt(ctx, "a", gone+1000); err == nil {
+				t.Errorf("NodeAt a revision the store has not reached: %d, no error", got)
 			}
 		}},
 		{"acquire: free, own, another's, adopted", func(t *testing.T, s contractStore) {

@@ -41,6 +41,11 @@ type fakeStore struct {
 	// compacted is the oldest revision a read at a past revision
 	// (NodeAt) may ask for, as etcd's compaction leaves it.
 	compacted int64
+	// nodeWatches are the watches of the nodes' records made, by node
+	// and the revision each started from; loseNodes makes one lose
+	// changes (WatchNodes).
+	nodeWatches [][2]any
+	loseNodes   chan int64
 	// failsafes are the nodes' failsafe sets, with the key's creation
 	// and last write.
 	failsafes map[string]fakeKV[store.FailsafeSet]
@@ -894,26 +899,26 @@ func (l *fakeLedger) FailsafeSets(_ context.Context, self string) ([]store.Fails
 	return sets, nodes, l.s.rev, nil
 }
 
-func (l *fakeLedger) NodeAt(_ context.Context, node string, rev int64) (bool, error) {
+func (l *fakeLedger) NodeAt(_ context.Context, node string, rev int64) (int64, error) {
 	if err := l.s.begin(l.node); err != nil {
-		return false, err
+		return 0, err
 	}
 	defer l.s.mu.Unlock()
 	if rev < l.s.compacted {
-		return false, errors.New("etcdserver: mvcc: required revision has been compacted")
+		return 0, errors.New("etcdserver: mvcc: required revision has been compacted")
 	}
 	if rev > l.s.rev {
-		return false, errors.New("etcdserver: mvcc: required revision is a future revision")
+		return 0, errors.New("etcdserver: mvcc: required revision is a future revision")
 	}
 	if kv, ok := l.s.nodes[node]; ok && kv.create <= rev {
-		return true, nil
+		return kv.create, nil
 	}
 	for _, life := range l.s.lives[node] {
 		if life[0] <= rev && rev <= life[1] {
-			return true, nil
+			return life[0], nil
 		}
 	}
-	return false, nil
+	return 0, nil
 }
 
 func (l *fakeLedger) ClearFailsafeSet(_ context.Context, node string, modRev int64) (bool, error) {
@@ -1083,10 +1088,22 @@ func (l *fakeLedger) Nodes(ctx context.Context) ([]store.Node, int64, error) {
 }
 
 // WatchNodes tells of no change: the fake keeps no events of the nodes'
-// records, and the member reads them again every TTL.
-func (l *fakeLedger) WatchNodes(ctx context.Context, rev int64, _ func(put, gone []store.Node, rev int64)) int64 {
-	<-ctx.Done()
-	return rev
+// records, and the member reads them again every TTL. It notes where each
+// watch starts from (nodeWatches); a revision sent on loseNodes (set before
+// the watch starts) makes it lose changes, as a compacted watch of etcd's,
+// and return that revision.
+func (l *fakeLedger) WatchNodes(ctx context.Context, rev int64, fn func(put, gone []store.Node, rev int64)) int64 {
+	l.s.mu.Lock()
+	l.s.nodeWatches = append(l.s.nodeWatches, [2]any{l.node, rev})
+	lose := l.s.loseNodes
+	l.s.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return rev
+	case at := <-lose:
+		fn(nil, nil, 0)
+		return at
+	}
 }
 
 func (l *fakeLedger) Fleet(ctx context.Context) (store.View, error) {

@@ -70,17 +70,21 @@ func (s FailsafeSet) Outside(nodes []Node) []string {
 	return out
 }
 
-// NodeAt says whether node had a record at revision rev, whichever of its
-// agents wrote it: a node that joined again since a lapsed owner's set was
-// written was named by it if so. An error when etcd compacted rev away.
-func (c *Client) NodeAt(ctx context.Context, node string, rev int64) (bool, error) {
+// NodeAt returns the revision that node's record standing at revision rev
+// was created at, whichever of its agents wrote it (0: none stood then): a
+// node that joined again since a lapsed owner's set was written was named
+// by it if one did. An error when etcd compacted rev away.
+func (c *Client) NodeAt(ctx context.Context, node string, rev int64) (int64, error) {
 	rctx, cancel := c.ctx(ctx)
 	defer cancel()
-	resp, err := c.Get(rctx, c.Keys.Node(node), clientv3.WithRev(rev), clientv3.WithCountOnly())
+	resp, err := c.Get(rctx, c.Keys.Node(node), clientv3.WithRev(rev), clientv3.WithKeysOnly())
 	if err != nil {
-		return false, c.Explain(err)
+		return 0, c.Explain(err)
 	}
-	return resp.Count > 0, nil
+	if len(resp.Kvs) == 0 {
+		return 0, nil
+	}
+	return resp.Kvs[0].CreateRevision, nil
 }
 
 // FailsafeSets reads every owner's failsafe set and the live nodes'

@@ -111,6 +111,6 @@ func (l *Ledger) ClearFailsafeSet(ctx context.Context, node string, modRev int64
 	return resp.Succeeded, nil
 }
 
-func (l *Ledger) NodeAt(ctx context.Context, node string, rev int64) (bool, error) {
+func (l *Ledger) NodeAt(ctx context.Context, node string, rev int64) (int64, error) {
 	return l.c.NodeAt(ctx, node, rev)
 }

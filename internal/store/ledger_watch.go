@@ -94,9 +94,7 @@ func (l *Ledger) WatchCordon(ctx context.Context, node string, rev int64, fn fun
 }
 
 func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put, gone []Node, rev int64)) int64 {
-	// With the records deleted: their creation revision says which of a
-	// node's records went (an owner's failsafe set names records).
-	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1), clientv3.WithPrevKV())
+	wch := l.c.Watch(clientv3.WithRequireLeader(ctx), l.k.Nodes(), clientv3.WithPrefix(), clientv3.WithRev(rev+1))
 	for wr := range wch {
 		if at, ok := broken(wr, rev); ok {
 			if wr.CompactRevision > rev {
@@ -128,9 +126,11 @@ func (l *Ledger) WatchNodes(ctx context.Context, rev int64, fn func(put, gone []
 }
 
 // nodeChanges returns the records the events of one revision wrote (one
-// that does not decode Unreadable) and those they deleted (the name, and
-// the revision the record was created at when etcd still had it: 0 if
-// not), in order. One revision changes a key once.
+// that does not decode Unreadable) and those they deleted, in order. One
+// revision changes a key once. A record deleted is named only, its
+// CreateRev 0: the watch does not ask for the records deleted, which
+// would cost etcd a read for every watcher at every deletion (a thousand
+// nodes' leases ending as the store wakes: a million reads).
 func (l *Ledger) nodeChanges(evs []*clientv3.Event) (put, gone []Node) {
 	for _, ev := range evs {
 		if ev.Type == clientv3.EventTypePut {
@@ -143,11 +143,7 @@ func (l *Ledger) nodeChanges(evs []*clientv3.Event) (put, gone []Node) {
 		if err != nil || p.Kind != KindNode {
 			continue
 		}
-		n := Node{Node: p.Node}
-		if ev.PrevKv != nil {
-			n.CreateRev = ev.PrevKv.CreateRevision
-		}
-		gone = append(gone, n)
+		gone = append(gone, Node{Node: p.Node})
 	}
 	return put, gone
 }
