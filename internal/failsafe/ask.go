@@ -74,6 +74,9 @@ func (a *Asker) Ask(ctx context.Context, targets []Target, lease int64, promise,
 	for i, t := range targets {
 		replies[i] = Reply{Node: t.Node, Err: ErrNoAnswer}
 	}
+	if ctx.Err() != nil {
+		return replies // over before it asked anyone
+	}
 	conn, err := a.listen()
 	if err != nil {
 		for i := range replies {

@@ -69,8 +69,10 @@ func (m *Member) runFailsafe(ctx context.Context) {
 				})
 				if lost {
 					// Where it got to is past the changes lost: the
-					// next watch goes on from the read that follows.
+					// next watch goes on from the read that follows,
+					// at once (the wait for it paces the watch).
 					rev = 0
+					continue
 				}
 				select {
 				case <-ctx.Done():
@@ -194,7 +196,8 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 	m.fs.noteLife(records[m.cfg.Node], rev)
 	if m.fs.stale && losses != m.fs.losses {
 		// Begun before the watch lost changes: it may be older than
-		// them, and the watch would go on from it past them.
+		// the compaction, and the watch gone on from it would only
+		// lose changes again. A read begun since is asked for.
 		m.fs.mu.Unlock()
 		select {
 		case m.fs.reread <- struct{}{}:
@@ -230,8 +233,11 @@ func (m *Member) readPeers(ctx context.Context) int64 {
 // ownGone gives the creation revision of this node's own record, if gone
 // at rev names it (the watch names a record deleted only): the record
 // that stood at the revision before, read from the store, which has just
-// told of the deletion and so still keeps it. One read at each of this
-// node's records deleted, which happens when its lease was lost.
+// told of the deletion and so usually still keeps it. If it does not (a
+// watch catching up on an old deletion, a compaction since), the deletion
+// says nothing of the record's life, and no life is noted. One read at
+// each of this node's records deleted, which happens when its lease was
+// lost.
 func (m *Member) ownGone(ctx context.Context, gone []store.Node, rev int64) {
 	for i, n := range gone {
 		if n.Node != m.cfg.Node || n.CreateRev != 0 || rev <= 1 {

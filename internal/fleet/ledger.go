@@ -257,9 +257,9 @@ type NodeLedger interface {
 	// with the changes of each revision in order (those written, one
 	// that does not decode Unreadable; those deleted, by name, their
 	// CreateRev 0; and that revision), until the watch breaks or ctx is
-	// done; it
-	// returns the revision it got to. A watch compacted past changes it
-	// had not told calls fn with revision 0 first: they are lost.
+	// done; it returns the revision it got to. A watch compacted past
+	// changes it had not told calls fn with revision 0 first: they are
+	// lost.
 	WatchNodes(ctx context.Context, rev int64, fn func(put, gone []store.Node, rev int64)) int64
 	// Reach reads one small key of node's (its record, counted only),
 	// as linearizable as a take: whether the store answers this node now.
