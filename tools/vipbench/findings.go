@@ -146,6 +146,12 @@ in the move's record).
   each: before, a client for the moves could not reach the store after the rest; after, agents
   lost their leases at rest, joined again, and a move found its target gone. Its 300 agents
   starve in one process on two cores either way.
+- **Two rows of the 2026-12-08 full run over their targets, within the noise.** 10,000 claims:
+  RSS 100.9 MB (≤ 100) and ` + "`vip status --json`" + ` 53.56 ms (< 50). The same step again, the binaries
+  of the run before (8b61157) and of this one (d92f099) alternated, twice each: RSS 101.1 and
+  88.7 MB before, 93.1 and 89.4 MB after; ` + "`vip status --json`" + `, medians of 5, 46.4 and 47.2 ms
+  before, 40.5 and 47.0 ms after. The heap's size when RSS is read, and the machine's load, move
+  them by 10%; no change of this stop touches the agent's claims.
 - **` + "`vip claim`" + ` to the wire: where its 9–12 ms go** (perf, 150 claims and releases against a
   running agent in a namespace, 2026-12-08). The client's package initialisation is 40% of its
   samples (etcd's API, protobuf's descriptors and gRPC about 20%; Prometheus' client and procfs
