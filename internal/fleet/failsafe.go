@@ -325,10 +325,10 @@ func (m *Member) failsafeBlocks(ctx context.Context) (string, Guard, error) {
 // watch's writes and deletions of them) says so without a read (livedAt):
 // a store that froze and lost every lease is the common case, and etcd may
 // have compacted the set's revision away by the time it is back. Else it
-// reads this node's record at that
-// revision; not named when the store no longer keeps it (compacted), as
-// for an earlier agent's record: the owner rewrites its set every few
-// minutes, and the wait ends at an operator's clear.
+// reads this node's record at that revision; not named when the store no
+// longer keeps it (compacted), as for an earlier agent's record: the owner
+// rewrites its set every few minutes, and the wait ends at an operator's
+// clear.
 func (m *Member) namedBefore(ctx context.Context, s store.FailsafeSet, self store.Node) bool {
 	if s.Unreadable || s.Format < store.FailsafeFormat || self.CreateRev <= s.Rev || s.Rev <= 0 {
 		return false

@@ -774,12 +774,7 @@ func rejoinedClears(t *testing.T, compact bool) {
 // installed, a later change of another node extends no life over the
 // revisions where the record was gone.
 func TestFakeOwnLivesFromTheWatch(t *testing.T) {
-	f := newFakeFleet(t)
-	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
-	read := func() bool { _, rev, _ := a.PeersView(); return rev > 0 }
-	if !f.advanceUntil(0, 2*fakeTiming.TTL, fakeTiming.Renew/2, read) {
-		t.Fatal("a did not read its peers")
-	}
+	a := aloneAfterARead(t)
 	recs, rev, _ := a.PeersView()
 	created := recs["a"]
 	if !a.LivedAt(created) || !a.LivedAt(rev) || a.LivedAt(created-1) || a.LivedAt(rev+1) {
@@ -859,6 +854,19 @@ func TestFakeWatchGoesOnFromTheRead(t *testing.T) {
 	}
 }
 
+// aloneAfterARead is a, alone in a fake fleet with the failsafe, once it has
+// read its peers.
+func aloneAfterARead(t *testing.T) *fleet.Member {
+	t.Helper()
+	f := newFakeFleet(t)
+	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
+	read := func() bool { _, rev, _ := a.PeersView(); return rev > 0 }
+	if !f.advanceUntil(0, 2*fakeTiming.TTL, fakeTiming.Renew/2, read) {
+		t.Fatal("a did not read its peers")
+	}
+	return a
+}
+
 // TestFakePeersViewNeverGoesBack: a read of every record that the watch
 // overtook while it was under way (a node joined after the read's
 // revision, and the watch told of it) leaves the newer view as it is:
@@ -867,12 +875,7 @@ func TestFakeWatchGoesOnFromTheRead(t *testing.T) {
 // the view (nothing from the watch, no set written) until a read of every
 // record.
 func TestFakePeersViewNeverGoesBack(t *testing.T) {
-	f := newFakeFleet(t)
-	a, _ := f.joinConfig("a", func(c *fleet.Config) { c.Failsafe = failsafeConfig(t) })
-	read := func() bool { _, rev, _ := a.PeersView(); return rev > 0 }
-	if !f.advanceUntil(0, 2*fakeTiming.TTL, fakeTiming.Renew/2, read) {
-		t.Fatal("a did not read its peers")
-	}
+	a := aloneAfterARead(t)
 	_, rev, _ := a.PeersView()
 	x := keyedRecord(t, "x")
 	x.CreateRev = rev + 5

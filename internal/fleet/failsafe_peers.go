@@ -292,16 +292,17 @@ func (m *Member) applyPeers(put, gone []store.Node, rev int64) bool {
 	}
 	if rev == 0 {
 		fs.losses++
-	}
-	if rev == 0 && fs.records != nil && !fs.stale {
-		// The watch lost changes (compacted past them): the view is
-		// no longer the store's at any revision. Nothing from the
-		// watch, nor a set written, until a read of every record.
-		fs.stale = true
-		m.log.Info("failsafe: the watch of the nodes lost changes (compacted): reading them all again")
-		select {
-		case fs.reread <- struct{}{}:
-		default:
+		if fs.records != nil && !fs.stale {
+			// The watch lost changes (compacted past them): the view
+			// is no longer the store's at any revision. Nothing from
+			// the watch, nor a set written, until a read of every
+			// record.
+			fs.stale = true
+			m.log.Info("failsafe: the watch of the nodes lost changes (compacted): reading them all again")
+			select {
+			case fs.reread <- struct{}{}:
+			default:
+			}
 		}
 	}
 	if rev <= fs.peersRev || fs.records == nil || fs.stale {
